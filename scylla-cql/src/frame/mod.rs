@@ -1,0 +1,20 @@
+//! Frames: a 9-byte [`header`] and a body, for every opcode in both directions.
+//!
+//! - [`header`]: version/direction, flags, stream id, opcode, body length (checked
+//!   against a maximum before the body is read).
+//! - [`wire`]: the spec's notation types (`[short]`, `[string]`, `[value]`, ...).
+//! - [`request`]: messages a client sends (STARTUP, OPTIONS, QUERY, ...).
+//! - [`response`]: messages a server sends (ERROR, READY, RESULT, EVENT, ...).
+//!
+//! Encoding appends to a caller-owned `BytesMut` (the connection writer's
+//! reusable buffer); decoding reads from a slice or a shared `Bytes` and
+//! reports "not enough bytes yet" as `Ok(None)`, never as an error.
+
+pub mod header;
+pub mod request;
+pub mod response;
+pub mod wire;
+
+pub use header::{
+    Direction, Flags, FrameHeader, Opcode, DEFAULT_MAX_BODY_LEN, HEADER_LEN, PROTOCOL_VERSION,
+};

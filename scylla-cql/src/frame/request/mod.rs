@@ -1,0 +1,1 @@
+//! Requests (client to server).

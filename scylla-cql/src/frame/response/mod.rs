@@ -1,0 +1,1 @@
+//! Responses (server to client).

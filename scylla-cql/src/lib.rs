@@ -1,0 +1,24 @@
+//! The CQL native protocol (v4) with ScyllaDB's extensions: wire format, data
+//! types, compression, Murmur3 tokens and shard math. No I/O: everything here
+//! encodes into caller-owned buffers and decodes from byte slices, so the same
+//! code serves the driver (requests out, responses in) and the in-process test
+//! cluster (requests in, responses out).
+//!
+//! # Layout
+//! - [`frame`]: header, notation types, every request and response message.
+//! - [`types`]: column types and (de)serialization of values.
+//! - [`token`]: the Murmur3 partitioner and partition-key bytes.
+//! - [`sharding`]: ScyllaDB's shard-of-token and shard-of-source-port rules.
+//! - [`consistency`]: consistency levels.
+//! - [`error`]: decode and encode errors.
+
+pub mod consistency;
+pub mod error;
+pub mod frame;
+pub mod sharding;
+pub mod token;
+pub mod types;
+
+pub use consistency::Consistency;
+pub use error::{DecodeError, EncodeError};
+pub use token::Token;

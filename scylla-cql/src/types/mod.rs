@@ -1,0 +1,7 @@
+//! CQL data types: the [`ColumnType`] tree parsed from metadata, and how Rust
+//! values are serialized to and deserialized from their CQL encodings.
+
+pub mod column_type;
+mod custom_class;
+
+pub use column_type::ColumnType;

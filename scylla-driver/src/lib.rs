@@ -1,0 +1,1 @@
+//! A fast, shard-aware async CQL driver for ScyllaDB and Apache Cassandra.

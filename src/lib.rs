@@ -1,0 +1,1 @@
+//! An in-process, ScyllaDB-like test cluster on loopback.
