@@ -262,3 +262,16 @@ impl ColumnType {
         Ok(())
     }
 }
+
+/// Where a column lives and what it holds, as described by result metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ColumnSpec {
+    /// Keyspace of the column's table.
+    pub keyspace: String,
+    /// The column's table.
+    pub table: String,
+    /// The column's name.
+    pub name: String,
+    /// The column's type.
+    pub typ: ColumnType,
+}

@@ -4,4 +4,4 @@
 pub mod column_type;
 mod custom_class;
 
-pub use column_type::ColumnType;
+pub use column_type::{ColumnSpec, ColumnType};
