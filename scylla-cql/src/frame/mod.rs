@@ -18,3 +18,18 @@ pub mod wire;
 pub use header::{
     Direction, Flags, FrameHeader, Opcode, DEFAULT_MAX_BODY_LEN, HEADER_LEN, PROTOCOL_VERSION,
 };
+
+use bytes::BytesMut;
+
+use crate::error::EncodeError;
+
+/// A message that can be written as the body of a frame.
+///
+/// Requests and responses implement it; the envelope code (header, flags,
+/// compression) is shared.
+pub trait MessageBody {
+    /// The frame opcode of this message.
+    fn opcode(&self) -> Opcode;
+    /// Appends the (uncompressed) body to `buf`.
+    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError>;
+}

@@ -62,6 +62,12 @@ impl<'a> WireReader<'a> {
         &self.buf[self.pos..]
     }
 
+    /// The bytes consumed since offset `start` (a position obtained earlier
+    /// from [`position`](Self::position)); empty if `start` is not behind the cursor.
+    pub fn consumed_since(&self, start: usize) -> &'a [u8] {
+        self.buf.get(start..self.pos).unwrap_or(&[])
+    }
+
     /// Fails with [`DecodeError::TrailingBytes`] unless everything was consumed.
     pub fn expect_end(&self, what: &'static str) -> Result<(), DecodeError> {
         match self.remaining() {

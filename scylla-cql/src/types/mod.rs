@@ -5,3 +5,6 @@ pub mod column_type;
 mod custom_class;
 
 pub use column_type::{ColumnSpec, ColumnType};
+pub mod serialized_values;
+
+pub use serialized_values::SerializedValues;
