@@ -1,1 +1,3 @@
 //! A fast, shard-aware async CQL driver for ScyllaDB and Apache Cassandra.
+
+pub mod connection;

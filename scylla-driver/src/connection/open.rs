@@ -1,0 +1,211 @@
+//! Opening the TCP socket: socket2 for the options tokio does not expose
+//! (keepalive timing, `SO_REUSEADDR` before an explicit bind), then an async
+//! connect bounded by the connect timeout.
+//!
+//! Binding a chosen source port is how a connection picks its shard on
+//! ScyllaDB's shard-aware port (`source_port % nr_shards == shard`).
+//! `SO_REUSEADDR` lets one local port serve connections to different nodes:
+//! the kernel only refuses a duplicate of the full 4-tuple, and it reports
+//! that either at bind (`AddrInUse`) or at connect (`AddrNotAvailable`), which
+//! [`OpenError::port_taken`] recognises so the caller can try another port.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// Socket options of a new connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// Disable Nagle's algorithm (the writer does its own coalescing).
+    pub nodelay: bool,
+    /// TCP keepalive idle time, if any.
+    pub keepalive: Option<Duration>,
+    /// Bound on the TCP connect.
+    pub connect_timeout: Duration,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        Self {
+            nodelay: true,
+            keepalive: None,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Which part of opening the socket failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenStep {
+    /// Creating or configuring the socket.
+    Configure,
+    /// Binding the chosen source address.
+    Bind,
+    /// Connecting.
+    Connect,
+}
+
+/// Opening a socket failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// An I/O error at one step.
+    #[error("{step:?} to {addr} failed: {source}")]
+    Io {
+        /// The step.
+        step: OpenStep,
+        /// The destination.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The connect did not finish in time.
+    #[error("connect to {addr} timed out after {after:?}")]
+    Timeout {
+        /// The destination.
+        addr: SocketAddr,
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+impl OpenError {
+    /// Whether the failure means "this source port is taken" (try another).
+    pub fn port_taken(&self) -> bool {
+        match self {
+            OpenError::Io { step, source, .. } => {
+                matches!(step, OpenStep::Bind | OpenStep::Connect)
+                    && matches!(
+                        source.kind(),
+                        io::ErrorKind::AddrInUse
+                            | io::ErrorKind::AddrNotAvailable
+                            | io::ErrorKind::PermissionDenied
+                    )
+            }
+            OpenError::Timeout { .. } => false,
+        }
+    }
+
+    /// Whether the peer refused the connection.
+    pub fn refused(&self) -> bool {
+        matches!(self, OpenError::Io { source, .. } if source.kind() == io::ErrorKind::ConnectionRefused)
+    }
+
+    /// Whether the connect timed out.
+    pub fn timed_out(&self) -> bool {
+        matches!(self, OpenError::Timeout { .. })
+    }
+}
+
+/// Opens a TCP connection to `addr`, optionally from `source` (address and port).
+pub async fn open_socket(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    cfg: &SocketConfig,
+) -> Result<TcpStream, OpenError> {
+    let io_err = |step| move |source| OpenError::Io { step, addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(io_err(OpenStep::Configure))?;
+    socket
+        .set_nonblocking(true)
+        .map_err(io_err(OpenStep::Configure))?;
+    socket
+        .set_tcp_nodelay(cfg.nodelay)
+        .map_err(io_err(OpenStep::Configure))?;
+    if let Some(idle) = cfg.keepalive {
+        socket
+            .set_tcp_keepalive(&TcpKeepalive::new().with_time(idle))
+            .map_err(io_err(OpenStep::Configure))?;
+    }
+    if let Some(src) = source {
+        socket
+            .set_reuse_address(true)
+            .map_err(io_err(OpenStep::Configure))?;
+        socket.bind(&src.into()).map_err(io_err(OpenStep::Bind))?;
+    }
+    let socket = TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
+    match tokio::time::timeout(cfg.connect_timeout, socket.connect(addr)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(e)) => Err(io_err(OpenStep::Connect)(e)),
+        Err(_) => Err(OpenError::Timeout {
+            addr,
+            after: cfg.connect_timeout,
+        }),
+    }
+}
+
+/// The local address of a connected stream (the source port the server sees,
+/// unless a NAT rewrites it).
+pub fn local_addr(stream: &TcpStream) -> io::Result<SocketAddr> {
+    SockRef::from(stream)
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "local address is not an IP socket",
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connects_and_binds_a_chosen_port() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accept = tokio::spawn(async move { listener.accept().await.unwrap().1 });
+        // Find a free local port by binding to 0 first.
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let src: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let s = open_socket(addr, Some(src), &SocketConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(local_addr(&s).unwrap().port(), port);
+        assert_eq!(accept.await.unwrap().port(), port);
+    }
+
+    #[tokio::test]
+    async fn refused_is_reported() {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let e = open_socket(addr, None, &SocketConfig::default())
+            .await
+            .unwrap_err();
+        assert!(e.refused(), "{e}");
+        assert!(!e.port_taken());
+    }
+
+    #[tokio::test]
+    async fn same_4_tuple_is_port_taken() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _keep = tokio::spawn(async move {
+            let mut v = Vec::new();
+            for _ in 0..2 {
+                if let Ok(s) = listener.accept().await {
+                    v.push(s);
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        });
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let src: SocketAddr = probe.local_addr().unwrap();
+        drop(probe);
+        let _first = open_socket(addr, Some(src), &SocketConfig::default())
+            .await
+            .unwrap();
+        let second = open_socket(addr, Some(src), &SocketConfig::default())
+            .await
+            .unwrap_err();
+        assert!(second.port_taken(), "{second}");
+    }
+}

@@ -1,0 +1,462 @@
+//! Stream ids and their response slots.
+//!
+//! A connection multiplexes up to 32,768 requests by stream id. Each id owns a
+//! *slot*: a small state machine that the requester and the reader share. Slots
+//! are allocated lazily in chunks of 64 (a connection that never has more than a
+//! few requests in flight holds one chunk) and are reused for the life of the
+//! connection, so a request costs no heap allocation: no channel, no map entry,
+//! no boxed future. Ids are recycled LIFO so hot slots stay in cache.
+//!
+//! Every request ends exactly once. The states and who moves between them:
+//!
+//! ```text
+//!            requester                reader                      tick / close
+//! Free ──alloc──▶ Pending ──complete──▶ Ready ──take──▶ Free
+//!                  │  │                                            (requester)
+//!                  │  └──deadline──▶ TimedOut ──response──▶ TimedOutAnswered ──poll──▶ Free
+//!                  │                    │ poll / drop                                 (timeout error)
+//!                  └─────drop──────────▶ Orphaned ──response (discarded)──▶ Free
+//! ```
+//!
+//! A timed-out or abandoned request keeps its stream id reserved until the late
+//! response arrives: reusing it earlier would hand that late response to the
+//! wrong request. When the connection breaks, every Pending/TimedOut slot is
+//! completed with the error and every Orphaned slot is freed.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use tokio::sync::Semaphore;
+
+/// The protocol's limit on concurrent streams per connection (v3+).
+pub const MAX_STREAMS: usize = 32_768;
+const CHUNK: usize = 64;
+const CHUNKS: usize = MAX_STREAMS / CHUNK;
+
+enum SlotState<T> {
+    Free,
+    Pending {
+        waker: Option<Waker>,
+        deadline: Option<Instant>,
+    },
+    Ready(T),
+    TimedOut {
+        waker: Option<Waker>,
+    },
+    TimedOutAnswered,
+    Orphaned,
+}
+
+struct Slot<T> {
+    state: Mutex<SlotState<T>>,
+}
+
+impl<T> Slot<T> {
+    fn lock(&self) -> MutexGuard<'_, SlotState<T>> {
+        // A panic while holding a slot lock cannot leave the state torn (every
+        // transition is a single assignment), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct FreeIds {
+    stack: Vec<u16>,
+    next_fresh: u16,
+}
+
+/// Why a slot could not be completed by the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompleteError {
+    /// No request is waiting on this stream id: the server answered a stream
+    /// we never used (or answered twice). This is a protocol violation.
+    UnknownStream(i16),
+}
+
+/// What a requester gets back when its slot settles without a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotOutcome<T> {
+    /// The response (or the connection's error) arrived.
+    Done(T),
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// The slots of one connection, shared by requesters, the reader and the
+/// housekeeping tick.
+pub struct StreamSlots<T> {
+    chunks: Box<[OnceLock<Box<[Slot<T>]>>]>,
+    free: Mutex<FreeIds>,
+    permits: Semaphore,
+    /// Ids currently allocated (Pending, Ready, TimedOut, ..., Orphaned).
+    in_use: AtomicUsize,
+    /// Of those, orphaned or timed out: reserved until a late response.
+    orphans: AtomicUsize,
+    /// Highest id ever allocated + 1: the tick scans only below it.
+    high_water: AtomicUsize,
+    closed: AtomicBool,
+    capacity: usize,
+}
+
+impl<T> std::fmt::Debug for StreamSlots<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamSlots")
+            .field("in_use", &self.in_use())
+            .field("orphans", &self.orphans())
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl<T> StreamSlots<T> {
+    /// Slots for at most `capacity` concurrent requests (clamped to 1..=32768).
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, MAX_STREAMS);
+        Self {
+            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
+            free: Mutex::new(FreeIds {
+                stack: Vec::new(),
+                next_fresh: 0,
+            }),
+            permits: Semaphore::new(capacity),
+            in_use: AtomicUsize::new(0),
+            orphans: AtomicUsize::new(0),
+            high_water: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            capacity,
+        }
+    }
+
+    /// Requests in flight (including orphans awaiting late responses).
+    pub fn in_use(&self) -> usize {
+        self.in_use.load(Ordering::Relaxed)
+    }
+
+    /// Ids reserved by timed-out or abandoned requests.
+    pub fn orphans(&self) -> usize {
+        self.orphans.load(Ordering::Relaxed)
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn slot(&self, id: u16) -> Option<&Slot<T>> {
+        let idx = id as usize;
+        self.chunks
+            .get(idx / CHUNK)?
+            .get()
+            .and_then(|chunk| chunk.get(idx % CHUNK))
+    }
+
+    fn slot_or_init(&self, id: u16) -> &Slot<T> {
+        let idx = id as usize;
+        let chunk = self.chunks[idx / CHUNK].get_or_init(|| {
+            (0..CHUNK)
+                .map(|_| Slot {
+                    state: Mutex::new(SlotState::Free),
+                })
+                .collect()
+        });
+        &chunk[idx % CHUNK]
+    }
+
+    fn pop_id(&self) -> Option<u16> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = free.stack.pop() {
+            return Some(id);
+        }
+        let id = free.next_fresh;
+        if (id as usize) < self.capacity {
+            free.next_fresh += 1;
+            self.high_water
+                .fetch_max(id as usize + 1, Ordering::Relaxed);
+            Some(id)
+        } else {
+            None
+        }
+    }
+
+    fn release(&self, id: u16) {
+        {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            free.stack.push(id);
+        }
+        self.in_use.fetch_sub(1, Ordering::Relaxed);
+        self.permits.add_permits(1);
+    }
+
+    /// Reserves a stream id without waiting; `None` if all are busy or closed.
+    pub fn try_alloc(&self, deadline: Option<Instant>) -> Option<u16> {
+        if self.is_closed() {
+            return None;
+        }
+        let permit = self.permits.try_acquire().ok()?;
+        permit.forget();
+        Some(self.alloc_with_permit(deadline))
+    }
+
+    /// Reserves a stream id, waiting for one to become free. `None` when the
+    /// slots are closed.
+    pub async fn alloc(&self, deadline: Option<Instant>) -> Option<u16> {
+        if self.is_closed() {
+            return None;
+        }
+        let permit = self.permits.acquire().await.ok()?;
+        permit.forget();
+        if self.is_closed() {
+            self.permits.add_permits(1);
+            return None;
+        }
+        Some(self.alloc_with_permit(deadline))
+    }
+
+    fn alloc_with_permit(&self, deadline: Option<Instant>) -> u16 {
+        // Holding a permit guarantees a free id: permits == capacity - in_use,
+        // and ids are only pushed back (release) before a permit is returned.
+        let id = self.pop_id().unwrap_or(0);
+        self.in_use.fetch_add(1, Ordering::Relaxed);
+        *self.slot_or_init(id).lock() = SlotState::Pending {
+            waker: None,
+            deadline,
+        };
+        id
+    }
+
+    /// Gives back an id whose request was never sent (e.g. encoding failed).
+    pub fn cancel_unsent(&self, id: u16) {
+        if let Some(slot) = self.slot(id) {
+            *slot.lock() = SlotState::Free;
+            self.release(id);
+        }
+    }
+
+    /// Hands a response to the request waiting on `stream` (called by the reader).
+    pub fn complete(&self, stream: i16, value: T) -> Result<(), CompleteError> {
+        let Some(slot) = u16::try_from(stream).ok().and_then(|id| self.slot(id)) else {
+            return Err(CompleteError::UnknownStream(stream));
+        };
+        let id = stream as u16;
+        let mut st = slot.lock();
+        match std::mem::replace(&mut *st, SlotState::Free) {
+            SlotState::Pending { waker, .. } => {
+                *st = SlotState::Ready(value);
+                drop(st);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+                Ok(())
+            }
+            SlotState::TimedOut { waker } => {
+                // The requester is about to see its timeout; the late response
+                // frees the id once it has.
+                *st = SlotState::TimedOutAnswered;
+                drop(st);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+                Ok(())
+            }
+            SlotState::Orphaned => {
+                drop(st);
+                self.orphans.fetch_sub(1, Ordering::Relaxed);
+                self.release(id);
+                Ok(())
+            }
+            other @ (SlotState::Free | SlotState::Ready(_) | SlotState::TimedOutAnswered) => {
+                *st = other;
+                Err(CompleteError::UnknownStream(stream))
+            }
+        }
+    }
+
+    /// Polls the slot of `id` on behalf of its requester.
+    fn poll_slot(&self, id: u16, cx: &mut Context<'_>) -> Poll<SlotOutcome<T>> {
+        let Some(slot) = self.slot(id) else {
+            // Unreachable for an id returned by alloc; report as a timeout
+            // rather than panic.
+            return Poll::Ready(SlotOutcome::TimedOut);
+        };
+        let mut st = slot.lock();
+        match &mut *st {
+            SlotState::Pending { waker, .. } => {
+                match waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            SlotState::TimedOut { .. } => {
+                *st = SlotState::Orphaned;
+                drop(st);
+                Poll::Ready(SlotOutcome::TimedOut)
+            }
+            SlotState::TimedOutAnswered => {
+                *st = SlotState::Free;
+                drop(st);
+                self.orphans.fetch_sub(1, Ordering::Relaxed);
+                self.release(id);
+                Poll::Ready(SlotOutcome::TimedOut)
+            }
+            SlotState::Ready(_) => {
+                let SlotState::Ready(v) = std::mem::replace(&mut *st, SlotState::Free) else {
+                    // Just matched Ready above, under the same lock.
+                    return Poll::Pending;
+                };
+                drop(st);
+                self.release(id);
+                Poll::Ready(SlotOutcome::Done(v))
+            }
+            SlotState::Free | SlotState::Orphaned => Poll::Ready(SlotOutcome::TimedOut),
+        }
+    }
+
+    /// The requester gave up on `id` (its future was dropped).
+    fn abandon(&self, id: u16) {
+        let Some(slot) = self.slot(id) else { return };
+        let mut st = slot.lock();
+        match std::mem::replace(&mut *st, SlotState::Free) {
+            SlotState::Pending { .. } => {
+                *st = SlotState::Orphaned;
+                self.orphans.fetch_add(1, Ordering::Relaxed);
+            }
+            SlotState::TimedOut { .. } => {
+                // Already counted as an orphan when it timed out.
+                *st = SlotState::Orphaned;
+            }
+            SlotState::Ready(v) => {
+                drop(st);
+                drop(v);
+                self.release(id);
+            }
+            SlotState::TimedOutAnswered => {
+                drop(st);
+                self.orphans.fetch_sub(1, Ordering::Relaxed);
+                self.release(id);
+            }
+            other @ (SlotState::Free | SlotState::Orphaned) => *st = other,
+        }
+    }
+
+    /// Times out every pending request whose deadline is at or before `now`.
+    /// Returns how many timed out. Called by the connection's single tick, so
+    /// requests need no timer of their own.
+    pub fn expire(&self, now: Instant) -> usize {
+        let mut expired = 0;
+        let hw = self.high_water.load(Ordering::Relaxed).min(MAX_STREAMS);
+        for idx in 0..hw {
+            let Some(slot) = self.slot(idx as u16) else {
+                continue;
+            };
+            let mut st = slot.lock();
+            if let SlotState::Pending {
+                deadline: Some(d),
+                waker,
+            } = &mut *st
+            {
+                if *d <= now {
+                    let waker = waker.take();
+                    *st = SlotState::TimedOut { waker: None };
+                    drop(st);
+                    self.orphans.fetch_add(1, Ordering::Relaxed);
+                    expired += 1;
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                }
+            }
+        }
+        expired
+    }
+
+    /// Closes the slots: no new ids are handed out; every waiting request is
+    /// completed with `error()`; orphans are freed (no response will come).
+    pub fn close(&self, mut error: impl FnMut(u16) -> T) {
+        self.closed.store(true, Ordering::Release);
+        self.permits.close();
+        let hw = self.high_water.load(Ordering::Relaxed).min(MAX_STREAMS);
+        for idx in 0..hw {
+            let id = idx as u16;
+            let Some(slot) = self.slot(id) else { continue };
+            let mut st = slot.lock();
+            match std::mem::replace(&mut *st, SlotState::Free) {
+                SlotState::Pending { waker, .. } => {
+                    *st = SlotState::Ready(error(id));
+                    drop(st);
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                }
+                SlotState::TimedOut { waker } => {
+                    *st = SlotState::TimedOutAnswered;
+                    drop(st);
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                }
+                SlotState::Orphaned => {
+                    drop(st);
+                    self.orphans.fetch_sub(1, Ordering::Relaxed);
+                    self.release(id);
+                }
+                other => *st = other,
+            }
+        }
+    }
+}
+
+/// Waits for the response of one stream id. Dropping it before it completes
+/// orphans the id: the late response is discarded and the id reused after it.
+pub struct ResponseFuture<T> {
+    slots: Arc<StreamSlots<T>>,
+    id: u16,
+    done: bool,
+}
+
+impl<T> std::fmt::Debug for ResponseFuture<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl<T> ResponseFuture<T> {
+    /// A future for the response of `id`, which must have been allocated from
+    /// `slots` and not yet waited on.
+    pub fn new(slots: Arc<StreamSlots<T>>, id: u16) -> Self {
+        Self {
+            slots,
+            id,
+            done: false,
+        }
+    }
+}
+
+impl<T> Future for ResponseFuture<T> {
+    type Output = SlotOutcome<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let out = self.slots.poll_slot(self.id, cx);
+        if out.is_ready() {
+            self.done = true;
+        }
+        out
+    }
+}
+
+impl<T> Drop for ResponseFuture<T> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.slots.abandon(self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "stream_slots_tests.rs"]
+mod tests;
