@@ -63,6 +63,9 @@ impl<T> Slot<T> {
     }
 }
 
+/// 64 slots, allocated together the first time one of their ids is used.
+type Chunk<T> = Box<[Slot<T>]>;
+
 struct FreeIds {
     stack: Vec<u16>,
     next_fresh: u16,
@@ -88,7 +91,7 @@ pub enum SlotOutcome<T> {
 /// The slots of one connection, shared by requesters, the reader and the
 /// housekeeping tick.
 pub struct StreamSlots<T> {
-    chunks: Box<[OnceLock<Box<[Slot<T>]>>]>,
+    chunks: Box<[OnceLock<Chunk<T>>]>,
     free: Mutex<FreeIds>,
     permits: Semaphore,
     /// Ids currently allocated (Pending, Ready, TimedOut, ..., Orphaned).
