@@ -1,3 +1,4 @@
 //! A fast, shard-aware async CQL driver for ScyllaDB and Apache Cassandra.
 
 pub mod connection;
+pub mod pool;

@@ -1,0 +1,2 @@
+//! Per-node pools of per-shard connections.
+pub mod backoff;
