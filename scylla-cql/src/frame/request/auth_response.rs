@@ -16,6 +16,13 @@ pub struct AuthResponse<'a> {
 }
 
 impl<'a> AuthResponse<'a> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> AuthResponse<'static> {
+        AuthResponse {
+            token: self.token.map(|t| Cow::Owned(t.into_owned())),
+        }
+    }
+
     /// Decodes the body, borrowing the token.
     pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
         Ok(Self {

@@ -139,6 +139,21 @@ impl<'a> Batch<'a> {
 }
 
 impl<'a> BatchStatement<'a> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> BatchStatement<'static> {
+        BatchStatement {
+            kind: match self.kind {
+                BatchStatementKind::Query(q) => {
+                    BatchStatementKind::Query(Cow::Owned(q.into_owned()))
+                }
+                BatchStatementKind::Prepared(id) => {
+                    BatchStatementKind::Prepared(Cow::Owned(id.into_owned()))
+                }
+            },
+            values: Cow::Owned(self.values.into_owned()),
+        }
+    }
+
     /// Reads one statement with positional values.
     pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
         let kind = match r.read_u8("batch statement kind")? {
@@ -178,6 +193,23 @@ impl<'a> BatchStatement<'a> {
 }
 
 impl Batch<'_> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> Batch<'static> {
+        Batch {
+            batch_type: self.batch_type,
+            statements: Cow::Owned(
+                self.statements
+                    .into_owned()
+                    .into_iter()
+                    .map(BatchStatement::into_owned)
+                    .collect(),
+            ),
+            consistency: self.consistency,
+            serial_consistency: self.serial_consistency,
+            default_timestamp: self.default_timestamp,
+        }
+    }
+
     /// The flags byte this batch is written with.
     pub fn flags(&self) -> u8 {
         let mut f = 0;

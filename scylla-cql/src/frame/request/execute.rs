@@ -20,6 +20,14 @@ pub struct Execute<'a> {
 }
 
 impl<'a> Execute<'a> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> Execute<'static> {
+        Execute {
+            id: Cow::Owned(self.id.into_owned()),
+            params: self.params.into_owned(),
+        }
+    }
+
     /// Decodes the body, borrowing the id.
     pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
         let id = Cow::Borrowed(r.read_short_bytes("prepared id")?);

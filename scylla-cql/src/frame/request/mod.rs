@@ -57,6 +57,20 @@ pub enum Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// A copy that owns all its data (to keep a request beyond its frame).
+    pub fn into_owned(self) -> Request<'static> {
+        match self {
+            Request::Startup(m) => Request::Startup(m.into_owned()),
+            Request::Options(m) => Request::Options(m),
+            Request::Query(m) => Request::Query(m.into_owned()),
+            Request::Prepare(m) => Request::Prepare(m.into_owned()),
+            Request::Execute(m) => Request::Execute(m.into_owned()),
+            Request::Batch(m) => Request::Batch(m.into_owned()),
+            Request::Register(m) => Request::Register(m.into_owned()),
+            Request::AuthResponse(m) => Request::AuthResponse(m.into_owned()),
+        }
+    }
+
     /// Decodes the message body (compression and extras already stripped, see
     /// [`decode_envelope`](crate::frame::envelope::decode_envelope)) of a frame
     /// with `opcode`. A response opcode is a [`DecodeError::WrongDirection`];

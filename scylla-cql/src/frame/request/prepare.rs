@@ -16,6 +16,13 @@ pub struct Prepare<'a> {
 }
 
 impl<'a> Prepare<'a> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> Prepare<'static> {
+        Prepare {
+            query: Cow::Owned(self.query.into_owned()),
+        }
+    }
+
     /// Decodes the body, borrowing the text.
     pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
         Ok(Self {

@@ -19,6 +19,14 @@ pub struct Query<'a> {
 }
 
 impl<'a> Query<'a> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> Query<'static> {
+        Query {
+            contents: Cow::Owned(self.contents.into_owned()),
+            params: self.params.into_owned(),
+        }
+    }
+
     /// Decodes the body, borrowing the text.
     pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
         let contents = Cow::Borrowed(r.read_long_string("query string")?);

@@ -60,6 +60,13 @@ pub struct Register<'a> {
 }
 
 impl Register<'_> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> Register<'static> {
+        Register {
+            event_types: Cow::Owned(self.event_types.into_owned()),
+        }
+    }
+
     /// Decodes the body; an unknown event type is an error.
     pub fn decode(r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
         let n = r.read_short_count("event types", 2)?;

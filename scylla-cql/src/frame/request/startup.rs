@@ -25,6 +25,17 @@ pub struct Startup<'a> {
 }
 
 impl<'a> Startup<'a> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> Startup<'static> {
+        Startup {
+            options: self
+                .options
+                .into_iter()
+                .map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned())))
+                .collect(),
+        }
+    }
+
     /// The value of option `name` (the first one, if the peer repeated it).
     pub fn get(&self, name: &str) -> Option<&str> {
         self.options
