@@ -239,6 +239,15 @@ mod tests {
     }
 
     #[test]
+    fn empty_input_round_trips() {
+        let mut out = BytesMut::new();
+        Compression::Lz4.compress_into(&[], &mut out).unwrap();
+        assert_eq!(&out[..4], &[0, 0, 0, 0]);
+        assert!(Compression::Lz4.decompress(&out, 0).unwrap().is_empty());
+        assert!(Compression::Lz4.decompress(&[], 0).unwrap().is_empty());
+    }
+
+    #[test]
     fn compressor_reuses_scratch() {
         let mut c = Compressor::new(Compression::Lz4);
         c.scratch().extend_from_slice(&[1; 1000]);

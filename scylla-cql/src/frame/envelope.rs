@@ -85,7 +85,8 @@ pub fn encode_frame(
 /// Appends one whole frame (header, extras, message) to `buf`, which may
 /// already hold other frames.
 ///
-/// - `direction` must be the direction of `msg`'s opcode.
+/// - `direction` must be the direction of `msg`'s opcode; a request's `stream`
+///   must be non-negative (negative ids are reserved for the server).
 /// - Request frames may carry `tracing` and a custom payload; a `tracing_id` or
 ///   warnings on a request is an [`EncodeError::Invalid`]. Response frames set
 ///   the TRACING flag iff `tracing_id` is given (`tracing: true` without an id
@@ -137,6 +138,12 @@ fn encode_inner(
     if opcode.direction() != direction {
         return Err(EncodeError::Invalid(
             "message opcode does not travel in the frame's direction",
+        ));
+    }
+    if direction == Direction::Request && stream < 0 {
+        // Negative ids are reserved for server-initiated streams (section 2.3).
+        return Err(EncodeError::Invalid(
+            "request stream ids must be non-negative",
         ));
     }
     let mut flags = extras_flags(direction, extras)?;

@@ -164,6 +164,15 @@ fn errors_leave_buffer_untouched() {
         None,
     );
     assert!(matches!(wrong_dir, Err(EncodeError::Invalid(_))));
+    let negative = encode_frame(
+        &mut buf,
+        Direction::Request,
+        -1,
+        &big,
+        &FrameExtras::NONE,
+        None,
+    );
+    assert!(matches!(negative, Err(EncodeError::Invalid(_))));
     let warnings = vec!["x".to_owned()];
     let bad = FrameExtras {
         warnings: &warnings,
