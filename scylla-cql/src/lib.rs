@@ -9,9 +9,11 @@
 //! - [`types`]: column types and (de)serialization of values.
 //! - [`token`]: the Murmur3 partitioner and partition-key bytes.
 //! - [`sharding`]: ScyllaDB's shard-of-token and shard-of-source-port rules.
+//! - [`compression`]: LZ4 frame body compression.
 //! - [`consistency`]: consistency levels.
 //! - [`error`]: decode and encode errors.
 
+pub mod compression;
 pub mod consistency;
 pub mod error;
 pub mod frame;
@@ -19,6 +21,7 @@ pub mod sharding;
 pub mod token;
 pub mod types;
 
+pub use compression::Compression;
 pub use consistency::Consistency;
 pub use error::{DecodeError, EncodeError};
 pub use token::Token;

@@ -2,6 +2,8 @@
 //!
 //! - [`header`]: version/direction, flags, stream id, opcode, body length (checked
 //!   against a maximum before the body is read).
+//! - [`envelope`]: whole frames: flags, extras (tracing, warnings, custom
+//!   payload), compression; encode for either direction and decode.
 //! - [`wire`]: the spec's notation types (`[short]`, `[string]`, `[value]`, ...).
 //! - [`request`]: messages a client sends (STARTUP, OPTIONS, QUERY, ...).
 //! - [`response`]: messages a server sends (ERROR, READY, RESULT, EVENT, ...).
@@ -10,11 +12,16 @@
 //! reusable buffer); decoding reads from a slice or a shared `Bytes` and
 //! reports "not enough bytes yet" as `Ok(None)`, never as an error.
 
+pub mod envelope;
 pub mod header;
 pub mod request;
 pub mod response;
 pub mod wire;
 
+pub use envelope::{
+    decode_envelope, encode_frame, encode_frame_limited, frame_len, CustomPayload, Envelope,
+    FrameExtras,
+};
 pub use header::{
     Direction, Flags, FrameHeader, Opcode, DEFAULT_MAX_BODY_LEN, HEADER_LEN, PROTOCOL_VERSION,
 };

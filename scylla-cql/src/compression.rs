@@ -1,0 +1,260 @@
+//! Frame body compression (section 5 of the v4 spec).
+//!
+//! Only LZ4 is supported. In protocol v4 a compressed body is a 4-byte
+//! big-endian *uncompressed* length followed by one LZ4 block. Snappy depends
+//! on a native library on the server side and is not implemented here:
+//! [`Compression::from_name`] does not recognise it, so a driver never offers it.
+//!
+//! Decompression reads the announced length first and checks it against a
+//! caller-supplied maximum *before* allocating, so a 10-byte body announcing
+//! 4 GiB costs nothing. Compression goes through a [`Compressor`] that keeps a
+//! scratch buffer for the uncompressed body between frames: in steady state
+//! compressing a frame allocates no buffer (the LZ4 library still builds its
+//! small hash table per call).
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::{DecodeError, EncodeError};
+
+/// Length of the uncompressed-length prefix of an LZ4 body.
+const LZ4_LEN_PREFIX: usize = 4;
+
+/// A frame compression algorithm, negotiated in STARTUP (`COMPRESSION` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// LZ4 block format with a 4-byte big-endian uncompressed length prefix.
+    Lz4,
+}
+
+impl Compression {
+    /// The name used in the STARTUP `COMPRESSION` option and in SUPPORTED.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Lz4 => "lz4",
+        }
+    }
+
+    /// Parses an algorithm name (case-insensitive). Unsupported algorithms,
+    /// including `snappy`, give `None`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        if name.eq_ignore_ascii_case("lz4") {
+            Some(Compression::Lz4)
+        } else {
+            None
+        }
+    }
+
+    /// Appends the compressed form of `input` to `out`.
+    ///
+    /// `out` grows by at most [`max_compressed_len`](Self::max_compressed_len)
+    /// bytes; on error it is left as it was.
+    pub fn compress_into(self, input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+        match self {
+            Compression::Lz4 => lz4_compress_into(input, out),
+        }
+    }
+
+    /// An upper bound of the compressed size of `input_len` bytes.
+    pub fn max_compressed_len(self, input_len: usize) -> usize {
+        match self {
+            Compression::Lz4 => {
+                LZ4_LEN_PREFIX + lz4_flex::block::get_maximum_output_size(input_len)
+            }
+        }
+    }
+
+    /// Decompresses a whole body. Fails with [`DecodeError::FrameTooLarge`] if
+    /// the announced uncompressed length exceeds `max_len` (checked before any
+    /// allocation) and with [`DecodeError::Decompression`] on corrupt input.
+    pub fn decompress(self, input: &[u8], max_len: usize) -> Result<Bytes, DecodeError> {
+        match self {
+            Compression::Lz4 => lz4_decompress(input, max_len),
+        }
+    }
+}
+
+fn lz4_compress_into(input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+    let len = u32::try_from(input.len()).map_err(|_| EncodeError::TooLong {
+        what: "compressed body",
+        length: input.len(),
+        max: u32::MAX as usize,
+    })?;
+    let start = out.len();
+    out.put_u32(len);
+    let block_start = out.len();
+    let max = lz4_flex::block::get_maximum_output_size(input.len());
+    // The LZ4 API writes into an initialised slice; zero-fill the worst case
+    // (reusing the buffer's capacity) and cut it back to the real size.
+    out.resize(block_start + max, 0);
+    match lz4_flex::block::compress_into(input, &mut out[block_start..]) {
+        Ok(n) => {
+            out.truncate(block_start + n);
+            Ok(())
+        }
+        Err(_) => {
+            // Cannot happen with a worst-case-sized output, but never leave
+            // a half-written body behind.
+            out.truncate(start);
+            Err(EncodeError::Invalid("LZ4 compression failed"))
+        }
+    }
+}
+
+fn lz4_decompress(input: &[u8], max_len: usize) -> Result<Bytes, DecodeError> {
+    let Some((prefix, block)) = input.split_first_chunk::<LZ4_LEN_PREFIX>() else {
+        // Some servers send an empty body uncompressed-but-flagged; there is
+        // nothing to decompress and nothing can go wrong.
+        if input.is_empty() {
+            return Ok(Bytes::new());
+        }
+        return Err(DecodeError::Decompression(
+            "LZ4 body shorter than its length prefix",
+        ));
+    };
+    let announced = u32::from_be_bytes(*prefix) as u64;
+    if announced > max_len as u64 {
+        return Err(DecodeError::FrameTooLarge {
+            length: announced,
+            limit: max_len,
+        });
+    }
+    // `announced <= max_len`, a usize, so the conversion is lossless.
+    let announced = announced as usize;
+    // An LZ4 block expands at most ~255x; reject announcements the input cannot
+    // possibly produce before allocating for them.
+    if announced / 255 > block.len() + 16 {
+        return Err(DecodeError::Decompression(
+            "LZ4 announced length impossible for the compressed size",
+        ));
+    }
+    let mut out = vec![0u8; announced];
+    let n = lz4_flex::block::decompress_into(block, &mut out)
+        .map_err(|_| DecodeError::Decompression("corrupt LZ4 block"))?;
+    if n != announced {
+        return Err(DecodeError::Decompression(
+            "LZ4 block shorter than its announced length",
+        ));
+    }
+    Ok(Bytes::from(out))
+}
+
+/// A compression algorithm with a reusable scratch buffer for the uncompressed
+/// body, so that compressing frames allocates no buffer in steady state.
+///
+/// One per connection writer; [`encode_frame`](crate::frame::envelope::encode_frame)
+/// writes the uncompressed body into [`scratch`](Self::scratch) and compresses it
+/// into the output buffer.
+#[derive(Debug)]
+pub struct Compressor {
+    compression: Compression,
+    scratch: BytesMut,
+}
+
+impl Compressor {
+    /// A compressor for `compression` with an empty scratch buffer.
+    pub fn new(compression: Compression) -> Self {
+        Self {
+            compression,
+            scratch: BytesMut::new(),
+        }
+    }
+
+    /// The algorithm.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// The scratch buffer, cleared (its capacity is kept across frames).
+    pub fn scratch(&mut self) -> &mut BytesMut {
+        self.scratch.clear();
+        &mut self.scratch
+    }
+
+    /// Compresses the current content of the scratch buffer, appending to `out`.
+    pub fn compress_scratch_into(&mut self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        self.compression.compress_into(&self.scratch, out)
+    }
+
+    /// Compresses `input`, appending to `out`.
+    pub fn compress_into(&self, input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+        self.compression.compress_into(input, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(Compression::Lz4.name(), "lz4");
+        assert_eq!(Compression::from_name("LZ4"), Some(Compression::Lz4));
+        assert_eq!(Compression::from_name("snappy"), None);
+    }
+
+    #[test]
+    fn round_trip_and_prefix() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 7) as u8).collect();
+        let mut out = BytesMut::from(&b"xx"[..]);
+        Compression::Lz4.compress_into(&data, &mut out).unwrap();
+        assert_eq!(&out[..2], b"xx");
+        assert_eq!(&out[2..6], &5000u32.to_be_bytes());
+        assert!(out.len() < 5000);
+        let back = Compression::Lz4.decompress(&out[2..], 5000).unwrap();
+        assert_eq!(&back[..], &data[..]);
+        assert!(matches!(
+            Compression::Lz4.decompress(&out[2..], 4999),
+            Err(DecodeError::FrameTooLarge { length: 5000, .. })
+        ));
+    }
+
+    #[test]
+    fn corrupt_and_huge_bodies_are_typed_errors() {
+        // 4 GiB announced, 3 bytes of block: rejected before allocating.
+        let huge = [0xff, 0xff, 0xff, 0xff, 0x10, 0x61, 0x00];
+        assert!(matches!(
+            Compression::Lz4.decompress(&huge, usize::MAX),
+            Err(DecodeError::Decompression(_))
+        ));
+        assert!(matches!(
+            Compression::Lz4.decompress(&huge, 1 << 20),
+            Err(DecodeError::FrameTooLarge { .. })
+        ));
+        assert!(matches!(
+            Compression::Lz4.decompress(&[0, 0], 100),
+            Err(DecodeError::Decompression(_))
+        ));
+        assert!(matches!(
+            Compression::Lz4.decompress(&[0, 0, 0, 10, 0xf0, 1, 2], 100),
+            Err(DecodeError::Decompression(_))
+        ));
+        // Block decodes to fewer bytes than announced.
+        let mut ok = BytesMut::new();
+        Compression::Lz4.compress_into(b"hello", &mut ok).unwrap();
+        ok[3] = 6;
+        assert!(matches!(
+            Compression::Lz4.decompress(&ok, 100),
+            Err(DecodeError::Decompression(_))
+        ));
+    }
+
+    #[test]
+    fn empty_input_round_trips() {
+        let mut out = BytesMut::new();
+        Compression::Lz4.compress_into(&[], &mut out).unwrap();
+        assert_eq!(&out[..4], &[0, 0, 0, 0]);
+        assert!(Compression::Lz4.decompress(&out, 0).unwrap().is_empty());
+        assert!(Compression::Lz4.decompress(&[], 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn compressor_reuses_scratch() {
+        let mut c = Compressor::new(Compression::Lz4);
+        c.scratch().extend_from_slice(&[1; 1000]);
+        let cap = c.scratch.capacity();
+        let mut out = BytesMut::new();
+        c.compress_scratch_into(&mut out).unwrap();
+        assert_eq!(c.scratch().len(), 0);
+        assert_eq!(c.scratch.capacity(), cap);
+    }
+}

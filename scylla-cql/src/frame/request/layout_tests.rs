@@ -1,0 +1,193 @@
+//! Exact byte layouts of requests, written by hand from the spec.
+
+use std::borrow::Cow;
+
+use bytes::{Bytes, BytesMut};
+
+use super::*;
+use crate::consistency::Consistency;
+use crate::frame::envelope::{decode_envelope, encode_frame, frame_len, FrameExtras};
+use crate::frame::wire::RawValue;
+use crate::frame::{Direction, HEADER_LEN};
+use crate::types::SerializedValues;
+
+fn frame(stream: i16, msg: &Request<'_>) -> BytesMut {
+    let mut buf = BytesMut::new();
+    encode_frame(
+        &mut buf,
+        Direction::Request,
+        stream,
+        msg,
+        &FrameExtras::NONE,
+        None,
+    )
+    .unwrap();
+    buf
+}
+
+/// Decodes `buf` as one frame: its opcode and message body.
+fn body_of(buf: &[u8]) -> (Opcode, Bytes) {
+    let (h, len) = frame_len(buf, 1 << 20).unwrap().unwrap();
+    assert_eq!(len, buf.len());
+    let env = decode_envelope(
+        &h,
+        Bytes::copy_from_slice(&buf[HEADER_LEN..len]),
+        None,
+        1 << 20,
+    )
+    .unwrap();
+    (h.opcode, env.body)
+}
+
+#[test]
+fn startup_layout() {
+    let req = Request::Startup(Startup {
+        options: vec![(Cow::Borrowed("CQL_VERSION"), Cow::Borrowed("3.0.0"))],
+    });
+    let buf = frame(1, &req);
+    let mut expected = vec![0x04, 0x00, 0x00, 0x01, 0x01, 0, 0, 0, 22];
+    expected.extend_from_slice(&[0x00, 0x01]); // one pair
+    expected.extend_from_slice(&[0x00, 11]);
+    expected.extend_from_slice(b"CQL_VERSION");
+    expected.extend_from_slice(&[0x00, 5]);
+    expected.extend_from_slice(b"3.0.0");
+    assert_eq!(&buf[..], &expected[..]);
+    let (op, body) = body_of(&buf);
+    assert_eq!(Request::decode(op, &body).unwrap(), req);
+}
+
+#[test]
+fn options_layout() {
+    let buf = frame(0x0102, &Request::Options(Options));
+    assert_eq!(&buf[..], &[0x04, 0x00, 0x01, 0x02, 0x05, 0, 0, 0, 0]);
+    let (op, body) = body_of(&buf);
+    assert_eq!(
+        Request::decode(op, &body).unwrap(),
+        Request::Options(Options)
+    );
+}
+
+#[test]
+fn query_with_values_layout() {
+    let mut values = SerializedValues::new();
+    values.push(RawValue::Value(&[0, 0, 0, 42])).unwrap();
+    values.push(RawValue::Null).unwrap();
+    let req = Request::Query(Query {
+        contents: Cow::Borrowed("SELECT ?"),
+        params: QueryParameters {
+            consistency: Consistency::One,
+            values: Cow::Borrowed(&values),
+            page_size: Some(100),
+            default_timestamp: Some(7),
+            ..QueryParameters::default()
+        },
+    });
+    let buf = frame(5, &req);
+    let mut body = vec![0, 0, 0, 8];
+    body.extend_from_slice(b"SELECT ?");
+    body.extend_from_slice(&[0x00, 0x01]); // consistency ONE
+    body.push(0x01 | 0x04 | 0x20); // values, page size, timestamp
+    body.extend_from_slice(&[0x00, 0x02]); // two values
+    body.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 42]);
+    body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]); // null
+    body.extend_from_slice(&[0, 0, 0, 100]);
+    body.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 7]);
+    let mut expected = vec![0x04, 0x00, 0x00, 0x05, 0x07];
+    expected.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    expected.extend_from_slice(&body);
+    assert_eq!(&buf[..], &expected[..]);
+    let (op, body) = body_of(&buf);
+    assert_eq!(Request::decode(op, &body).unwrap(), req);
+}
+
+#[test]
+fn register_and_batch_layout() {
+    let req = Request::Register(Register {
+        event_types: Cow::Borrowed(&[EventType::StatusChange]),
+    });
+    let buf = frame(0, &req);
+    let mut body = vec![0, 1, 0, 13];
+    body.extend_from_slice(b"STATUS_CHANGE");
+    assert_eq!(&buf[HEADER_LEN..], &body[..]);
+
+    let stmts = [BatchStatement {
+        kind: BatchStatementKind::Prepared(Cow::Borrowed(&[0xAB])),
+        values: Cow::Owned(SerializedValues::new()),
+    }];
+    let req = Request::Batch(Batch {
+        batch_type: BatchType::Unlogged,
+        statements: Cow::Borrowed(&stmts),
+        consistency: Consistency::Quorum,
+        serial_consistency: Some(Consistency::LocalSerial),
+        default_timestamp: None,
+    });
+    let buf = frame(0, &req);
+    let body = [1, 0, 1, 1, 0, 1, 0xAB, 0, 0, 0, 4, 0x10, 0, 9];
+    assert_eq!(&buf[HEADER_LEN..], &body[..]);
+    let (op, body) = body_of(&buf);
+    assert_eq!(Request::decode(op, &body).unwrap(), req);
+}
+
+#[test]
+fn named_values_in_batch_are_rejected() {
+    let mut values = SerializedValues::new();
+    values.push_named("a", RawValue::Null).unwrap();
+    let stmts = [BatchStatement {
+        kind: BatchStatementKind::Query(Cow::Borrowed("x")),
+        values: Cow::Owned(values),
+    }];
+    let req = Request::Batch(Batch {
+        batch_type: BatchType::Logged,
+        statements: Cow::Borrowed(&stmts),
+        consistency: Consistency::One,
+        serial_consistency: None,
+        default_timestamp: None,
+    });
+    let mut buf = BytesMut::new();
+    let r = encode_frame(
+        &mut buf,
+        Direction::Request,
+        0,
+        &req,
+        &FrameExtras::NONE,
+        None,
+    );
+    assert!(matches!(r, Err(crate::EncodeError::Invalid(_))));
+    assert!(buf.is_empty());
+    // And the names flag is rejected on decode.
+    let body = [0, 0, 0, 0, 1, 0x40];
+    assert!(matches!(
+        Request::decode(Opcode::Batch, &body),
+        Err(DecodeError::InvalidValue { .. })
+    ));
+}
+
+#[test]
+fn decode_rejects_bad_input() {
+    assert!(matches!(
+        Request::decode(Opcode::Options, &[0]),
+        Err(DecodeError::TrailingBytes { .. })
+    ));
+    assert!(matches!(
+        Request::decode(Opcode::Ready, &[]),
+        Err(DecodeError::WrongDirection { .. })
+    ));
+    // Unknown query flag bit 0x80.
+    let body = [0, 0, 0, 0, 0, 1, 0x80];
+    assert!(matches!(
+        Request::decode(Opcode::Query, &body),
+        Err(DecodeError::InvalidValue { .. })
+    ));
+    // Batch low flag bits must be zero.
+    let body = [0, 0, 0, 0, 1, 0x01];
+    assert!(matches!(
+        Request::decode(Opcode::Batch, &body),
+        Err(DecodeError::InvalidValue { .. })
+    ));
+    let mut body = vec![0, 1, 0, 3];
+    body.extend_from_slice(b"FOO");
+    assert!(matches!(
+        Request::decode(Opcode::Register, &body),
+        Err(DecodeError::InvalidText { .. })
+    ));
+}

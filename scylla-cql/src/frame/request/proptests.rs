@@ -1,0 +1,222 @@
+//! Property tests: every request survives encode (envelope, optionally LZ4,
+//! random extras) -> `frame_len` -> `decode_envelope` -> `Request::decode`.
+
+use std::borrow::Cow;
+
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+
+use super::*;
+use crate::compression::{Compression, Compressor};
+use crate::consistency::Consistency;
+use crate::frame::envelope::{
+    decode_envelope, encode_frame, frame_len, CustomPayload, FrameExtras,
+};
+use crate::frame::wire::RawValue;
+use crate::frame::{Direction, Flags, HEADER_LEN};
+use crate::types::SerializedValues;
+
+fn consistency() -> impl Strategy<Value = Consistency> {
+    proptest::sample::select(Consistency::ALL.to_vec())
+}
+
+fn raw_value() -> impl Strategy<Value = Option<Option<Vec<u8>>>> {
+    // None = unset, Some(None) = null, Some(Some(b)) = bytes.
+    prop_oneof![
+        Just(None),
+        Just(Some(None)),
+        proptest::collection::vec(any::<u8>(), 0..20).prop_map(|b| Some(Some(b))),
+    ]
+}
+
+fn to_raw(v: &Option<Option<Vec<u8>>>) -> RawValue<'_> {
+    match v {
+        None => RawValue::Unset,
+        Some(None) => RawValue::Null,
+        Some(Some(b)) => RawValue::Value(b),
+    }
+}
+
+fn values(allow_named: bool) -> impl Strategy<Value = SerializedValues> {
+    (
+        proptest::collection::vec(("[a-z]{0,6}", raw_value()), 0..6),
+        any::<bool>(),
+    )
+        .prop_map(move |(vals, named)| {
+            let mut sv = SerializedValues::new();
+            for (name, v) in &vals {
+                if named && allow_named {
+                    sv.push_named(name, to_raw(v)).unwrap();
+                } else {
+                    sv.push(to_raw(v)).unwrap();
+                }
+            }
+            sv
+        })
+}
+
+fn params() -> impl Strategy<Value = QueryParameters<'static>> {
+    (
+        consistency(),
+        values(true),
+        any::<bool>(),
+        any::<Option<i32>>(),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..30)),
+        proptest::option::of(consistency()),
+        any::<Option<i64>>(),
+    )
+        .prop_map(|(c, v, skip, page, state, serial, ts)| QueryParameters {
+            consistency: c,
+            values: Cow::Owned(v),
+            skip_metadata: skip,
+            page_size: page,
+            paging_state: state.map(Cow::Owned),
+            serial_consistency: serial,
+            default_timestamp: ts,
+        })
+}
+
+fn text() -> impl Strategy<Value = Cow<'static, str>> {
+    "\\PC{0,40}".prop_map(Cow::Owned)
+}
+
+fn bytes(max: usize) -> impl Strategy<Value = Cow<'static, [u8]>> {
+    proptest::collection::vec(any::<u8>(), 0..max).prop_map(Cow::Owned)
+}
+
+fn batch() -> impl Strategy<Value = Batch<'static>> {
+    let stmt = (
+        prop_oneof![
+            text().prop_map(BatchStatementKind::Query),
+            bytes(20).prop_map(BatchStatementKind::Prepared),
+        ],
+        values(false),
+    )
+        .prop_map(|(kind, v)| BatchStatement {
+            kind,
+            values: Cow::Owned(v),
+        });
+    (
+        proptest::sample::select(vec![
+            BatchType::Logged,
+            BatchType::Unlogged,
+            BatchType::Counter,
+        ]),
+        proptest::collection::vec(stmt, 0..5),
+        consistency(),
+        proptest::option::of(consistency()),
+        any::<Option<i64>>(),
+    )
+        .prop_map(|(t, s, c, serial, ts)| Batch {
+            batch_type: t,
+            statements: Cow::Owned(s),
+            consistency: c,
+            serial_consistency: serial,
+            default_timestamp: ts,
+        })
+}
+
+fn request() -> impl Strategy<Value = Request<'static>> {
+    prop_oneof![
+        proptest::collection::vec((text(), text()), 0..4)
+            .prop_map(|options| Request::Startup(Startup { options })),
+        Just(Request::Options(Options)),
+        (text(), params())
+            .prop_map(|(contents, params)| Request::Query(Query { contents, params })),
+        text().prop_map(|query| Request::Prepare(Prepare { query })),
+        (bytes(20), params()).prop_map(|(id, params)| Request::Execute(Execute { id, params })),
+        batch().prop_map(Request::Batch),
+        proptest::collection::vec(proptest::sample::select(EventType::ALL.to_vec()), 0..4)
+            .prop_map(|e| Request::Register(Register {
+                event_types: Cow::Owned(e)
+            })),
+        proptest::option::of(bytes(30))
+            .prop_map(|token| Request::AuthResponse(AuthResponse { token })),
+    ]
+}
+
+fn payload() -> impl Strategy<Value = Option<CustomPayload>> {
+    proptest::option::of(proptest::collection::hash_map(
+        "[a-z]{0,5}",
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..10)),
+        0..3,
+    ))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn request_round_trip(
+        req in request(),
+        stream in 0i16..=i16::MAX,
+        tracing in any::<bool>(),
+        beta in any::<bool>(),
+        payload in payload(),
+        lz4 in any::<bool>(),
+        prefix in proptest::collection::vec(any::<u8>(), 0..8),
+    ) {
+        let extras = FrameExtras {
+            tracing,
+            custom_payload: payload.as_ref(),
+            beta,
+            ..FrameExtras::NONE
+        };
+        let mut compressor = Compressor::new(Compression::Lz4);
+        let mut buf = BytesMut::from(&prefix[..]);
+        encode_frame(&mut buf, Direction::Request, stream, &req, &extras, lz4.then_some(&mut compressor))
+            .unwrap();
+        let frame = &buf[prefix.len()..];
+        let (h, len) = frame_len(frame, 1 << 20).unwrap().unwrap();
+        prop_assert_eq!(len, frame.len());
+        prop_assert_eq!(h.stream, stream);
+        prop_assert_eq!(h.opcode, req.opcode());
+        prop_assert_eq!(h.flags.contains(Flags::TRACING), tracing);
+        prop_assert_eq!(h.flags.contains(Flags::BETA), beta);
+        let compressed = lz4 && !matches!(req, Request::Startup(_) | Request::Options(_));
+        prop_assert_eq!(h.flags.contains(Flags::COMPRESSION), compressed);
+        let body = Bytes::copy_from_slice(&frame[HEADER_LEN..]);
+        let env = decode_envelope(&h, body, Some(Compression::Lz4), 1 << 20).unwrap();
+        prop_assert_eq!(env.tracing_requested(), tracing);
+        prop_assert_eq!(env.tracing_id, None);
+        prop_assert!(env.warnings.is_empty());
+        prop_assert_eq!(&env.custom_payload, &payload);
+        let decoded = Request::decode(h.opcode, &env.body).unwrap().into_owned();
+        prop_assert_eq!(decoded, req);
+    }
+
+    #[test]
+    fn response_extras_round_trip(
+        tracing_id in proptest::option::of(any::<u128>()),
+        warnings in proptest::collection::vec("\\PC{0,10}", 0..3),
+        payload in payload(),
+        body in proptest::collection::vec(any::<u8>(), 0..50),
+        lz4 in any::<bool>(),
+    ) {
+        struct Raw(Vec<u8>);
+        impl MessageBody for Raw {
+            fn opcode(&self) -> Opcode { Opcode::Result }
+            fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+                buf.extend_from_slice(&self.0);
+                Ok(())
+            }
+        }
+        let tracing_id = tracing_id.map(uuid::Uuid::from_u128);
+        let extras = FrameExtras {
+            tracing_id,
+            warnings: &warnings,
+            custom_payload: payload.as_ref(),
+            ..FrameExtras::NONE
+        };
+        let mut compressor = Compressor::new(Compression::Lz4);
+        let mut buf = BytesMut::new();
+        encode_frame(&mut buf, Direction::Response, -1, &Raw(body.clone()), &extras, lz4.then_some(&mut compressor))
+            .unwrap();
+        let (h, _) = frame_len(&buf, 1 << 20).unwrap().unwrap();
+        let env = decode_envelope(&h, buf.freeze().slice(HEADER_LEN..), Some(Compression::Lz4), 1 << 20).unwrap();
+        prop_assert_eq!(env.tracing_id, tracing_id);
+        prop_assert_eq!(env.warnings, warnings);
+        prop_assert_eq!(env.custom_payload, payload);
+        prop_assert_eq!(&env.body[..], &body[..]);
+    }
+}

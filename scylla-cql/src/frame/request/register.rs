@@ -1,0 +1,95 @@
+//! REGISTER (section 4.1.8): the event types to receive, a `[string list]`.
+
+use std::borrow::Cow;
+
+use bytes::BytesMut;
+
+use crate::error::{DecodeError, EncodeError};
+use crate::frame::wire::{self, WireReader};
+use crate::frame::{MessageBody, Opcode};
+
+/// A type of server-pushed event (section 4.2.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// Nodes joining, leaving or moving.
+    TopologyChange,
+    /// Nodes going up or down.
+    StatusChange,
+    /// Keyspaces, tables, types, functions created, altered or dropped.
+    SchemaChange,
+}
+
+impl EventType {
+    /// Every event type.
+    pub const ALL: [EventType; 3] = [
+        EventType::TopologyChange,
+        EventType::StatusChange,
+        EventType::SchemaChange,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::TopologyChange => "TOPOLOGY_CHANGE",
+            EventType::StatusChange => "STATUS_CHANGE",
+            EventType::SchemaChange => "SCHEMA_CHANGE",
+        }
+    }
+
+    /// Parses a wire name (exact, as the spec spells it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        EventType::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    /// Reads a `[string]` event type name.
+    pub fn decode(r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
+        let offset = r.position();
+        let name = r.read_string("event type")?;
+        EventType::from_name(name).ok_or(DecodeError::InvalidText {
+            what: "event type (unknown name)",
+            offset,
+        })
+    }
+}
+
+/// A REGISTER request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Register<'a> {
+    /// The event types to receive.
+    pub event_types: Cow<'a, [EventType]>,
+}
+
+impl Register<'_> {
+    /// A copy that owns all its data.
+    pub fn into_owned(self) -> Register<'static> {
+        Register {
+            event_types: Cow::Owned(self.event_types.into_owned()),
+        }
+    }
+
+    /// Decodes the body; an unknown event type is an error.
+    pub fn decode(r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
+        let n = r.read_short_count("event types", 2)?;
+        let mut event_types = Vec::with_capacity(n);
+        for _ in 0..n {
+            event_types.push(EventType::decode(r)?);
+        }
+        Ok(Self {
+            event_types: Cow::Owned(event_types),
+        })
+    }
+}
+
+impl MessageBody for Register<'_> {
+    fn opcode(&self) -> Opcode {
+        Opcode::Register
+    }
+
+    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        wire::put_short_len(buf, self.event_types.len(), "event types")?;
+        for e in self.event_types.iter() {
+            wire::put_string(buf, e.as_str(), "event type")?;
+        }
+        Ok(())
+    }
+}
