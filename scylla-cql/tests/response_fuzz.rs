@@ -344,27 +344,29 @@ fn random_bodies_for_every_opcode() {
 #[test]
 fn huge_counts_are_rejected_without_allocating() {
     let i32max = i32::MAX.to_be_bytes();
-    let mut bodies: Vec<(Opcode, Vec<u8>)> = Vec::new();
-    // Rows: huge columns_count, then huge rows_count with one column.
-    bodies.push((
-        Opcode::Result,
-        [&[0, 0, 0, 2, 0, 0, 0, 0][..], &i32max, &[0; 4]].concat(),
-    ));
-    bodies.push((
-        Opcode::Result,
-        [&[0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 1][..], &i32max].concat(),
-    ));
-    // Prepared: huge pk_count, then huge bind-marker count.
-    bodies.push((
-        Opcode::Result,
-        [&[0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0][..], &i32max].concat(),
-    ));
-    bodies.push((
-        Opcode::Result,
-        [&[0, 0, 0, 4, 0, 0, 0, 0, 0, 0][..], &i32max, &[0; 4]].concat(),
-    ));
-    // SUPPORTED with 65535 keys; an event with a 65535-long string list.
-    bodies.push((Opcode::Supported, vec![0xff, 0xff, 0, 1, b'k']));
+    let mut bodies: Vec<(Opcode, Vec<u8>)> = vec![
+        // Rows: huge columns_count, then huge rows_count with one column.
+        (
+            Opcode::Result,
+            [&[0, 0, 0, 2, 0, 0, 0, 0][..], &i32max, &[0; 4]].concat(),
+        ),
+        (
+            Opcode::Result,
+            [&[0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 1][..], &i32max].concat(),
+        ),
+        // Prepared: huge pk_count, then huge bind-marker count.
+        (
+            Opcode::Result,
+            [&[0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0][..], &i32max].concat(),
+        ),
+        (
+            Opcode::Result,
+            [&[0, 0, 0, 4, 0, 0, 0, 0, 0, 0][..], &i32max, &[0; 4]].concat(),
+        ),
+        // SUPPORTED with 65535 keys.
+        (Opcode::Supported, vec![0xff, 0xff, 0, 1, b'k']),
+    ];
+    // An event with a 65535-long string list.
     let mut ev = Vec::new();
     for s in ["SCHEMA_CHANGE", "CREATED", "FUNCTION", "k", "f"] {
         ev.extend_from_slice(&(s.len() as u16).to_be_bytes());
