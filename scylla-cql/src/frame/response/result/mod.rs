@@ -3,7 +3,7 @@
 //! - [`rows`]: rows of a SELECT, kept in the frame's buffer ([`metadata`]
 //!   describes their columns).
 //! - [`prepared`]: the answer to PREPARE.
-//! - [`set_keyspace`]: the answer to `USE`.
+//! - `set_keyspace`: the answer to `USE` (a keyspace name, see [`ResultBody::SetKeyspace`]).
 //! - [`schema_change`]: the answer to DDL (same body as the schema event).
 
 pub mod metadata;
