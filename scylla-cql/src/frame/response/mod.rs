@@ -65,7 +65,7 @@ impl ResponseContext {
 }
 
 /// A decoded response message.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// ERROR
     Error(ErrorResponse),
