@@ -1,0 +1,230 @@
+//! Result metadata (section 4.2.5.2): what the columns of a Rows result are,
+//! and the paging state to fetch the next page.
+//!
+//! ```text
+//! <flags><columns_count>[<paging_state>][<global_table_spec>?<col_spec_1>...<col_spec_n>]
+//! ```
+//!
+//! The same format describes the result of a prepared statement (the
+//! `<result_metadata>` of section 4.2.5.4). The column specs that share a
+//! global table spec share one decoding routine with the prepared metadata's.
+
+use bytes::{Bytes, BytesMut};
+
+use super::super::share;
+use crate::error::{DecodeError, EncodeError};
+use crate::frame::wire::{self, WireReader};
+use crate::types::{ColumnSpec, ColumnType};
+
+/// Metadata flag: one table spec for all columns.
+pub const GLOBAL_TABLES_SPEC: i32 = 0x0001;
+/// Metadata flag: a paging state follows; this is not the last page.
+pub const HAS_MORE_PAGES: i32 = 0x0002;
+/// Metadata flag: no column specs (the client asked to skip them).
+pub const NO_METADATA: i32 = 0x0004;
+
+/// The keyspace and table of columns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableSpec {
+    /// Keyspace name.
+    pub keyspace: String,
+    /// Table name.
+    pub table: String,
+}
+
+/// Metadata of a Rows result (or of a prepared statement's result).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResultMetadata {
+    /// Number of columns of every row (sent even with No_metadata).
+    pub columns_count: usize,
+    /// Where to resume paging (`Has_more_pages`), `None` on the last page.
+    pub paging_state: Option<Bytes>,
+    /// The table all columns belong to, when sent once (`Global_tables_spec`).
+    /// Each [`ColumnSpec`] carries its table either way.
+    pub global_table_spec: Option<TableSpec>,
+    /// The columns, or `None` when the server skipped them (`No_metadata`).
+    pub col_specs: Option<Vec<ColumnSpec>>,
+}
+
+impl ResultMetadata {
+    /// Metadata without column specs (`No_metadata`), e.g. for a prepared
+    /// statement that is not a SELECT.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Metadata for `col_specs`, sent with a global table spec when every
+    /// column belongs to the same table.
+    pub fn with_columns(col_specs: Vec<ColumnSpec>) -> Self {
+        let global_table_spec = common_table(&col_specs);
+        Self {
+            columns_count: col_specs.len(),
+            paging_state: None,
+            global_table_spec,
+            col_specs: Some(col_specs),
+        }
+    }
+
+    /// Decodes result metadata. The paging state shares `body`'s buffer.
+    pub fn decode(body: &Bytes, r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
+        let flags = r.read_int("result metadata flags")?;
+        let columns_count = r.read_len("result metadata columns_count")?;
+        let paging_state = if flags & HAS_MORE_PAGES != 0 {
+            // A null paging state is as good as none.
+            r.read_bytes("paging state")?.map(|p| share(body, p))
+        } else {
+            None
+        };
+        if flags & NO_METADATA != 0 {
+            return Ok(Self {
+                columns_count,
+                paging_state,
+                global_table_spec: None,
+                col_specs: None,
+            });
+        }
+        let global_table_spec = if flags & GLOBAL_TABLES_SPEC != 0 {
+            Some(TableSpec::decode(r)?)
+        } else {
+            None
+        };
+        let col_specs = decode_col_specs(r, columns_count, global_table_spec.as_ref())?;
+        Ok(Self {
+            columns_count,
+            paging_state,
+            global_table_spec,
+            col_specs: Some(col_specs),
+        })
+    }
+
+    /// Encodes result metadata. Fails if the column count disagrees with the
+    /// column specs, if a column lies outside the global table spec, or if a
+    /// global table spec is given without column specs.
+    pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        let mut flags = 0;
+        if self.paging_state.is_some() {
+            flags |= HAS_MORE_PAGES;
+        }
+        match (&self.col_specs, &self.global_table_spec) {
+            (None, Some(_)) => {
+                return Err(EncodeError::Invalid(
+                    "a global table spec needs column specs (No_metadata sends neither)",
+                ))
+            }
+            (None, None) => flags |= NO_METADATA,
+            (Some(specs), global) => {
+                if specs.len() != self.columns_count {
+                    return Err(EncodeError::Invalid(
+                        "columns_count differs from the number of column specs",
+                    ));
+                }
+                if global.is_some() {
+                    flags |= GLOBAL_TABLES_SPEC;
+                }
+            }
+        }
+        wire::put_int(buf, flags);
+        wire::put_int_len(buf, self.columns_count, "columns count")?;
+        if let Some(p) = &self.paging_state {
+            wire::put_bytes(buf, Some(p), "paging state")?;
+        }
+        if let Some(specs) = &self.col_specs {
+            if let Some(g) = &self.global_table_spec {
+                g.encode(buf)?;
+            }
+            encode_col_specs(buf, specs, self.global_table_spec.as_ref())?;
+        }
+        Ok(())
+    }
+}
+
+impl TableSpec {
+    /// Decodes `<keyspace><table>`.
+    pub fn decode(r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            keyspace: r.read_string("table spec keyspace")?.to_owned(),
+            table: r.read_string("table spec table")?.to_owned(),
+        })
+    }
+
+    /// Encodes `<keyspace><table>`.
+    pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        wire::put_string(buf, &self.keyspace, "table spec keyspace")?;
+        wire::put_string(buf, &self.table, "table spec table")
+    }
+}
+
+/// The table shared by every column, if there is at least one column and
+/// they all share one.
+pub(crate) fn common_table(specs: &[ColumnSpec]) -> Option<TableSpec> {
+    let first = specs.first()?;
+    specs
+        .iter()
+        .all(|c| c.keyspace == first.keyspace && c.table == first.table)
+        .then(|| TableSpec {
+            keyspace: first.keyspace.clone(),
+            table: first.table.clone(),
+        })
+}
+
+/// Decodes `count` column specs `(<ksname><tablename>)?<name><type>`.
+pub(crate) fn decode_col_specs(
+    r: &mut WireReader<'_>,
+    count: usize,
+    global: Option<&TableSpec>,
+) -> Result<Vec<ColumnSpec>, DecodeError> {
+    // A spec is at least a name length and a type id (4 bytes); checking the
+    // count against the input before allocating bounds the allocation by the
+    // body size.
+    if count.saturating_mul(4) > r.remaining() {
+        return Err(DecodeError::InvalidLength {
+            what: "column spec count",
+            length: count as i64,
+            offset: r.position(),
+        });
+    }
+    let mut specs = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (keyspace, table) = match global {
+            Some(g) => (g.keyspace.clone(), g.table.clone()),
+            None => (
+                r.read_string("column keyspace")?.to_owned(),
+                r.read_string("column table")?.to_owned(),
+            ),
+        };
+        let name = r.read_string("column name")?.to_owned();
+        let typ = ColumnType::decode(r)?;
+        specs.push(ColumnSpec {
+            keyspace,
+            table,
+            name,
+            typ,
+        });
+    }
+    Ok(specs)
+}
+
+/// Encodes column specs, with their table unless `global` covers it.
+pub(crate) fn encode_col_specs(
+    buf: &mut BytesMut,
+    specs: &[ColumnSpec],
+    global: Option<&TableSpec>,
+) -> Result<(), EncodeError> {
+    for c in specs {
+        match global {
+            Some(g) if g.keyspace != c.keyspace || g.table != c.table => {
+                return Err(EncodeError::Invalid(
+                    "a column's table differs from the global table spec",
+                ))
+            }
+            Some(_) => {}
+            None => {
+                wire::put_string(buf, &c.keyspace, "column keyspace")?;
+                wire::put_string(buf, &c.table, "column table")?;
+            }
+        }
+        wire::put_string(buf, &c.name, "column name")?;
+        c.typ.encode(buf)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,497 @@
+//! Property tests: every response message, encoded then decoded, is itself.
+//!
+//! The strategies cover every error code, every result kind, rows with random
+//! cell layouts (nulls, empty cells), metadata with and without a global
+//! table spec, paging state or column specs, prepared statements with
+//! partition-key indexes, and every event kind.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU16;
+
+use bytes::{Bytes, BytesMut};
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
+use scylla_cql::frame::response::error::KNOWN_CODES;
+use scylla_cql::frame::response::event::{
+    ClientRoutesChangeType, StatusChangeType, TopologyChangeType,
+};
+use scylla_cql::frame::response::result::{
+    Prepared, PreparedMetadata, ResultMetadata, Rows, SchemaChange, SchemaChangeTarget,
+    SchemaChangeType, TableSpec,
+};
+use scylla_cql::frame::response::{
+    AuthChallenge, AuthSuccess, Authenticate, DbError, ErrorResponse, Event, OperationType, Ready,
+    Response, ResponseContext, ResultBody, ScyllaExtensions, ShardingInfo, Supported, WriteType,
+};
+use scylla_cql::frame::MessageBody;
+use scylla_cql::types::{ColumnSpec, ColumnType};
+use scylla_cql::Consistency;
+use uuid::Uuid;
+
+const CASES: u32 = 300;
+
+fn round_trip(resp: &Response, ctx: &ResponseContext) -> Result<(), TestCaseError> {
+    let mut buf = BytesMut::new();
+    resp.encode_body(&mut buf)
+        .map_err(|e| TestCaseError::fail(format!("encode: {e}")))?;
+    let decoded = Response::decode(resp.opcode(), buf.freeze(), ctx)
+        .map_err(|e| TestCaseError::fail(format!("decode: {e}")))?;
+    prop_assert_eq!(&decoded, resp);
+    Ok(())
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9_é]{0,8}"
+}
+
+fn blob(max: usize) -> impl Strategy<Value = Bytes> {
+    vec(any::<u8>(), 0..max).prop_map(Bytes::from)
+}
+
+fn consistency() -> impl Strategy<Value = Consistency> {
+    prop::sample::select(Consistency::ALL.to_vec())
+}
+
+fn column_type() -> impl Strategy<Value = ColumnType> {
+    let leaf = prop::sample::select(vec![
+        ColumnType::Ascii,
+        ColumnType::BigInt,
+        ColumnType::Blob,
+        ColumnType::Boolean,
+        ColumnType::Counter,
+        ColumnType::Decimal,
+        ColumnType::Double,
+        ColumnType::Float,
+        ColumnType::Int,
+        ColumnType::Text,
+        ColumnType::Timestamp,
+        ColumnType::Uuid,
+        ColumnType::Varint,
+        ColumnType::Timeuuid,
+        ColumnType::Inet,
+        ColumnType::Date,
+        ColumnType::Time,
+        ColumnType::SmallInt,
+        ColumnType::TinyInt,
+        ColumnType::Duration,
+    ]);
+    leaf.prop_recursive(3, 16, 3, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|t| ColumnType::List(Box::new(t))),
+            inner.clone().prop_map(|t| ColumnType::Set(Box::new(t))),
+            (inner.clone(), inner.clone())
+                .prop_map(|(k, v)| ColumnType::Map(Box::new(k), Box::new(v))),
+            vec(inner.clone(), 0..3).prop_map(ColumnType::Tuple),
+            (name(), name(), vec((name(), inner), 0..3)).prop_map(|(keyspace, name, fields)| {
+                ColumnType::Udt {
+                    keyspace,
+                    name,
+                    fields,
+                }
+            }),
+        ]
+    })
+}
+
+fn table_spec() -> impl Strategy<Value = TableSpec> {
+    (name(), name()).prop_map(|(keyspace, table)| TableSpec { keyspace, table })
+}
+
+/// Column specs, with a global table spec or each with its own table.
+fn col_specs(max: usize) -> impl Strategy<Value = (Option<TableSpec>, Vec<ColumnSpec>)> {
+    let per_column = vec(
+        (table_spec(), name(), column_type()).prop_map(|(t, name, typ)| ColumnSpec {
+            keyspace: t.keyspace,
+            table: t.table,
+            name,
+            typ,
+        }),
+        0..max,
+    )
+    .prop_map(|specs| (None, specs));
+    let global = (table_spec(), vec((name(), column_type()), 0..max)).prop_map(|(t, cols)| {
+        let specs = cols
+            .into_iter()
+            .map(|(name, typ)| ColumnSpec {
+                keyspace: t.keyspace.clone(),
+                table: t.table.clone(),
+                name,
+                typ,
+            })
+            .collect();
+        (Some(t), specs)
+    });
+    prop_oneof![per_column, global]
+}
+
+fn result_metadata() -> impl Strategy<Value = ResultMetadata> {
+    let with_specs =
+        (col_specs(5), option::of(blob(16))).prop_map(|((global, specs), paging)| ResultMetadata {
+            columns_count: specs.len(),
+            paging_state: paging,
+            global_table_spec: global,
+            col_specs: Some(specs),
+        });
+    let no_metadata =
+        (0usize..5, option::of(blob(16))).prop_map(|(columns_count, paging_state)| {
+            ResultMetadata {
+                columns_count,
+                paging_state,
+                global_table_spec: None,
+                col_specs: None,
+            }
+        });
+    prop_oneof![with_specs, no_metadata]
+}
+
+fn rows() -> impl Strategy<Value = Rows> {
+    result_metadata().prop_flat_map(|md| {
+        let cell = option::of(vec(any::<u8>(), 0..6));
+        let row = vec(cell, md.columns_count..=md.columns_count);
+        vec(row, 0..6)
+            .prop_map(move |rows| Rows::build(md.clone(), rows).expect("rows match their metadata"))
+    })
+}
+
+fn prepared() -> impl Strategy<Value = Prepared> {
+    (
+        blob(20),
+        any::<i32>(),
+        vec(any::<u16>(), 0..4),
+        col_specs(5),
+        result_metadata(),
+    )
+        .prop_map(
+            |(id, flags, pk_indexes, (global, specs), result_metadata)| {
+                // The Global_tables_spec bit follows the global spec, as encoded.
+                let flags = if global.is_some() {
+                    flags | 1
+                } else {
+                    flags & !1
+                };
+                Prepared {
+                    id,
+                    metadata: PreparedMetadata {
+                        flags,
+                        pk_indexes,
+                        global_table_spec: global,
+                        col_specs: specs,
+                    },
+                    result_metadata,
+                }
+            },
+        )
+}
+
+fn schema_change() -> impl Strategy<Value = SchemaChange> {
+    let change = prop::sample::select(vec![
+        SchemaChangeType::Created,
+        SchemaChangeType::Updated,
+        SchemaChangeType::Dropped,
+    ]);
+    let target = prop_oneof![
+        name().prop_map(|keyspace| SchemaChangeTarget::Keyspace { keyspace }),
+        (name(), name()).prop_map(|(keyspace, name)| SchemaChangeTarget::Table { keyspace, name }),
+        (name(), name()).prop_map(|(keyspace, name)| SchemaChangeTarget::Type { keyspace, name }),
+        (name(), name(), vec(name(), 0..3)).prop_map(|(keyspace, name, arg_types)| {
+            SchemaChangeTarget::Function {
+                keyspace,
+                name,
+                arg_types,
+            }
+        }),
+        (name(), name(), vec(name(), 0..3)).prop_map(|(keyspace, name, arg_types)| {
+            SchemaChangeTarget::Aggregate {
+                keyspace,
+                name,
+                arg_types,
+            }
+        }),
+    ];
+    (change, target).prop_map(|(change, target)| SchemaChange { change, target })
+}
+
+fn socket_addr() -> impl Strategy<Value = SocketAddr> {
+    let ip = prop_oneof![
+        any::<[u8; 4]>().prop_map(|o| IpAddr::V4(Ipv4Addr::from(o))),
+        any::<[u8; 16]>().prop_map(|o| IpAddr::V6(Ipv6Addr::from(o))),
+    ];
+    (ip, any::<u16>()).prop_map(|(ip, port)| SocketAddr::new(ip, port))
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (
+            prop::sample::select(vec![
+                TopologyChangeType::NewNode,
+                TopologyChangeType::RemovedNode
+            ]),
+            socket_addr()
+        )
+            .prop_map(|(change, addr)| Event::TopologyChange { change, addr }),
+        (
+            prop::sample::select(vec![StatusChangeType::Up, StatusChangeType::Down]),
+            socket_addr()
+        )
+            .prop_map(|(change, addr)| Event::StatusChange { change, addr }),
+        schema_change().prop_map(Event::SchemaChange),
+        (vec(name(), 0..3), vec(name(), 0..3)).prop_map(|(connection_ids, host_ids)| {
+            Event::ClientRoutesChange {
+                change: ClientRoutesChangeType::UpdateNodes,
+                connection_ids,
+                host_ids,
+            }
+        }),
+    ]
+}
+
+fn write_type() -> impl Strategy<Value = WriteType> {
+    prop_oneof![
+        prop::sample::select(vec![
+            WriteType::Simple,
+            WriteType::Batch,
+            WriteType::UnloggedBatch,
+            WriteType::Counter,
+            WriteType::BatchLog,
+            WriteType::Cas,
+            WriteType::View,
+            WriteType::Cdc,
+        ]),
+        "[a-z]{0,6}".prop_map(WriteType::Other),
+    ]
+}
+
+/// A rate-limit code outside the spec's codes (as ScyllaDB chooses it).
+fn rate_limit_code() -> impl Strategy<Value = i32> {
+    any::<i32>().prop_filter("not a spec code", |c| !KNOWN_CODES.contains(c))
+}
+
+/// Every error code, with the rate-limit code that decoding must be told.
+fn db_error() -> impl Strategy<Value = (DbError, i32)> {
+    let c = consistency;
+    let err = prop_oneof![
+        prop::sample::select(vec![
+            DbError::ServerError,
+            DbError::ProtocolError,
+            DbError::AuthenticationError,
+            DbError::Overloaded,
+            DbError::IsBootstrapping,
+            DbError::TruncateError,
+            DbError::SyntaxError,
+            DbError::Unauthorized,
+            DbError::Invalid,
+            DbError::ConfigError,
+        ]),
+        (c(), any::<i32>(), any::<i32>()).prop_map(|(consistency, required, alive)| {
+            DbError::Unavailable {
+                consistency,
+                required,
+                alive,
+            }
+        }),
+        (c(), any::<i32>(), any::<i32>(), write_type()).prop_map(
+            |(consistency, received, block_for, write_type)| DbError::WriteTimeout {
+                consistency,
+                received,
+                block_for,
+                write_type,
+            }
+        ),
+        (c(), any::<i32>(), any::<i32>(), any::<bool>()).prop_map(
+            |(consistency, received, block_for, data_present)| DbError::ReadTimeout {
+                consistency,
+                received,
+                block_for,
+                data_present,
+            }
+        ),
+        (c(), any::<i32>(), any::<i32>(), any::<i32>(), any::<bool>()).prop_map(
+            |(consistency, received, block_for, num_failures, data_present)| {
+                DbError::ReadFailure {
+                    consistency,
+                    received,
+                    block_for,
+                    num_failures,
+                    data_present,
+                }
+            }
+        ),
+        (name(), name(), vec(name(), 0..3)).prop_map(|(keyspace, function, arg_types)| {
+            DbError::FunctionFailure {
+                keyspace,
+                function,
+                arg_types,
+            }
+        }),
+        (c(), any::<i32>(), any::<i32>(), any::<i32>(), write_type()).prop_map(
+            |(consistency, received, block_for, num_failures, write_type)| {
+                DbError::WriteFailure {
+                    consistency,
+                    received,
+                    block_for,
+                    num_failures,
+                    write_type,
+                }
+            }
+        ),
+        (name(), name()).prop_map(|(keyspace, table)| DbError::AlreadyExists { keyspace, table }),
+        blob(20).prop_map(|statement_id| DbError::Unprepared { statement_id }),
+    ];
+    prop_oneof![
+        (err, rate_limit_code()),
+        (rate_limit_code(), any::<u8>(), any::<bool>()).prop_map(|(code, op, by_coordinator)| {
+            (
+                DbError::RateLimitReached {
+                    code,
+                    op_type: OperationType::from_code(op),
+                    rejected_by_coordinator: by_coordinator,
+                },
+                code,
+            )
+        }),
+        (rate_limit_code(), rate_limit_code())
+            .prop_filter("distinct codes", |(a, b)| a != b)
+            .prop_map(|(other, rate)| (DbError::Other(other), rate)),
+    ]
+}
+
+fn sharding_info() -> impl Strategy<Value = ShardingInfo> {
+    (
+        1u16..,
+        any::<u16>(),
+        any::<u8>(),
+        option::of(any::<u16>()),
+        option::of(any::<u16>()),
+    )
+        .prop_map(|(nr, shard, msb, port, port_ssl)| {
+            // nr >= 1 by the range above.
+            let nr_shards = NonZeroU16::new(nr).expect("positive");
+            ShardingInfo {
+                shard_aware_port: port,
+                shard_aware_port_ssl: port_ssl,
+                ..ShardingInfo::murmur3(shard % nr, nr_shards, msb)
+            }
+        })
+}
+
+fn extensions() -> impl Strategy<Value = ScyllaExtensions> {
+    (
+        option::of(sharding_info()),
+        option::of(any::<u32>()),
+        option::of(any::<i32>()),
+        option::of(any::<[u8; 16]>()),
+        any::<(bool, bool)>(),
+        vec("[a-z0-9]{1,6}", 0..3),
+        vec("[0-9.]{1,6}", 0..3),
+        vec("[0-9/v]{1,6}", 0..3),
+    )
+        .prop_map(
+            |(sharding, lwt, rate, host, (tablets, md_id), compression, cql, proto)| {
+                ScyllaExtensions {
+                    sharding: sharding.map(Ok),
+                    lwt_metadata_mask: lwt,
+                    rate_limit_error_code: rate,
+                    host_id: host.map(Uuid::from_bytes),
+                    tablets_routing_v1: tablets,
+                    use_metadata_id: md_id,
+                    compression,
+                    cql_versions: cql,
+                    protocol_versions: proto,
+                    problems: Vec::new(),
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn errors((error, rate_code) in db_error(), message in name()) {
+        let ctx = ResponseContext { rate_limit_error_code: Some(rate_code), lwt_metadata_mask: None };
+        round_trip(&Response::Error(ErrorResponse { error, message }), &ctx)?;
+    }
+
+    #[test]
+    fn handshake_messages(class in name(), challenge in option::of(blob(32)), success in option::of(blob(32))) {
+        let ctx = ResponseContext::default();
+        round_trip(&Response::Ready(Ready), &ctx)?;
+        round_trip(&Response::Authenticate(Authenticate { authenticator: class }), &ctx)?;
+        round_trip(&Response::AuthChallenge(AuthChallenge { token: challenge }), &ctx)?;
+        round_trip(&Response::AuthSuccess(AuthSuccess { token: success }), &ctx)?;
+    }
+
+    #[test]
+    fn supported(options in prop::collection::hash_map(name(), vec(name(), 0..4), 0..6)) {
+        let options: HashMap<String, Vec<String>> = options;
+        round_trip(&Response::Supported(Supported { options }), &ResponseContext::default())?;
+    }
+
+    #[test]
+    fn scylla_extensions(ext in extensions()) {
+        let supported = ext.to_supported();
+        round_trip(&Response::Supported(supported.clone()), &ResponseContext::default())?;
+        prop_assert_eq!(ScyllaExtensions::from_supported(&supported), ext);
+    }
+
+    #[test]
+    fn simple_results(keyspace in name(), sc in schema_change()) {
+        let ctx = ResponseContext::default();
+        round_trip(&Response::Result(ResultBody::Void), &ctx)?;
+        round_trip(&Response::Result(ResultBody::SetKeyspace(keyspace)), &ctx)?;
+        round_trip(&Response::Result(ResultBody::SchemaChange(sc)), &ctx)?;
+    }
+
+    #[test]
+    fn rows_results(rows in rows()) {
+        // Iterating gives back the cells they were built from.
+        let cells: usize = rows.raw_iter().map(|r| r.len()).sum();
+        prop_assert_eq!(cells, rows.rows_count() * rows.columns_count());
+        round_trip(&Response::Result(ResultBody::Rows(rows)), &ResponseContext::default())?;
+    }
+
+    #[test]
+    fn prepared_results(p in prepared()) {
+        round_trip(&Response::Result(ResultBody::Prepared(p)), &ResponseContext::default())?;
+    }
+
+    #[test]
+    fn events(e in event()) {
+        round_trip(&Response::Event(e), &ResponseContext::default())?;
+    }
+}
+
+#[test]
+fn rows_cells_survive_the_trip() {
+    let md = ResultMetadata::with_columns(vec![
+        ColumnSpec {
+            keyspace: "k".into(),
+            table: "t".into(),
+            name: "a".into(),
+            typ: ColumnType::Blob,
+        },
+        ColumnSpec {
+            keyspace: "k".into(),
+            table: "t".into(),
+            name: "b".into(),
+            typ: ColumnType::Int,
+        },
+    ]);
+    let input: Vec<Vec<Option<&[u8]>>> =
+        vec![vec![Some(b""), None], vec![None, Some(&[0, 0, 0, 1])]];
+    let rows = Rows::build(md, input.clone()).unwrap();
+    let mut buf = BytesMut::new();
+    ResultBody::Rows(rows).encode_body(&mut buf).unwrap();
+    let Response::Result(ResultBody::Rows(rows)) = Response::decode(
+        scylla_cql::frame::Opcode::Result,
+        buf.freeze(),
+        &ResponseContext::default(),
+    )
+    .unwrap() else {
+        panic!("not rows");
+    };
+    let out: Vec<Vec<Option<&[u8]>>> = rows.raw_iter().map(|r| r.collect()).collect();
+    assert_eq!(out, input);
+}
