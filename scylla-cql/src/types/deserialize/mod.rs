@@ -10,7 +10,7 @@
 //!
 //! - [`native`]: scalars, `Option<T>` (null), [`MaybeEmpty<T>`](super::MaybeEmpty).
 //! - [`collections`]: `Vec`, sets and maps from lists, sets and maps.
-//! - [`tuple`]: Rust tuples from CQL tuples.
+//! - [`tuple`](mod@tuple): Rust tuples from CQL tuples.
 //! - [`udt`]: [`UdtIterator`](udt::UdtIterator) for user structs.
 //! - [`vector`]: `vector<T, N>` into `Vec<T>` or `[T; N]`.
 //! - [`cql_value`]: [`CqlValue`](super::CqlValue) for any type.

@@ -186,7 +186,9 @@ impl_row_tuple!(16; A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11
 /// Built from the column specs, the raw rows (the `rows_count` rows, each
 /// one `[bytes]` cell per column) and the row count; [`new`](Self::new)
 /// type-checks `R` once. Each item is one row; after an error the iterator
-/// ends (the position of the next row is unknown).
+/// ends (the position of the next row is unknown). With zero columns a row
+/// has no bytes, so `rows_count` alone bounds the iteration: the RESULT
+/// decoder should sanity-check it.
 pub struct RowIterator<'frame, R> {
     specs: &'frame [ColumnSpec],
     reader: WireReader<'frame>,

@@ -43,7 +43,7 @@ macro_rules! impl_tuple {
 
             fn deserialize(typ: &ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
                 let ColumnType::Tuple(types) = typ else {
-                    return Err(check::<Self>(typ, false).err().unwrap_or_else(|| arity::<Self>(typ, $n, 0)).into());
+                    return Err(TypeCheckError::of::<Self>(typ, TypeCheckErrorKind::Mismatch).into());
                 };
                 let [$($t),+] = types.as_slice() else {
                     return Err(arity::<Self>(typ, $n, types.len()).into());

@@ -10,7 +10,7 @@
 //! - [`native`]: numbers, text, blobs, uuids, addresses, the calendar types,
 //!   `Option<T>` (null) and [`Unset`].
 //! - [`collections`]: lists, sets and maps.
-//! - [`tuple`]: Rust tuples as CQL tuples.
+//! - [`tuple`](mod@tuple): Rust tuples as CQL tuples.
 //! - [`udt`]: user-defined types ([`serialize_udt`] for user structs).
 //! - [`vector`]: `vector<T, N>`, with its fixed/variable element layout.
 //! - [`cql_value`]: [`CqlValue`](super::CqlValue), for any type.
