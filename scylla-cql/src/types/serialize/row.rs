@@ -1,0 +1,118 @@
+//! Row-level serialization: all the bound values of a statement, written into
+//! a reusable [`SerializedValues`] and checked against the statement's bind
+//! markers (count, then each value's type; errors name the marker).
+
+use super::{SerializationError, SerializationErrorKind, SerializeValue};
+use crate::types::column_type::ColumnSpec;
+use crate::types::serialized_values::SerializedValues;
+
+/// The bound values of one statement execution.
+pub trait SerializeRow {
+    /// Appends one value per bind marker described by `specs` to `out`.
+    /// Fails if the number of values differs from `specs.len()` or a value
+    /// does not fit its marker's type.
+    fn serialize_row(
+        &self,
+        specs: &[ColumnSpec],
+        out: &mut SerializedValues,
+    ) -> Result<(), SerializationError>;
+}
+
+/// Appends `v` as the value of the bind marker `spec`, in place.
+pub fn serialize_value_to<T: SerializeValue + ?Sized>(
+    v: &T,
+    spec: &ColumnSpec,
+    out: &mut SerializedValues,
+) -> Result<(), SerializationError> {
+    out.push_serialized(|buf| v.serialize(&spec.typ, buf))
+        .map_err(|e: SerializationError| e.with_types::<T>(&spec.typ).with_column(&spec.name))
+}
+
+fn wrong_count(expected: usize, actual: usize) -> SerializationError {
+    SerializationError::new(SerializationErrorKind::WrongValueCount { expected, actual })
+}
+
+impl SerializeRow for () {
+    fn serialize_row(
+        &self,
+        specs: &[ColumnSpec],
+        _: &mut SerializedValues,
+    ) -> Result<(), SerializationError> {
+        match specs.len() {
+            0 => Ok(()),
+            n => Err(wrong_count(n, 0)),
+        }
+    }
+}
+
+impl<T: SerializeValue> SerializeRow for [T] {
+    fn serialize_row(
+        &self,
+        specs: &[ColumnSpec],
+        out: &mut SerializedValues,
+    ) -> Result<(), SerializationError> {
+        if specs.len() != self.len() {
+            return Err(wrong_count(specs.len(), self.len()));
+        }
+        for (v, spec) in self.iter().zip(specs) {
+            serialize_value_to(v, spec, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl<T: SerializeValue> SerializeRow for Vec<T> {
+    fn serialize_row(
+        &self,
+        specs: &[ColumnSpec],
+        out: &mut SerializedValues,
+    ) -> Result<(), SerializationError> {
+        self.as_slice().serialize_row(specs, out)
+    }
+}
+
+impl<R: SerializeRow + ?Sized> SerializeRow for &R {
+    fn serialize_row(
+        &self,
+        specs: &[ColumnSpec],
+        out: &mut SerializedValues,
+    ) -> Result<(), SerializationError> {
+        (**self).serialize_row(specs, out)
+    }
+}
+
+/// Implements [`SerializeRow`] for one tuple arity.
+macro_rules! impl_row_tuple {
+    ($n:expr; $($T:ident $s:ident $idx:tt),+) => {
+        impl<$($T: SerializeValue),+> SerializeRow for ($($T,)+) {
+            fn serialize_row(
+                &self,
+                specs: &[ColumnSpec],
+                out: &mut SerializedValues,
+            ) -> Result<(), SerializationError> {
+                let [$($s),+] = specs else {
+                    return Err(wrong_count(specs.len(), $n));
+                };
+                $(serialize_value_to(&self.$idx, $s, out)?;)+
+                Ok(())
+            }
+        }
+    };
+}
+
+impl_row_tuple!(1; A a 0);
+impl_row_tuple!(2; A a 0, B b 1);
+impl_row_tuple!(3; A a 0, B b 1, C c 2);
+impl_row_tuple!(4; A a 0, B b 1, C c 2, D d 3);
+impl_row_tuple!(5; A a 0, B b 1, C c 2, D d 3, E e 4);
+impl_row_tuple!(6; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5);
+impl_row_tuple!(7; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6);
+impl_row_tuple!(8; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7);
+impl_row_tuple!(9; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8);
+impl_row_tuple!(10; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9);
+impl_row_tuple!(11; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10);
+impl_row_tuple!(12; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11);
+impl_row_tuple!(13; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11, M m 12);
+impl_row_tuple!(14; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11, M m 12, N n 13);
+impl_row_tuple!(15; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11, M m 12, N n 13, O o 14);
+impl_row_tuple!(16; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11, M m 12, N n 13, O o 14, P p 15);

@@ -1,0 +1,263 @@
+//! Type-check and (de)serialization errors: they name the column, the Rust
+//! type and the CQL type, and reject what the protocol forbids.
+
+use scylla_cql::types::deserialize::DeserializeValue;
+use scylla_cql::types::serialize::{serialize_udt, SerializeValue};
+use scylla_cql::types::{
+    ColumnSpec, ColumnType, CqlDuration, CqlTime, CqlValue, DeserializationErrorKind, MaybeEmpty,
+    MaybeUnset, RowIterator, SerializationErrorKind, SerializeRow, SerializedValues,
+    TypeCheckErrorKind, Unset, Written,
+};
+
+fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
+    ColumnSpec {
+        keyspace: "ks".into(),
+        table: "t".into(),
+        name: name.into(),
+        typ,
+    }
+}
+
+#[test]
+fn serialization_mismatch_names_everything() {
+    let specs = [spec("id", ColumnType::Int), spec("name", ColumnType::Text)];
+    let mut out = SerializedValues::new();
+    let err = (1i32, 2i32).serialize_row(&specs, &mut out).unwrap_err();
+    assert_eq!(err.kind(), &SerializationErrorKind::Mismatch);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`name`") && msg.contains("i32") && msg.contains("text"),
+        "{msg}"
+    );
+    // The failed value left nothing behind.
+    assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn value_count_is_checked() {
+    let specs = [spec("a", ColumnType::Int)];
+    let mut out = SerializedValues::new();
+    let err = (1i32, 2i32).serialize_row(&specs, &mut out).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        SerializationErrorKind::WrongValueCount {
+            expected: 1,
+            actual: 2
+        }
+    ));
+    assert!(().serialize_row(&specs, &mut out).is_err());
+    assert!(vec![CqlValue::Int(1)]
+        .serialize_row(&specs, &mut out)
+        .is_ok());
+    let dynamic: [&dyn SerializeValue; 1] = [&5i32];
+    assert!(dynamic.serialize_row(&specs, &mut out).is_ok());
+}
+
+#[test]
+fn null_and_unset() {
+    let specs = [
+        spec("a", ColumnType::Int),
+        spec("b", ColumnType::Int),
+        spec("c", ColumnType::Int),
+    ];
+    let mut out = SerializedValues::new();
+    (None::<i32>, Unset, MaybeUnset::Set(3i32))
+        .serialize_row(&specs, &mut out)
+        .unwrap();
+    assert_eq!(
+        out.as_bytes(),
+        [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0, 0, 0, 4, 0, 0, 0, 3]
+    );
+    let list = ColumnType::List(Box::new(ColumnType::Int));
+    let mut buf = Vec::new();
+    let err = vec![Some(1i32), None]
+        .serialize(&list, &mut buf)
+        .unwrap_err();
+    assert_eq!(err.kind(), &SerializationErrorKind::NullNotAllowed);
+    let err = vec![MaybeUnset::<i32>::Unset]
+        .serialize(&list, &mut buf)
+        .unwrap_err();
+    assert_eq!(err.kind(), &SerializationErrorKind::UnsetNotAllowed);
+}
+
+#[test]
+fn ascii_and_ranges_are_validated() {
+    let mut buf = Vec::new();
+    let err = "héllo".serialize(&ColumnType::Ascii, &mut buf).unwrap_err();
+    assert_eq!(err.kind(), &SerializationErrorKind::NotAscii);
+    assert!(CqlTime(-1).serialize(&ColumnType::Time, &mut buf).is_err());
+    let mixed = CqlDuration {
+        months: 1,
+        days: -1,
+        nanoseconds: 0,
+    };
+    assert!(mixed.serialize(&ColumnType::Duration, &mut buf).is_err());
+    let e = String::deserialize(&ColumnType::Ascii, Some("é".as_bytes())).unwrap_err();
+    assert_eq!(e.kind(), &DeserializationErrorKind::NotAscii);
+    let e = String::deserialize(&ColumnType::Text, Some(&[0xFF])).unwrap_err();
+    assert_eq!(e.kind(), &DeserializationErrorKind::InvalidUtf8);
+    let e = CqlTime::deserialize(&ColumnType::Time, Some(&i64::MAX.to_be_bytes())).unwrap_err();
+    assert!(matches!(
+        e.kind(),
+        DeserializationErrorKind::InvalidValue(_)
+    ));
+}
+
+#[test]
+fn vector_dimension_is_checked() {
+    let v3 = ColumnType::Vector {
+        element: Box::new(ColumnType::Float),
+        dimension: 3,
+    };
+    let mut buf = Vec::new();
+    let err = vec![1.0f32, 2.0].serialize(&v3, &mut buf).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        SerializationErrorKind::WrongDimension {
+            expected: 3,
+            actual: 2
+        }
+    ));
+    let err = <[f32; 2]>::type_check(&v3).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        TypeCheckErrorKind::WrongDimension {
+            expected: 2,
+            actual: 3
+        }
+    ));
+    // An empty element of a fixed-length type cannot be written in a vector.
+    assert!(vec![CqlValue::Empty; 3].serialize(&v3, &mut buf).is_err());
+}
+
+#[test]
+fn empty_values() {
+    assert_eq!(
+        i32::deserialize(&ColumnType::Int, Some(&[]))
+            .unwrap_err()
+            .kind(),
+        &DeserializationErrorKind::UnexpectedEmpty
+    );
+    assert_eq!(
+        MaybeEmpty::<i32>::deserialize(&ColumnType::Int, Some(&[])),
+        Ok(MaybeEmpty::Empty)
+    );
+    assert_eq!(
+        CqlValue::deserialize(&ColumnType::Int, Some(&[])),
+        Ok(CqlValue::Empty)
+    );
+    assert_eq!(
+        CqlValue::deserialize(&ColumnType::Text, Some(&[])),
+        Ok(CqlValue::Text(String::new()))
+    );
+    let mut buf = Vec::new();
+    assert_eq!(
+        CqlValue::Empty.serialize(&ColumnType::Int, &mut buf),
+        Ok(Written::Value)
+    );
+    assert!(buf.is_empty());
+    assert_eq!(
+        i32::deserialize(&ColumnType::Int, None).unwrap_err().kind(),
+        &DeserializationErrorKind::UnexpectedNull
+    );
+}
+
+#[test]
+fn row_type_check_names_the_column() {
+    let specs = [spec("a", ColumnType::Int), spec("b", ColumnType::Text)];
+    let err = RowIterator::<(i32, i64)>::new(&specs, &[], 0).unwrap_err();
+    assert_eq!(err.context().column.as_deref(), Some("b"));
+    assert_eq!(err.context().rust_type, Some("i64"));
+    let err = RowIterator::<(i32,)>::new(&specs, &[], 0).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        TypeCheckErrorKind::WrongArity {
+            expected: 1,
+            actual: 2
+        }
+    ));
+}
+
+#[test]
+fn truncated_row_is_an_error_naming_the_column() {
+    let specs = [spec("a", ColumnType::Int), spec("b", ColumnType::Int)];
+    let raw = [0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 4, 0];
+    let mut rows = RowIterator::<(i32, i32)>::new(&specs, &raw, 2).unwrap();
+    let err = rows.next().unwrap().unwrap_err();
+    assert_eq!(err.context().column.as_deref(), Some("b"));
+    assert!(rows.next().is_none(), "the iterator ends after an error");
+}
+
+struct Pair {
+    id: i32,
+    label: Option<String>,
+}
+scylla_cql::impl_deserialize_row!(Pair { id: i32, label: Option<String> });
+
+#[test]
+fn struct_rows_by_name() {
+    let specs = [spec("label", ColumnType::Text), spec("id", ColumnType::Int)];
+    let mut values = SerializedValues::new();
+    (None::<&str>, 9i32)
+        .serialize_row(&specs, &mut values)
+        .unwrap();
+    let rows: Vec<Pair> = RowIterator::new(&specs, values.as_bytes(), 1)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!((rows[0].id, rows[0].label.clone()), (9, None));
+    let wrong = [spec("id", ColumnType::Int), spec("other", ColumnType::Text)];
+    assert!(RowIterator::<Pair>::new(&wrong, &[], 0).is_err());
+    let missing = [spec("id", ColumnType::Int)];
+    let err = RowIterator::<Pair>::new(&missing, &[], 0).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &TypeCheckErrorKind::MissingColumn("label".into())
+    );
+}
+
+#[test]
+fn udt_by_name_and_unknown_fields() {
+    let udt = ColumnType::Udt {
+        keyspace: "ks".into(),
+        name: "addr".into(),
+        fields: vec![
+            ("street".into(), ColumnType::Text),
+            ("no".into(), ColumnType::Int),
+        ],
+    };
+    let mut buf = Vec::new();
+    // Any order; missing fields are null.
+    serialize_udt::<(), &dyn SerializeValue>(
+        &udt,
+        &mut buf,
+        [("no", &7i32 as &dyn SerializeValue)],
+    )
+    .unwrap();
+    assert_eq!(buf, [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 4, 0, 0, 0, 7]);
+    let v = CqlValue::deserialize(&udt, Some(&buf)).unwrap();
+    assert_eq!(
+        v,
+        CqlValue::Udt {
+            keyspace: "ks".into(),
+            name: "addr".into(),
+            fields: vec![
+                ("street".into(), None),
+                ("no".into(), Some(CqlValue::Int(7)))
+            ],
+        }
+    );
+    // A value shorter than its type: the missing fields are null.
+    let short = CqlValue::deserialize(&udt, Some(&[0xFF, 0xFF, 0xFF, 0xFF])).unwrap();
+    assert!(matches!(short, CqlValue::Udt { ref fields, .. } if fields[1].1.is_none()));
+    let err = serialize_udt::<(), &dyn SerializeValue>(
+        &udt,
+        &mut buf,
+        [("zip", &7i32 as &dyn SerializeValue)],
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &SerializationErrorKind::UnknownUdtField("zip".into())
+    );
+}
