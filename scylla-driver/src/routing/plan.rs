@@ -1,0 +1,308 @@
+//! The query plan of one request: an allocation-free iterator over the
+//! (node, shard) targets to try, replicas first.
+//!
+//! # Order
+//! 1. Replicas of the token in the local datacenter, skipping nodes that are
+//!    down. Rotated by the request's `seed` so that load spreads over the
+//!    replicas; for LWT not rotated: the primary replica (first in ring
+//!    order) comes first, so that concurrent Paxos rounds on one partition
+//!    meet at the same coordinator instead of contending.
+//! 2. Replicas in the other datacenters (ring order, rotated by `seed` unless
+//!    LWT).
+//! 3. The other nodes of the local datacenter, rotated by `seed`.
+//! 4. The other nodes of the remote datacenters, rotated by `seed`.
+//!
+//! No node is yielded twice, down nodes (per `is_up`) are never yielded, and
+//! with every node up each node is yielded exactly once. Without a local
+//! datacenter every node counts as local (steps 2 and 4 are empty). Without a
+//! keyspace or a token there are no replicas, so the plan is a round robin
+//! over all nodes driven by `seed`, local datacenter first.
+//!
+//! Each target carries the shard that owns the token on that node
+//! (`sharder.shard_of(token)`), for replicas and fallback nodes alike;
+//! `None` when there is no token or the node does not shard.
+//!
+//! # Cost model
+//! Precomputed by [`RoutingTable::build`](super::RoutingTable::build): the
+//! sorted ring, the replica list of every ring position for every distinct
+//! replication strategy, datacenters and racks interned to integers, and all
+//! nodes grouped by datacenter.
+//!
+//! Per request, to get the first target:
+//! - one binary search over the ring's tokens (`log2(ring len)` steps: 15 for
+//!   25,600 vnodes) and one slice of the precomputed replica lists;
+//! - one pass over the replica list (a handful of entries: the sum of the
+//!   replication factors; every node for `EverywhereStrategy`) to count the
+//!   local replicas and find the rotated start, plus one `seed % count`;
+//! - `is_up` on each candidate until one is up, and one `shard_of` (a
+//!   multiply and a shift).
+//!
+//! Each further target costs a few comparisons; fallback steps also check
+//! "is this node a replica?" by scanning the (short) replica list. The plan
+//! is a small fixed-size struct of indices and counters: no heap allocation
+//! anywhere, fallback included.
+
+use scylla_cql::sharding::Shard;
+use scylla_cql::token::Token;
+
+use super::directory::{DcId, Directory};
+use super::topology::NodeIdx;
+use super::KeyspaceId;
+
+/// What routing needs to know about one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RoutingRequest {
+    /// The keyspace's placement, resolved once per prepared statement.
+    pub keyspace: Option<KeyspaceId>,
+    /// The partition key's token, when the statement has a full partition key.
+    pub token: Option<Token>,
+    /// Whether the request is a lightweight transaction (fixed replica order).
+    pub lwt: bool,
+    /// The datacenter to prefer; `None` treats all nodes alike.
+    pub local_dc: Option<DcId>,
+    /// Spreads load: rotates the order among equally good targets. A
+    /// per-session counter or a random number both work.
+    pub seed: u64,
+}
+
+/// One place to send a request: a node and, when known, the shard to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// The node.
+    pub node: NodeIdx,
+    /// The shard owning the request's token on that node, if the node shards
+    /// and the request has a token.
+    pub shard: Option<Shard>,
+}
+
+/// The steps of a plan, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Not started: the first `next` enters `LocalReplicas`.
+    Start,
+    LocalReplicas,
+    RemoteReplicas,
+    LocalOthers,
+    RemoteOthers,
+    Done,
+}
+
+/// An iterator over the [`Target`]s of one request; see the
+/// [module documentation](self) for the order and the cost.
+///
+/// It borrows the table and `is_up`, and holds only indices and counters.
+pub struct Plan<'a, F> {
+    dir: &'a Directory,
+    replicas: &'a [NodeIdx],
+    is_up: &'a F,
+    token: Option<Token>,
+    local_dc: Option<DcId>,
+    lwt: bool,
+    seed: u64,
+    step: Step,
+    /// The local datacenter's range of `dir.dc_nodes()`; the whole range
+    /// without a local datacenter.
+    local_span: (usize, usize),
+    /// Walk of the current step: `pos` runs over `0..len`, visiting index
+    /// `(start + pos) % len` of the step's candidates.
+    start: usize,
+    len: usize,
+    pos: usize,
+}
+
+impl<F> std::fmt::Debug for Plan<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("replicas", &self.replicas)
+            .field("token", &self.token)
+            .field("local_dc", &self.local_dc)
+            .field("lwt", &self.lwt)
+            .field("step", &self.step)
+            .field("pos", &self.pos)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, F> Plan<'a, F>
+where
+    F: Fn(NodeIdx) -> bool,
+{
+    /// A plan over `replicas` (empty: no routing information) for `request`.
+    pub(crate) fn new(
+        dir: &'a Directory,
+        replicas: &'a [NodeIdx],
+        request: &RoutingRequest,
+        is_up: &'a F,
+    ) -> Self {
+        // An unknown local datacenter is as good as none.
+        let local_dc = request
+            .local_dc
+            .filter(|dc| (dc.0 as usize) < dir.dc_count());
+        let local_span = match local_dc {
+            Some(dc) => dir.dc_span(dc),
+            None => (0, dir.node_count()),
+        };
+        Self {
+            dir,
+            replicas,
+            is_up,
+            token: request.token,
+            local_dc,
+            lwt: request.lwt,
+            seed: request.seed,
+            step: Step::Start,
+            local_span,
+            start: 0,
+            len: 0,
+            pos: 0,
+        }
+    }
+
+    #[inline]
+    fn is_local(&self, node: NodeIdx) -> bool {
+        match self.local_dc {
+            Some(dc) => self.dir.dc_of(node) == Some(dc),
+            None => true,
+        }
+    }
+
+    /// `seed` reduced to a rotation in `0..count` (`count > 0`).
+    #[inline]
+    fn rotation(&self, count: usize) -> usize {
+        (self.seed % count as u64) as usize
+    }
+
+    /// Sets up the walk over the replicas that are local (`want_local`) or
+    /// remote: rotated so that it begins at the k-th such replica.
+    fn enter_replicas(&mut self, want_local: bool) {
+        self.len = self.replicas.len();
+        self.pos = 0;
+        self.start = 0;
+        let count = self
+            .replicas
+            .iter()
+            .filter(|&&n| self.is_local(n) == want_local)
+            .count();
+        if count == 0 {
+            self.len = 0;
+            return;
+        }
+        let k = if self.lwt { 0 } else { self.rotation(count) };
+        self.start = self
+            .replicas
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| self.is_local(n) == want_local)
+            .nth(k)
+            .map_or(0, |(i, _)| i);
+    }
+
+    /// Sets up a rotated walk over `len` fallback candidates.
+    fn enter_others(&mut self, len: usize) {
+        self.len = len;
+        self.pos = 0;
+        self.start = if len == 0 { 0 } else { self.rotation(len) };
+    }
+
+    /// Moves to the step after the current one and sets up its walk.
+    fn advance(&mut self) {
+        let (a, b) = self.local_span;
+        self.step = match self.step {
+            Step::Start => {
+                self.enter_replicas(true);
+                Step::LocalReplicas
+            }
+            Step::LocalReplicas if self.local_dc.is_some() => {
+                self.enter_replicas(false);
+                Step::RemoteReplicas
+            }
+            Step::LocalReplicas | Step::RemoteReplicas => {
+                self.enter_others(b - a);
+                Step::LocalOthers
+            }
+            Step::LocalOthers if self.local_dc.is_some() => {
+                self.enter_others(self.dir.node_count() - (b - a));
+                Step::RemoteOthers
+            }
+            Step::LocalOthers | Step::RemoteOthers | Step::Done => Step::Done,
+        };
+    }
+
+    /// The `i`-th candidate of the current step, and whether it qualifies
+    /// (apart from being up).
+    #[inline]
+    fn candidate(&self, i: usize) -> Option<(NodeIdx, bool)> {
+        let (a, b) = self.local_span;
+        let all = self.dir.dc_nodes();
+        match self.step {
+            Step::LocalReplicas => self.replicas.get(i).map(|&n| (n, self.is_local(n))),
+            Step::RemoteReplicas => self.replicas.get(i).map(|&n| (n, !self.is_local(n))),
+            Step::LocalOthers => all.get(a + i).map(|&n| (n, !self.replicas.contains(&n))),
+            // Remote nodes are `all` without `a..b`: index i skips that range.
+            Step::RemoteOthers => all
+                .get(if i < a { i } else { i + (b - a) })
+                .map(|&n| (n, !self.replicas.contains(&n))),
+            Step::Start | Step::Done => None,
+        }
+    }
+
+    #[inline]
+    fn target(&self, node: NodeIdx) -> Target {
+        let shard = match (self.token, self.dir.sharder_of(node)) {
+            (Some(token), Some(sharder)) => Some(sharder.shard_of(token)),
+            _ => None,
+        };
+        Target { node, shard }
+    }
+}
+
+impl<F> Iterator for Plan<'_, F>
+where
+    F: Fn(NodeIdx) -> bool,
+{
+    type Item = Target;
+
+    fn next(&mut self) -> Option<Target> {
+        loop {
+            while self.pos < self.len {
+                // start < len and pos < len, so one subtraction wraps it.
+                let mut i = self.start + self.pos;
+                if i >= self.len {
+                    i -= self.len;
+                }
+                self.pos += 1;
+                if let Some((node, true)) = self.candidate(i) {
+                    if (self.is_up)(node) {
+                        return Some(self.target(node));
+                    }
+                }
+            }
+            if self.step == Step::Done {
+                return None;
+            }
+            self.advance();
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self.step {
+            Step::Done => (0, Some(0)),
+            _ => (0, Some(self.dir.node_count())),
+        }
+    }
+}
+
+impl<F> std::iter::FusedIterator for Plan<'_, F> where F: Fn(NodeIdx) -> bool {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_is_small() {
+        // A plan is a handful of words: worth keeping an eye on, since it
+        // lives on the stack of every request.
+        let size = std::mem::size_of::<Plan<'static, fn(NodeIdx) -> bool>>();
+        assert!(size <= 128, "Plan is {size} bytes");
+    }
+}

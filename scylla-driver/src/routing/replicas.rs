@@ -1,0 +1,330 @@
+//! Replica lists of every ring position, precomputed once per distinct
+//! replication strategy.
+//!
+//! A request's replicas are then one binary search on the ring plus one slice
+//! of a flat array. Strategies are first *normalized* against the topology
+//! (replication factors capped by the nodes that exist, unknown datacenters
+//! and zero factors dropped, unknown classes mapped to `SimpleStrategy` with
+//! `rf = 1`), so keyspaces whose settings place replicas identically share one
+//! precomputed [`ReplicaSets`].
+//!
+//! The algorithms walk the ring clockwise from a position:
+//! - `SimpleStrategy`: the first `rf` distinct nodes.
+//! - `NetworkTopologyStrategy`, following Cassandra's
+//!   `NetworkTopologyStrategy.calculateNaturalReplicas`: for each datacenter
+//!   with factor `rf_d` (capped by its `n_d` ring nodes) and `racks_d` racks,
+//!   a node of that datacenter is taken when it is new and either its rack is
+//!   new, or fewer than `rf_d - racks_d` rack repeats have been taken so far.
+//!   So replicas land on distinct racks as long as there are enough racks,
+//!   and the shortfall is filled by the first nodes met on racks already used.
+//!   Replicas are listed in walk order, so the ring owner comes first whenever
+//!   its datacenter has a replica.
+//! - `EverywhereStrategy`: every ring node, the owner first. Storing a list
+//!   per position would cost nodes x positions (10 MB for 100 nodes of 256
+//!   vnodes) and as many walk steps, so one list per owner is stored: the walk
+//!   order from the owner's *first* ring position. Every node is a replica
+//!   anyway; the order after the owner only spreads load.
+//!
+//! The cost of building is one ring walk per position, usually a few steps; a
+//! walk is bounded by the ring length (reached when a datacenter's last needed
+//! rack has few tokens).
+
+use super::directory::{DcId, Directory};
+use super::ring::Ring;
+use super::topology::{NodeIdx, ReplicationStrategy};
+
+/// A replication strategy reduced to what decides replica placement on one
+/// topology. Ordered so that the set of strategies (and their indices) is
+/// deterministic.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum PlacementRule {
+    /// No replica is preferred (`LocalStrategy`, zero factors, empty ring).
+    None,
+    /// `SimpleStrategy` with `1 <= rf <= ring nodes`.
+    Simple(usize),
+    /// `NetworkTopologyStrategy`: `(dc, rf)` with `1 <= rf <= ring nodes of dc`,
+    /// sorted by dc, non-empty.
+    NetworkTopology(Vec<(DcId, usize)>),
+    /// `EverywhereStrategy` on a non-empty ring.
+    Everywhere,
+}
+
+/// Counts of ring nodes and racks per datacenter: the caps on replication.
+#[derive(Debug)]
+pub(crate) struct RingCensus {
+    /// Distinct nodes on the ring.
+    nodes: usize,
+    /// Distinct ring nodes per datacenter.
+    dc_nodes: Vec<usize>,
+    /// Distinct racks of ring nodes per datacenter.
+    dc_racks: Vec<usize>,
+}
+
+impl RingCensus {
+    /// Counts the ring's nodes and racks.
+    pub(crate) fn new(ring: &Ring, dir: &Directory) -> Self {
+        let mut node_seen = vec![false; dir.node_count()];
+        let mut rack_seen = vec![false; dir.rack_count()];
+        let mut census = Self {
+            nodes: 0,
+            dc_nodes: vec![0; dir.dc_count()],
+            dc_racks: vec![0; dir.dc_count()],
+        };
+        for &n in ring.owners() {
+            let (Some(dc), Some(rack)) = (dir.dc_of(n), dir.rack_of(n)) else {
+                continue;
+            };
+            if !std::mem::replace(&mut node_seen[n.index()], true) {
+                census.nodes += 1;
+                census.dc_nodes[dc.0 as usize] += 1;
+            }
+            if !std::mem::replace(&mut rack_seen[rack as usize], true) {
+                census.dc_racks[dc.0 as usize] += 1;
+            }
+        }
+        census
+    }
+}
+
+impl PlacementRule {
+    /// Reduces `strategy` against the ring and nodes that exist.
+    pub(crate) fn new(
+        strategy: &ReplicationStrategy,
+        dir: &Directory,
+        census: &RingCensus,
+    ) -> Self {
+        if census.nodes == 0 {
+            return Self::None;
+        }
+        let simple = |rf: usize| match rf.min(census.nodes) {
+            0 => Self::None,
+            rf => Self::Simple(rf),
+        };
+        match strategy {
+            ReplicationStrategy::Simple { rf } => simple(*rf),
+            ReplicationStrategy::Other { .. } => simple(1),
+            ReplicationStrategy::Local => Self::None,
+            ReplicationStrategy::Everywhere => Self::Everywhere,
+            ReplicationStrategy::NetworkTopology { dc_rfs } => {
+                let mut rfs: Vec<(DcId, usize)> = dc_rfs
+                    .iter()
+                    .filter_map(|(name, &rf)| {
+                        let dc = dir.dc_id(name)?;
+                        let rf = rf.min(census.dc_nodes[dc.0 as usize]);
+                        (rf > 0).then_some((dc, rf))
+                    })
+                    .collect();
+                rfs.sort_unstable();
+                if rfs.is_empty() {
+                    Self::None
+                } else {
+                    Self::NetworkTopology(rfs)
+                }
+            }
+        }
+    }
+}
+
+/// The replica lists of every ring position under one placement rule.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ReplicaSets {
+    /// `spans[pos]`: the range of `nodes` holding the replicas of ring
+    /// position `pos`. Empty when the rule prefers no replica.
+    spans: Vec<(u32, u32)>,
+    /// The replica lists, back to back; consecutive positions with equal
+    /// lists share one copy.
+    nodes: Vec<NodeIdx>,
+}
+
+impl ReplicaSets {
+    /// Precomputes the replicas of every ring position under `rule`.
+    pub(crate) fn new(
+        rule: &PlacementRule,
+        ring: &Ring,
+        dir: &Directory,
+        census: &RingCensus,
+    ) -> Self {
+        let mut out = Self::default();
+        match rule {
+            PlacementRule::None => {}
+            PlacementRule::Simple(rf) => {
+                let mut walker = Walker::new(ring, dir);
+                for pos in 0..ring.len() {
+                    walker.simple(pos, *rf, &mut out.nodes);
+                    out.seal_list();
+                }
+            }
+            PlacementRule::NetworkTopology(rfs) => {
+                let mut walker = Walker::new(ring, dir);
+                let mut dcs = DcQuotas::new(rfs, census, dir.dc_count());
+                for pos in 0..ring.len() {
+                    walker.network_topology(pos, &mut dcs, &mut out.nodes);
+                    out.seal_list();
+                }
+            }
+            PlacementRule::Everywhere => {
+                let mut walker = Walker::new(ring, dir);
+                let mut span_of_owner: Vec<Option<(u32, u32)>> = vec![None; dir.node_count()];
+                for (pos, &owner) in ring.owners().iter().enumerate() {
+                    let span = match span_of_owner[owner.index()] {
+                        Some(span) => span,
+                        None => {
+                            let start = out.nodes.len() as u32;
+                            walker.simple(pos, census.nodes, &mut out.nodes);
+                            let span = (start, out.nodes.len() as u32);
+                            span_of_owner[owner.index()] = Some(span);
+                            span
+                        }
+                    };
+                    out.spans.push(span);
+                }
+            }
+        }
+        out.nodes.shrink_to_fit();
+        out
+    }
+
+    /// Records the list just appended to `nodes` as the next position's,
+    /// sharing the previous position's copy when equal.
+    fn seal_list(&mut self) {
+        let start = self.spans.last().map_or(0, |s| s.1) as usize;
+        let end = self.nodes.len();
+        if let Some(&(ps, pe)) = self.spans.last() {
+            if self.nodes[ps as usize..pe as usize] == self.nodes[start..end] {
+                self.nodes.truncate(start);
+                self.spans.push((ps, pe));
+                return;
+            }
+        }
+        self.spans.push((start as u32, end as u32));
+    }
+
+    /// The replicas of ring position `pos` (empty when there are none).
+    #[inline]
+    pub(crate) fn at(&self, pos: usize) -> &[NodeIdx] {
+        match self.spans.get(pos) {
+            // Spans were built from `nodes` itself, so they are in range;
+            // `get` keeps a mismatch from panicking all the same.
+            Some(&(a, b)) => self.nodes.get(a as usize..b as usize).unwrap_or(&[]),
+            None => &[],
+        }
+    }
+}
+
+/// Per-datacenter quotas of a `NetworkTopologyStrategy` walk.
+#[derive(Debug)]
+struct DcQuotas {
+    /// `slot_of_dc[d]`: index into the vectors below, or `usize::MAX` when
+    /// the strategy has no replicas in `d`.
+    slot_of_dc: Vec<usize>,
+    /// Replication factor per slot (already capped by the dc's ring nodes).
+    rf: Vec<usize>,
+    /// Rack repeats allowed per slot: `rf - racks` (negative: none).
+    repeats: Vec<isize>,
+    /// Working copies for one walk.
+    rf_left: Vec<usize>,
+    repeats_left: Vec<isize>,
+}
+
+impl DcQuotas {
+    fn new(rfs: &[(DcId, usize)], census: &RingCensus, dc_count: usize) -> Self {
+        let mut slot_of_dc = vec![usize::MAX; dc_count];
+        for (slot, (dc, _)) in rfs.iter().enumerate() {
+            slot_of_dc[dc.0 as usize] = slot;
+        }
+        let rf: Vec<usize> = rfs.iter().map(|&(_, rf)| rf).collect();
+        let repeats = rfs
+            .iter()
+            .map(|&(dc, rf)| rf as isize - census.dc_racks[dc.0 as usize] as isize)
+            .collect();
+        Self {
+            slot_of_dc,
+            rf_left: rf.clone(),
+            repeats_left: Vec::new(),
+            rf,
+            repeats,
+        }
+    }
+}
+
+/// Ring-walking scratch space reused across positions: "seen" marks are
+/// stamps (the walk number) so nothing needs clearing between walks.
+#[derive(Debug)]
+struct Walker<'a> {
+    ring: &'a Ring,
+    dir: &'a Directory,
+    stamp: u32,
+    node_stamp: Vec<u32>,
+    rack_stamp: Vec<u32>,
+}
+
+impl<'a> Walker<'a> {
+    fn new(ring: &'a Ring, dir: &'a Directory) -> Self {
+        Self {
+            ring,
+            dir,
+            stamp: 0,
+            node_stamp: vec![0; dir.node_count()],
+            rack_stamp: vec![0; dir.rack_count()],
+        }
+    }
+
+    /// Owners in walk order from `pos`, once around the ring.
+    fn walk(&self, pos: usize) -> impl Iterator<Item = NodeIdx> + 'a {
+        let owners = self.ring.owners();
+        owners[pos..].iter().chain(&owners[..pos]).copied()
+    }
+
+    /// Appends the first `rf` distinct nodes from `pos` to `out`.
+    fn simple(&mut self, pos: usize, rf: usize, out: &mut Vec<NodeIdx>) {
+        self.stamp += 1;
+        let mut taken = 0;
+        for n in self.walk(pos) {
+            if taken == rf {
+                break;
+            }
+            let seen = &mut self.node_stamp[n.index()];
+            if *seen != self.stamp {
+                *seen = self.stamp;
+                out.push(n);
+                taken += 1;
+            }
+        }
+    }
+
+    /// Appends the `NetworkTopologyStrategy` replicas of `pos` to `out`.
+    fn network_topology(&mut self, pos: usize, q: &mut DcQuotas, out: &mut Vec<NodeIdx>) {
+        self.stamp += 1;
+        q.rf_left.clone_from(&q.rf);
+        q.repeats_left.clone_from(&q.repeats);
+        let mut dcs_left = q.rf.len();
+        for n in self.walk(pos) {
+            if dcs_left == 0 {
+                break;
+            }
+            let (Some(dc), Some(rack)) = (self.dir.dc_of(n), self.dir.rack_of(n)) else {
+                continue;
+            };
+            let slot = q.slot_of_dc[dc.0 as usize];
+            if slot == usize::MAX || q.rf_left[slot] == 0 {
+                continue;
+            }
+            if self.node_stamp[n.index()] == self.stamp {
+                continue; // already a replica (another of its vnodes)
+            }
+            if self.rack_stamp[rack as usize] != self.stamp {
+                self.rack_stamp[rack as usize] = self.stamp;
+            } else if q.repeats_left[slot] > 0 {
+                q.repeats_left[slot] -= 1;
+            } else {
+                continue; // more new racks are still to come in this dc
+            }
+            self.node_stamp[n.index()] = self.stamp;
+            out.push(n);
+            q.rf_left[slot] -= 1;
+            if q.rf_left[slot] == 0 {
+                dcs_left -= 1;
+            }
+        }
+    }
+}
