@@ -208,7 +208,7 @@ impl RoutingTable {
             self.replica_sets.get(keyspace.placement as usize),
             self.ring.position(token),
         ) {
-            (Some(sets), Some(pos)) => sets.at(pos),
+            (Some(sets), Some(pos)) => sets.at(&self.ring, pos),
             _ => &[],
         }
     }

@@ -166,10 +166,13 @@ where
         }
     }
 
-    /// `seed` reduced to a rotation in `0..count` (`count > 0`).
+    /// `seed` reduced to a rotation in `0..count` (`count > 0`). A 32-bit
+    /// remainder: a counter seed still rotates through every value, and the
+    /// division is about half the cost of a 64-bit one. `count` is at most
+    /// the node count, which fits in `u32` (node indices are `u32`).
     #[inline]
     fn rotation(&self, count: usize) -> usize {
-        (self.seed % count as u64) as usize
+        (self.seed as u32 % count as u32) as usize
     }
 
     /// Sets up the walk over the replicas that are local (`want_local`) or

@@ -126,14 +126,20 @@ impl PlacementRule {
 }
 
 /// The replica lists of every ring position under one placement rule.
+///
+/// Every list of a rule has the same length (the rule's factors are capped
+/// by the nodes on the ring, and a full walk of the ring always fills them),
+/// so the lists are stored back to back with a fixed stride and a lookup is
+/// one multiplication and one slice: no per-position offsets to load.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct ReplicaSets {
-    /// `spans[pos]`: the range of `nodes` holding the replicas of ring
-    /// position `pos`. Empty when the rule prefers no replica.
-    spans: Vec<(u32, u32)>,
-    /// The replica lists, back to back; consecutive positions with equal
-    /// lists share one copy.
-    nodes: Vec<NodeIdx>,
+    /// Entries per list (0: the rule prefers no replica).
+    stride: usize,
+    /// Lists are indexed by the owner node of a position (Everywhere) rather
+    /// than by the position itself.
+    by_owner: bool,
+    /// `stride` entries per ring position (per node when `by_owner`).
+    lists: Vec<NodeIdx>,
 }
 
 impl ReplicaSets {
@@ -144,70 +150,73 @@ impl ReplicaSets {
         dir: &Directory,
         census: &RingCensus,
     ) -> Self {
+        let mut walker = Walker::new(ring, dir);
         let mut out = Self::default();
         match rule {
-            PlacementRule::None => {}
+            PlacementRule::None => return out,
             PlacementRule::Simple(rf) => {
-                let mut walker = Walker::new(ring, dir);
+                out.stride = *rf;
+                out.lists.reserve_exact(ring.len() * out.stride);
                 for pos in 0..ring.len() {
-                    walker.simple(pos, *rf, &mut out.nodes);
-                    out.seal_list();
+                    walker.simple(pos, *rf, &mut out.lists);
                 }
             }
             PlacementRule::NetworkTopology(rfs) => {
-                let mut walker = Walker::new(ring, dir);
+                out.stride = rfs.iter().map(|&(_, rf)| rf).sum();
+                out.lists.reserve_exact(ring.len() * out.stride);
                 let mut dcs = DcQuotas::new(rfs, census, dir.dc_count());
                 for pos in 0..ring.len() {
-                    walker.network_topology(pos, &mut dcs, &mut out.nodes);
-                    out.seal_list();
+                    walker.network_topology(pos, &mut dcs, &mut out.lists);
                 }
             }
             PlacementRule::Everywhere => {
-                let mut walker = Walker::new(ring, dir);
-                let mut span_of_owner: Vec<Option<(u32, u32)>> = vec![None; dir.node_count()];
+                out.stride = census.nodes;
+                out.by_owner = true;
+                // Slots of nodes that own no token stay unused (zeros).
+                out.lists = vec![NodeIdx(0); dir.node_count() * out.stride];
+                let mut done = vec![false; dir.node_count()];
+                let mut scratch = Vec::with_capacity(out.stride);
                 for (pos, &owner) in ring.owners().iter().enumerate() {
-                    let span = match span_of_owner[owner.index()] {
-                        Some(span) => span,
-                        None => {
-                            let start = out.nodes.len() as u32;
-                            walker.simple(pos, census.nodes, &mut out.nodes);
-                            let span = (start, out.nodes.len() as u32);
-                            span_of_owner[owner.index()] = Some(span);
-                            span
-                        }
-                    };
-                    out.spans.push(span);
+                    if std::mem::replace(&mut done[owner.index()], true) {
+                        continue;
+                    }
+                    scratch.clear();
+                    walker.simple(pos, census.nodes, &mut scratch);
+                    let at = owner.index() * out.stride;
+                    match out.lists.get_mut(at..at + out.stride) {
+                        Some(slot) if slot.len() == scratch.len() => slot.copy_from_slice(&scratch),
+                        // Cannot happen (see below); same fallback.
+                        _ => return Self::default(),
+                    }
                 }
+                return out;
             }
         }
-        out.nodes.shrink_to_fit();
+        // A walk once around the ring meets every ring node, so it fills every
+        // (capped) factor and each list has exactly `stride` entries. Should
+        // that ever fail, prefer no replicas (plans degrade to round robin)
+        // over misaligned lists.
+        debug_assert_eq!(out.lists.len(), ring.len() * out.stride);
+        if out.lists.len() != ring.len() * out.stride {
+            return Self::default();
+        }
         out
-    }
-
-    /// Records the list just appended to `nodes` as the next position's,
-    /// sharing the previous position's copy when equal.
-    fn seal_list(&mut self) {
-        let start = self.spans.last().map_or(0, |s| s.1) as usize;
-        let end = self.nodes.len();
-        if let Some(&(ps, pe)) = self.spans.last() {
-            if self.nodes[ps as usize..pe as usize] == self.nodes[start..end] {
-                self.nodes.truncate(start);
-                self.spans.push((ps, pe));
-                return;
-            }
-        }
-        self.spans.push((start as u32, end as u32));
     }
 
     /// The replicas of ring position `pos` (empty when there are none).
     #[inline]
-    pub(crate) fn at(&self, pos: usize) -> &[NodeIdx] {
-        match self.spans.get(pos) {
-            // Spans were built from `nodes` itself, so they are in range;
-            // `get` keeps a mismatch from panicking all the same.
-            Some(&(a, b)) => self.nodes.get(a as usize..b as usize).unwrap_or(&[]),
-            None => &[],
-        }
+    pub(crate) fn at(&self, ring: &Ring, pos: usize) -> &[NodeIdx] {
+        let i = if self.by_owner {
+            match ring.owner_at(pos) {
+                Some(owner) => owner.index(),
+                None => return &[],
+            }
+        } else {
+            pos
+        };
+        let start = i * self.stride;
+        // In range by construction; `get` keeps a mismatch from panicking.
+        self.lists.get(start..start + self.stride).unwrap_or(&[])
     }
 }
 
