@@ -39,7 +39,12 @@ struct Scenario {
 
 /// `nodes` nodes with 256 random vnodes each, spread round-robin over
 /// `dcs` datacenters and `racks` racks per datacenter, 8 shards each.
-fn topology(nodes: usize, dcs: usize, racks: usize, strategy: ReplicationStrategy) -> TopologyInput {
+fn topology(
+    nodes: usize,
+    dcs: usize,
+    racks: usize,
+    strategy: ReplicationStrategy,
+) -> TopologyInput {
     let mut rng = fastrand::Rng::with_seed(0x5eed);
     let sharder = NonZeroU16::new(8).map(|n| Sharder::new(n, 12));
     let nodes = (0..nodes)
@@ -102,7 +107,7 @@ fn bench(c: &mut Criterion) {
     // Many tokens so the search does not always take one cached path; a power
     // of two so that picking one is a mask, not a division.
     let tokens: Vec<Token> = (0..4096).map(|_| Token(rng.i64(..))).collect();
-    let up = vec![true; 100];
+    let up = [true; 100];
     let is_up = |n: NodeIdx| up.get(n.index()).copied().unwrap_or(false);
 
     for s in scenarios() {

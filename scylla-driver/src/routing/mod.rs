@@ -63,7 +63,7 @@ pub use plan::{Plan, RoutingRequest, Target};
 pub use topology::{NodeIdx, NodeInfo, ReplicationParseError, ReplicationStrategy, TopologyInput};
 
 use directory::Directory;
-use replicas::{PlacementRule, ReplicaSets, RingCensus};
+use replicas::{PlacementRule, ReplicaSets, ReplicaView, RingCensus};
 use ring::Ring;
 
 /// A keyspace's replica placement in one [`RoutingTable`]: resolve it once by
@@ -221,11 +221,25 @@ impl RoutingTable {
     where
         F: Fn(NodeIdx) -> bool,
     {
-        let replicas = match (request.keyspace, request.token) {
-            (Some(ks), Some(token)) => self.replicas(ks, token),
-            _ => &[],
+        // An unknown local datacenter is as good as none.
+        let local_dc = request
+            .local_dc
+            .filter(|dc| (dc.0 as usize) < self.dir.dc_count());
+        let no_replicas = ReplicaView {
+            list: &[],
+            local: Some((0, 0)),
         };
-        Plan::new(&self.dir, replicas, request, is_up)
+        let replicas = match (request.keyspace, request.token) {
+            (Some(ks), Some(token)) if ks.tag == self.tag => match (
+                self.replica_sets.get(ks.placement as usize),
+                self.ring.position(token),
+            ) {
+                (Some(sets), Some(pos)) => sets.view(&self.ring, pos, local_dc),
+                _ => no_replicas,
+            },
+            _ => no_replicas,
+        };
+        Plan::new(&self.dir, replicas, request, local_dc, is_up)
     }
 }
 

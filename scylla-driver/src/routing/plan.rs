@@ -7,8 +7,9 @@
 //!    replicas; for LWT not rotated: the primary replica (first in ring
 //!    order) comes first, so that concurrent Paxos rounds on one partition
 //!    meet at the same coordinator instead of contending.
-//! 2. Replicas in the other datacenters (ring order, rotated by `seed` unless
-//!    LWT).
+//! 2. Replicas in the other datacenters, by datacenter (ring order within
+//!    one; plain ring order for SimpleStrategy over several datacenters),
+//!    rotated by `seed` unless LWT.
 //! 3. The other nodes of the local datacenter, rotated by `seed`.
 //! 4. The other nodes of the remote datacenters, rotated by `seed`.
 //!
@@ -31,9 +32,11 @@
 //! Per request, to get the first target:
 //! - one binary search over the ring's tokens (`log2(ring len)` steps: 15 for
 //!   25,600 vnodes) and one slice of the precomputed replica lists;
-//! - one pass over the replica list (a handful of entries: the sum of the
-//!   replication factors; every node for `EverywhereStrategy`) to count the
-//!   local replicas and find the rotated start, plus one `seed % count`;
+//! - the local replicas are a precomputed sub-slice of that position's
+//!   replicas grouped by datacenter (no scan, no data-dependent branch);
+//!   one 32-bit `seed % count` picks where to start among them. Only
+//!   SimpleStrategy over several datacenters, whose local count varies by
+//!   position, scans its (short) list instead;
 //! - `is_up` on each candidate until one is up, and one `shard_of` (a
 //!   multiply and a shift).
 //!
@@ -46,6 +49,7 @@ use scylla_cql::sharding::Shard;
 use scylla_cql::token::Token;
 
 use super::directory::{DcId, Directory};
+use super::replicas::ReplicaView;
 use super::topology::NodeIdx;
 use super::KeyspaceId;
 
@@ -87,24 +91,46 @@ enum Step {
     Done,
 }
 
+/// Which candidates of a step's walk qualify (besides being up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filter {
+    /// All of them (the walk's range holds exactly the right nodes).
+    All,
+    /// Nodes of the local datacenter (replicas not grouped by datacenter).
+    Local,
+    /// Nodes of other datacenters (replicas not grouped by datacenter).
+    Remote,
+    /// Nodes that are not replicas (fallback steps).
+    NotReplica,
+}
+
 /// An iterator over the [`Target`]s of one request; see the
 /// [module documentation](self) for the order and the cost.
 ///
 /// It borrows the table and `is_up`, and holds only indices and counters.
 pub struct Plan<'a, F> {
     dir: &'a Directory,
-    replicas: &'a [NodeIdx],
     is_up: &'a F,
     token: Option<Token>,
-    local_dc: Option<DcId>,
     lwt: bool,
     seed: u64,
+    local_dc: Option<DcId>,
+    /// The replicas, local ones first when `local_replicas` is known.
+    replicas: &'a [NodeIdx],
+    /// The range of local replicas in `replicas`; `None`: find them by
+    /// scanning (SimpleStrategy over several datacenters).
+    local_replicas: Option<(usize, usize)>,
+    /// The local datacenter's range of `dir.dc_nodes()` (all of it without a
+    /// local datacenter).
+    local_nodes: (usize, usize),
     step: Step,
-    /// The local datacenter's range of `dir.dc_nodes()`; the whole range
-    /// without a local datacenter.
-    local_span: (usize, usize),
-    /// Walk of the current step: `pos` runs over `0..len`, visiting index
-    /// `(start + pos) % len` of the step's candidates.
+    /// The current step walks `list` inside `hole` (`inside`) or around it,
+    /// `pos` running over `0..len` and visiting candidate
+    /// `(start + pos) % len`.
+    list: &'a [NodeIdx],
+    hole: (usize, usize),
+    inside: bool,
+    filter: Filter,
     start: usize,
     len: usize,
     pos: usize,
@@ -127,31 +153,35 @@ impl<'a, F> Plan<'a, F>
 where
     F: Fn(NodeIdx) -> bool,
 {
-    /// A plan over `replicas` (empty: no routing information) for `request`.
+    /// A plan over `replicas` (an empty list: no routing information) for
+    /// `request`, whose local datacenter the caller has checked to be
+    /// `local_dc` (known to `dir`, or `None`).
     pub(crate) fn new(
         dir: &'a Directory,
-        replicas: &'a [NodeIdx],
+        replicas: ReplicaView<'a>,
         request: &RoutingRequest,
+        local_dc: Option<DcId>,
         is_up: &'a F,
     ) -> Self {
-        // An unknown local datacenter is as good as none.
-        let local_dc = request
-            .local_dc
-            .filter(|dc| (dc.0 as usize) < dir.dc_count());
-        let local_span = match local_dc {
+        let local_nodes = match local_dc {
             Some(dc) => dir.dc_span(dc),
             None => (0, dir.node_count()),
         };
         Self {
             dir,
-            replicas,
             is_up,
             token: request.token,
-            local_dc,
             lwt: request.lwt,
             seed: request.seed,
+            local_dc,
+            replicas: replicas.list,
+            local_replicas: replicas.local,
+            local_nodes,
             step: Step::Start,
-            local_span,
+            list: &[],
+            hole: (0, 0),
+            inside: true,
+            filter: Filter::All,
             start: 0,
             len: 0,
             pos: 0,
@@ -169,18 +199,51 @@ where
     /// `seed` reduced to a rotation in `0..count` (`count > 0`). A 32-bit
     /// remainder: a counter seed still rotates through every value, and the
     /// division is about half the cost of a 64-bit one. `count` is at most
-    /// the node count, which fits in `u32` (node indices are `u32`).
+    /// the node count, which fits in `u32` (node indices are `u32`), so the
+    /// divisor is not zero.
     #[inline]
     fn rotation(&self, count: usize) -> usize {
         (self.seed as u32 % count as u32) as usize
     }
 
-    /// Sets up the walk over the replicas that are local (`want_local`) or
-    /// remote: rotated so that it begins at the k-th such replica.
-    fn enter_replicas(&mut self, want_local: bool) {
-        self.len = self.replicas.len();
+    /// Sets up a walk over `list` inside or around `hole`, rotated by the
+    /// seed unless `fixed`.
+    fn walk(
+        &mut self,
+        list: &'a [NodeIdx],
+        hole: (usize, usize),
+        inside: bool,
+        filter: Filter,
+        fixed: bool,
+    ) {
+        let width = hole.1.saturating_sub(hole.0);
+        self.list = list;
+        self.hole = hole;
+        self.inside = inside;
+        self.filter = filter;
+        self.len = if inside {
+            width
+        } else {
+            list.len().saturating_sub(width)
+        };
         self.pos = 0;
-        self.start = 0;
+        self.start = if fixed || self.len == 0 {
+            0
+        } else {
+            self.rotation(self.len)
+        };
+    }
+
+    /// Sets up a walk over the whole replica list for the replicas that are
+    /// local (`want_local`) or remote, beginning at the k-th of them. Used
+    /// only when replicas are not grouped by datacenter.
+    fn scan_replicas(&mut self, want_local: bool) {
+        let filter = if want_local {
+            Filter::Local
+        } else {
+            Filter::Remote
+        };
+        self.walk(self.replicas, (0, 0), false, filter, true);
         let count = self
             .replicas
             .iter()
@@ -200,53 +263,60 @@ where
             .map_or(0, |(i, _)| i);
     }
 
-    /// Sets up a rotated walk over `len` fallback candidates.
-    fn enter_others(&mut self, len: usize) {
-        self.len = len;
-        self.pos = 0;
-        self.start = if len == 0 { 0 } else { self.rotation(len) };
-    }
-
     /// Moves to the step after the current one and sets up its walk.
     fn advance(&mut self) {
-        let (a, b) = self.local_span;
+        let all = self.dir.dc_nodes();
+        let (replicas, lwt, nodes) = (self.replicas, self.lwt, self.local_nodes);
         self.step = match self.step {
             Step::Start => {
-                self.enter_replicas(true);
+                match self.local_replicas {
+                    Some(local) => self.walk(replicas, local, true, Filter::All, lwt),
+                    None => self.scan_replicas(true),
+                }
                 Step::LocalReplicas
             }
             Step::LocalReplicas if self.local_dc.is_some() => {
-                self.enter_replicas(false);
+                match self.local_replicas {
+                    Some(local) => self.walk(replicas, local, false, Filter::All, lwt),
+                    None => self.scan_replicas(false),
+                }
                 Step::RemoteReplicas
             }
             Step::LocalReplicas | Step::RemoteReplicas => {
-                self.enter_others(b - a);
+                self.walk(all, nodes, true, Filter::NotReplica, false);
                 Step::LocalOthers
             }
             Step::LocalOthers if self.local_dc.is_some() => {
-                self.enter_others(self.dir.node_count() - (b - a));
+                self.walk(all, nodes, false, Filter::NotReplica, false);
                 Step::RemoteOthers
             }
-            Step::LocalOthers | Step::RemoteOthers | Step::Done => Step::Done,
+            Step::LocalOthers | Step::RemoteOthers | Step::Done => {
+                self.len = 0;
+                Step::Done
+            }
         };
     }
 
-    /// The `i`-th candidate of the current step, and whether it qualifies
-    /// (apart from being up).
+    /// The `i`-th candidate of the current walk, if it qualifies (apart from
+    /// being up).
     #[inline]
-    fn candidate(&self, i: usize) -> Option<(NodeIdx, bool)> {
-        let (a, b) = self.local_span;
-        let all = self.dir.dc_nodes();
-        match self.step {
-            Step::LocalReplicas => self.replicas.get(i).map(|&n| (n, self.is_local(n))),
-            Step::RemoteReplicas => self.replicas.get(i).map(|&n| (n, !self.is_local(n))),
-            Step::LocalOthers => all.get(a + i).map(|&n| (n, !self.replicas.contains(&n))),
-            // Remote nodes are `all` without `a..b`: index i skips that range.
-            Step::RemoteOthers => all
-                .get(if i < a { i } else { i + (b - a) })
-                .map(|&n| (n, !self.replicas.contains(&n))),
-            Step::Start | Step::Done => None,
-        }
+    fn candidate(&self, i: usize) -> Option<NodeIdx> {
+        let (a, b) = self.hole;
+        let index = if self.inside {
+            a + i
+        } else if i < a {
+            i
+        } else {
+            i + (b - a)
+        };
+        let node = *self.list.get(index)?;
+        let qualifies = match self.filter {
+            Filter::All => true,
+            Filter::Local => self.is_local(node),
+            Filter::Remote => !self.is_local(node),
+            Filter::NotReplica => !self.replicas.contains(&node),
+        };
+        qualifies.then_some(node)
     }
 
     #[inline]
@@ -274,7 +344,7 @@ where
                     i -= self.len;
                 }
                 self.pos += 1;
-                if let Some((node, true)) = self.candidate(i) {
+                if let Some(node) = self.candidate(i) {
                     if (self.is_up)(node) {
                         return Some(self.target(node));
                     }
@@ -306,6 +376,6 @@ mod tests {
         // A plan is a handful of words: worth keeping an eye on, since it
         // lives on the stack of every request.
         let size = std::mem::size_of::<Plan<'static, fn(NodeIdx) -> bool>>();
-        assert!(size <= 128, "Plan is {size} bytes");
+        assert!(size <= 192, "Plan is {size} bytes");
     }
 }

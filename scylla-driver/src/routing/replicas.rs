@@ -131,6 +131,14 @@ impl PlacementRule {
 /// by the nodes on the ring, and a full walk of the ring always fills them),
 /// so the lists are stored back to back with a fixed stride and a lookup is
 /// one multiplication and one slice: no per-position offsets to load.
+///
+/// For the plan, each list is also kept grouped by datacenter (in [`DcId`]
+/// order, ring order within a datacenter) when every list has the same
+/// number of replicas in each datacenter (always for NetworkTopologyStrategy
+/// and Everywhere; for SimpleStrategy when the ring spans one datacenter).
+/// The local replicas are then one fixed sub-slice, found without scanning:
+/// a scan with a data-dependent branch per replica mispredicts often enough
+/// to double the cost of choosing a target.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct ReplicaSets {
     /// Entries per list (0: the rule prefers no replica).
@@ -138,8 +146,27 @@ pub(crate) struct ReplicaSets {
     /// Lists are indexed by the owner node of a position (Everywhere) rather
     /// than by the position itself.
     by_owner: bool,
-    /// `stride` entries per ring position (per node when `by_owner`).
+    /// `stride` entries per ring position (per node when `by_owner`), in
+    /// ring-walk order.
     lists: Vec<NodeIdx>,
+    /// `lists` with each list grouped by datacenter; empty when `lists` is
+    /// already grouped (one datacenter) or cannot be (see `groups`).
+    grouped: Vec<NodeIdx>,
+    /// `groups[d]`: the range of a grouped list holding datacenter `d`'s
+    /// replicas, the same for every list. Empty when the counts per
+    /// datacenter vary between lists (SimpleStrategy over several
+    /// datacenters): the plan then scans.
+    groups: Vec<(usize, usize)>,
+}
+
+/// The replicas of one position as the plan walks them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplicaView<'a> {
+    /// The replicas, in an order where the local ones are `list[local.0..local.1]`
+    /// when `local` is known.
+    pub(crate) list: &'a [NodeIdx],
+    /// The range of local replicas in `list`; `None`: unknown, scan `list`.
+    pub(crate) local: Option<(usize, usize)>,
 }
 
 impl ReplicaSets {
@@ -152,6 +179,8 @@ impl ReplicaSets {
     ) -> Self {
         let mut walker = Walker::new(ring, dir);
         let mut out = Self::default();
+        // Replicas per datacenter in every list, when that is fixed.
+        let mut sizes: Option<Vec<usize>> = None;
         match rule {
             PlacementRule::None => return out,
             PlacementRule::Simple(rf) => {
@@ -159,6 +188,9 @@ impl ReplicaSets {
                 out.lists.reserve_exact(ring.len() * out.stride);
                 for pos in 0..ring.len() {
                     walker.simple(pos, *rf, &mut out.lists);
+                }
+                if census.dc_nodes.iter().filter(|&&n| n > 0).count() == 1 {
+                    sizes = Some(census.dc_nodes.iter().map(|&n| n.min(*rf)).collect());
                 }
             }
             PlacementRule::NetworkTopology(rfs) => {
@@ -168,55 +200,141 @@ impl ReplicaSets {
                 for pos in 0..ring.len() {
                     walker.network_topology(pos, &mut dcs, &mut out.lists);
                 }
+                let mut per_dc = vec![0; dir.dc_count()];
+                for &(dc, rf) in rfs {
+                    per_dc[dc.0 as usize] = rf;
+                }
+                sizes = Some(per_dc);
             }
             PlacementRule::Everywhere => {
                 out.stride = census.nodes;
                 out.by_owner = true;
-                // Slots of nodes that own no token stay unused (zeros).
-                out.lists = vec![NodeIdx(0); dir.node_count() * out.stride];
-                let mut done = vec![false; dir.node_count()];
+                // Slots of nodes that own no token are never read; they hold
+                // the first ring node's list so that every slot is a valid
+                // list (which keeps grouping uniform).
+                let mut first = None;
                 let mut scratch = Vec::with_capacity(out.stride);
+                let mut slots: Vec<Option<Vec<NodeIdx>>> = vec![None; dir.node_count()];
                 for (pos, &owner) in ring.owners().iter().enumerate() {
-                    if std::mem::replace(&mut done[owner.index()], true) {
-                        continue;
-                    }
-                    scratch.clear();
-                    walker.simple(pos, census.nodes, &mut scratch);
-                    let at = owner.index() * out.stride;
-                    match out.lists.get_mut(at..at + out.stride) {
-                        Some(slot) if slot.len() == scratch.len() => slot.copy_from_slice(&scratch),
-                        // Cannot happen (see below); same fallback.
-                        _ => return Self::default(),
+                    if slots[owner.index()].is_none() {
+                        scratch.clear();
+                        walker.simple(pos, census.nodes, &mut scratch);
+                        first.get_or_insert_with(|| scratch.clone());
+                        slots[owner.index()] = Some(scratch.clone());
                     }
                 }
-                return out;
+                let first = first.unwrap_or_default();
+                out.lists.reserve_exact(dir.node_count() * out.stride);
+                for slot in &slots {
+                    out.lists.extend_from_slice(slot.as_ref().unwrap_or(&first));
+                }
+                sizes = Some(census.dc_nodes.clone());
             }
         }
         // A walk once around the ring meets every ring node, so it fills every
         // (capped) factor and each list has exactly `stride` entries. Should
         // that ever fail, prefer no replicas (plans degrade to round robin)
         // over misaligned lists.
-        debug_assert_eq!(out.lists.len(), ring.len() * out.stride);
-        if out.lists.len() != ring.len() * out.stride {
+        let lists = if out.by_owner {
+            dir.node_count()
+        } else {
+            ring.len()
+        };
+        debug_assert_eq!(out.lists.len(), lists * out.stride);
+        if out.lists.len() != lists * out.stride {
             return Self::default();
+        }
+        if let Some(sizes) = sizes {
+            out.group_by_dc(&sizes, dir);
         }
         out
     }
 
-    /// The replicas of ring position `pos` (empty when there are none).
+    /// Fills `grouped` and `groups` given the replicas per datacenter that
+    /// every list holds; leaves both empty (scan mode) if a list disagrees.
+    fn group_by_dc(&mut self, sizes: &[usize], dir: &Directory) {
+        let mut offset = 0;
+        let groups: Vec<(usize, usize)> = sizes
+            .iter()
+            .map(|&n| {
+                offset += n;
+                (offset - n, offset)
+            })
+            .collect();
+        if offset != self.stride {
+            return;
+        }
+        let dc_index = |n: &NodeIdx| dir.dc_of(*n).map_or(usize::MAX, |d| d.0 as usize);
+        let mut grouped = self.lists.clone();
+        for list in grouped.chunks_exact_mut(self.stride.max(1)) {
+            // Stable: ring order is kept within a datacenter.
+            list.sort_by_key(dc_index);
+            let fits = groups
+                .iter()
+                .enumerate()
+                .all(|(dc, &(a, b))| list[a..b].iter().all(|n| dc_index(n) == dc));
+            if !fits {
+                return;
+            }
+        }
+        self.groups = groups;
+        // With one datacenter holding replicas the lists are grouped already.
+        if sizes.iter().filter(|&&n| n > 0).count() > 1 {
+            self.grouped = grouped;
+        }
+    }
+
+    /// The index of the list of ring position `pos`.
+    #[inline]
+    fn list_index(&self, ring: &Ring, pos: usize) -> Option<usize> {
+        if self.by_owner {
+            ring.owner_at(pos).map(NodeIdx::index)
+        } else {
+            Some(pos)
+        }
+    }
+
+    /// The replicas of ring position `pos` in ring-walk order (empty when
+    /// there are none).
     #[inline]
     pub(crate) fn at(&self, ring: &Ring, pos: usize) -> &[NodeIdx] {
-        let i = if self.by_owner {
-            match ring.owner_at(pos) {
-                Some(owner) => owner.index(),
-                None => return &[],
-            }
-        } else {
-            pos
+        let Some(i) = self.list_index(ring, pos) else {
+            return &[];
         };
         let start = i * self.stride;
         // In range by construction; `get` keeps a mismatch from panicking.
         self.lists.get(start..start + self.stride).unwrap_or(&[])
+    }
+
+    /// The replicas of ring position `pos` arranged for a plan preferring
+    /// `local_dc` (`None`: every replica is local, in ring-walk order).
+    #[inline]
+    pub(crate) fn view(&self, ring: &Ring, pos: usize, local_dc: Option<DcId>) -> ReplicaView<'_> {
+        let ring_order = self.at(ring, pos);
+        let Some(dc) = local_dc else {
+            return ReplicaView {
+                list: ring_order,
+                local: Some((0, ring_order.len())),
+            };
+        };
+        if self.groups.is_empty() {
+            return ReplicaView {
+                list: ring_order,
+                local: None,
+            };
+        }
+        let list = if self.grouped.is_empty() {
+            ring_order
+        } else {
+            let start = self.list_index(ring, pos).unwrap_or(0) * self.stride;
+            self.grouped.get(start..start + self.stride).unwrap_or(&[])
+        };
+        // A datacenter without replicas (or unknown) has an empty range.
+        let local = self.groups.get(dc.0 as usize).copied().unwrap_or((0, 0));
+        ReplicaView {
+            list,
+            local: Some(local),
+        }
     }
 }
 
