@@ -27,7 +27,10 @@
 //!
 //! The cost of building is one ring walk per position, usually a few steps; a
 //! walk is bounded by the ring length (reached when a datacenter's last needed
-//! rack has few tokens).
+//! rack has few tokens). Memory is `positions x replicas` node indices, twice
+//! for strategies with replicas in several datacenters (ring order for
+//! [`RoutingTable::replicas`](super::RoutingTable::replicas), grouped by
+//! datacenter for the plan): 1.8 MB for 100 nodes x 256 vnodes with 3 x RF 3.
 
 use super::directory::{DcId, Directory};
 use super::ring::Ring;

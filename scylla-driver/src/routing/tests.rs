@@ -82,16 +82,20 @@ fn simple_strategy_by_hand() {
 
 /// dc1: n0 r1 @0, n1 r1 @10, n2 r2 @20, n3 r2 @30; dc2: n4 @5, n5 @25.
 /// Ring: 0 n0, 5 n4, 10 n1, 20 n2, 25 n5, 30 n3.
+fn racks_nodes() -> Vec<NodeInfo> {
+    vec![
+        node("dc1", "r1", &[0]),
+        node("dc1", "r1", &[10]),
+        node("dc1", "r2", &[20]),
+        node("dc1", "r2", &[30]),
+        node("dc2", "r1", &[5]),
+        node("dc2", "r1", &[25]),
+    ]
+}
+
 fn racks() -> RoutingTable {
     RoutingTable::build(&input(
-        vec![
-            node("dc1", "r1", &[0]),
-            node("dc1", "r1", &[10]),
-            node("dc1", "r2", &[20]),
-            node("dc1", "r2", &[30]),
-            node("dc2", "r1", &[5]),
-            node("dc2", "r1", &[25]),
-        ],
+        racks_nodes(),
         &[
             ("a", nts(&[("dc1", 2), ("dc2", 1)])),
             ("b", nts(&[("dc1", 3), ("dc2", 1), ("nowhere", 5)])),
@@ -136,6 +140,30 @@ fn plan_orders_local_replicas_remote_replicas_then_others() {
     let up = |n: NodeIdx| n != NodeIdx(4) && n != NodeIdx(1);
     let order: Vec<u32> = t.plan(&request, &up).map(|x| x.node.0).collect();
     assert_eq!(order, [0, 2, 5, 3]);
+}
+
+#[test]
+fn simple_strategy_over_several_dcs_still_puts_local_replicas_first() {
+    // SimpleStrategy ignores datacenters, so the number of local replicas
+    // varies by position and the plan scans instead of slicing.
+    let topology = input(
+        racks_nodes(),
+        &[("s", ReplicationStrategy::Simple { rf: 3 })],
+    );
+    let t = RoutingTable::build(&topology);
+    let request = RoutingRequest {
+        keyspace: t.keyspace_id("s"),
+        token: Some(Token(0)),
+        lwt: true,
+        local_dc: t.dc_id("dc2"),
+        seed: 0,
+    };
+    assert_eq!(
+        t.replicas(request.keyspace.unwrap(), Token(0)),
+        ids(&[0, 4, 1])
+    );
+    let order: Vec<u32> = t.plan(&request, &all_up).map(|x| x.node.0).collect();
+    assert_eq!(order, [4, 0, 1, 5, 2, 3]);
 }
 
 #[test]
