@@ -1,0 +1,160 @@
+//! Per-node facts by [`NodeIdx`], with datacenter and rack names interned
+//! into small integers, and the nodes grouped by datacenter.
+//!
+//! Interning happens once per table build so that the per-request code
+//! compares integers, never strings, and walks a datacenter's nodes as one
+//! contiguous slice.
+
+use std::collections::BTreeMap;
+
+use scylla_cql::sharding::Sharder;
+
+use super::topology::{NodeIdx, NodeInfo};
+
+/// A datacenter of one routing table, by index. Resolve a datacenter name
+/// with [`RoutingTable::dc_id`](super::RoutingTable::dc_id) once (at session
+/// configuration), then pass the id with every request.
+///
+/// Ids are assigned in name order, so tables built from topologies with the
+/// same datacenter names agree on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DcId(pub u32);
+
+/// Nodes by index: datacenter, rack, sharder; nodes grouped by datacenter.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Directory {
+    /// Datacenter names by [`DcId`], sorted.
+    dc_names: Vec<String>,
+    /// `node_dc[n]`: the datacenter of node `n`.
+    node_dc: Vec<DcId>,
+    /// `node_rack[n]`: the rack of node `n`, as an id unique over all
+    /// (datacenter, rack) pairs, so equal rack names in different
+    /// datacenters are different racks.
+    node_rack: Vec<u32>,
+    /// Number of distinct (datacenter, rack) pairs.
+    rack_count: usize,
+    /// `sharders[n]`: how node `n` maps tokens to shards, if it shards.
+    sharders: Vec<Option<Sharder>>,
+    /// Every node once, grouped by datacenter (in `DcId` order), in index
+    /// order within a datacenter.
+    dc_nodes: Vec<NodeIdx>,
+    /// `dc_spans[d]`: the range of `dc_nodes` holding datacenter `d`.
+    dc_spans: Vec<(u32, u32)>,
+}
+
+impl Directory {
+    /// Interns the datacenters and racks of `nodes`.
+    pub(crate) fn new(nodes: &[NodeInfo]) -> Self {
+        let mut dcs: BTreeMap<&str, u32> = BTreeMap::new();
+        let mut racks: BTreeMap<(&str, &str), u32> = BTreeMap::new();
+        for n in nodes {
+            dcs.insert(&n.datacenter, 0);
+            racks.insert((&n.datacenter, &n.rack), 0);
+        }
+        // Number the names in sorted order (deterministic ids).
+        for (i, id) in dcs.values_mut().enumerate() {
+            *id = i as u32;
+        }
+        for (i, id) in racks.values_mut().enumerate() {
+            *id = i as u32;
+        }
+        // Lookups below cannot miss: both maps were filled from these nodes.
+        let node_dc: Vec<DcId> = nodes
+            .iter()
+            .map(|n| DcId(dcs.get(n.datacenter.as_str()).copied().unwrap_or(0)))
+            .collect();
+        let node_rack = nodes
+            .iter()
+            .map(|n| {
+                racks
+                    .get(&(n.datacenter.as_str(), n.rack.as_str()))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut dc_nodes: Vec<NodeIdx> = (0..nodes.len() as u32).map(NodeIdx).collect();
+        // Stable sort keeps index order within a datacenter.
+        dc_nodes.sort_by_key(|n| node_dc[n.index()]);
+        let mut dc_spans = vec![(0u32, 0u32); dcs.len()];
+        for (pos, n) in dc_nodes.iter().enumerate() {
+            let span = &mut dc_spans[node_dc[n.index()].0 as usize];
+            if span.1 == 0 {
+                span.0 = pos as u32;
+            }
+            span.1 = pos as u32 + 1;
+        }
+        Self {
+            dc_names: dcs.keys().map(|s| (*s).to_owned()).collect(),
+            node_dc,
+            node_rack,
+            rack_count: racks.len(),
+            sharders: nodes.iter().map(|n| n.sharder).collect(),
+            dc_nodes,
+            dc_spans,
+        }
+    }
+
+    /// Number of nodes.
+    #[inline]
+    pub(crate) fn node_count(&self) -> usize {
+        self.node_dc.len()
+    }
+
+    /// Number of datacenters.
+    #[inline]
+    pub(crate) fn dc_count(&self) -> usize {
+        self.dc_names.len()
+    }
+
+    /// Number of distinct (datacenter, rack) pairs.
+    #[inline]
+    pub(crate) fn rack_count(&self) -> usize {
+        self.rack_count
+    }
+
+    /// The id of the datacenter named `name`.
+    pub(crate) fn dc_id(&self, name: &str) -> Option<DcId> {
+        self.dc_names
+            .binary_search_by(|n| n.as_str().cmp(name))
+            .ok()
+            .map(|i| DcId(i as u32))
+    }
+
+    /// The name of datacenter `dc`.
+    pub(crate) fn dc_name(&self, dc: DcId) -> Option<&str> {
+        self.dc_names.get(dc.0 as usize).map(String::as_str)
+    }
+
+    /// The datacenter of `node` (`None` for an index out of range).
+    #[inline]
+    pub(crate) fn dc_of(&self, node: NodeIdx) -> Option<DcId> {
+        self.node_dc.get(node.index()).copied()
+    }
+
+    /// The global rack id of `node`.
+    #[inline]
+    pub(crate) fn rack_of(&self, node: NodeIdx) -> Option<u32> {
+        self.node_rack.get(node.index()).copied()
+    }
+
+    /// The sharder of `node`, if it shards.
+    #[inline]
+    pub(crate) fn sharder_of(&self, node: NodeIdx) -> Option<Sharder> {
+        self.sharders.get(node.index()).copied().flatten()
+    }
+
+    /// All nodes, grouped by datacenter.
+    #[inline]
+    pub(crate) fn dc_nodes(&self) -> &[NodeIdx] {
+        &self.dc_nodes
+    }
+
+    /// The range of [`Self::dc_nodes`] holding datacenter `dc` (empty for an
+    /// unknown id).
+    #[inline]
+    pub(crate) fn dc_span(&self, dc: DcId) -> (usize, usize) {
+        self.dc_spans
+            .get(dc.0 as usize)
+            .map_or((0, 0), |&(a, b)| (a as usize, b as usize))
+    }
+}

@@ -1,0 +1,263 @@
+//! The precomputed token- and shard-aware routing table: pure data, no I/O.
+//!
+//! The cluster layer describes the cluster once per topology or schema change
+//! ([`TopologyInput`]: nodes by [`NodeIdx`], keyspaces with their
+//! [`ReplicationStrategy`]) and builds an immutable [`RoutingTable`] off the
+//! hot path; requests then only index its arrays. Nothing here knows about
+//! connections or pools: a node is an index, and the caller says which nodes
+//! are up.
+//!
+//! # Layout
+//! - [`topology`]: the input ([`TopologyInput`], [`NodeInfo`],
+//!   [`ReplicationStrategy`] and its parser from `system_schema.keyspaces`).
+//! - `directory`: per-node facts, datacenters and racks interned ([`DcId`]).
+//! - `ring`: sorted tokens and their owners, searched by binary search.
+//! - `replicas`: the replica list of every ring position, once per distinct
+//!   strategy (SimpleStrategy, NetworkTopologyStrategy, Everywhere).
+//! - [`plan`]: the allocation-free [`Plan`] iterator of [`Target`]s for one
+//!   request ([`RoutingRequest`]), with the cost model.
+//!
+//! # Example
+//! ```
+//! use std::collections::BTreeMap;
+//! use scylla_cql::token::Token;
+//! use scylla_driver::routing::*;
+//!
+//! let node = |dc: &str, t: i64| NodeInfo {
+//!     datacenter: dc.into(),
+//!     rack: "r1".into(),
+//!     tokens: vec![Token(t)],
+//!     sharder: None,
+//! };
+//! let mut keyspaces = BTreeMap::new();
+//! keyspaces.insert("ks".to_owned(), ReplicationStrategy::Simple { rf: 2 });
+//! let input = TopologyInput {
+//!     nodes: vec![node("dc1", -100), node("dc1", 0), node("dc1", 100)],
+//!     keyspaces,
+//! };
+//! let table = RoutingTable::build(&input);
+//! let ks = table.keyspace_id("ks").unwrap(); // once per prepared statement
+//! assert_eq!(table.replicas(ks, Token(1)), &[NodeIdx(2), NodeIdx(0)]);
+//!
+//! let request = RoutingRequest { keyspace: Some(ks), token: Some(Token(1)), ..Default::default() };
+//! let is_up = |n: NodeIdx| n != NodeIdx(2);
+//! let first = table.plan(&request, &is_up).next().unwrap();
+//! assert_eq!(first.node, NodeIdx(0));
+//! ```
+
+mod directory;
+pub mod plan;
+mod replicas;
+mod ring;
+#[cfg(test)]
+mod tests;
+pub mod topology;
+
+use std::collections::BTreeMap;
+
+use scylla_cql::sharding::Sharder;
+use scylla_cql::token::Token;
+
+pub use directory::DcId;
+pub use plan::{Plan, RoutingRequest, Target};
+pub use topology::{NodeIdx, NodeInfo, ReplicationParseError, ReplicationStrategy, TopologyInput};
+
+use directory::Directory;
+use replicas::{PlacementRule, ReplicaSets, ReplicaView, RingCensus};
+use ring::Ring;
+
+/// A keyspace's replica placement in one [`RoutingTable`]: resolve it once by
+/// name ([`RoutingTable::keyspace_id`]), typically when a statement is
+/// prepared, and pass it with every request.
+///
+/// Keyspaces whose replication places replicas identically share an id. An
+/// id carries a tag of the table's keyspace-to-placement mapping: after a
+/// schema change that remaps keyspaces, an old id no longer matches
+/// ([`RoutingTable::is_current`] is false) and yields no replicas (the plan
+/// then degrades to non-token-aware order, never to wrong answers) until the
+/// caller resolves the name again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyspaceId {
+    placement: u32,
+    tag: u32,
+}
+
+/// The immutable routing snapshot of one topology and schema.
+///
+/// Built by [`RoutingTable::build`] (cost: one ring walk per ring position
+/// and distinct replication strategy), then shared (e.g. in an `Arc` swapped
+/// atomically on refresh) and only read. Building twice from equal input
+/// yields equal tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutingTable {
+    ring: Ring,
+    dir: Directory,
+    /// The distinct placement rules, sorted; a [`KeyspaceId`] indexes these.
+    rules: Vec<PlacementRule>,
+    /// `replica_sets[i]` holds the replica lists of `rules[i]`.
+    replica_sets: Vec<ReplicaSets>,
+    /// Keyspace name -> index into `rules`.
+    keyspaces: BTreeMap<String, u32>,
+    /// Fingerprint of `keyspaces`, stamped into every [`KeyspaceId`].
+    tag: u32,
+}
+
+impl RoutingTable {
+    /// Builds the table for `input`. Never fails: unknown datacenters in a
+    /// strategy contribute no replicas, replication factors are capped by the
+    /// nodes that exist, and a node without tokens coordinates but
+    /// replicates nothing. Only the first `u32::MAX` nodes are considered.
+    pub fn build(input: &TopologyInput) -> Self {
+        let nodes = &input.nodes[..input.nodes.len().min(u32::MAX as usize)];
+        let ring = Ring::new(nodes);
+        let dir = Directory::new(nodes);
+        let census = RingCensus::new(&ring, &dir);
+
+        let per_keyspace: Vec<(&String, PlacementRule)> = input
+            .keyspaces
+            .iter()
+            .map(|(name, s)| (name, PlacementRule::new(s, &dir, &census)))
+            .collect();
+        let mut rules: Vec<PlacementRule> = per_keyspace.iter().map(|(_, r)| r.clone()).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        let keyspaces: BTreeMap<String, u32> = per_keyspace
+            .iter()
+            .map(|(name, rule)| {
+                // `rules` holds every keyspace's rule, so the search succeeds.
+                let idx = rules.binary_search(rule).unwrap_or(0);
+                ((*name).clone(), idx as u32)
+            })
+            .collect();
+        let replica_sets = rules
+            .iter()
+            .map(|rule| ReplicaSets::new(rule, &ring, &dir, &census))
+            .collect();
+        let tag = fingerprint(&keyspaces);
+        Self {
+            ring,
+            dir,
+            rules,
+            replica_sets,
+            keyspaces,
+            tag,
+        }
+    }
+
+    /// The placement id of keyspace `name`, or `None` for a keyspace the
+    /// table does not know (route without a keyspace then).
+    pub fn keyspace_id(&self, name: &str) -> Option<KeyspaceId> {
+        self.keyspaces.get(name).map(|&placement| KeyspaceId {
+            placement,
+            tag: self.tag,
+        })
+    }
+
+    /// Whether `id` was resolved against a table with this table's
+    /// keyspace-to-placement mapping (if not, resolve the name again).
+    #[inline]
+    pub fn is_current(&self, id: KeyspaceId) -> bool {
+        id.tag == self.tag
+    }
+
+    /// The id of the datacenter named `name`.
+    pub fn dc_id(&self, name: &str) -> Option<DcId> {
+        self.dir.dc_id(name)
+    }
+
+    /// The name of datacenter `dc`.
+    pub fn dc_name(&self, dc: DcId) -> Option<&str> {
+        self.dir.dc_name(dc)
+    }
+
+    /// Number of nodes (indices `0..node_count()`).
+    pub fn node_count(&self) -> usize {
+        self.dir.node_count()
+    }
+
+    /// The datacenter of `node`.
+    pub fn node_dc(&self, node: NodeIdx) -> Option<DcId> {
+        self.dir.dc_of(node)
+    }
+
+    /// The sharder of `node`, if it shards.
+    pub fn sharder(&self, node: NodeIdx) -> Option<Sharder> {
+        self.dir.sharder_of(node)
+    }
+
+    /// Number of entries (tokens) on the ring.
+    pub fn ring_len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// The node that owns `token` on the ring (`None` on an empty ring).
+    pub fn owner(&self, token: Token) -> Option<NodeIdx> {
+        self.ring.owner(token)
+    }
+
+    /// The replicas of `token` in keyspace `keyspace`, in ring-walk order
+    /// (the owner first when it holds a replica). Empty when the keyspace's
+    /// strategy prefers no replica (`LocalStrategy`), the ring is empty, or
+    /// `keyspace` is not current. Costs one binary search; never allocates.
+    #[inline]
+    pub fn replicas(&self, keyspace: KeyspaceId, token: Token) -> &[NodeIdx] {
+        if keyspace.tag != self.tag {
+            return &[];
+        }
+        match (
+            self.replica_sets.get(keyspace.placement as usize),
+            self.ring.position(token),
+        ) {
+            (Some(sets), Some(pos)) => sets.at(&self.ring, pos),
+            _ => &[],
+        }
+    }
+
+    /// The order in which to try nodes (and shards) for one request; see
+    /// [`plan`] for the order and its cost. `is_up` is asked about each
+    /// candidate as the plan reaches it; nodes it rejects are skipped.
+    #[inline]
+    pub fn plan<'a, F>(&'a self, request: &RoutingRequest, is_up: &'a F) -> Plan<'a, F>
+    where
+        F: Fn(NodeIdx) -> bool,
+    {
+        // An unknown local datacenter is as good as none.
+        let local_dc = request
+            .local_dc
+            .filter(|dc| (dc.0 as usize) < self.dir.dc_count());
+        let no_replicas = ReplicaView {
+            list: &[],
+            local: Some((0, 0)),
+        };
+        let replicas = match (request.keyspace, request.token) {
+            (Some(ks), Some(token)) if ks.tag == self.tag => match (
+                self.replica_sets.get(ks.placement as usize),
+                self.ring.position(token),
+            ) {
+                (Some(sets), Some(pos)) => sets.view(&self.ring, pos, local_dc),
+                _ => no_replicas,
+            },
+            _ => no_replicas,
+        };
+        Plan::new(&self.dir, replicas, request, local_dc, is_up)
+    }
+}
+
+/// FNV-1a of the keyspace-to-placement mapping, folded to 32 bits: a cheap,
+/// deterministic tag (equal mappings, equal tags) that makes a stale
+/// [`KeyspaceId`] detectable with one comparison.
+fn fingerprint(keyspaces: &BTreeMap<String, u32>) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for (name, idx) in keyspaces {
+        eat(&(name.len() as u64).to_le_bytes());
+        eat(name.as_bytes());
+        eat(&idx.to_le_bytes());
+    }
+    (h ^ (h >> 32)) as u32
+}

@@ -1,0 +1,594 @@
+//! Tests of the routing table: small hand-computed rings, then property tests
+//! on random topologies against a straightforward reference model of the
+//! replication strategies (written after Cassandra's structure, independently
+//! of the precomputed implementation).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::num::NonZeroU16;
+
+use proptest::prelude::*;
+use scylla_cql::sharding::Sharder;
+use scylla_cql::token::Token;
+
+use super::*;
+
+fn node(dc: &str, rack: &str, tokens: &[i64]) -> NodeInfo {
+    NodeInfo {
+        datacenter: dc.into(),
+        rack: rack.into(),
+        tokens: tokens.iter().map(|&t| Token(t)).collect(),
+        sharder: None,
+    }
+}
+
+fn input(nodes: Vec<NodeInfo>, keyspaces: &[(&str, ReplicationStrategy)]) -> TopologyInput {
+    TopologyInput {
+        nodes,
+        keyspaces: keyspaces
+            .iter()
+            .map(|(n, s)| ((*n).to_owned(), s.clone()))
+            .collect(),
+    }
+}
+
+fn nts(rfs: &[(&str, usize)]) -> ReplicationStrategy {
+    ReplicationStrategy::NetworkTopology {
+        dc_rfs: rfs.iter().map(|&(d, rf)| (d.to_owned(), rf)).collect(),
+    }
+}
+
+fn ids(v: &[u32]) -> Vec<NodeIdx> {
+    v.iter().map(|&i| NodeIdx(i)).collect()
+}
+
+fn all_up(_: NodeIdx) -> bool {
+    true
+}
+
+/// Ring: -100 A, 0 B, 50 A, 100 C (A = 0, B = 1, C = 2).
+fn three_nodes() -> RoutingTable {
+    RoutingTable::build(&input(
+        vec![
+            node("dc1", "r1", &[-100, 50]),
+            node("dc1", "r1", &[0]),
+            node("dc1", "r1", &[100]),
+        ],
+        &[
+            ("rf2", ReplicationStrategy::Simple { rf: 2 }),
+            ("rf3", ReplicationStrategy::Simple { rf: 3 }),
+            ("rf9", ReplicationStrategy::Simple { rf: 9 }),
+            ("local", ReplicationStrategy::Local),
+        ],
+    ))
+}
+
+#[test]
+fn simple_strategy_by_hand() {
+    let t = three_nodes();
+    let rf2 = t.keyspace_id("rf2").unwrap();
+    let rf3 = t.keyspace_id("rf3").unwrap();
+    assert_eq!(t.replicas(rf2, Token(-100)), ids(&[0, 1]));
+    assert_eq!(t.replicas(rf2, Token(-99)), ids(&[1, 0]));
+    assert_eq!(t.replicas(rf2, Token(1)), ids(&[0, 2]));
+    assert_eq!(t.replicas(rf2, Token(60)), ids(&[2, 0]));
+    assert_eq!(t.replicas(rf2, Token(101)), ids(&[0, 1])); // wraps
+    assert_eq!(t.replicas(rf3, Token(1)), ids(&[0, 2, 1]));
+    assert_eq!(t.replicas(rf3, Token(60)), ids(&[2, 0, 1]));
+    // RF above the node count is capped, and shares rf3's lists.
+    assert_eq!(t.keyspace_id("rf9"), Some(rf3));
+    let local = t.keyspace_id("local").unwrap();
+    assert!(t.replicas(local, Token(1)).is_empty());
+}
+
+/// dc1: n0 r1 @0, n1 r1 @10, n2 r2 @20, n3 r2 @30; dc2: n4 @5, n5 @25.
+/// Ring: 0 n0, 5 n4, 10 n1, 20 n2, 25 n5, 30 n3.
+fn racks_nodes() -> Vec<NodeInfo> {
+    vec![
+        node("dc1", "r1", &[0]),
+        node("dc1", "r1", &[10]),
+        node("dc1", "r2", &[20]),
+        node("dc1", "r2", &[30]),
+        node("dc2", "r1", &[5]),
+        node("dc2", "r1", &[25]),
+    ]
+}
+
+fn racks() -> RoutingTable {
+    RoutingTable::build(&input(
+        racks_nodes(),
+        &[
+            ("a", nts(&[("dc1", 2), ("dc2", 1)])),
+            ("b", nts(&[("dc1", 3), ("dc2", 1), ("nowhere", 5)])),
+            ("c", nts(&[("dc2", 7)])),
+        ],
+    ))
+}
+
+#[test]
+fn network_topology_strategy_by_hand() {
+    let t = racks();
+    let a = t.keyspace_id("a").unwrap();
+    // n1 shares n0's rack and dc1 has 2 racks for rf 2: skipped for n2.
+    assert_eq!(t.replicas(a, Token(0)), ids(&[0, 4, 2]));
+    assert_eq!(t.replicas(a, Token(6)), ids(&[1, 2, 5]));
+    assert_eq!(t.replicas(a, Token(21)), ids(&[5, 3, 0]));
+    let b = t.keyspace_id("b").unwrap();
+    // rf 3 over 2 racks: one repeat allowed, taken by the first node met.
+    assert_eq!(t.replicas(b, Token(0)), ids(&[0, 4, 1, 2]));
+    assert_eq!(t.replicas(b, Token(11)), ids(&[2, 5, 3, 0]));
+    let c = t.keyspace_id("c").unwrap();
+    assert_eq!(t.replicas(c, Token(0)), ids(&[4, 5]));
+    assert_eq!(t.replicas(c, Token(6)), ids(&[5, 4]));
+}
+
+#[test]
+fn plan_orders_local_replicas_remote_replicas_then_others() {
+    let t = racks();
+    let a = t.keyspace_id("a").unwrap();
+    let dc2 = t.dc_id("dc2");
+    let request = RoutingRequest {
+        keyspace: Some(a),
+        token: Some(Token(0)),
+        lwt: true,
+        local_dc: dc2,
+        seed: 0,
+    };
+    let order: Vec<u32> = t.plan(&request, &all_up).map(|x| x.node.0).collect();
+    // Local replica n4; remote replicas n0, n2; other local n5; other remote n1, n3.
+    assert_eq!(order, [4, 0, 2, 5, 1, 3]);
+    // Down nodes are skipped everywhere.
+    let up = |n: NodeIdx| n != NodeIdx(4) && n != NodeIdx(1);
+    let order: Vec<u32> = t.plan(&request, &up).map(|x| x.node.0).collect();
+    assert_eq!(order, [0, 2, 5, 3]);
+}
+
+#[test]
+fn simple_strategy_over_several_dcs_still_puts_local_replicas_first() {
+    // SimpleStrategy ignores datacenters, so the number of local replicas
+    // varies by position and the plan scans instead of slicing.
+    let topology = input(
+        racks_nodes(),
+        &[("s", ReplicationStrategy::Simple { rf: 3 })],
+    );
+    let t = RoutingTable::build(&topology);
+    let request = RoutingRequest {
+        keyspace: t.keyspace_id("s"),
+        token: Some(Token(0)),
+        lwt: true,
+        local_dc: t.dc_id("dc2"),
+        seed: 0,
+    };
+    assert_eq!(
+        t.replicas(request.keyspace.unwrap(), Token(0)),
+        ids(&[0, 4, 1])
+    );
+    let order: Vec<u32> = t.plan(&request, &all_up).map(|x| x.node.0).collect();
+    assert_eq!(order, [4, 0, 1, 5, 2, 3]);
+}
+
+#[test]
+fn seed_spreads_load_but_lwt_keeps_the_primary_first() {
+    let t = three_nodes();
+    let rf3 = t.keyspace_id("rf3").unwrap();
+    let mut request = RoutingRequest {
+        keyspace: Some(rf3),
+        token: Some(Token(1)),
+        ..Default::default()
+    };
+    let firsts: BTreeSet<u32> = (0..3)
+        .map(|seed| {
+            request.seed = seed;
+            t.plan(&request, &all_up).next().unwrap().node.0
+        })
+        .collect();
+    assert_eq!(firsts.len(), 3);
+    request.lwt = true;
+    for seed in 0..3 {
+        request.seed = seed;
+        let order: Vec<u32> = t.plan(&request, &all_up).map(|x| x.node.0).collect();
+        assert_eq!(order, [0, 2, 1]);
+    }
+}
+
+#[test]
+fn no_routing_information_round_robins_local_dc_first() {
+    let t = racks();
+    let dc1 = t.dc_id("dc1");
+    for seed in 0..8 {
+        let request = RoutingRequest {
+            local_dc: dc1,
+            seed,
+            ..Default::default()
+        };
+        let plan: Vec<Target> = t.plan(&request, &all_up).collect();
+        let order: Vec<u32> = plan.iter().map(|x| x.node.0).collect();
+        assert_eq!(order.len(), 6);
+        assert!(order[..4].iter().all(|&n| n < 4), "{order:?}");
+        assert_eq!(order[0] as u64, seed % 4);
+        assert!(plan.iter().all(|x| x.shard.is_none()));
+    }
+}
+
+#[test]
+fn shards_come_from_each_nodes_sharder() {
+    let mut nodes = vec![node("dc1", "r1", &[0]), node("dc1", "r1", &[1 << 40])];
+    nodes[0].sharder = Some(Sharder::new(NonZeroU16::new(8).unwrap(), 12));
+    let t = RoutingTable::build(&input(
+        nodes,
+        &[("ks", ReplicationStrategy::Simple { rf: 1 })],
+    ));
+    let token = Token(-12345);
+    let request = RoutingRequest {
+        keyspace: t.keyspace_id("ks"),
+        token: Some(token),
+        ..Default::default()
+    };
+    let plan: Vec<Target> = t.plan(&request, &all_up).collect();
+    let expected = Sharder::new(NonZeroU16::new(8).unwrap(), 12).shard_of(token);
+    assert_eq!(
+        plan,
+        [
+            Target {
+                node: NodeIdx(0),
+                shard: Some(expected)
+            },
+            Target {
+                node: NodeIdx(1),
+                shard: None
+            },
+        ]
+    );
+}
+
+#[test]
+fn stale_keyspace_ids_are_detected() {
+    let old = three_nodes();
+    let rf2 = old.keyspace_id("rf2").unwrap();
+    let new = RoutingTable::build(&input(
+        vec![node("dc1", "r1", &[0])],
+        &[("rf2", ReplicationStrategy::Local)],
+    ));
+    assert!(old.is_current(rf2));
+    assert!(!new.is_current(rf2));
+    assert!(new.replicas(rf2, Token(0)).is_empty());
+}
+
+#[test]
+fn zero_token_nodes_coordinate_but_do_not_replicate() {
+    let t = RoutingTable::build(&input(
+        vec![node("dc1", "r1", &[]), node("dc1", "r1", &[7])],
+        &[("ks", ReplicationStrategy::Everywhere)],
+    ));
+    let ks = t.keyspace_id("ks").unwrap();
+    assert_eq!(t.replicas(ks, Token(100)), ids(&[1]));
+    let request = RoutingRequest {
+        keyspace: Some(ks),
+        token: Some(Token(100)),
+        ..Default::default()
+    };
+    let order: Vec<u32> = t.plan(&request, &all_up).map(|x| x.node.0).collect();
+    assert_eq!(order, [1, 0]);
+    let empty = RoutingTable::build(&TopologyInput::default());
+    assert_eq!(empty.plan(&request, &all_up).count(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Reference model.
+
+/// The ring as sorted, deduplicated (token, node) pairs.
+fn ref_ring(input: &TopologyInput) -> Vec<(i64, u32)> {
+    let mut ring: Vec<(i64, u32)> = input
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.tokens.iter().map(move |t| (t.0, i as u32)))
+        .collect();
+    ring.sort();
+    ring.dedup();
+    ring
+}
+
+/// Owners in walk order starting at the owner of `token`.
+fn ref_walk(ring: &[(i64, u32)], token: i64) -> Vec<u32> {
+    let start = ring.iter().position(|&(t, _)| t >= token).unwrap_or(0);
+    (0..ring.len())
+        .map(|k| ring[(start + k) % ring.len()].1)
+        .collect()
+}
+
+fn ref_simple(walk: &[u32], rf: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    for &n in walk {
+        if out.len() < rf && !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// Cassandra's per-datacenter bookkeeping, literally: `rf_left` capped by
+/// the dc's nodes, rack repeats from the *uncapped* factor.
+fn ref_nts(input: &TopologyInput, walk: &[u32], dc_rfs: &BTreeMap<String, usize>) -> Vec<u32> {
+    struct Dc {
+        rf_left: usize,
+        repeats: isize,
+        racks: HashSet<String>,
+    }
+    let on_ring: BTreeSet<u32> = walk.iter().copied().collect();
+    let mut dcs: BTreeMap<&str, Dc> = BTreeMap::new();
+    for (name, &rf) in dc_rfs {
+        let members: Vec<&NodeInfo> = on_ring
+            .iter()
+            .map(|&n| &input.nodes[n as usize])
+            .filter(|n| &n.datacenter == name)
+            .collect();
+        let rack_count = members
+            .iter()
+            .map(|n| &n.rack)
+            .collect::<HashSet<_>>()
+            .len();
+        dcs.insert(
+            name,
+            Dc {
+                rf_left: rf.min(members.len()),
+                repeats: rf as isize - rack_count as isize,
+                racks: HashSet::new(),
+            },
+        );
+    }
+    let mut out: Vec<u32> = Vec::new();
+    for &n in walk {
+        let info = &input.nodes[n as usize];
+        let Some(dc) = dcs.get_mut(info.datacenter.as_str()) else {
+            continue;
+        };
+        if dc.rf_left == 0 || out.contains(&n) {
+            continue;
+        }
+        if dc.racks.insert(info.rack.clone()) {
+            dc.rf_left -= 1;
+            out.push(n);
+        } else if dc.repeats > 0 {
+            dc.repeats -= 1;
+            dc.rf_left -= 1;
+            out.push(n);
+        }
+    }
+    out
+}
+
+fn ref_replicas(input: &TopologyInput, s: &ReplicationStrategy, token: i64) -> Vec<u32> {
+    let ring = ref_ring(input);
+    if ring.is_empty() {
+        return Vec::new();
+    }
+    let walk = ref_walk(&ring, token);
+    match s {
+        ReplicationStrategy::Simple { rf } => ref_simple(&walk, *rf),
+        ReplicationStrategy::Other { .. } => ref_simple(&walk, 1),
+        ReplicationStrategy::Everywhere => ref_simple(&walk, usize::MAX),
+        ReplicationStrategy::Local => Vec::new(),
+        ReplicationStrategy::NetworkTopology { dc_rfs } => ref_nts(input, &walk, dc_rfs),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Property tests.
+
+#[derive(Debug, Clone)]
+struct Case {
+    input: TopologyInput,
+    token: i64,
+    up: Vec<bool>,
+    seed: u64,
+    lwt: bool,
+    local_dc: Option<String>,
+}
+
+fn arb_token() -> impl Strategy<Value = i64> {
+    // Small tokens make collisions between nodes (and with the query) likely.
+    prop_oneof![any::<i64>(), -40i64..40, Just(i64::MIN), Just(i64::MAX)]
+}
+
+fn arb_node(dcs: usize, racks: usize) -> impl Strategy<Value = NodeInfo> {
+    (
+        0..dcs,
+        0..racks,
+        proptest::collection::vec(arb_token(), 1..=16),
+        proptest::option::of((1u16..=16, 0u8..=14)),
+    )
+        .prop_map(|(dc, rack, tokens, shards)| NodeInfo {
+            datacenter: format!("dc{dc}"),
+            rack: format!("r{rack}"),
+            tokens: tokens.into_iter().map(Token).collect(),
+            sharder: shards.and_then(|(n, msb)| Some(Sharder::new(NonZeroU16::new(n)?, msb))),
+        })
+}
+
+fn arb_strategy() -> impl Strategy<Value = ReplicationStrategy> {
+    let dc = prop_oneof![Just("dc0"), Just("dc1"), Just("dc2"), Just("dcX")];
+    prop_oneof![
+        2 => (0usize..6).prop_map(|rf| ReplicationStrategy::Simple { rf }),
+        2 => proptest::collection::btree_map(dc.prop_map(str::to_owned), 0usize..5, 0..4)
+            .prop_map(|dc_rfs| ReplicationStrategy::NetworkTopology { dc_rfs }),
+        3 => proptest::collection::btree_map(Just("dc0".to_owned()), 1usize..5, 1)
+            .prop_map(|dc_rfs| ReplicationStrategy::NetworkTopology { dc_rfs }),
+        1 => Just(ReplicationStrategy::Local),
+        1 => Just(ReplicationStrategy::Everywhere),
+        1 => Just(ReplicationStrategy::Other { class: "x.Custom".to_owned() }),
+    ]
+}
+
+fn arb_case() -> impl Strategy<Value = Case> {
+    (1usize..=3, 1usize..=4)
+        .prop_flat_map(|(dcs, racks)| {
+            (
+                proptest::collection::vec(arb_node(dcs, racks), 1..=12),
+                proptest::collection::btree_map("ks[0-5]", arb_strategy(), 1..5),
+                arb_token(),
+                proptest::collection::vec(proptest::bool::weighted(0.7), 12),
+                any::<u64>(),
+                any::<bool>(),
+                proptest::option::of((0..dcs).prop_map(|d| format!("dc{d}"))),
+            )
+        })
+        .prop_map(|(nodes, keyspaces, token, up, seed, lwt, local_dc)| Case {
+            input: TopologyInput { nodes, keyspaces },
+            token,
+            up,
+            seed,
+            lwt,
+            local_dc,
+        })
+}
+
+/// Replica-list properties stated directly (besides equality with the model).
+fn check_replicas(case: &Case, s: &ReplicationStrategy, got: &[NodeIdx], table: &RoutingTable) {
+    let nodes = &case.input.nodes;
+    let distinct: HashSet<NodeIdx> = got.iter().copied().collect();
+    assert_eq!(distinct.len(), got.len(), "replicas repeat: {got:?}");
+    let owner = table.owner(Token(case.token));
+    match s {
+        ReplicationStrategy::Simple { rf } => {
+            assert_eq!(got.len(), (*rf).min(nodes.len()));
+            if *rf > 0 {
+                assert_eq!(got.first().copied(), owner);
+            }
+        }
+        ReplicationStrategy::NetworkTopology { dc_rfs } => {
+            for (dc, &rf) in dc_rfs {
+                let in_dc: Vec<&NodeInfo> = nodes.iter().filter(|n| &n.datacenter == dc).collect();
+                let racks: HashSet<&String> = in_dc.iter().map(|n| &n.rack).collect();
+                let chosen: Vec<&NodeInfo> = got
+                    .iter()
+                    .map(|n| &nodes[n.index()])
+                    .filter(|n| &n.datacenter == dc)
+                    .collect();
+                assert_eq!(chosen.len(), rf.min(in_dc.len()), "dc {dc}");
+                if rf <= racks.len() {
+                    let chosen_racks: HashSet<&String> = chosen.iter().map(|n| &n.rack).collect();
+                    assert_eq!(chosen_racks.len(), chosen.len(), "racks repeat in {dc}");
+                }
+            }
+            let owner_dc = owner.map(|o| &nodes[o.index()].datacenter);
+            if owner_dc.is_some_and(|dc| dc_rfs.get(dc).is_some_and(|&rf| rf > 0)) {
+                assert_eq!(got.first().copied(), owner);
+            }
+            assert!(got
+                .iter()
+                .all(|n| dc_rfs.contains_key(&nodes[n.index()].datacenter)));
+        }
+        ReplicationStrategy::Everywhere => {
+            assert_eq!(got.len(), nodes.len());
+            assert_eq!(got.first().copied(), owner);
+        }
+        ReplicationStrategy::Other { .. } => assert_eq!(got, owner.as_slice()),
+        ReplicationStrategy::Local => assert!(got.is_empty()),
+    }
+}
+
+/// Plan properties for one request.
+fn check_plan(case: &Case, table: &RoutingTable, request: &RoutingRequest, replicas: &[NodeIdx]) {
+    let nodes = &case.input.nodes;
+    let up = |n: NodeIdx| case.up[n.index()];
+    let plan: Vec<Target> = table.plan(request, &up).collect();
+    let yielded: Vec<NodeIdx> = plan.iter().map(|t| t.node).collect();
+    let set: BTreeSet<NodeIdx> = yielded.iter().copied().collect();
+    assert_eq!(set.len(), yielded.len(), "a node twice: {yielded:?}");
+    let all_up_nodes: BTreeSet<NodeIdx> = (0..nodes.len() as u32)
+        .map(NodeIdx)
+        .filter(|&n| up(n))
+        .collect();
+    assert_eq!(set, all_up_nodes, "yields exactly the up nodes");
+    let everyone = table.plan(request, &all_up).count();
+    assert_eq!(everyone, nodes.len());
+
+    for t in &plan {
+        let expected = match (request.token, nodes[t.node.index()].sharder) {
+            (Some(tok), Some(s)) => Some(s.shard_of(tok)),
+            _ => None,
+        };
+        assert_eq!(t.shard, expected);
+    }
+
+    let local_dc = request.local_dc.and_then(|d| table.dc_name(d));
+    let is_local = |n: &NodeIdx| local_dc.is_none_or(|dc| nodes[n.index()].datacenter == dc);
+    // Replica part: the up replicas, local ones first, each part a rotation
+    // (LWT: no rotation) of that part's replicas with down ones skipped, in
+    // ring order or (remote replicas, when grouped) by datacenter.
+    let (locals, remotes): (Vec<NodeIdx>, Vec<NodeIdx>) =
+        replicas.iter().partition(|n| is_local(n));
+    let mut by_dc = remotes.clone();
+    by_dc.sort_by_key(|n| &nodes[n.index()].datacenter);
+    let mut at = 0;
+    for orders in [vec![locals], vec![remotes, by_dc]] {
+        let up_count = orders[0].iter().filter(|&&n| up(n)).count();
+        let got = &yielded[at..at + up_count];
+        at += up_count;
+        let fits = orders.iter().any(|part| {
+            (0..part.len().max(1)).any(|r| {
+                if request.lwt && r > 0 {
+                    return false;
+                }
+                let mut p = part.clone();
+                let k = r.min(p.len());
+                p.rotate_left(k);
+                p.retain(|&n| up(n));
+                p == got
+            })
+        });
+        assert!(fits, "{got:?} vs {orders:?} (lwt {})", request.lwt);
+    }
+    // Fallback part: non-replicas, local datacenter first.
+    let rest = &yielded[at..];
+    assert!(rest.iter().all(|n| !replicas.contains(n)));
+    let first_remote = rest.iter().position(|n| !is_local(n)).unwrap_or(rest.len());
+    assert!(rest[first_remote..].iter().all(|n| !is_local(n)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    #[test]
+    fn table_matches_the_model_and_plans_are_sound(case in arb_case()) {
+        let table = RoutingTable::build(&case.input);
+        // Rebuilding, also from differently ordered token lists, is identical.
+        prop_assert_eq!(&RoutingTable::build(&case.input), &table);
+        let mut shuffled = case.input.clone();
+        for n in &mut shuffled.nodes {
+            n.tokens.reverse();
+        }
+        prop_assert_eq!(&RoutingTable::build(&shuffled), &table);
+
+        let local_dc = case.local_dc.as_deref().and_then(|d| table.dc_id(d));
+        for (name, strategy) in &case.input.keyspaces {
+            let ks = table.keyspace_id(name).unwrap();
+            let got = table.replicas(ks, Token(case.token));
+            let mut want = ref_replicas(&case.input, strategy, case.token);
+            let mut got_ids: Vec<u32> = got.iter().map(|n| n.0).collect();
+            if *strategy == ReplicationStrategy::Everywhere {
+                // Owner first; the others in the walk order from the owner's
+                // first ring position, not necessarily from this one.
+                prop_assert_eq!(got_ids.first(), want.first());
+                got_ids.sort_unstable();
+                want.sort_unstable();
+            }
+            prop_assert_eq!(got_ids, want);
+            check_replicas(&case, strategy, got, &table);
+
+            let request = RoutingRequest {
+                keyspace: Some(ks),
+                token: Some(Token(case.token)),
+                lwt: case.lwt,
+                local_dc,
+                seed: case.seed,
+            };
+            check_plan(&case, &table, &request, got);
+        }
+        // No routing information: only the round robin.
+        for token in [None, Some(Token(case.token))] {
+            let request = RoutingRequest { token, local_dc, seed: case.seed, ..Default::default() };
+            check_plan(&case, &table, &request, &[]);
+        }
+    }
+}
