@@ -37,6 +37,11 @@ START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
 FETCH_TIMEOUT="${CASSANDRA_FETCH_TIMEOUT:-900}"
 STOP_TIMEOUT=60
 HEALTH_TIMEOUT=120
+# RING_DELAY for nodes that join an existing ring. With 1000 ms a joining node
+# on 2 busy cores sometimes had not yet gossiped with the seed and died with
+# "Unable to contact any seeds"; 3000 ms costs about 4 s per joining node.
+JOIN_RING_DELAY_MS="${CASSANDRA_JOIN_RING_DELAY_MS:-3000}"
+JOIN_ATTEMPTS=3
 PROBE="$HERE/cql_probe.py"
 CQL_PORT=9042
 LIB="$CDIR/lib"
@@ -194,7 +199,8 @@ EOF
 }
 
 start_node() {  # start_node K HEAP
-    local k=$1 heap=$2 d addr jamm
+    local k=$1 heap=$2 d addr jamm ring_delay=1000
+    ((k == 1)) || ring_delay=$JOIN_RING_DELAY_MS
     d="$(node_dir "$k")"
     addr="$(node_addr "$k")"
     jamm="$(ls "$LIB"/jamm-*.jar 2>/dev/null | head -n1)"
@@ -210,7 +216,7 @@ start_node() {  # start_node K HEAP
         "-Dcassandra.storagedir=$d"
         "-Dcassandra.logdir=$d/logs"
         "-Dcassandra.jmx.local.port=$(jmx_port "$k")"
-        "-Dcassandra.ring_delay_ms=1000"
+        "-Dcassandra.ring_delay_ms=$ring_delay"
         "-Dcassandra.skip_wait_for_gossip_to_settle=0"
         "-Dcassandra.superuser_setup_delay_ms=0"
         "-XX:HeapDumpPath=$d/logs"
@@ -243,7 +249,7 @@ wait_cql() {  # wait_cql K AUTH
         if [[ -z "$(live_pid "$k")" ]]; then
             show_logs "$k"
             log "error: node $k exited during start-up"
-            return 1
+            return 2
         fi
         if python3 "$PROBE" --timeout 2 ping "$addr:$CQL_PORT" 2>/dev/null; then
             break
@@ -351,13 +357,26 @@ cmd_start() {
         d="$(node_dir "$k")"
         write_yaml "$k" "$auth"
         write_logback "$d/conf/logback.xml"
-        start_node "$k" "$heap"
         # Nodes join one at a time: Cassandra refuses concurrent bootstraps.
-        if ! wait_cql "$k" "$auth"; then
+        local attempt rc
+        for ((attempt = 1; attempt <= JOIN_ATTEMPTS; attempt++)); do
+            start_node "$k" "$heap"
+            rc=0
+            wait_cql "$k" "$auth" || rc=$?
+            ((rc == 0)) && break
+            # A joiner that never reached the seed left no state: wipe, retry.
+            if ((rc == 2 && k > 1 && attempt < JOIN_ATTEMPTS)) &&
+                grep -q "Unable to contact any seeds" "$d/logs/stdout.log"; then
+                log "node $k: could not reach the seed in time; retrying (attempt $((attempt + 1)) of $JOIN_ATTEMPTS)"
+                mv "$d/logs" "$d/logs.failed-$attempt"
+                rm -rf "$d/data" "$d/commitlog" "$d/saved_caches" "$d/hints" "$d/cdc_raw"
+                mkdir -p "$d/logs" "$d/data" "$d/commitlog" "$d/saved_caches" "$d/hints" "$d/cdc_raw"
+                continue
+            fi
             log "stopping the nodes started so far"
             cmd_stop || true
             return 1
-        fi
+        done
     done
     if ((n > 1)); then
         if ! wait_health "$n"; then
