@@ -225,6 +225,13 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Most connections a silent shard-aware port holds at once per node (default 1024).
+    #[must_use]
+    pub fn max_silent_connections(mut self, n: usize) -> Self {
+        self.config.max_silent_connections = n;
+        self
+    }
+
     /// Faults node `i` starts with.
     #[must_use]
     pub fn faults(mut self, i: usize, faults: Faults) -> Self {

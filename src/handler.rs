@@ -153,7 +153,7 @@ pub enum PortKind {
 
 /// Where a request arrived, and access to the cluster around it.
 pub struct ConnCtx {
-    pub(crate) node: NodeInfo,
+    pub(crate) node: Arc<NodeInfo>,
     pub(crate) topology: Arc<Topology>,
     pub(crate) stats: Arc<NodeStats>,
     pub(crate) shard: Shard,

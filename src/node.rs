@@ -42,7 +42,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// What every task of one node runtime shares.
 pub(crate) struct NodeShared {
-    pub(crate) info: NodeInfo,
+    pub(crate) info: Arc<NodeInfo>,
     pub(crate) topology: Arc<Topology>,
     pub(crate) stats: Arc<NodeStats>,
     pub(crate) faults: Arc<FaultState>,
@@ -118,7 +118,7 @@ impl NodeRuntime {
             tracker: TaskTracker::new(),
             next_conn_id: AtomicU64::new(1),
             silent_now: AtomicUsize::new(0),
-            info,
+            info: Arc::new(info),
             topology,
             faults,
             config,
