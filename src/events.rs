@@ -3,7 +3,7 @@
 //! A connection sends REGISTER with a list of event types; from then on the
 //! node pushes matching EVENT frames on stream -1. Each connection of a node
 //! has an entry here (its outgoing frame queue and the mask of event types it
-//! registered for); [`EventRegistry::push`] delivers one encoded event to every
+//! registered for); `EventRegistry::push` delivers one encoded event to every
 //! matching connection. The lock is taken on connect, disconnect and push,
 //! never per request.
 

@@ -11,7 +11,7 @@
 //! - **latency**: a delay before each response.
 //!
 //! The settings a connection reads on every response live in atomics
-//! ([`FaultState`]); switching the shard-aware port between refusing and
+//! (`FaultState`); switching the shard-aware port between refusing and
 //! listening is done by the node, which closes or re-binds its listener.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};

@@ -1,6 +1,6 @@
 //! The seam between the network layer and the CQL layer.
 //!
-//! The network layer ([`crate::connection`]) owns everything about a
+//! The network layer (the internal `connection` module) owns everything about a
 //! connection itself: framing, OPTIONS/SUPPORTED, the STARTUP/AUTH handshake
 //! (with admission), REGISTER and event delivery, faults. Every other request
 //! (QUERY, PREPARE, EXECUTE, BATCH) is handed to a [`RequestHandler`] together
