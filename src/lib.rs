@@ -1,1 +1,59 @@
 //! An in-process, ScyllaDB-like test cluster on loopback.
+//!
+//! ScyllaDB cannot run on the test machines, so the driver's integration
+//! tests, examples and benches run against this: real TCP servers on
+//! `127.x.y.N` that speak CQL v4 and follow ScyllaDB's sharding rules
+//! (shard-aware port, `SCYLLA_*` options, fewest-connections balancing on
+//! the regular port), with handshake admission and shedding, faults (NAT,
+//! refusing or silent shard-aware port, latency) and stats to assert on.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), scylla_testbed::ClusterError> {
+//! use scylla_testbed::TestCluster;
+//! let cluster = TestCluster::builder().nodes(3).shards(8).vnodes(16).seed(42).start().await?;
+//! println!("contact points: {:?}", cluster.cql_addrs());
+//! cluster.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`cluster`]: the [`TestCluster`] handle (start/stop/restart nodes, faults,
+//!   events, stats, shutdown) and [`ClusterError`].
+//! - [`config`]: [`ClusterConfig`] and [`TestClusterBuilder`].
+//! - [`topology`]: node identities ([`NodeInfo`]: address, host id, dc/rack,
+//!   tokens) and [`Topology`].
+//! - `node` (internal): listeners, accept loops, one lifetime of a node.
+//! - `shard` (internal): which shard a new connection lands on.
+//! - `connection` (internal): one connection's frames, handshake, REGISTER.
+//! - [`handler`]: the seam to the CQL layer: [`RequestHandler`], [`ConnCtx`],
+//!   [`Request`], [`Response`], [`Reply`].
+//! - [`supported`]: the SUPPORTED options (ScyllaDB's extension keys).
+//! - [`admission`]: handshake CPU-stage limit, modelled cost, shedding.
+//! - [`faults`]: [`Faults`] a test sets per node at run time.
+//! - [`events`]: [`EventKind`] and delivery to registered connections.
+//! - [`stats`]: [`ClusterStats`] snapshots of the counters.
+
+pub mod admission;
+pub mod cluster;
+pub mod config;
+mod connection;
+pub mod events;
+pub mod faults;
+pub mod handler;
+mod node;
+mod shard;
+pub mod stats;
+pub mod supported;
+pub mod topology;
+
+pub use admission::{AdmissionConfig, HandshakeCost};
+pub use cluster::{ClusterError, TestCluster};
+pub use config::{ClusterConfig, Credentials, TestClusterBuilder};
+pub use events::EventKind;
+pub use faults::{Faults, NatMode, ShardAwarePortMode};
+pub use handler::{
+    error_code, Compression, ConnCtx, HandlerFuture, NotImplementedHandler, PortKind, Reply,
+    Request, RequestHandler, Response, SessionState,
+};
+pub use stats::{ClusterStats, NodeStatsSnapshot, StatsCounters};
+pub use topology::{NodeInfo, Topology};

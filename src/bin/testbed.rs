@@ -1,0 +1,185 @@
+//! Runs the in-process test cluster as a standalone program, so a driver (ours
+//! or any other) can be pointed at it by hand:
+//!
+//! ```text
+//! cargo run --release --bin testbed -- --nodes 3 --shards 8
+//! ```
+//!
+//! It prints each node's address and ports and runs until Ctrl-C or
+//! `--duration-secs`. Arguments are parsed by hand to keep the dependency
+//! list short.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use scylla_testbed::{Faults, NatMode, TestCluster, TestClusterBuilder};
+
+const USAGE: &str = "\
+usage: testbed [options]
+  --nodes N               number of nodes (default 1)
+  --shards N              shards per node (default 1)
+  --vnodes N              tokens per node (default 16)
+  --seed N                seed of host ids and tokens (default 0)
+  --port P                regular CQL port of every node (default 9042)
+  --shard-aware-port P    shard-aware port (default 19042; 'none' disables it)
+  --datacenter NAME       datacenter of every node (default datacenter1)
+  --rack NAME             rack of every node (default rack1)
+  --auth USER:PASSWORD    require PasswordAuthenticator credentials
+  --nat                   rewrite source ports on the shard-aware port (random)
+  --nat-offset N          rewrite source ports by adding N
+  --latency-ms N          delay before each response
+  --block X.Y             use addresses 127.X.Y.1.. instead of an allocated block
+  --duration-secs N       stop after N seconds (default: run until Ctrl-C)
+  --help                  print this help";
+
+struct Args {
+    builder: TestClusterBuilder,
+    faults: Faults,
+    duration: Option<Duration>,
+}
+
+fn parse_num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
+    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+    v.parse()
+        .map_err(|_| format!("{flag}: '{v}' is not a valid number"))
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+    let mut b = TestCluster::builder();
+    let mut faults = Faults::none();
+    let mut duration = None;
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(None),
+            "--nodes" => b = b.nodes(parse_num(&flag, it.next())?),
+            "--shards" => b = b.shards(parse_num(&flag, it.next())?),
+            "--vnodes" => b = b.vnodes(parse_num(&flag, it.next())?),
+            "--seed" => b = b.seed(parse_num(&flag, it.next())?),
+            "--port" => b = b.port(parse_num(&flag, it.next())?),
+            "--shard-aware-port" => {
+                let v = it.next();
+                b = if v.as_deref() == Some("none") {
+                    b.shard_aware_port(None)
+                } else {
+                    b.shard_aware_port(Some(parse_num(&flag, v)?))
+                };
+            }
+            "--datacenter" => b = b.datacenter(it.next().ok_or("--datacenter needs a value")?),
+            "--rack" => b = b.rack(it.next().ok_or("--rack needs a value")?),
+            "--auth" => {
+                let v = it.next().ok_or("--auth needs USER:PASSWORD")?;
+                let (u, p) = v.split_once(':').ok_or("--auth needs USER:PASSWORD")?;
+                b = b.password_auth(u, p);
+            }
+            "--nat" => faults = faults.with_nat(NatMode::Random),
+            "--nat-offset" => {
+                faults = faults.with_nat(NatMode::Offset(parse_num(&flag, it.next())?))
+            }
+            "--latency-ms" => {
+                faults = faults.with_latency(Duration::from_millis(parse_num(&flag, it.next())?))
+            }
+            "--block" => {
+                let v = it.next().ok_or("--block needs X.Y")?;
+                let (x, y) = v.split_once('.').ok_or("--block needs X.Y")?;
+                b = b.address_block(
+                    parse_num("--block", Some(x.into()))?,
+                    parse_num("--block", Some(y.into()))?,
+                );
+            }
+            "--duration-secs" => duration = Some(Duration::from_secs(parse_num(&flag, it.next())?)),
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    let nodes = b.config().nodes;
+    for i in 0..nodes {
+        b = b.faults(i, faults.clone());
+    }
+    Ok(Some(Args {
+        builder: b,
+        faults,
+        duration,
+    }))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("testbed: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("testbed: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(run(args))
+}
+
+async fn run(args: Args) -> ExitCode {
+    let cluster = match args.builder.start().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("testbed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "cluster '{}': {} node(s), {} shard(s) each, faults: {:?}",
+        cluster.topology().cluster_name(),
+        cluster.len(),
+        cluster.shards(),
+        args.faults
+    );
+    for n in cluster.nodes() {
+        let sa = n
+            .shard_aware_port
+            .map_or_else(|| "none".to_owned(), |p| p.to_string());
+        println!(
+            "node {}: {} port {} shard-aware port {} host_id {} dc {} rack {} tokens {}",
+            n.index,
+            n.address,
+            n.port,
+            sa,
+            n.host_id,
+            n.datacenter,
+            n.rack,
+            n.tokens.len()
+        );
+    }
+    let wait = async {
+        match args.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => {
+            if let Err(e) = r {
+                eprintln!("testbed: cannot listen for Ctrl-C: {e}");
+            }
+        }
+        () = wait => {}
+    }
+    println!(
+        "{:#?}",
+        cluster
+            .stats()
+            .nodes
+            .iter()
+            .map(|n| n.node)
+            .collect::<Vec<_>>()
+    );
+    cluster.shutdown().await;
+    ExitCode::SUCCESS
+}

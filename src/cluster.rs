@@ -1,0 +1,390 @@
+//! The [`TestCluster`] handle: start, stop and restart nodes, set faults,
+//! push events, read stats, shut down.
+//!
+//! Every task the cluster spawns hangs off one cancellation token (cluster
+//! -> node -> connection). Dropping the handle cancels it, so no task
+//! outlives the cluster; [`TestCluster::shutdown`] also waits until they
+//! have ended.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::num::NonZeroU16;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ClusterConfig, TestClusterBuilder};
+use crate::events::EventKind;
+use crate::faults::{FaultState, Faults};
+use crate::node::{NodeRuntime, NodeShared};
+use crate::stats::{ClusterStats, NodeStats, NodeStatsSnapshot};
+use crate::topology::{next_block, node_address, node_identity, NodeInfo, Topology};
+
+/// How many address blocks `start` tries when ports are taken.
+const BLOCK_ATTEMPTS: usize = 32;
+
+/// Why a cluster operation failed.
+#[derive(Debug)]
+pub enum ClusterError {
+    /// The configuration is unusable.
+    InvalidConfig(String),
+    /// A listener could not be bound.
+    Bind {
+        /// The address that failed.
+        addr: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// No node has this index.
+    NoSuchNode(usize),
+}
+
+impl fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterError::InvalidConfig(m) => write!(f, "invalid test cluster configuration: {m}"),
+            ClusterError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            ClusterError::NoSuchNode(i) => write!(f, "no node with index {i}"),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClusterError::Bind { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct NodeSlot {
+    faults: Arc<FaultState>,
+    /// The running lifetime, if the node is up; serialises control operations.
+    runtime: tokio::sync::Mutex<Option<NodeRuntime>>,
+    /// The latest lifetime's shared state (kept after a stop, for stats).
+    last: Mutex<Option<Arc<NodeShared>>>,
+}
+
+/// A running in-process cluster. Dropping it stops every node.
+#[derive(Debug)]
+pub struct TestCluster {
+    topology: Arc<Topology>,
+    config: Arc<ClusterConfig>,
+    cancel: CancellationToken,
+    nodes: Vec<NodeSlot>,
+}
+
+fn validate(c: &ClusterConfig) -> Result<NonZeroU16, ClusterError> {
+    let bad = |m: &str| Err(ClusterError::InvalidConfig(m.to_owned()));
+    if c.nodes == 0 || c.nodes > 254 {
+        return bad("nodes must be in 1..=254 (one 127.x.y.0/24 block)");
+    }
+    let Some(shards) = NonZeroU16::new(c.shards) else {
+        return bad("shards must be at least 1");
+    };
+    if c.vnodes == 0 {
+        return bad("vnodes must be at least 1");
+    }
+    if c.port == 0 || c.shard_aware_port == Some(0) {
+        return bad("port 0 is not allowed: every node must listen on the same, known port");
+    }
+    if c.shard_aware_port == Some(c.port) {
+        return bad("the shard-aware port must differ from the regular port");
+    }
+    if c.block.is_some_and(|(x, _)| x == 0) {
+        return bad("address block 127.0.y.0/24 is reserved; use x >= 1");
+    }
+    let out_of_range = c
+        .without_shard_aware_port
+        .iter()
+        .chain(c.locations.iter().map(|(i, _, _)| i))
+        .chain(c.initial_faults.iter().map(|(i, _)| i))
+        .any(|&i| i >= c.nodes);
+    if out_of_range {
+        return bad("a per-node setting names a node index out of range");
+    }
+    Ok(shards)
+}
+
+fn node_infos(c: &ClusterConfig, shards: NonZeroU16, block: (u8, u8)) -> Vec<NodeInfo> {
+    let mut taken = HashSet::new();
+    (0..c.nodes)
+        .map(|i| {
+            let (host_id, tokens) = node_identity(c.seed, i, c.vnodes, &mut taken);
+            let (dc, rack) = c
+                .locations
+                .iter()
+                .rev()
+                .find(|(n, _, _)| *n == i)
+                .map(|(_, d, r)| (d.clone(), r.clone()))
+                .unwrap_or_else(|| (c.datacenter.clone(), c.rack.clone()));
+            NodeInfo {
+                index: i,
+                address: node_address(block, i),
+                port: c.port,
+                shard_aware_port: c
+                    .shard_aware_port
+                    .filter(|_| !c.without_shard_aware_port.contains(&i)),
+                host_id,
+                datacenter: dc,
+                rack,
+                tokens,
+                shards,
+            }
+        })
+        .collect()
+}
+
+impl TestCluster {
+    /// A builder with the defaults (1 node, 1 shard, 16 vnodes, ports 9042/19042).
+    pub fn builder() -> TestClusterBuilder {
+        TestClusterBuilder::default()
+    }
+
+    pub(crate) async fn start(config: ClusterConfig) -> Result<TestCluster, ClusterError> {
+        let shards = validate(&config)?;
+        let config = Arc::new(config);
+        let attempts = if config.block.is_some() {
+            1
+        } else {
+            BLOCK_ATTEMPTS
+        };
+        let mut last_err = None;
+        for _ in 0..attempts {
+            let block = config.block.unwrap_or_else(next_block);
+            let infos = node_infos(&config, shards, block);
+            let topology = Arc::new(Topology::new(infos, config.cluster_name.clone()));
+            let cluster = TestCluster {
+                nodes: (0..config.nodes)
+                    .map(|i| {
+                        let faults = Arc::new(FaultState::new(config.seed ^ (i as u64) << 32));
+                        if let Some((_, f)) =
+                            config.initial_faults.iter().rev().find(|(n, _)| *n == i)
+                        {
+                            faults.set(f);
+                        }
+                        NodeSlot {
+                            faults,
+                            runtime: tokio::sync::Mutex::new(None),
+                            last: Mutex::new(None),
+                        }
+                    })
+                    .collect(),
+                topology,
+                config: config.clone(),
+                cancel: CancellationToken::new(),
+            };
+            let mut result = Ok(());
+            for i in 0..config.nodes {
+                result = cluster.start_node(i).await;
+                if result.is_err() {
+                    break;
+                }
+            }
+            match result {
+                Ok(()) => return Ok(cluster),
+                Err(ClusterError::Bind { addr, source })
+                    if matches!(
+                        source.kind(),
+                        io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
+                    ) =>
+                {
+                    tracing::debug!("{addr} is taken ({source}); trying another address block");
+                    cluster.shutdown().await;
+                    last_err = Some(ClusterError::Bind { addr, source });
+                }
+                Err(e) => {
+                    cluster.shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+        Err(last_err.unwrap_or_else(|| {
+            ClusterError::InvalidConfig("no address block could be bound".into())
+        }))
+    }
+
+    fn slot(&self, i: usize) -> Result<&NodeSlot, ClusterError> {
+        self.nodes.get(i).ok_or(ClusterError::NoSuchNode(i))
+    }
+
+    /// Starts node `i` if it is stopped: a fresh lifetime (no connections,
+    /// zeroed stats) with the same address, ports, tokens and host id.
+    pub async fn start_node(&self, i: usize) -> Result<(), ClusterError> {
+        let slot = self.slot(i)?;
+        let info = self
+            .topology
+            .node(i)
+            .cloned()
+            .ok_or(ClusterError::NoSuchNode(i))?;
+        let mut rt = slot.runtime.lock().await;
+        if rt.is_some() {
+            return Ok(());
+        }
+        let started = NodeRuntime::start(
+            info,
+            self.topology.clone(),
+            slot.faults.clone(),
+            self.config.clone(),
+            &self.cancel,
+        )?;
+        if let Ok(mut last) = slot.last.lock() {
+            *last = Some(started.shared.clone());
+        }
+        *rt = Some(started);
+        Ok(())
+    }
+
+    /// Stops node `i`: closes its listeners, drops all its connections, and
+    /// waits (bounded) for its tasks to end. A stopped node stays stopped.
+    pub async fn stop_node(&self, i: usize) -> Result<(), ClusterError> {
+        let slot = self.slot(i)?;
+        let mut rt = slot.runtime.lock().await;
+        if let Some(r) = rt.take() {
+            r.stop().await;
+        }
+        Ok(())
+    }
+
+    /// Stops then starts node `i`.
+    pub async fn restart_node(&self, i: usize) -> Result<(), ClusterError> {
+        self.stop_node(i).await?;
+        self.start_node(i).await
+    }
+
+    /// Sets node `i`'s faults (replacing the previous ones). They apply to new
+    /// connections (NAT, silent port) and to every response from now on
+    /// (latency); a refusing shard-aware port is closed before this returns.
+    /// Faults survive restarts.
+    pub async fn set_faults(&self, i: usize, faults: Faults) -> Result<(), ClusterError> {
+        let slot = self.slot(i)?;
+        let mut rt = slot.runtime.lock().await;
+        slot.faults.set(&faults);
+        if let Some(r) = rt.as_mut() {
+            r.apply_shard_aware_mode().await?;
+        }
+        Ok(())
+    }
+
+    /// Node `i`'s current faults.
+    pub fn faults(&self, i: usize) -> Result<Faults, ClusterError> {
+        Ok(self.slot(i)?.faults.get())
+    }
+
+    /// Sends an EVENT frame (stream -1) with the already-encoded `body` to
+    /// every connection of every running node that REGISTERed for `kind`.
+    /// Returns the number of connections that got it.
+    pub fn push_event(&self, kind: EventKind, body: Bytes) -> usize {
+        (0..self.nodes.len())
+            .map(|i| self.push_event_from(i, kind, body.clone()))
+            .sum()
+    }
+
+    /// Like [`TestCluster::push_event`], from node `i` only (0 if it is down
+    /// or out of range).
+    pub fn push_event_from(&self, i: usize, kind: EventKind, body: Bytes) -> usize {
+        if !self.topology.is_up(i) {
+            return 0;
+        }
+        self.last_shared(i)
+            .map_or(0, |s| s.events.push(kind, &body))
+    }
+
+    fn last_shared(&self, i: usize) -> Option<Arc<NodeShared>> {
+        self.nodes
+            .get(i)
+            .and_then(|s| s.last.lock().ok().and_then(|l| l.clone()))
+    }
+
+    /// A snapshot of every node's counters (a stopped node shows its last lifetime's).
+    pub fn stats(&self) -> ClusterStats {
+        ClusterStats {
+            nodes: (0..self.nodes.len())
+                .map(|i| {
+                    self.node_stats(i)
+                        .unwrap_or_else(|| NodeStats::new(self.config.shards).snapshot(false))
+                })
+                .collect(),
+        }
+    }
+
+    /// A snapshot of node `i`'s counters.
+    pub fn node_stats(&self, i: usize) -> Option<NodeStatsSnapshot> {
+        self.last_shared(i)
+            .map(|s| s.stats.snapshot(self.topology.is_up(i)))
+    }
+
+    /// The identity and up/down state of every node.
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topology
+    }
+
+    /// Every node's identity, indexed by node.
+    pub fn nodes(&self) -> &[NodeInfo] {
+        self.topology.nodes()
+    }
+
+    /// Node `i`'s identity.
+    pub fn node(&self, i: usize) -> Option<&NodeInfo> {
+        self.topology.node(i)
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: a cluster has at least one node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Every node's regular CQL endpoint (contact points).
+    pub fn cql_addrs(&self) -> Vec<SocketAddr> {
+        self.nodes().iter().map(NodeInfo::cql_addr).collect()
+    }
+
+    /// The regular CQL port (the same on every node).
+    pub fn port(&self) -> u16 {
+        self.config.port
+    }
+
+    /// The shard-aware port of nodes that have one.
+    pub fn shard_aware_port(&self) -> Option<u16> {
+        self.config.shard_aware_port
+    }
+
+    /// Shards per node.
+    pub fn shards(&self) -> u16 {
+        self.config.shards
+    }
+
+    /// The configuration the cluster was started with.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// Stops every node and waits (bounded) for all tasks to end.
+    pub async fn shutdown(self) {
+        for i in 0..self.nodes.len() {
+            let _ = self.stop_node(i).await;
+        }
+        self.cancel.cancel();
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        // Every task's token descends from this one: they all end at their
+        // next poll, closing listeners and sockets as they go.
+        self.cancel.cancel();
+        for i in 0..self.topology.nodes().len() {
+            self.topology.set_up(i, false);
+        }
+    }
+}

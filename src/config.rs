@@ -1,0 +1,265 @@
+//! The cluster's settings and the builder that collects them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::admission::AdmissionConfig;
+use crate::faults::Faults;
+use crate::handler::{NotImplementedHandler, RequestHandler};
+
+/// Username and password for `PasswordAuthenticator`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user name.
+    pub username: String,
+    /// The password.
+    pub password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything [`crate::TestCluster`] needs to start.
+#[derive(Clone)]
+pub struct ClusterConfig {
+    /// Number of nodes (1..=254).
+    pub nodes: usize,
+    /// Shards per node (>= 1).
+    pub shards: u16,
+    /// Vnode tokens per node.
+    pub vnodes: usize,
+    /// Seed of host ids, tokens and random faults.
+    pub seed: u64,
+    /// The regular CQL port of every node (not 0: all nodes share it).
+    pub port: u16,
+    /// The shard-aware port of every node, or `None` for no node to have one.
+    pub shard_aware_port: Option<u16>,
+    /// Nodes without a shard-aware port (like ScyllaDB before 4.3).
+    pub without_shard_aware_port: Vec<usize>,
+    /// Default datacenter and rack of every node.
+    pub datacenter: String,
+    /// Default rack.
+    pub rack: String,
+    /// Per-node `(datacenter, rack)` overrides.
+    pub locations: Vec<(usize, String, String)>,
+    /// The cluster name.
+    pub cluster_name: String,
+    /// Handshake admission.
+    pub admission: AdmissionConfig,
+    /// Password authentication, if on.
+    pub auth: Option<Credentials>,
+    /// Largest request body accepted (bigger headers get a protocol error).
+    pub max_body_len: usize,
+    /// Most connections a silent shard-aware port holds at once per node
+    /// (beyond that they are closed, to bound the test's resources).
+    pub max_silent_connections: usize,
+    /// Faults every node starts with.
+    pub initial_faults: Vec<(usize, Faults)>,
+    /// A fixed `127.x.y.0/24` block instead of an allocated one.
+    pub block: Option<(u8, u8)>,
+    /// Answers the CQL requests.
+    pub handler: Arc<dyn RequestHandler>,
+}
+
+impl fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("nodes", &self.nodes)
+            .field("shards", &self.shards)
+            .field("vnodes", &self.vnodes)
+            .field("seed", &self.seed)
+            .field("port", &self.port)
+            .field("shard_aware_port", &self.shard_aware_port)
+            .field("admission", &self.admission)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            nodes: 1,
+            shards: 1,
+            vnodes: 16,
+            seed: 0,
+            port: 9042,
+            shard_aware_port: Some(19042),
+            without_shard_aware_port: Vec::new(),
+            datacenter: "datacenter1".into(),
+            rack: "rack1".into(),
+            locations: Vec::new(),
+            cluster_name: "Test Cluster".into(),
+            admission: AdmissionConfig::default(),
+            auth: None,
+            max_body_len: 16 * 1024 * 1024,
+            max_silent_connections: 1024,
+            initial_faults: Vec::new(),
+            block: None,
+            handler: Arc::new(NotImplementedHandler),
+        }
+    }
+}
+
+/// Builds a [`crate::TestCluster`]: `TestCluster::builder().nodes(3).shards(8).start().await`.
+#[derive(Debug, Clone, Default)]
+pub struct TestClusterBuilder {
+    pub(crate) config: ClusterConfig,
+}
+
+impl TestClusterBuilder {
+    /// Number of nodes (default 1, at most 254).
+    #[must_use]
+    pub fn nodes(mut self, n: usize) -> Self {
+        self.config.nodes = n;
+        self
+    }
+
+    /// Shards per node (default 1).
+    #[must_use]
+    pub fn shards(mut self, n: u16) -> Self {
+        self.config.shards = n;
+        self
+    }
+
+    /// Vnode tokens per node (default 16).
+    #[must_use]
+    pub fn vnodes(mut self, n: usize) -> Self {
+        self.config.vnodes = n;
+        self
+    }
+
+    /// Seed of host ids, tokens and random faults (default 0).
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = seed;
+        self
+    }
+
+    /// The regular CQL port of every node (default 9042).
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.config.port = port;
+        self
+    }
+
+    /// The shard-aware port of every node (default `Some(19042)`; `None`: no node has one).
+    #[must_use]
+    pub fn shard_aware_port(mut self, port: Option<u16>) -> Self {
+        self.config.shard_aware_port = port;
+        self
+    }
+
+    /// Node `i` has no shard-aware port (and does not advertise one).
+    #[must_use]
+    pub fn without_shard_aware_port(mut self, i: usize) -> Self {
+        self.config.without_shard_aware_port.push(i);
+        self
+    }
+
+    /// Default datacenter of every node (default "datacenter1").
+    #[must_use]
+    pub fn datacenter(mut self, dc: impl Into<String>) -> Self {
+        self.config.datacenter = dc.into();
+        self
+    }
+
+    /// Default rack of every node (default "rack1").
+    #[must_use]
+    pub fn rack(mut self, rack: impl Into<String>) -> Self {
+        self.config.rack = rack.into();
+        self
+    }
+
+    /// Datacenter and rack of node `i`.
+    #[must_use]
+    pub fn node_location(
+        mut self,
+        i: usize,
+        datacenter: impl Into<String>,
+        rack: impl Into<String>,
+    ) -> Self {
+        self.config
+            .locations
+            .push((i, datacenter.into(), rack.into()));
+        self
+    }
+
+    /// The cluster name (default "Test Cluster").
+    #[must_use]
+    pub fn cluster_name(mut self, name: impl Into<String>) -> Self {
+        self.config.cluster_name = name.into();
+        self
+    }
+
+    /// Handshake admission settings.
+    #[must_use]
+    pub fn admission(mut self, admission: AdmissionConfig) -> Self {
+        self.config.admission = admission;
+        self
+    }
+
+    /// Requires `PasswordAuthenticator` credentials.
+    #[must_use]
+    pub fn password_auth(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.config.auth = Some(Credentials {
+            username: username.into(),
+            password: password.into(),
+        });
+        self
+    }
+
+    /// Largest request body accepted (default 16 MiB).
+    #[must_use]
+    pub fn max_body_len(mut self, n: usize) -> Self {
+        self.config.max_body_len = n;
+        self
+    }
+
+    /// Most connections a silent shard-aware port holds at once per node (default 1024).
+    #[must_use]
+    pub fn max_silent_connections(mut self, n: usize) -> Self {
+        self.config.max_silent_connections = n;
+        self
+    }
+
+    /// Faults node `i` starts with.
+    #[must_use]
+    pub fn faults(mut self, i: usize, faults: Faults) -> Self {
+        self.config.initial_faults.push((i, faults));
+        self
+    }
+
+    /// Uses the fixed block `127.x.y.0/24` (x >= 1) instead of allocating one.
+    #[must_use]
+    pub fn address_block(mut self, x: u8, y: u8) -> Self {
+        self.config.block = Some((x, y));
+        self
+    }
+
+    /// The handler of CQL requests (default: [`NotImplementedHandler`]).
+    #[must_use]
+    pub fn handler(mut self, handler: Arc<dyn RequestHandler>) -> Self {
+        self.config.handler = handler;
+        self
+    }
+
+    /// The collected settings.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// Binds every node's listeners and starts serving.
+    pub async fn start(self) -> Result<crate::TestCluster, crate::ClusterError> {
+        crate::cluster::TestCluster::start(self.config).await
+    }
+}

@@ -1,0 +1,210 @@
+//! Faults a test can switch on for one node at run time.
+//!
+//! Each models a way real deployments break shard-awareness or slow a node:
+//! - **NAT**: something between client and node rewrites the client's source
+//!   port, so the shard-aware port puts the connection on a shard the client
+//!   did not ask for (the connection works, on another shard);
+//! - **refusing shard-aware port**: the port is advertised but closed (a
+//!   firewall, an old node), so connecting to it fails with "connection refused";
+//! - **silent shard-aware port**: the port accepts and then never answers (a
+//!   black-holing middlebox), so only the client's timeouts save it;
+//! - **latency**: a delay before each response.
+//!
+//! The settings a connection reads on every response live in atomics
+//! (`FaultState`); switching the shard-aware port between refusing and
+//! listening is done by the node, which closes or re-binds its listener.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How a NAT rewrites the source port the node sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NatMode {
+    /// The node sees `source_port + offset` (wrapping): deterministic, so a
+    /// test can compute the shard the connection lands on
+    /// (`(port + offset) % shards`).
+    Offset(u16),
+    /// The node sees a random port in `1024..=65535` per connection (drawn
+    /// from the node's seeded generator).
+    Random,
+}
+
+/// What the shard-aware port does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ShardAwarePortMode {
+    /// Accepts connections and assigns `source_port % shards`.
+    #[default]
+    Normal,
+    /// The listener is closed: connecting fails with "connection refused".
+    Refuse,
+    /// Accepts and then never reads or answers, holding the socket until the
+    /// node stops (or [`Faults::silent_hold`] passes).
+    Silent,
+}
+
+/// The faults of one node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Faults {
+    /// Source-port rewriting on the shard-aware port, if any.
+    pub nat: Option<NatMode>,
+    /// Behaviour of the shard-aware port.
+    pub shard_aware_port: ShardAwarePortMode,
+    /// Delay before each response the node sends (events excepted).
+    pub latency: Duration,
+    /// How long a silent port holds a connection before closing it;
+    /// `None` means until the node stops.
+    pub silent_hold: Option<Duration>,
+}
+
+impl Faults {
+    /// No fault.
+    pub fn none() -> Self {
+        Faults::default()
+    }
+
+    /// NAT with the given mode.
+    #[must_use]
+    pub fn with_nat(mut self, nat: NatMode) -> Self {
+        self.nat = Some(nat);
+        self
+    }
+
+    /// The given shard-aware port behaviour.
+    #[must_use]
+    pub fn with_shard_aware_port(mut self, mode: ShardAwarePortMode) -> Self {
+        self.shard_aware_port = mode;
+        self
+    }
+
+    /// A delay before each response.
+    #[must_use]
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+}
+
+const NAT_OFF: u8 = 0;
+const NAT_OFFSET: u8 = 1;
+const NAT_RANDOM: u8 = 2;
+
+/// The live fault settings of a node, read lock-free by its connections.
+#[derive(Debug)]
+pub(crate) struct FaultState {
+    nat_kind: AtomicU8,
+    nat_offset: AtomicU32,
+    latency_us: AtomicU64,
+    silent: AtomicU8,
+    silent_hold_ms: AtomicU64,
+    /// Random ports for [`NatMode::Random`]; a lock is fine here, it is taken
+    /// once per accepted connection and only while that fault is on.
+    rng: Mutex<fastrand::Rng>,
+    /// The whole last setting, for [`FaultState::get`].
+    current: Mutex<Faults>,
+}
+
+impl FaultState {
+    pub(crate) fn new(seed: u64) -> Self {
+        FaultState {
+            nat_kind: AtomicU8::new(NAT_OFF),
+            nat_offset: AtomicU32::new(0),
+            latency_us: AtomicU64::new(0),
+            silent: AtomicU8::new(0),
+            silent_hold_ms: AtomicU64::new(u64::MAX),
+            rng: Mutex::new(fastrand::Rng::with_seed(seed)),
+            current: Mutex::new(Faults::none()),
+        }
+    }
+
+    pub(crate) fn set(&self, f: &Faults) {
+        let (kind, offset) = match f.nat {
+            None => (NAT_OFF, 0),
+            Some(NatMode::Offset(o)) => (NAT_OFFSET, o),
+            Some(NatMode::Random) => (NAT_RANDOM, 0),
+        };
+        self.nat_offset.store(offset as u32, Ordering::Relaxed);
+        self.nat_kind.store(kind, Ordering::Relaxed);
+        let us = u64::try_from(f.latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_us.store(us, Ordering::Relaxed);
+        let hold = f.silent_hold.map_or(u64::MAX, |d| {
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+        });
+        self.silent_hold_ms.store(hold, Ordering::Relaxed);
+        self.silent.store(
+            (f.shard_aware_port == ShardAwarePortMode::Silent) as u8,
+            Ordering::Relaxed,
+        );
+        if let Ok(mut cur) = self.current.lock() {
+            *cur = f.clone();
+        }
+    }
+
+    pub(crate) fn get(&self) -> Faults {
+        self.current.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+
+    /// The source port the node sees for a client port, and whether NAT changed it.
+    pub(crate) fn seen_port(&self, client_port: u16) -> (u16, bool) {
+        match self.nat_kind.load(Ordering::Relaxed) {
+            NAT_OFFSET => {
+                let off = self.nat_offset.load(Ordering::Relaxed) as u16;
+                (client_port.wrapping_add(off), true)
+            }
+            NAT_RANDOM => {
+                let port = self
+                    .rng
+                    .lock()
+                    .map(|mut r| r.u16(1024..=u16::MAX))
+                    .unwrap_or(client_port);
+                (port, true)
+            }
+            _ => (client_port, false),
+        }
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        Duration::from_micros(self.latency_us.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn is_silent(&self) -> bool {
+        self.silent.load(Ordering::Relaxed) != 0
+    }
+
+    /// How long a silent connection is held; `None` = until the node stops.
+    pub(crate) fn silent_hold(&self) -> Option<Duration> {
+        match self.silent_hold_ms.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nat_offset_wraps() {
+        let s = FaultState::new(1);
+        assert_eq!(s.seen_port(40000), (40000, false));
+        s.set(&Faults::none().with_nat(NatMode::Offset(3)));
+        assert_eq!(s.seen_port(65534), (1, true));
+        s.set(&Faults::none().with_nat(NatMode::Random));
+        let (p, rewritten) = s.seen_port(40000);
+        assert!(rewritten && p >= 1024);
+    }
+
+    #[test]
+    fn settings_round_trip() {
+        let s = FaultState::new(1);
+        let f = Faults::none()
+            .with_latency(Duration::from_millis(7))
+            .with_shard_aware_port(ShardAwarePortMode::Silent);
+        s.set(&f);
+        assert_eq!(s.get(), f);
+        assert_eq!(s.latency(), Duration::from_millis(7));
+        assert!(s.is_silent());
+        assert_eq!(s.silent_hold(), None);
+    }
+}

@@ -1,0 +1,329 @@
+//! The seam between the network layer and the CQL layer.
+//!
+//! The network layer (the internal `connection` module) owns everything about a
+//! connection itself: framing, OPTIONS/SUPPORTED, the STARTUP/AUTH handshake
+//! (with admission), REGISTER and event delivery, faults. Every other request
+//! (QUERY, PREPARE, EXECUTE, BATCH) is handed to a [`RequestHandler`] together
+//! with a [`ConnCtx`] describing where it arrived. The CQL layer implements
+//! the trait; until it exists, [`NotImplementedHandler`] answers everything
+//! with an `Invalid` error so the network layer can be tested alone.
+//!
+//! Requests on one connection are handled concurrently (one task each), as a
+//! real server does: stream ids exist for that.
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use scylla_cql::frame::header::{Direction, Flags, FrameHeader, Opcode};
+use scylla_cql::frame::wire;
+use scylla_cql::sharding::{Shard, Sharder};
+
+use crate::stats::{bump_both, NodeStats};
+use crate::topology::{NodeInfo, Topology};
+
+/// CQL error codes the network layer and the default handler use.
+pub mod error_code {
+    /// Server error.
+    pub const SERVER_ERROR: i32 = 0x0000;
+    /// Protocol error (malformed or unexpected frame).
+    pub const PROTOCOL_ERROR: i32 = 0x000A;
+    /// Bad credentials.
+    pub const BAD_CREDENTIALS: i32 = 0x0100;
+    /// Overloaded.
+    pub const OVERLOADED: i32 = 0x1001;
+    /// Invalid query.
+    pub const INVALID: i32 = 0x2200;
+}
+
+/// A request frame handed to the handler.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The decoded header (the body length matches `body`).
+    pub header: FrameHeader,
+    /// The body exactly as received. If the connection negotiated compression
+    /// and [`FrameHeader::flags`] has [`Flags::COMPRESSION`], it is compressed.
+    pub body: Bytes,
+}
+
+/// One response frame, without its header: the connection writes the header
+/// with the request's stream id and the body length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The response opcode.
+    pub opcode: Opcode,
+    /// Header flags (e.g. [`Flags::WARNING`] if the body starts with warnings).
+    pub flags: Flags,
+    /// The encoded body.
+    pub body: Bytes,
+}
+
+impl Response {
+    /// A response with no flags.
+    pub fn new(opcode: Opcode, body: impl Into<Bytes>) -> Self {
+        Response {
+            opcode,
+            flags: Flags::empty(),
+            body: body.into(),
+        }
+    }
+
+    /// READY (empty body).
+    pub fn ready() -> Self {
+        Response::new(Opcode::Ready, Bytes::new())
+    }
+
+    /// ERROR with `code` and `message` and no extra fields. A message longer
+    /// than a `[string]` allows is truncated (at a char boundary).
+    pub fn error(code: i32, message: &str) -> Self {
+        let mut end = message.len().min(u16::MAX as usize);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let msg = &message[..end];
+        let mut b = BytesMut::with_capacity(6 + msg.len());
+        b.put_i32(code);
+        // Cannot fail: the length was cut to fit a [short] above.
+        let _ = wire::put_string(&mut b, msg, "error message");
+        Response::new(Opcode::Error, b.freeze())
+    }
+
+    /// Appends this response as a complete frame on `stream`.
+    pub fn encode_frame(&self, stream: i16, out: &mut BytesMut) {
+        FrameHeader {
+            direction: Direction::Response,
+            flags: self.flags,
+            stream,
+            opcode: self.opcode,
+            // Bodies are built in memory by us and far below 4 GiB; saturate
+            // rather than wrap if a handler ever builds a giant one.
+            body_len: u32::try_from(self.body.len()).unwrap_or(u32::MAX),
+        }
+        .encode(out);
+        out.put_slice(&self.body);
+    }
+}
+
+/// What the handler wants done with a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Send this response on the request's stream.
+    Respond(Response),
+    /// Close the connection without answering (a crash, a kill).
+    Close,
+}
+
+impl From<Response> for Reply {
+    fn from(r: Response) -> Self {
+        Reply::Respond(r)
+    }
+}
+
+/// Compression negotiated at STARTUP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// LZ4 (the only algorithm the testbed advertises).
+    Lz4,
+}
+
+/// Per-connection state the CQL layer may read and change.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SessionState {
+    /// Compression negotiated at STARTUP.
+    pub compression: Option<Compression>,
+    /// `CQL_VERSION` sent at STARTUP.
+    pub cql_version: Option<String>,
+    /// The current keyspace (set by `USE`).
+    pub keyspace: Option<String>,
+    /// The authenticated user, if authentication is on.
+    pub user: Option<String>,
+}
+
+/// Which listener accepted a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortKind {
+    /// The regular CQL port (shard = fewest connections).
+    Regular,
+    /// The shard-aware port (shard = source port % shards).
+    ShardAware,
+}
+
+/// Where a request arrived, and access to the cluster around it.
+pub struct ConnCtx {
+    pub(crate) node: Arc<NodeInfo>,
+    pub(crate) topology: Arc<Topology>,
+    pub(crate) stats: Arc<NodeStats>,
+    pub(crate) shard: Shard,
+    pub(crate) port_kind: PortKind,
+    pub(crate) peer: SocketAddr,
+    pub(crate) conn_id: u64,
+    pub(crate) state: Mutex<SessionState>,
+}
+
+impl fmt::Debug for ConnCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnCtx")
+            .field("node", &self.node.index)
+            .field("shard", &self.shard)
+            .field("port_kind", &self.port_kind)
+            .field("peer", &self.peer)
+            .field("conn_id", &self.conn_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnCtx {
+    /// The node's index in the cluster.
+    pub fn node_index(&self) -> usize {
+        self.node.index
+    }
+
+    /// The node's identity (address, host id, tokens, dc/rack, shards).
+    pub fn node(&self) -> &NodeInfo {
+        &self.node
+    }
+
+    /// The whole cluster's identity and up/down state (for system.peers, replica checks).
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topology
+    }
+
+    /// The shard this connection is on.
+    pub fn shard(&self) -> Shard {
+        self.shard
+    }
+
+    /// The node's shard math (to find the shard owning a token).
+    pub fn sharder(&self) -> Sharder {
+        self.node.sharder()
+    }
+
+    /// Which port accepted the connection.
+    pub fn port_kind(&self) -> PortKind {
+        self.port_kind
+    }
+
+    /// The client's address as the node sees it (after any NAT rewrite).
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// A per-node unique id of this connection.
+    pub fn connection_id(&self) -> u64 {
+        self.conn_id
+    }
+
+    /// A copy of the connection's session state.
+    pub fn session(&self) -> SessionState {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The current keyspace.
+    pub fn keyspace(&self) -> Option<String> {
+        self.state.lock().ok().and_then(|s| s.keyspace.clone())
+    }
+
+    /// Sets the current keyspace (after a successful `USE`).
+    pub fn set_keyspace(&self, keyspace: Option<String>) {
+        if let Ok(mut s) = self.state.lock() {
+            s.keyspace = keyspace;
+        }
+    }
+
+    /// Compression negotiated at STARTUP.
+    pub fn compression(&self) -> Option<Compression> {
+        self.state.lock().ok().and_then(|s| s.compression)
+    }
+
+    pub(crate) fn update(&self, f: impl FnOnce(&mut SessionState)) {
+        if let Ok(mut s) = self.state.lock() {
+            f(&mut s);
+        }
+    }
+
+    /// Counts a request whose token is owned by another shard of this node.
+    pub fn record_wrong_shard(&self) {
+        bump_both(&self.stats, self.shard as usize, |s| {
+            &s.requests_wrong_shard
+        });
+    }
+
+    /// Counts a request that reached a node which is not one of its replicas.
+    pub fn record_non_replica(&self) {
+        bump_both(&self.stats, self.shard as usize, |s| {
+            &s.requests_non_replica
+        });
+    }
+}
+
+/// The future a [`RequestHandler`] returns.
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// Answers the requests the network layer does not handle itself
+/// (QUERY, PREPARE, EXECUTE, BATCH, and anything after the handshake that is
+/// not OPTIONS or REGISTER).
+///
+/// One handler serves every node and shard of a cluster, so it is the natural
+/// owner of the cluster's shared data (schema, rows): build it with an
+/// `Arc` to your store inside and pass it to
+/// [`crate::TestClusterBuilder::handler`].
+pub trait RequestHandler: Send + Sync + 'static {
+    /// Answers one request. Called concurrently for requests of one connection.
+    fn handle<'a>(&'a self, ctx: &'a ConnCtx, request: Request) -> HandlerFuture<'a>;
+}
+
+impl<F> RequestHandler for F
+where
+    F: Fn(&ConnCtx, Request) -> Reply + Send + Sync + 'static,
+{
+    fn handle<'a>(&'a self, ctx: &'a ConnCtx, request: Request) -> HandlerFuture<'a> {
+        let reply = self(ctx, request);
+        Box::pin(async move { reply })
+    }
+}
+
+/// The placeholder handler: every request gets `Invalid` "not implemented yet".
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NotImplementedHandler;
+
+impl RequestHandler for NotImplementedHandler {
+    fn handle<'a>(&'a self, _ctx: &'a ConnCtx, request: Request) -> HandlerFuture<'a> {
+        let msg = format!(
+            "{:?} is not implemented yet by the test cluster",
+            request.header.opcode
+        );
+        Box::pin(async move { Reply::Respond(Response::error(error_code::INVALID, &msg)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scylla_cql::frame::wire::WireReader;
+
+    #[test]
+    fn error_frame_layout() {
+        let mut out = BytesMut::new();
+        Response::error(error_code::PROTOCOL_ERROR, "bad").encode_frame(7, &mut out);
+        let h = FrameHeader::decode(&out, 1000).unwrap().unwrap();
+        assert_eq!(h.opcode, Opcode::Error);
+        assert_eq!(h.stream, 7);
+        assert_eq!(h.direction, Direction::Response);
+        let mut r = WireReader::new(&out[9..]);
+        assert_eq!(r.read_int("c").unwrap(), 0x000A);
+        assert_eq!(r.read_string("m").unwrap(), "bad");
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn long_error_messages_are_truncated() {
+        let long = "é".repeat(40_000);
+        let r = Response::error(0, &long);
+        let mut rd = WireReader::new(&r.body[4..]);
+        let s = rd.read_string("m").unwrap();
+        assert!(s.len() <= u16::MAX as usize);
+    }
+}

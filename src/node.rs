@@ -1,0 +1,272 @@
+//! A running node: its two listeners, accept loops and connection tasks.
+//!
+//! A [`NodeRuntime`] is one "process lifetime" of a node: starting a node
+//! builds a fresh one (fresh connections, stats, admission), stopping it
+//! cancels the node's token, which ends the accept loops (closing the
+//! listeners) and every connection task, and waits on the node's task
+//! tracker until all of them are gone. The node's identity ([`NodeInfo`]) and
+//! its faults outlive runtimes, as a real node's address and the network
+//! around it outlive a restart.
+//!
+//! Listeners are bound with `SO_REUSEADDR`, so a restarted node can bind its
+//! ports again while old connections linger in `TIME_WAIT`.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use socket2::{Domain, Socket, Type};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::admission::Admission;
+use crate::cluster::ClusterError;
+use crate::config::ClusterConfig;
+use crate::connection;
+use crate::events::EventRegistry;
+use crate::faults::{FaultState, ShardAwarePortMode};
+use crate::handler::{ConnCtx, PortKind, RequestHandler, SessionState};
+use crate::shard::{assign, ShardConnection};
+use crate::stats::NodeStats;
+use crate::topology::{NodeInfo, Topology};
+
+/// How long `stop` waits for a node's tasks to end.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause after a failed `accept` (e.g. out of file descriptors), so the loop
+/// does not spin.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
+
+/// What every task of one node runtime shares.
+pub(crate) struct NodeShared {
+    pub(crate) info: Arc<NodeInfo>,
+    pub(crate) topology: Arc<Topology>,
+    pub(crate) stats: Arc<NodeStats>,
+    pub(crate) faults: Arc<FaultState>,
+    pub(crate) config: Arc<ClusterConfig>,
+    pub(crate) handler: Arc<dyn RequestHandler>,
+    pub(crate) events: EventRegistry,
+    admission: Box<[Admission]>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    next_conn_id: AtomicU64,
+    silent_now: AtomicUsize,
+}
+
+impl std::fmt::Debug for NodeShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeShared")
+            .field("node", &self.info.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeShared {
+    /// The admission gate of `shard` (the last one if out of range, which
+    /// cannot happen: shards come from the node's own sharder).
+    pub(crate) fn admission(&self, shard: usize) -> &Admission {
+        let last = self.admission.len().saturating_sub(1);
+        &self.admission[shard.min(last)]
+    }
+}
+
+/// One lifetime of a running node.
+#[derive(Debug)]
+pub(crate) struct NodeRuntime {
+    pub(crate) shared: Arc<NodeShared>,
+    /// The shard-aware accept loop, stoppable alone (refuse fault): its
+    /// token is a child of the node's.
+    shard_aware: Option<(CancellationToken, JoinHandle<()>)>,
+}
+
+/// Binds a listener with `SO_REUSEADDR` (see the module doc).
+fn bind(addr: SocketAddr) -> Result<TcpListener, ClusterError> {
+    bind_io(addr).map_err(|source| ClusterError::Bind { addr, source })
+}
+
+fn bind_io(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    TcpListener::from_std(socket.into())
+}
+
+impl NodeRuntime {
+    /// Binds the node's listeners and starts its accept loops.
+    pub(crate) fn start(
+        info: NodeInfo,
+        topology: Arc<Topology>,
+        faults: Arc<FaultState>,
+        config: Arc<ClusterConfig>,
+        parent: &CancellationToken,
+    ) -> Result<Self, ClusterError> {
+        let regular = bind(info.cql_addr())?;
+        let nr_shards = info.shards.get();
+        let shared = Arc::new(NodeShared {
+            stats: Arc::new(NodeStats::new(nr_shards)),
+            admission: (0..nr_shards)
+                .map(|_| Admission::new(config.admission))
+                .collect(),
+            handler: config.handler.clone(),
+            events: EventRegistry::default(),
+            cancel: parent.child_token(),
+            tracker: TaskTracker::new(),
+            next_conn_id: AtomicU64::new(1),
+            silent_now: AtomicUsize::new(0),
+            info: Arc::new(info),
+            topology,
+            faults,
+            config,
+        });
+        let mut rt = NodeRuntime {
+            shared: shared.clone(),
+            shard_aware: None,
+        };
+        // Nothing is spawned yet: on error, dropping `regular` closes it.
+        rt.open_shard_aware_if_wanted()?;
+        shared.tracker.spawn(accept_loop(
+            shared.clone(),
+            regular,
+            PortKind::Regular,
+            shared.cancel.clone(),
+        ));
+        shared.topology.set_up(shared.info.index, true);
+        Ok(rt)
+    }
+
+    fn open_shard_aware_if_wanted(&mut self) -> Result<(), ClusterError> {
+        let wanted = self.shared.faults.get().shard_aware_port != ShardAwarePortMode::Refuse;
+        let Some(addr) = self.shared.info.shard_aware_addr() else {
+            return Ok(());
+        };
+        if !wanted || self.shard_aware.is_some() {
+            return Ok(());
+        }
+        let listener = bind(addr)?;
+        let token = self.shared.cancel.child_token();
+        let handle = self.shared.tracker.spawn(accept_loop(
+            self.shared.clone(),
+            listener,
+            PortKind::ShardAware,
+            token.clone(),
+        ));
+        self.shard_aware = Some((token, handle));
+        Ok(())
+    }
+
+    /// Opens or closes the shard-aware listener to match the current faults.
+    /// Closing waits (bounded) until the accept loop has dropped the
+    /// listener, so a client connecting right after sees "connection refused".
+    pub(crate) async fn apply_shard_aware_mode(&mut self) -> Result<(), ClusterError> {
+        let refuse = self.shared.faults.get().shard_aware_port == ShardAwarePortMode::Refuse;
+        if !refuse {
+            return self.open_shard_aware_if_wanted();
+        }
+        if let Some((token, handle)) = self.shard_aware.take() {
+            token.cancel();
+            let _ = tokio::time::timeout(STOP_TIMEOUT, handle).await;
+        }
+        Ok(())
+    }
+
+    /// Stops the node: closes listeners and connections, waits (bounded)
+    /// for every task to end.
+    pub(crate) async fn stop(self) {
+        let s = &self.shared;
+        s.topology.set_up(s.info.index, false);
+        s.cancel.cancel();
+        s.tracker.close();
+        let _ = tokio::time::timeout(STOP_TIMEOUT, s.tracker.wait()).await;
+    }
+}
+
+/// Accepts connections on one listener until `cancel` fires (which drops,
+/// and so closes, the listener).
+async fn accept_loop(
+    node: Arc<NodeShared>,
+    listener: TcpListener,
+    kind: PortKind,
+    cancel: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = cancel.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => on_accept(&node, stream, peer, kind),
+            Err(e) => {
+                tracing::debug!(node = node.info.index, ?kind, "accept failed: {e}");
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => {}
+                }
+            }
+        }
+    }
+}
+
+fn on_accept(node: &Arc<NodeShared>, stream: TcpStream, peer: SocketAddr, kind: PortKind) {
+    if kind == PortKind::ShardAware && node.faults.is_silent() {
+        hold_silently(node, stream);
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let (seen_port, rewritten) = match kind {
+        PortKind::ShardAware => node.faults.seen_port(peer.port()),
+        // NAT changes nothing that matters on the regular port; the peer
+        // address is reported as it is.
+        PortKind::Regular => (peer.port(), false),
+    };
+    if rewritten {
+        node.stats.nat_rewrites.fetch_add(1, Ordering::Relaxed);
+    }
+    let shard = assign(&node.stats, &node.info.sharder(), kind, seen_port);
+    let slot = ShardConnection::join(node.stats.clone(), shard, kind);
+    let ctx = Arc::new(ConnCtx {
+        node: node.info.clone(),
+        topology: node.topology.clone(),
+        stats: node.stats.clone(),
+        shard: slot.shard(),
+        port_kind: kind,
+        peer: SocketAddr::new(peer.ip(), seen_port),
+        conn_id: node.next_conn_id.fetch_add(1, Ordering::Relaxed),
+        state: Mutex::new(SessionState::default()),
+    });
+    let cancel = node.cancel.child_token();
+    node.tracker
+        .spawn(connection::serve(node.clone(), stream, ctx, slot, cancel));
+}
+
+/// The silent-port fault: keep the socket open, read nothing, answer
+/// nothing, until the node stops or the configured hold time passes. At most
+/// `max_silent_connections` are held; extra ones are closed at once.
+fn hold_silently(node: &Arc<NodeShared>, stream: TcpStream) {
+    let max = node.config.max_silent_connections;
+    if node.silent_now.fetch_add(1, Ordering::Relaxed) >= max {
+        node.silent_now.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    node.stats.silent_held.fetch_add(1, Ordering::Relaxed);
+    let hold = node.faults.silent_hold();
+    let (n, cancel) = (node.clone(), node.cancel.clone());
+    node.tracker.spawn(async move {
+        let until = async {
+            match hold {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => {}
+            _ = until => {}
+        }
+        drop(stream);
+        n.silent_now.fetch_sub(1, Ordering::Relaxed);
+    });
+}

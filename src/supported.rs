@@ -1,0 +1,97 @@
+//! The SUPPORTED answer to OPTIONS, with ScyllaDB's extension keys.
+//!
+//! This is how a driver learns the connection's shard, the node's shard
+//! count and sharding parameters, and the shard-aware port, so the values
+//! must be exactly what ScyllaDB sends (see the protocol-extensions spec).
+
+use bytes::{Bytes, BytesMut};
+use scylla_cql::frame::header::Opcode;
+use scylla_cql::frame::wire;
+use scylla_cql::sharding::{Shard, BIASED_TOKEN_ROUND_ROBIN, MURMUR3_PARTITIONER};
+
+use crate::handler::Response;
+use crate::topology::SHARDING_IGNORE_MSB;
+
+/// The CQL version advertised.
+pub const CQL_VERSION: &str = "3.3.1";
+/// The LWT bit ScyllaDB marks in prepared metadata flags.
+pub const LWT_OPTIMIZATION_META_BIT_MASK: u32 = 0x8000_0000;
+/// ScyllaDB's error code for the rate-limit error.
+pub const RATE_LIMIT_ERROR_CODE: i32 = 0xF000;
+
+/// The SUPPORTED options of a connection on `shard` of a node with
+/// `nr_shards` shards and (maybe) a shard-aware port.
+pub fn supported_options(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+) -> Vec<(&'static str, Vec<String>)> {
+    let one = |s: String| vec![s];
+    let mut v = vec![
+        ("CQL_VERSION", one(CQL_VERSION.into())),
+        ("COMPRESSION", one("lz4".into())),
+        ("PROTOCOL_VERSIONS", one("4/v4".into())),
+        ("SCYLLA_SHARD", one(shard.to_string())),
+        ("SCYLLA_NR_SHARDS", one(nr_shards.to_string())),
+        ("SCYLLA_PARTITIONER", one(MURMUR3_PARTITIONER.into())),
+        (
+            "SCYLLA_SHARDING_ALGORITHM",
+            one(BIASED_TOKEN_ROUND_ROBIN.into()),
+        ),
+        (
+            "SCYLLA_SHARDING_IGNORE_MSB",
+            one(SHARDING_IGNORE_MSB.to_string()),
+        ),
+        (
+            "SCYLLA_LWT_ADD_METADATA_MARK",
+            one(format!(
+                "LWT_OPTIMIZATION_META_BIT_MASK={LWT_OPTIMIZATION_META_BIT_MASK}"
+            )),
+        ),
+        (
+            "SCYLLA_RATE_LIMIT_ERROR",
+            one(format!("ERROR_CODE={RATE_LIMIT_ERROR_CODE}")),
+        ),
+    ];
+    if let Some(p) = shard_aware_port {
+        v.push(("SCYLLA_SHARD_AWARE_PORT", one(p.to_string())));
+    }
+    v
+}
+
+/// The SUPPORTED response.
+pub fn supported_response(shard: Shard, nr_shards: u16, shard_aware_port: Option<u16>) -> Response {
+    let opts = supported_options(shard, nr_shards, shard_aware_port);
+    let mut b = BytesMut::with_capacity(512);
+    // Cannot fail: a dozen short keys and values, far below the [short] limits.
+    let _ = wire::put_string_multimap(
+        &mut b,
+        opts.iter().map(|(k, v)| (*k, v.as_slice())),
+        "SUPPORTED",
+    );
+    Response::new(Opcode::Supported, Bytes::from(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scylla_cql::frame::wire::WireReader;
+
+    #[test]
+    fn carries_the_scylla_keys() {
+        let r = supported_response(3, 8, Some(19042));
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert_eq!(m["SCYLLA_SHARD"], vec!["3"]);
+        assert_eq!(m["SCYLLA_NR_SHARDS"], vec!["8"]);
+        assert_eq!(m["SCYLLA_SHARDING_IGNORE_MSB"], vec!["12"]);
+        assert_eq!(m["SCYLLA_SHARD_AWARE_PORT"], vec!["19042"]);
+        assert_eq!(
+            m["SCYLLA_LWT_ADD_METADATA_MARK"],
+            vec!["LWT_OPTIMIZATION_META_BIT_MASK=2147483648"]
+        );
+        assert_eq!(m["SCYLLA_RATE_LIMIT_ERROR"], vec!["ERROR_CODE=61440"]);
+        let r = supported_response(0, 1, None);
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert!(!m.contains_key("SCYLLA_SHARD_AWARE_PORT"));
+    }
+}
