@@ -1,5 +1,534 @@
 //! One TCP connection to one shard of one node.
+//!
+//! [`open`] connects ([`open`](mod@open) module: socket2, optional bind of a
+//! chosen source port), runs the [`handshake`], and spawns three tasks that own
+//! the socket; the caller gets a cheap, clonable [`Connection`] handle:
+//!
+//! - the **writer** ([`writer`]) takes the frames that requests encoded into the
+//!   shared pending buffer and writes them, several per syscall when the
+//!   [`coalescing`] policy says so;
+//! - the **reader** ([`reader`]) splits the incoming bytes into frames, decodes
+//!   them, and completes the [`stream_slots`] of their stream ids (events go to
+//!   a channel);
+//! - the **tick** ([`housekeeping`]) times out requests past their deadline
+//!   (no timer per request), sends heartbeats on idle connections, and
+//!   recycles a connection with too many orphaned stream ids.
+//!
+//! # The life of a request
+//! 1. [`Connection::request`] reserves a stream id and its slot (waiting, within
+//!    the request's timeout, if all 32,768 are busy).
+//! 2. It encodes the frame straight into the pending buffer (no per-request
+//!    buffer), and wakes the writer if the buffer was empty.
+//! 3. The writer swaps the pending buffer with its own (both are reused) and
+//!    writes it.
+//! 4. The reader decodes the response and completes the slot, waking the
+//!    requester, which takes the response and frees the id.
+//!
+//! # Dropping and cancelling
+//! Dropping the future of a request that was already encoded does not unsend
+//! it: its stream id stays reserved until the response arrives and is
+//! discarded. A request that fails before its frame reached the socket fails
+//! with [`RequestError::NotSent`], so it can be retried safely. Dropping the
+//! last [`Connection`] handle closes the connection.
+
 pub mod auth;
 pub mod coalescing;
+pub mod error;
+pub mod handshake;
+mod housekeeping;
 pub mod open;
+mod reader;
+pub mod stats;
 pub mod stream_slots;
+mod writer;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use scylla_cql::compression::{Compression, Compressor};
+use scylla_cql::frame::envelope::{encode_frame_limited, CustomPayload, FrameExtras};
+use scylla_cql::frame::request::EventType;
+use scylla_cql::frame::response::event::Event;
+use scylla_cql::frame::response::supported::ShardingInfo;
+use scylla_cql::frame::response::Response;
+use scylla_cql::frame::{Direction, MessageBody};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+pub use self::auth::{AuthError, AuthSession, Authenticator, PasswordAuthenticator};
+pub use self::coalescing::Coalescing;
+pub use self::error::{BrokenConnection, BrokenReason, ConnectionError, RequestError, SetupStep};
+pub use self::handshake::ServerInfo;
+pub use self::open::SocketConfig;
+pub use self::stats::{IoCounters, IoSnapshot};
+
+use self::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
+
+/// How to open and run a connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// Socket options and the connect timeout.
+    pub socket: SocketConfig,
+    /// Bound on the whole handshake (OPTIONS to the last set-up response).
+    pub handshake_timeout: Duration,
+    /// Compression to use if the server offers it.
+    pub compression: Option<Compression>,
+    /// Credentials, for servers that require authentication.
+    pub authenticator: Option<Arc<dyn Authenticator>>,
+    /// Keyspace to `USE` after the handshake.
+    pub keyspace: Option<String>,
+    /// Events to REGISTER for (control connection only).
+    pub register_events: Vec<EventType>,
+    /// Where events go.
+    pub events: Option<mpsc::Sender<Event>>,
+    /// When the writer writes.
+    pub coalescing: Coalescing,
+    /// Most requests in flight (stream ids); at most 32,768.
+    pub max_in_flight: usize,
+    /// Timed-out requests still holding stream ids at which the connection
+    /// is closed (and replaced by its pool).
+    pub max_orphans: usize,
+    /// How often deadlines are checked while requests are in flight (the
+    /// granularity of request timeouts).
+    pub timeout_tick: Duration,
+    /// Send a heartbeat after this long without a write; `None` disables.
+    pub heartbeat_interval: Option<Duration>,
+    /// How long a heartbeat may take.
+    pub heartbeat_timeout: Duration,
+    /// Largest frame body accepted or sent.
+    pub max_frame_len: usize,
+    /// `DRIVER_NAME` sent in STARTUP.
+    pub driver_name: String,
+    /// `DRIVER_VERSION` sent in STARTUP.
+    pub driver_version: String,
+    /// I/O counters to update (share one among connections for totals).
+    pub counters: Arc<IoCounters>,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            socket: SocketConfig::default(),
+            handshake_timeout: Duration::from_secs(5),
+            compression: None,
+            authenticator: None,
+            keyspace: None,
+            register_events: Vec::new(),
+            events: None,
+            coalescing: Coalescing::default(),
+            max_in_flight: stream_slots::MAX_STREAMS,
+            max_orphans: 1024,
+            timeout_tick: Duration::from_millis(10),
+            heartbeat_interval: Some(Duration::from_secs(30)),
+            heartbeat_timeout: Duration::from_secs(10),
+            max_frame_len: scylla_cql::frame::DEFAULT_MAX_BODY_LEN,
+            driver_name: "scylla-driver (Rust)".to_owned(),
+            driver_version: env!("CARGO_PKG_VERSION").to_owned(),
+            counters: Arc::new(IoCounters::default()),
+        }
+    }
+}
+
+/// Per-request options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestOptions<'a> {
+    /// Give up waiting after this long (the request may still run).
+    pub timeout: Option<Duration>,
+    /// Ask the server to trace the request.
+    pub tracing: bool,
+    /// A custom payload to send with it.
+    pub custom_payload: Option<&'a CustomPayload>,
+}
+
+/// A response and what came with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseFrame {
+    /// The response message.
+    pub response: Response,
+    /// The tracing session, if tracing was requested.
+    pub tracing_id: Option<Uuid>,
+    /// Server warnings.
+    pub warnings: Vec<String>,
+    /// The server's custom payload.
+    pub custom_payload: Option<CustomPayload>,
+}
+
+type SlotValue = Result<ResponseFrame, RequestError>;
+
+/// Frames encoded by requesters and not yet taken by the writer.
+struct Pending {
+    buf: BytesMut,
+    /// Stream ids of the frames in `buf`, in order.
+    ids: Vec<u16>,
+    /// End offset of each frame in `buf` (for one-write-per-frame policies).
+    ends: Vec<usize>,
+    compressor: Option<Compressor>,
+}
+
+/// State shared by the handles and the connection's tasks.
+struct Shared {
+    slots: Arc<StreamSlots<SlotValue>>,
+    pending: Mutex<Pending>,
+    writer_wake: Notify,
+    tick_wake: Notify,
+    broken: OnceLock<BrokenConnection>,
+    cancel: CancellationToken,
+    counters: Arc<IoCounters>,
+    /// Nanoseconds after `epoch` of the last write.
+    last_write: AtomicU64,
+    epoch: Instant,
+    max_frame_len: usize,
+    peer: SocketAddr,
+}
+
+impl Shared {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // Every critical section leaves `Pending` consistent (the encoder
+        // truncates its partial frame on error), so a poisoned lock is usable.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mark_write(&self) {
+        let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_write.store(nanos, Ordering::Relaxed);
+    }
+
+    fn since_last_write(&self) -> Duration {
+        let last = Duration::from_nanos(self.last_write.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// Ends the connection: every request in flight fails with `reason`
+    /// (those still in the pending buffer as not sent). The first reason wins.
+    fn fail(&self, reason: BrokenReason) {
+        let broken = BrokenConnection(Arc::new(reason));
+        if self.broken.set(broken.clone()).is_err() {
+            return;
+        }
+        match broken.reason() {
+            BrokenReason::Closed => tracing::debug!(peer = %self.peer, "connection closed"),
+            reason => tracing::info!(peer = %self.peer, %reason, "connection broken"),
+        }
+        self.cancel.cancel();
+        let unsent = {
+            let mut p = self.pending();
+            p.buf.clear();
+            p.ends.clear();
+            std::mem::take(&mut p.ids)
+        };
+        for id in unsent {
+            // These were never handed to the socket.
+            let _ = self
+                .slots
+                .complete(id as i16, Err(RequestError::NotSent(broken.clone())));
+        }
+        self.slots
+            .close(|_| Err(RequestError::Broken(broken.clone())));
+    }
+
+    async fn request(
+        &self,
+        msg: &(impl MessageBody + ?Sized),
+        opts: &RequestOptions<'_>,
+    ) -> Result<ResponseFrame, RequestError> {
+        let timeout = opts.timeout;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let id = match self.slots.try_alloc(deadline) {
+            Some(id) => id,
+            None => self.alloc_slow(deadline, timeout).await?,
+        };
+        if self.slots.in_use() == 1 {
+            // The tick sleeps while nothing is in flight: start it.
+            self.tick_wake.notify_one();
+        }
+        let extras = FrameExtras {
+            tracing: opts.tracing,
+            custom_payload: opts.custom_payload,
+            ..FrameExtras::NONE
+        };
+        let wake_writer = {
+            let mut p = self.pending();
+            if let Some(b) = self.broken.get() {
+                drop(p);
+                self.slots.cancel_unsent(id);
+                return Err(RequestError::NotSent(b.clone()));
+            }
+            let was_empty = p.buf.is_empty();
+            let Pending {
+                buf,
+                ids,
+                ends,
+                compressor,
+            } = &mut *p;
+            if let Err(e) = encode_frame_limited(
+                buf,
+                Direction::Request,
+                id as i16,
+                msg,
+                &extras,
+                compressor.as_mut(),
+                self.max_frame_len,
+            ) {
+                drop(p);
+                self.slots.cancel_unsent(id);
+                return Err(RequestError::Encode(e));
+            }
+            ids.push(id);
+            ends.push(buf.len());
+            was_empty
+        };
+        if wake_writer {
+            self.writer_wake.notify_one();
+        }
+        match ResponseFuture::new(self.slots.clone(), id).await {
+            SlotOutcome::Done(result) => result,
+            SlotOutcome::TimedOut => {
+                IoCounters::add(&self.counters.timeouts, 1);
+                Err(RequestError::Timeout(timeout.unwrap_or_default()))
+            }
+        }
+    }
+
+    /// Waits for a free stream id (all are busy), within the request's timeout.
+    async fn alloc_slow(
+        &self,
+        deadline: Option<Instant>,
+        timeout: Option<Duration>,
+    ) -> Result<u16, RequestError> {
+        let closed = || {
+            RequestError::NotSent(
+                self.broken
+                    .get()
+                    .cloned()
+                    .unwrap_or_else(|| BrokenConnection(Arc::new(BrokenReason::Closed))),
+            )
+        };
+        let wait = self.slots.alloc(deadline);
+        let id = match deadline {
+            Some(d) => tokio::time::timeout_at(d.into(), wait)
+                .await
+                .map_err(|_| RequestError::Timeout(timeout.unwrap_or_default()))?,
+            None => wait.await,
+        };
+        id.ok_or_else(closed)
+    }
+}
+
+/// A handle to an open connection. Cheap to clone; the connection closes when
+/// the last handle is dropped (or on [`Connection::close`]).
+#[derive(Clone)]
+pub struct Connection {
+    shared: Arc<Shared>,
+    info: Arc<ConnectionInfo>,
+    _close_on_drop: Arc<CloseOnDrop>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("peer", &self.info.peer)
+            .field("local", &self.info.local)
+            .field("shard", &self.shard())
+            .field("in_flight", &self.in_flight())
+            .field("broken", &self.shared.broken.get())
+            .finish()
+    }
+}
+
+/// What is known about a connection once it is open.
+#[derive(Debug)]
+pub struct ConnectionInfo {
+    /// The server's address.
+    pub peer: SocketAddr,
+    /// The local address (source port) as bound here.
+    pub local: SocketAddr,
+    /// What the handshake learned.
+    pub server: ServerInfo,
+}
+
+struct CloseOnDrop(Arc<Shared>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.fail(BrokenReason::Closed);
+    }
+}
+
+impl Connection {
+    /// Sends a request and waits for its response.
+    ///
+    /// An ERROR from the server is a successful round trip here
+    /// ([`Response::Error`]); only failures of the connection itself, the
+    /// timeout and encoding are [`RequestError`]s.
+    pub async fn request(
+        &self,
+        msg: &(impl MessageBody + ?Sized),
+        opts: &RequestOptions<'_>,
+    ) -> Result<ResponseFrame, RequestError> {
+        self.shared.request(msg, opts).await
+    }
+
+    /// What was learned at set-up.
+    pub fn info(&self) -> &ConnectionInfo {
+        &self.info
+    }
+
+    /// The shard this connection is on (ScyllaDB), from SUPPORTED.
+    pub fn shard(&self) -> Option<u16> {
+        self.sharding().map(|s| s.shard)
+    }
+
+    /// The node's sharding, if it shards.
+    pub fn sharding(&self) -> Option<&ShardingInfo> {
+        self.info.server.sharding.as_ref()
+    }
+
+    /// Requests in flight, including timed-out ones still holding ids.
+    pub fn in_flight(&self) -> usize {
+        self.shared.slots.in_use()
+    }
+
+    /// Timed-out or abandoned requests still holding stream ids.
+    pub fn orphans(&self) -> usize {
+        self.shared.slots.orphans()
+    }
+
+    /// Why the connection stopped, if it did.
+    pub fn broken(&self) -> Option<&BrokenConnection> {
+        self.shared.broken.get()
+    }
+
+    /// Whether the connection still takes requests.
+    pub fn is_usable(&self) -> bool {
+        self.shared.broken.get().is_none()
+    }
+
+    /// Completes when the connection has stopped.
+    pub async fn closed(&self) {
+        self.shared.cancel.cancelled().await;
+    }
+
+    /// Closes the connection; requests in flight fail.
+    pub fn close(&self) {
+        self.shared.fail(BrokenReason::Closed);
+    }
+
+    /// The I/O counters this connection updates.
+    pub fn counters(&self) -> &Arc<IoCounters> {
+        &self.shared.counters
+    }
+}
+
+/// Opens a connection to `addr`, optionally from the local address `source`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use scylla_driver::connection::{open, ConnectionConfig, RequestOptions};
+/// use scylla_cql::frame::request::Options;
+///
+/// let conn = open("127.0.0.1:9042".parse()?, None, &ConnectionConfig::default()).await?;
+/// let supported = conn.request(&Options, &RequestOptions::default()).await?;
+/// println!("{:?}", supported.response);
+/// # Ok(()) }
+/// ```
+pub async fn open(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+) -> Result<Connection, ConnectionError> {
+    let span = tracing::debug_span!("connection", peer = %addr);
+    open_inner(addr, source, config).instrument(span).await
+}
+
+async fn open_inner(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+) -> Result<Connection, ConnectionError> {
+    let mut stream = match open::open_socket(addr, source, &config.socket).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(error = %e, "connect failed");
+            return Err(e.into());
+        }
+    };
+    let local = open::local_addr(&stream).map_err(|source| ConnectionError::Io {
+        step: SetupStep::Connect,
+        source,
+    })?;
+    let mut step = SetupStep::Options;
+    let outcome = tokio::time::timeout(
+        config.handshake_timeout,
+        handshake::handshake(&mut stream, config, &mut step),
+    )
+    .await;
+    let server = match outcome {
+        Ok(Ok(server)) => server,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "handshake failed");
+            return Err(e);
+        }
+        Err(_) => {
+            tracing::debug!(after = ?config.handshake_timeout, "handshake timed out");
+            return Err(ConnectionError::Timeout {
+                step,
+                after: config.handshake_timeout,
+            });
+        }
+    };
+    tracing::debug!(%local, shard = ?server.sharding.as_ref().map(|s| s.shard), "connection opened");
+
+    let slots = Arc::new(StreamSlots::new(config.max_in_flight));
+    let shared = Arc::new(Shared {
+        slots,
+        pending: Mutex::new(Pending {
+            buf: BytesMut::with_capacity(8 * 1024),
+            ids: Vec::new(),
+            ends: Vec::new(),
+            compressor: server.compression.map(Compressor::new),
+        }),
+        writer_wake: Notify::new(),
+        tick_wake: Notify::new(),
+        broken: OnceLock::new(),
+        cancel: CancellationToken::new(),
+        counters: config.counters.clone(),
+        last_write: AtomicU64::new(0),
+        epoch: Instant::now(),
+        max_frame_len: config.max_frame_len,
+        peer: addr,
+    });
+    let (rd, wr) = stream.into_split();
+    tokio::spawn(writer::run(shared.clone(), wr, config.coalescing));
+    tokio::spawn(reader::run(
+        shared.clone(),
+        rd,
+        reader::ReaderConfig {
+            context: server.response_context,
+            compression: server.compression,
+            events: config.events.clone(),
+        },
+    ));
+    tokio::spawn(housekeeping::run(
+        shared.clone(),
+        housekeeping::TickConfig {
+            tick: config.timeout_tick,
+            heartbeat_interval: config.heartbeat_interval,
+            heartbeat_timeout: config.heartbeat_timeout,
+            max_orphans: config.max_orphans,
+        },
+    ));
+    Ok(Connection {
+        info: Arc::new(ConnectionInfo {
+            peer: addr,
+            local,
+            server,
+        }),
+        _close_on_drop: Arc::new(CloseOnDrop(shared.clone())),
+        shared,
+    })
+}

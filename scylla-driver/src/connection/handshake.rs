@@ -1,0 +1,311 @@
+//! Connection set-up, in order: OPTIONS -> SUPPORTED (sharding and extensions),
+//! STARTUP (CQL version, compression, the ScyllaDB extensions we use) ->
+//! READY or AUTHENTICATE -> the authenticator's exchange -> AUTH_SUCCESS,
+//! then `USE keyspace` and REGISTER when asked for.
+//!
+//! The handshake runs on the socket directly, one frame at a time, before
+//! the writer and reader tasks exist; the whole of it is bounded by the
+//! handshake timeout, and an error names the step that failed.
+
+use std::borrow::Cow;
+
+use bytes::BytesMut;
+use scylla_cql::compression::{Compression, Compressor};
+use scylla_cql::frame::envelope::{decode_envelope, encode_frame, frame_len, FrameExtras};
+use scylla_cql::frame::request::{AuthResponse, Options, Query, Register, Startup};
+use scylla_cql::frame::response::supported::{ScyllaExtensions, ShardingInfo};
+use scylla_cql::frame::response::{Response, ResponseContext, ResultBody};
+use scylla_cql::frame::{Direction, MessageBody, HEADER_LEN};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::error::{ConnectionError, SetupStep};
+use super::ConnectionConfig;
+
+/// What the handshake learned about the server.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// The extensions and options from SUPPORTED.
+    pub extensions: ScyllaExtensions,
+    /// ScyllaDB's sharding of this connection's node, if it shards and the
+    /// advertised parameters are valid.
+    pub sharding: Option<ShardingInfo>,
+    /// The compression in use on this connection.
+    pub compression: Option<Compression>,
+    /// What response decoding needs from the negotiation.
+    pub response_context: ResponseContext,
+}
+
+/// Runs the handshake on a freshly connected socket.
+///
+/// `progress` is updated before each step, so that a caller that times the
+/// handshake out can say which step was under way.
+pub(crate) async fn handshake(
+    stream: &mut TcpStream,
+    config: &ConnectionConfig,
+    progress: &mut SetupStep,
+) -> Result<ServerInfo, ConnectionError> {
+    let mut io = FrameIo {
+        stream,
+        progress,
+        buf: BytesMut::with_capacity(4096),
+        compressor: None,
+        max_frame_len: config.max_frame_len,
+        context: ResponseContext::default(),
+    };
+
+    // OPTIONS -> SUPPORTED
+    let supported = match io.round_trip(SetupStep::Options, &Options).await? {
+        Response::Supported(s) => s,
+        other => return Err(unexpected(SetupStep::Options, &other)),
+    };
+    let extensions = ScyllaExtensions::from_supported(&supported);
+    for problem in &extensions.problems {
+        tracing::warn!(%problem, "ignoring a malformed SUPPORTED option");
+    }
+    let sharding = match &extensions.sharding {
+        Some(Ok(info)) => Some(info.clone()),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "the server's sharding parameters are unusable; treating the node as unsharded");
+            None
+        }
+        None => None,
+    };
+    io.context = ResponseContext::from_extensions(&extensions);
+
+    // STARTUP
+    let compression = config.compression.filter(|c| {
+        let offered = extensions
+            .compression
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(c.name()));
+        if !offered {
+            tracing::info!(
+                compression = c.name(),
+                "the server does not offer the configured compression; not compressing"
+            );
+        }
+        offered
+    });
+    let startup = startup_message(config, &extensions, compression);
+    let mut answer = io.round_trip(SetupStep::Startup, &startup).await?;
+    io.compressor = compression.map(Compressor::new);
+
+    // Authentication
+    if let Response::Authenticate(auth) = &answer {
+        let Some(authenticator) = &config.authenticator else {
+            return Err(ConnectionError::AuthRequired {
+                authenticator: auth.authenticator.clone(),
+            });
+        };
+        let mut session = authenticator.start(&auth.authenticator)?;
+        let mut token = session.initial_response()?;
+        // A SASL exchange has a handful of steps; bound it anyway.
+        let mut steps = 0;
+        answer = loop {
+            steps += 1;
+            if steps > 16 {
+                return Err(ConnectionError::UnexpectedResponse {
+                    step: SetupStep::Authenticate,
+                    got: "endless AUTH_CHALLENGE",
+                });
+            }
+            let msg = AuthResponse {
+                token: token.as_deref().map(Cow::Borrowed),
+            };
+            match io.round_trip(SetupStep::Authenticate, &msg).await? {
+                Response::AuthChallenge(c) => {
+                    token = session.evaluate_challenge(c.token.as_deref())?;
+                }
+                Response::AuthSuccess(s) => {
+                    session.success(s.token.as_deref())?;
+                    break Response::Ready(scylla_cql::frame::response::ready::Ready);
+                }
+                other => return Err(unexpected(SetupStep::Authenticate, &other)),
+            }
+        };
+    }
+    if !matches!(answer, Response::Ready(_)) {
+        return Err(unexpected(SetupStep::Startup, &answer));
+    }
+
+    // USE keyspace
+    if let Some(ks) = &config.keyspace {
+        let query = Query {
+            contents: Cow::Owned(format!("USE {}", quote_identifier(ks))),
+            params: Default::default(),
+        };
+        match io.round_trip(SetupStep::UseKeyspace, &query).await? {
+            Response::Result(ResultBody::SetKeyspace(_)) => {}
+            other => return Err(unexpected(SetupStep::UseKeyspace, &other)),
+        }
+    }
+
+    // REGISTER
+    if !config.register_events.is_empty() {
+        let register = Register {
+            event_types: Cow::Borrowed(&config.register_events),
+        };
+        match io.round_trip(SetupStep::Register, &register).await? {
+            Response::Ready(_) => {}
+            other => return Err(unexpected(SetupStep::Register, &other)),
+        }
+    }
+
+    Ok(ServerInfo {
+        response_context: io.context,
+        extensions,
+        sharding,
+        compression,
+    })
+}
+
+fn startup_message<'a>(
+    config: &'a ConnectionConfig,
+    ext: &ScyllaExtensions,
+    compression: Option<Compression>,
+) -> Startup<'a> {
+    let cql_version = ext
+        .cql_versions
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "3.0.0".to_owned());
+    let mut options: Vec<(Cow<'a, str>, Cow<'a, str>)> = vec![
+        ("CQL_VERSION".into(), cql_version.into()),
+        ("DRIVER_NAME".into(), config.driver_name.as_str().into()),
+        (
+            "DRIVER_VERSION".into(),
+            config.driver_version.as_str().into(),
+        ),
+    ];
+    if let Some(c) = compression {
+        options.push(("COMPRESSION".into(), c.name().into()));
+    }
+    // ScyllaDB extensions: asking for them in STARTUP turns them on.
+    if let Some(mask) = ext.lwt_metadata_mask {
+        options.push((
+            "SCYLLA_LWT_ADD_METADATA_MARK".into(),
+            format!("LWT_OPTIMIZATION_META_BIT_MASK={mask}").into(),
+        ));
+    }
+    if ext.rate_limit_error_code.is_some() {
+        options.push(("SCYLLA_RATE_LIMIT_ERROR".into(), "".into()));
+    }
+    Startup { options }
+}
+
+/// Quotes a keyspace name for `USE` unless it is a plain lowercase identifier.
+pub(crate) fn quote_identifier(name: &str) -> Cow<'_, str> {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        Cow::Borrowed(name)
+    } else {
+        Cow::Owned(format!("\"{}\"", name.replace('"', "\"\"")))
+    }
+}
+
+fn unexpected(step: SetupStep, got: &Response) -> ConnectionError {
+    match got {
+        Response::Error(e) => ConnectionError::Server {
+            step,
+            error: e.clone(),
+        },
+        other => ConnectionError::UnexpectedResponse {
+            step,
+            got: response_name(other),
+        },
+    }
+}
+
+/// The protocol name of a response message.
+pub(crate) fn response_name(r: &Response) -> &'static str {
+    match r {
+        Response::Error(_) => "ERROR",
+        Response::Ready(_) => "READY",
+        Response::Authenticate(_) => "AUTHENTICATE",
+        Response::Supported(_) => "SUPPORTED",
+        Response::Result(_) => "RESULT",
+        Response::Event(_) => "EVENT",
+        Response::AuthChallenge(_) => "AUTH_CHALLENGE",
+        Response::AuthSuccess(_) => "AUTH_SUCCESS",
+    }
+}
+
+/// One request, one response, on the raw socket.
+struct FrameIo<'s> {
+    stream: &'s mut TcpStream,
+    progress: &'s mut SetupStep,
+    buf: BytesMut,
+    compressor: Option<Compressor>,
+    max_frame_len: usize,
+    context: ResponseContext,
+}
+
+impl FrameIo<'_> {
+    async fn round_trip(
+        &mut self,
+        step: SetupStep,
+        msg: &(impl MessageBody + ?Sized),
+    ) -> Result<Response, ConnectionError> {
+        *self.progress = step;
+        let io_err = |source| ConnectionError::Io { step, source };
+        let mut out = BytesMut::new();
+        encode_frame(
+            &mut out,
+            Direction::Request,
+            0,
+            msg,
+            &FrameExtras::NONE,
+            self.compressor.as_mut(),
+        )
+        .map_err(|source| ConnectionError::Encode { step, source })?;
+        self.stream.write_all(&out).await.map_err(io_err)?;
+
+        loop {
+            let decoded = frame_len(&self.buf, self.max_frame_len)
+                .map_err(|source| ConnectionError::Decode { step, source })?;
+            if let Some((header, len)) = decoded {
+                let frame = self.buf.split_to(len).freeze();
+                let decode = |source| ConnectionError::Decode { step, source };
+                header
+                    .expect_direction(Direction::Response)
+                    .map_err(decode)?;
+                let envelope = decode_envelope(
+                    &header,
+                    frame.slice(HEADER_LEN..),
+                    self.compressor.as_ref().map(Compressor::compression),
+                    self.max_frame_len,
+                )
+                .map_err(decode)?;
+                let response = Response::decode(header.opcode, envelope.body, &self.context)
+                    .map_err(decode)?;
+                if header.stream == -1 {
+                    // An event before set-up finished: not ours to answer.
+                    continue;
+                }
+                return Ok(response);
+            }
+            self.buf.reserve(4096);
+            let n = self.stream.read_buf(&mut self.buf).await.map_err(io_err)?;
+            if n == 0 {
+                return Err(ConnectionError::Closed { step });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyspace_names_are_quoted_when_needed() {
+        assert_eq!(quote_identifier("ks_1"), "ks_1");
+        assert_eq!(quote_identifier("MyKs"), "\"MyKs\"");
+        assert_eq!(quote_identifier("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_identifier("1ks"), "\"1ks\"");
+    }
+}

@@ -1,0 +1,141 @@
+//! The reader task: reads the socket into its own buffer, splits it into
+//! frames, decodes each, and completes the slot of its stream id. Events
+//! (stream -1) go to the event channel.
+//!
+//! Frames are cut out of the read buffer without copying (`split_to` +
+//! `freeze`): a response's rows borrow the bytes they were read into. Any
+//! malformed frame, a frame for a stream with no request, or end of file ends
+//! the connection, failing every request in flight with the reason.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use scylla_cql::compression::Compression;
+use scylla_cql::frame::envelope::{decode_envelope, frame_len};
+use scylla_cql::frame::response::event::Event;
+use scylla_cql::frame::response::{Response, ResponseContext};
+use scylla_cql::frame::{Direction, FrameHeader, HEADER_LEN};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::mpsc;
+
+use super::error::BrokenReason;
+use super::stats::IoCounters;
+use super::stream_slots::CompleteError;
+use super::{ResponseFrame, Shared};
+
+/// The read buffer grows in steps of at least this much.
+const READ_CHUNK: usize = 64 * 1024;
+
+pub(super) struct ReaderConfig {
+    pub(super) context: ResponseContext,
+    pub(super) compression: Option<Compression>,
+    pub(super) events: Option<mpsc::Sender<Event>>,
+}
+
+pub(super) async fn run(shared: Arc<Shared>, mut socket: OwnedReadHalf, cfg: ReaderConfig) {
+    let reason = tokio::select! {
+        biased;
+        _ = shared.cancel.cancelled() => return,
+        reason = read_loop(&shared, &mut socket, &cfg) => reason,
+    };
+    shared.fail(reason);
+}
+
+async fn read_loop(
+    shared: &Shared,
+    socket: &mut OwnedReadHalf,
+    cfg: &ReaderConfig,
+) -> BrokenReason {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    loop {
+        // Handle every complete frame buffered so far.
+        let wanted = loop {
+            match frame_len(&buf, shared.max_frame_len) {
+                Ok(Some((header, len))) => {
+                    let frame = buf.split_to(len).freeze();
+                    if let Err(reason) = dispatch(shared, cfg, header, frame) {
+                        return reason;
+                    }
+                }
+                // Incomplete: read at least the rest of this frame.
+                Ok(None) => break incomplete_frame_len(&buf, shared.max_frame_len),
+                Err(e) => return BrokenReason::Decode(e),
+            }
+        };
+        let want = wanted
+            .saturating_sub(buf.len())
+            .max(READ_CHUNK.min(shared.max_frame_len));
+        buf.reserve(want);
+        match socket.read_buf(&mut buf).await {
+            Ok(0) => return BrokenReason::ClosedByPeer,
+            Ok(n) => {
+                IoCounters::add(&shared.counters.read_syscalls, 1);
+                IoCounters::add(&shared.counters.bytes_read, n as u64);
+            }
+            Err(e) => return BrokenReason::Io(e),
+        }
+    }
+}
+
+/// The full length of the frame at the start of `buf`, if its header is here.
+fn incomplete_frame_len(buf: &[u8], max: usize) -> usize {
+    match FrameHeader::decode(buf, max) {
+        Ok(Some(h)) => h.frame_len(),
+        _ => 0,
+    }
+}
+
+fn dispatch(
+    shared: &Shared,
+    cfg: &ReaderConfig,
+    header: FrameHeader,
+    frame: bytes::Bytes,
+) -> Result<(), BrokenReason> {
+    header
+        .expect_direction(Direction::Response)
+        .map_err(BrokenReason::Decode)?;
+    let envelope = decode_envelope(
+        &header,
+        frame.slice(HEADER_LEN..),
+        cfg.compression,
+        shared.max_frame_len,
+    )
+    .map_err(BrokenReason::Decode)?;
+    let response = Response::decode(header.opcode, envelope.body, &cfg.context)
+        .map_err(BrokenReason::Decode)?;
+    IoCounters::add(&shared.counters.frames_read, 1);
+    if header.stream < 0 {
+        return match response {
+            Response::Event(event) => {
+                forward_event(shared, cfg, event);
+                Ok(())
+            }
+            _ => Err(BrokenReason::UnknownStream(header.stream)),
+        };
+    }
+    shared
+        .slots
+        .complete(
+            header.stream,
+            Ok(ResponseFrame {
+                response,
+                tracing_id: envelope.tracing_id,
+                warnings: envelope.warnings,
+                custom_payload: envelope.custom_payload,
+            }),
+        )
+        .map_err(|CompleteError::UnknownStream(s)| BrokenReason::UnknownStream(s))
+}
+
+fn forward_event(shared: &Shared, cfg: &ReaderConfig, event: Event) {
+    let Some(tx) = &cfg.events else {
+        tracing::debug!(peer = %shared.peer, ?event, "event on a connection that did not register; ignored");
+        return;
+    };
+    if let Err(e) = tx.try_send(event) {
+        // Events are hints (the control connection also refreshes
+        // periodically); a slow consumer must not stall the reader.
+        tracing::warn!(peer = %shared.peer, error = %e, "event dropped");
+    }
+}
