@@ -118,7 +118,11 @@ impl SourcePortAllocator {
 
     /// Leases `port` for connections to `dest`; `None` if already leased.
     pub fn try_lease(&'static self, port: u16, dest: SocketAddr) -> Option<PortLease> {
-        self.lock().insert((port, dest)).then_some(PortLease {
+        // Insert first and build the lease only on success: a lease built and
+        // dropped on failure would release the *existing* lease (and re-lock
+        // the set while this statement still holds it).
+        let inserted = self.lock().insert((port, dest));
+        inserted.then(|| PortLease {
             port,
             dest,
             allocator: self,
