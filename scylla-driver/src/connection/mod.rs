@@ -413,6 +413,12 @@ impl Connection {
         self.shared.cancel.cancelled().await;
     }
 
+    /// A token cancelled when the connection stops; holding it does not keep
+    /// the connection open.
+    pub(crate) fn close_token(&self) -> CancellationToken {
+        self.shared.cancel.clone()
+    }
+
     /// Closes the connection; requests in flight fail.
     pub fn close(&self) {
         self.shared.fail(BrokenReason::Closed);

@@ -1,4 +1,284 @@
 //! Per-node pools of per-shard connections.
+//!
+//! A [`NodePool`] keeps `connections_per_shard` connections to every shard of
+//! one node. Its first connection goes to the node's regular port and learns
+//! from SUPPORTED how many shards the node has and where its shard-aware port
+//! is; the other shards are then opened through the shard-aware port with a
+//! source port chosen so that the node puts each connection on the shard that
+//! lacks one ([`shard_port`]). When the network defeats that (a NAT rewriting
+//! ports, a refused or silent port: [`nat`]) the pool falls back to the regular
+//! port, where the node picks the least loaded shard, and closes connections
+//! that land on shards already covered. Lost connections come back with
+//! jittered exponential [`backoff`]. The work is done by one task per pool
+//! ([`refill`]); requests only read an immutable snapshot.
+//!
+//! - [`backoff`]: full-jitter exponential reconnect delays.
+//! - [`shard_port`]: the process-wide source-port allocator.
+//! - [`nat`]: evidence against the shard-aware port, fallback and probation.
+//! - [`refill`]: the task that opens what is missing.
+
 pub mod backoff;
 pub mod nat;
+mod refill;
 pub mod shard_port;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use scylla_cql::sharding::{Shard, Sharder};
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::{Connection, ConnectionConfig};
+use crate::metrics::Metrics;
+
+use self::backoff::{ExponentialBackoff, ReconnectPolicy};
+use self::nat::{FallbackConfig, FallbackReason, ShardAwareHealth};
+use self::shard_port::PortRange;
+
+/// How a node pool opens and keeps its connections.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// How each connection is opened.
+    pub connection: ConnectionConfig,
+    /// Connections kept per shard (per node, for servers that do not shard).
+    pub connections_per_shard: usize,
+    /// Use ScyllaDB's shard-aware port when the node advertises one.
+    pub shard_aware_port: bool,
+    /// Local ports to choose shard-aware source ports from.
+    pub source_ports: PortRange,
+    /// Source ports tried per connection before giving up on the shard-aware port.
+    pub max_source_port_attempts: usize,
+    /// When to stop trusting the shard-aware port, and for how long.
+    pub fallback: FallbackConfig,
+    /// Delays between failed attempts.
+    pub reconnect: Arc<dyn ReconnectPolicy>,
+    /// Most connections opened to this node at the same time.
+    pub max_concurrent_opens: usize,
+    /// After the node comes back, its shards' connections are opened at
+    /// random moments within this window.
+    pub reconnect_spread: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            connection: ConnectionConfig::default(),
+            connections_per_shard: 1,
+            shard_aware_port: true,
+            source_ports: PortRange::system_default(),
+            max_source_port_attempts: 32,
+            fallback: FallbackConfig::default(),
+            reconnect: Arc::new(ExponentialBackoff::default()),
+            max_concurrent_opens: 4,
+            reconnect_spread: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The connections of a pool at one moment: immutable, swapped atomically.
+#[derive(Debug, Default)]
+pub struct PoolSnapshot {
+    /// Connections by shard (one entry for servers that do not shard).
+    pub shards: Vec<Vec<Connection>>,
+    /// The node's sharding, once known.
+    pub sharder: Option<Sharder>,
+}
+
+impl PoolSnapshot {
+    /// Number of open connections.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(Vec::len).sum()
+    }
+
+    /// Whether there is no connection.
+    pub fn is_empty(&self) -> bool {
+        self.shards.iter().all(Vec::is_empty)
+    }
+
+    /// Shards with at least one connection.
+    pub fn covered_shards(&self) -> usize {
+        self.shards.iter().filter(|s| !s.is_empty()).count()
+    }
+}
+
+/// The state shared by the pool's handle and its refill task.
+struct PoolInner {
+    addr: SocketAddr,
+    config: PoolConfig,
+    metrics: Arc<Metrics>,
+    snapshot: ArcSwap<PoolSnapshot>,
+    /// Published on every change, for waiters.
+    changes: watch::Sender<u64>,
+    /// Wakes the refill task (a connection closed, or the node is back).
+    wake: Notify,
+    /// The node was reported up: reconnect now, but spread.
+    up_hint: std::sync::atomic::AtomicBool,
+    health: Mutex<ShardAwareHealth>,
+    cancel: CancellationToken,
+    round_robin: AtomicUsize,
+}
+
+/// Connections to every shard of one node.
+#[derive(Debug, Clone)]
+pub struct NodePool {
+    inner: Arc<PoolInner>,
+    _stop_on_drop: Arc<StopOnDrop>,
+}
+
+impl std::fmt::Debug for PoolInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolInner")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+struct StopOnDrop(CancellationToken);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+impl NodePool {
+    /// Starts a pool for the node at `addr` (its regular CQL port). The refill
+    /// task starts connecting at once.
+    pub fn new(addr: SocketAddr, config: PoolConfig, metrics: Arc<Metrics>) -> NodePool {
+        let cancel = CancellationToken::new();
+        let inner = Arc::new(PoolInner {
+            addr,
+            health: Mutex::new(ShardAwareHealth::new(config.fallback)),
+            config,
+            metrics,
+            snapshot: ArcSwap::from_pointee(PoolSnapshot::default()),
+            changes: watch::channel(0).0,
+            wake: Notify::new(),
+            up_hint: std::sync::atomic::AtomicBool::new(false),
+            cancel: cancel.clone(),
+            round_robin: AtomicUsize::new(0),
+        });
+        tokio::spawn(refill::run(inner.clone()));
+        NodePool {
+            inner,
+            _stop_on_drop: Arc::new(StopOnDrop(cancel)),
+        }
+    }
+
+    /// The node's regular CQL address.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// A connection to `shard` if there is one, else (counted as a shard
+    /// fallback) any connection. `None` means: a connection for statements
+    /// without routing information (spread round-robin). `None` back when
+    /// the pool has no connection at all.
+    pub fn connection_for(&self, shard: Option<Shard>) -> Option<Connection> {
+        let snap = self.inner.snapshot.load();
+        if let Some(shard) = shard {
+            if let Some(c) = snap
+                .shards
+                .get(shard as usize)
+                .and_then(|c| least_loaded(c))
+            {
+                return Some(c.clone());
+            }
+            if snap.is_empty() {
+                return None;
+            }
+            Metrics::inc(&self.inner.metrics.shard_fallback_requests);
+        }
+        let n = snap.shards.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.inner.round_robin.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|i| &snap.shards[(start + i) % n])
+            .find_map(|c| least_loaded(c))
+            .cloned()
+    }
+
+    /// The current connections.
+    pub fn snapshot(&self) -> Arc<PoolSnapshot> {
+        self.inner.snapshot.load_full()
+    }
+
+    /// The node's sharding, once a connection has told it.
+    pub fn sharder(&self) -> Option<Sharder> {
+        self.inner.snapshot.load().sharder
+    }
+
+    /// Whether the pool has at least one usable connection.
+    pub fn is_connected(&self) -> bool {
+        !self.inner.snapshot.load().is_empty()
+    }
+
+    /// Why the shard-aware port is not in use for this node, if it is not.
+    pub fn fallback(&self) -> Option<FallbackReason> {
+        self.inner
+            .health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .fallback()
+    }
+
+    /// Tells the pool the node was reported up: reconnect without waiting
+    /// out the backoff (still spread over the reconnect window).
+    pub fn node_up_hint(&self) {
+        self.inner.up_hint.store(true, Ordering::Relaxed);
+        self.inner.wake.notify_one();
+    }
+
+    /// Waits until `pred` holds for the snapshot, or `timeout` passes.
+    /// Returns whether it holds.
+    pub async fn wait_for(&self, timeout: Duration, pred: impl Fn(&PoolSnapshot) -> bool) -> bool {
+        let mut rx = self.inner.changes.subscribe();
+        let check = async {
+            loop {
+                if pred(&self.inner.snapshot.load()) {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, check).await;
+        pred(&self.inner.snapshot.load())
+    }
+
+    /// Waits until every shard has its connections (or `timeout` passes).
+    pub async fn wait_until_full(&self, timeout: Duration) -> bool {
+        let per_shard = self.inner.config.connections_per_shard;
+        self.wait_for(timeout, |s| {
+            !s.shards.is_empty() && s.shards.iter().all(|c| c.len() >= per_shard)
+        })
+        .await
+    }
+
+    /// Stops the pool and closes its connections.
+    pub fn shutdown(&self) {
+        self.inner.cancel.cancel();
+    }
+}
+
+/// The connection with the fewest requests in flight.
+/// Broken connections stay in the snapshot until the refill task replaces
+/// them, so they are skipped here.
+fn least_loaded(conns: &[Connection]) -> Option<&Connection> {
+    match conns {
+        [] => None,
+        [one] => one.is_usable().then_some(one),
+        many => many
+            .iter()
+            .filter(|c| c.is_usable())
+            .min_by_key(|c| c.in_flight()),
+    }
+}

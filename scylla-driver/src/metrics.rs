@@ -1,0 +1,224 @@
+//! Counters a user (and the benchmarks and examples) can read from a session.
+//!
+//! All are relaxed atomics, updated where the event happens; reading them
+//! never blocks the driver. [`Metrics::snapshot`] copies them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::connection::IoCounters;
+
+/// Session-wide counters.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Socket I/O of every connection of the session.
+    pub io: Arc<IoCounters>,
+    /// Connection attempts to the regular port that succeeded.
+    pub connects_regular_ok: AtomicU64,
+    /// Connection attempts to the regular port that failed.
+    pub connects_regular_failed: AtomicU64,
+    /// Connection attempts to the shard-aware port that succeeded.
+    pub connects_shard_aware_ok: AtomicU64,
+    /// Connection attempts to the shard-aware port that failed.
+    pub connects_shard_aware_failed: AtomicU64,
+    /// Shard-aware connections that landed on another shard than asked for.
+    pub wrong_shard_landings: AtomicU64,
+    /// Connections closed right after opening because their shard was full.
+    pub excess_connections_closed: AtomicU64,
+    /// Source ports skipped because the kernel said they were taken.
+    pub source_port_retries: AtomicU64,
+    /// Times a node's pool stopped using the shard-aware port.
+    pub shard_aware_fallbacks: AtomicU64,
+    /// Times a node's pool started using the shard-aware port again.
+    pub shard_aware_restored: AtomicU64,
+    /// Reconnect delays waited, count and total in microseconds.
+    pub reconnect_delays: AtomicU64,
+    /// Sum of reconnect delays, in microseconds.
+    pub reconnect_delay_micros_total: AtomicU64,
+    /// Requests sent to another shard's connection because their shard had none.
+    pub shard_fallback_requests: AtomicU64,
+    /// Requests started.
+    pub requests: AtomicU64,
+    /// Requests that ended in an error (after retries).
+    pub request_errors: AtomicU64,
+    /// Attempts retried on another target.
+    pub retries: AtomicU64,
+    /// Speculative attempts started.
+    pub speculative_attempts: AtomicU64,
+    /// Request latency histogram (log-linear buckets of microseconds).
+    pub latency: LatencyHistogram,
+}
+
+/// A copy of the counters at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)] // same names as `Metrics`
+pub struct MetricsSnapshot {
+    pub connects_regular_ok: u64,
+    pub connects_regular_failed: u64,
+    pub connects_shard_aware_ok: u64,
+    pub connects_shard_aware_failed: u64,
+    pub wrong_shard_landings: u64,
+    pub excess_connections_closed: u64,
+    pub source_port_retries: u64,
+    pub shard_aware_fallbacks: u64,
+    pub shard_aware_restored: u64,
+    pub reconnect_delays: u64,
+    pub reconnect_delay_micros_total: u64,
+    pub shard_fallback_requests: u64,
+    pub requests: u64,
+    pub request_errors: u64,
+    pub retries: u64,
+    pub speculative_attempts: u64,
+}
+
+impl MetricsSnapshot {
+    /// Every connection attempt, of any port and outcome.
+    pub fn connect_attempts(&self) -> u64 {
+        self.connects_regular_ok
+            + self.connects_regular_failed
+            + self.connects_shard_aware_ok
+            + self.connects_shard_aware_failed
+    }
+}
+
+impl Metrics {
+    pub(crate) fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Copies the counters.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            connects_regular_ok: r(&self.connects_regular_ok),
+            connects_regular_failed: r(&self.connects_regular_failed),
+            connects_shard_aware_ok: r(&self.connects_shard_aware_ok),
+            connects_shard_aware_failed: r(&self.connects_shard_aware_failed),
+            wrong_shard_landings: r(&self.wrong_shard_landings),
+            excess_connections_closed: r(&self.excess_connections_closed),
+            source_port_retries: r(&self.source_port_retries),
+            shard_aware_fallbacks: r(&self.shard_aware_fallbacks),
+            shard_aware_restored: r(&self.shard_aware_restored),
+            reconnect_delays: r(&self.reconnect_delays),
+            reconnect_delay_micros_total: r(&self.reconnect_delay_micros_total),
+            shard_fallback_requests: r(&self.shard_fallback_requests),
+            requests: r(&self.requests),
+            request_errors: r(&self.request_errors),
+            retries: r(&self.retries),
+            speculative_attempts: r(&self.speculative_attempts),
+        }
+    }
+}
+
+/// Buckets per power of two in [`LatencyHistogram`].
+const SUB_BUCKETS: usize = 8;
+/// Powers of two covered: 1 µs .. 2^31 µs (about 36 min).
+const OCTAVES: usize = 32;
+
+/// A lock-free latency histogram: log-linear buckets (8 per power of two, so
+/// quantiles are within about 9%), microsecond resolution.
+#[derive(Debug)]
+pub struct LatencyHistogram {
+    buckets: Box<[AtomicU64]>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self {
+            buckets: (0..SUB_BUCKETS * OCTAVES)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+}
+
+impl LatencyHistogram {
+    fn index(micros: u64) -> usize {
+        if micros < SUB_BUCKETS as u64 {
+            return micros as usize;
+        }
+        let octave = 63 - micros.leading_zeros() as usize; // >= 3
+        let sub = ((micros >> (octave - 3)) & (SUB_BUCKETS as u64 - 1)) as usize;
+        ((octave - 2) * SUB_BUCKETS + sub).min(SUB_BUCKETS * OCTAVES - 1)
+    }
+
+    /// The smallest value that falls in bucket `i`.
+    fn lower_bound(i: usize) -> u64 {
+        if i < SUB_BUCKETS {
+            return i as u64;
+        }
+        let octave = i / SUB_BUCKETS + 2;
+        let sub = (i % SUB_BUCKETS) as u64;
+        (1u64 << octave) + (sub << (octave - 3))
+    }
+
+    /// Records one latency.
+    pub fn record(&self, latency: std::time::Duration) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.buckets[Self::index(micros)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Number of recorded values.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The `q`-quantile (0.0..=1.0) in microseconds (a bucket's lower bound);
+    /// `None` when empty.
+    pub fn quantile_micros(&self, q: f64) -> Option<u64> {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(Self::lower_bound(i));
+            }
+        }
+        Some(Self::lower_bound(counts.len() - 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn buckets_are_monotonic_and_tight() {
+        let mut last = 0;
+        for v in (0..100_000u64).step_by(7) {
+            let i = LatencyHistogram::index(v);
+            assert!(i >= last);
+            last = i;
+            let lb = LatencyHistogram::lower_bound(i);
+            assert!(lb <= v, "v {v} lb {lb}");
+            assert!(
+                v < 8 || (v - lb) as f64 / v as f64 <= 0.125,
+                "v {v} lb {lb}"
+            );
+        }
+    }
+
+    #[test]
+    fn quantiles() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.quantile_micros(0.5), None);
+        for us in 1..=1000 {
+            h.record(Duration::from_micros(us));
+        }
+        let p50 = h.quantile_micros(0.5).unwrap();
+        assert!((440..=500).contains(&p50), "{p50}");
+        let p99 = h.quantile_micros(0.99).unwrap();
+        assert!((870..=990).contains(&p99), "{p99}");
+        assert_eq!(h.count(), 1000);
+    }
+}

@@ -1,0 +1,451 @@
+//! The pool's task: open what is missing, replace what breaks.
+//!
+//! Each round looks at what the pool lacks and opens it:
+//!
+//! 1. With no connection at all, one connection to the regular port. It tells
+//!    the shard count and the shard-aware port (SUPPORTED).
+//! 2. Otherwise one connection per missing shard slot, at most
+//!    `max_concurrent_opens` at a time; through the shard-aware port with a
+//!    chosen source port when it is usable ([`super::nat`] decides), else
+//!    through the regular port (connections that land on a full shard are
+//!    closed). After the node was unreachable, each of these waits a random
+//!    delay within `reconnect_spread` first, so a restarted node does not get
+//!    every shard's handshake at the same instant.
+//!
+//! A round that fails (or makes no progress) is followed by a full-jitter
+//! backoff delay ([`super::backoff`]); a round that completes the pool resets
+//! the backoff and the task sleeps until a connection closes or the node is
+//! reported up.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scylla_cql::frame::response::supported::ShardingInfo;
+use scylla_cql::sharding::{Shard, Sharder};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::backoff::spread;
+use super::nat::{FallbackReason, PortChoice, Transition};
+use super::shard_port::{PortLease, SourcePortAllocator};
+use super::{PoolInner, PoolSnapshot};
+use crate::connection::{self, Connection, ConnectionError};
+use crate::metrics::Metrics;
+
+/// A pooled connection and the source port it holds, if it chose one.
+struct Held {
+    conn: Connection,
+    _lease: Option<PortLease>,
+}
+
+/// What the pool holds, by shard.
+struct Slots {
+    shards: Vec<Vec<Held>>,
+    sharding: Option<ShardingInfo>,
+}
+
+impl Slots {
+    fn total(&self) -> usize {
+        self.shards.iter().map(Vec::len).sum()
+    }
+
+    fn prune(&mut self) -> usize {
+        let mut removed = 0;
+        for s in &mut self.shards {
+            let before = s.len();
+            s.retain(|h| h.conn.is_usable());
+            removed += before - s.len();
+        }
+        removed
+    }
+}
+
+enum Round {
+    Complete,
+    Progress,
+    Failed,
+}
+
+pub(super) async fn run(inner: Arc<PoolInner>) {
+    let cancel = inner.cancel.clone();
+    let mut slots = Slots {
+        shards: Vec::new(),
+        sharding: None,
+    };
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = refill_loop(&inner, &mut slots) => {}
+    }
+    for h in slots.shards.iter().flatten() {
+        h.conn.close();
+    }
+    publish(&inner, &slots);
+}
+
+async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
+    let mut schedule = inner.config.reconnect.new_schedule();
+    let mut rng = fastrand::Rng::new();
+    // Set after the node was unreachable: spread the next round's opens.
+    let mut recovering = false;
+    loop {
+        if slots.prune() > 0 {
+            publish(inner, slots);
+        }
+        let round = if slots.total() == 0 {
+            let r = open_first(inner, slots).await;
+            if matches!(r, Round::Failed) {
+                recovering = true;
+            }
+            r
+        } else {
+            let window = if recovering {
+                inner.config.reconnect_spread
+            } else {
+                Duration::ZERO
+            };
+            fill_missing(inner, slots, window, &mut rng).await
+        };
+        publish(inner, slots);
+        match round {
+            Round::Progress => continue,
+            Round::Complete => {
+                schedule.reset();
+                recovering = false;
+                inner.up_hint.store(false, Ordering::Relaxed);
+                // Sleep until a connection breaks or the node is reported up.
+                inner.wake.notified().await;
+            }
+            Round::Failed => {
+                let delay = schedule.next_delay();
+                Metrics::inc(&inner.metrics.reconnect_delays);
+                inner
+                    .metrics
+                    .reconnect_delay_micros_total
+                    .fetch_add(delay.as_micros() as u64, Ordering::Relaxed);
+                tracing::debug!(node = %inner.addr, ?delay, "reconnect backoff");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = inner.wake.notified() => {}
+                }
+                if inner.up_hint.swap(false, Ordering::Relaxed) {
+                    // Everyone hears the UP event at once: do not all come
+                    // back at once.
+                    schedule.reset();
+                    tokio::time::sleep(spread(inner.config.reconnect_spread, &mut rng)).await;
+                }
+            }
+        }
+    }
+}
+
+fn publish(inner: &PoolInner, slots: &Slots) {
+    let snapshot = PoolSnapshot {
+        shards: slots
+            .shards
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .filter(|h| h.conn.is_usable())
+                    .map(|h| h.conn.clone())
+                    .collect()
+            })
+            .collect(),
+        sharder: slots.sharding.as_ref().map(ShardingInfo::sharder),
+    };
+    inner.snapshot.store(Arc::new(snapshot));
+    inner.changes.send_modify(|v| *v += 1);
+}
+
+fn watch_close(inner: &Arc<PoolInner>, conn: &Connection) {
+    let token = conn.close_token();
+    let wake_target = inner.cancel.clone();
+    // The watcher must not keep the pool alive: it holds only tokens and a
+    // weak reference to the wake-up.
+    let wake = Arc::downgrade(inner);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = token.cancelled() => {
+                if let Some(inner) = wake.upgrade() {
+                    inner.wake.notify_one();
+                }
+            }
+            _ = wake_target.cancelled() => {}
+        }
+    });
+}
+
+async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
+    match open_regular(inner).await {
+        Ok(conn) => {
+            let sharding = conn.sharding().cloned();
+            let nr = sharding.as_ref().map_or(1, |s| s.nr_shards.get() as usize);
+            if slots.shards.len() != nr || slots.sharding != sharding {
+                if slots.sharding.is_some() {
+                    tracing::info!(node = %inner.addr, shards = nr, "node sharding changed");
+                }
+                for h in slots.shards.iter().flatten() {
+                    h.conn.close();
+                }
+                slots.shards = (0..nr).map(|_| Vec::new()).collect();
+                slots.sharding = sharding;
+            }
+            let shard = conn.shard().unwrap_or(0) as usize;
+            watch_close(inner, &conn);
+            if let Some(s) = slots.shards.get_mut(shard) {
+                s.push(Held { conn, _lease: None });
+            }
+            if missing(inner, slots).is_empty() {
+                Round::Complete
+            } else {
+                Round::Progress
+            }
+        }
+        Err(e) => {
+            tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
+            Round::Failed
+        }
+    }
+}
+
+/// One entry per missing connection: the shard it is for.
+fn missing(inner: &PoolInner, slots: &Slots) -> Vec<Shard> {
+    let want = inner.config.connections_per_shard.max(1);
+    slots
+        .shards
+        .iter()
+        .enumerate()
+        .flat_map(|(shard, held)| {
+            std::iter::repeat_n(shard as Shard, want.saturating_sub(held.len()))
+        })
+        .collect()
+}
+
+struct Opened {
+    wanted: Shard,
+    result: Result<(Connection, Option<PortLease>), ConnectionError>,
+}
+
+async fn fill_missing(
+    inner: &Arc<PoolInner>,
+    slots: &mut Slots,
+    window: Duration,
+    rng: &mut fastrand::Rng,
+) -> Round {
+    let wanted = missing(inner, slots);
+    if wanted.is_empty() {
+        return Round::Complete;
+    }
+    let sharding = slots.sharding.clone();
+    let shard_aware = sharding.as_ref().and_then(|s| {
+        let port = s
+            .shard_aware_port
+            .filter(|_| inner.config.shard_aware_port)?;
+        Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
+    });
+    let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));
+    let mut set = JoinSet::new();
+    let shared = inner.clone();
+    for shard in wanted {
+        let choice = match &shard_aware {
+            Some(_) => inner
+                .health
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .choose(Instant::now()),
+            None => PortChoice::Regular(FallbackReason::Refused),
+        };
+        let delay = spread(window, rng);
+        let permits = permits.clone();
+        let shared = shared.clone();
+        let sa = shard_aware;
+        let seed = rng.u64(..);
+        set.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _permit = permits.acquire_owned().await;
+            let result = match (choice, sa) {
+                (PortChoice::ShardAware | PortChoice::Probe, Some((sharder, sa_addr))) => {
+                    open_for_shard(&shared, sharder, shard, sa_addr, seed).await
+                }
+                _ => open_regular(&shared).await.map(|c| (c, None)),
+            };
+            Opened {
+                wanted: shard,
+                result,
+            }
+        });
+    }
+
+    let mut progress = false;
+    let mut failed = false;
+    let want = inner.config.connections_per_shard.max(1);
+    while let Some(joined) = set.join_next().await {
+        let Ok(opened) = joined else {
+            failed = true;
+            continue;
+        };
+        match opened.result {
+            Ok((conn, lease)) => {
+                let landed = conn.shard().unwrap_or(0);
+                if lease.is_some() && landed != opened.wanted {
+                    Metrics::inc(&inner.metrics.wrong_shard_landings);
+                    tracing::debug!(node = %inner.addr, wanted = opened.wanted, landed, "shard-aware connection landed on another shard");
+                }
+                match slots.shards.get_mut(landed as usize) {
+                    Some(s) if s.len() < want => {
+                        watch_close(inner, &conn);
+                        s.push(Held {
+                            conn,
+                            _lease: lease,
+                        });
+                        progress = true;
+                    }
+                    _ => {
+                        Metrics::inc(&inner.metrics.excess_connections_closed);
+                        conn.close();
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
+                failed = true;
+            }
+        }
+    }
+    if missing(inner, slots).is_empty() {
+        Round::Complete
+    } else if failed || !progress {
+        Round::Failed
+    } else {
+        Round::Progress
+    }
+}
+
+async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> {
+    let r = connection::open(inner.addr, None, &inner.config.connection).await;
+    Metrics::inc(if r.is_ok() {
+        &inner.metrics.connects_regular_ok
+    } else {
+        &inner.metrics.connects_regular_failed
+    });
+    r
+}
+
+/// Opens a connection to `shard` through the shard-aware port, falling back to
+/// the regular port (at once) when that port fails for this connection.
+async fn open_for_shard(
+    inner: &PoolInner,
+    sharder: Sharder,
+    shard: Shard,
+    sa_addr: SocketAddr,
+    seed: u64,
+) -> Result<(Connection, Option<PortLease>), ConnectionError> {
+    match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
+        Ok((conn, lease)) => {
+            Metrics::inc(&inner.metrics.connects_shard_aware_ok);
+            let landed = conn.shard().unwrap_or(shard);
+            let t = lock_health(inner).on_landed(shard, landed, Instant::now());
+            report(inner, t);
+            Ok((conn, Some(lease)))
+        }
+        Err(ShardAwareError::Fallback(reason, error)) => {
+            if reason != FallbackReason::PortsExhausted {
+                Metrics::inc(&inner.metrics.connects_shard_aware_failed);
+            }
+            tracing::debug!(node = %inner.addr, %reason, error = ?error, "shard-aware port failed; using the regular port");
+            let t = lock_health(inner).on_failure(reason, Instant::now());
+            report(inner, t);
+            open_regular(inner).await.map(|c| (c, None))
+        }
+        Err(ShardAwareError::Other(e)) => {
+            Metrics::inc(&inner.metrics.connects_shard_aware_failed);
+            Err(e)
+        }
+    }
+}
+
+fn lock_health(inner: &PoolInner) -> std::sync::MutexGuard<'_, super::nat::ShardAwareHealth> {
+    inner.health.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn report(inner: &PoolInner, t: Option<Transition>) {
+    match t {
+        Some(Transition::Disabled { reason, probation }) => {
+            Metrics::inc(&inner.metrics.shard_aware_fallbacks);
+            tracing::warn!(node = %inner.addr, %reason, ?probation, "not using the shard-aware port for this node");
+        }
+        Some(Transition::Restored) => {
+            Metrics::inc(&inner.metrics.shard_aware_restored);
+            tracing::info!(node = %inner.addr, "using the shard-aware port again");
+        }
+        None => {}
+    }
+}
+
+enum ShardAwareError {
+    /// The port itself failed: fall back (with this reason).
+    Fallback(FallbackReason, Option<ConnectionError>),
+    /// Something else failed (handshake refused, ...): no fallback.
+    Other(ConnectionError),
+}
+
+async fn open_shard_aware(
+    inner: &PoolInner,
+    sharder: Sharder,
+    shard: Shard,
+    sa_addr: SocketAddr,
+    seed: u64,
+) -> Result<(Connection, PortLease), ShardAwareError> {
+    let allocator = SourcePortAllocator::global();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let local_ip = match sa_addr.ip() {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    let candidates: Vec<u16> = allocator
+        .candidates(
+            &sharder,
+            shard,
+            inner.config.source_ports,
+            sa_addr,
+            &mut rng,
+        )
+        .take(inner.config.max_source_port_attempts)
+        .collect();
+    for port in candidates {
+        let Some(lease) = allocator.try_lease(port, sa_addr) else {
+            continue;
+        };
+        let source = SocketAddr::new(local_ip, port);
+        match connection::open(sa_addr, Some(source), &inner.config.connection).await {
+            Ok(conn) => return Ok((conn, lease)),
+            Err(ConnectionError::Open(e)) if e.port_taken() => {
+                Metrics::inc(&inner.metrics.source_port_retries);
+                continue;
+            }
+            Err(ConnectionError::Open(e)) if e.refused() => {
+                return Err(ShardAwareError::Fallback(
+                    FallbackReason::Refused,
+                    Some(ConnectionError::Open(e)),
+                ))
+            }
+            Err(e @ ConnectionError::Open(_)) | Err(e @ ConnectionError::Timeout { .. }) => {
+                // A connect timeout, or a handshake that never gets an answer:
+                // the port is silently dropping us.
+                let timed_out = matches!(&e, ConnectionError::Timeout { .. })
+                    || matches!(&e, ConnectionError::Open(o) if o.timed_out());
+                return Err(if timed_out {
+                    ShardAwareError::Fallback(FallbackReason::TimedOut, Some(e))
+                } else {
+                    ShardAwareError::Other(e)
+                });
+            }
+            Err(e) => return Err(ShardAwareError::Other(e)),
+        }
+    }
+    Err(ShardAwareError::Fallback(
+        FallbackReason::PortsExhausted,
+        None,
+    ))
+}
