@@ -235,6 +235,11 @@ impl Parser {
         if self.eat_kw("ALLOW") {
             self.kw("FILTERING")?;
         }
+        if self.eat_kw("BYPASS") {
+            self.kw("CACHE")?;
+        }
+        // ScyllaDB's `USING TIMEOUT 2000ms` (accepted and ignored).
+        self.using()?;
         Ok(Select {
             selection,
             table,
