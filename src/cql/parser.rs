@@ -648,5 +648,6 @@ fn literal_text(l: &Literal) -> PResult<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 #[path = "parser_tests.rs"]
 mod tests;
