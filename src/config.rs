@@ -4,8 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::admission::AdmissionConfig;
+use crate::cql::CqlHandler;
 use crate::faults::Faults;
-use crate::handler::{NotImplementedHandler, RequestHandler};
+use crate::handler::RequestHandler;
 
 /// Username and password for `PasswordAuthenticator`.
 #[derive(Clone, PartialEq, Eq)]
@@ -101,7 +102,7 @@ impl Default for ClusterConfig {
             max_silent_connections: 1024,
             initial_faults: Vec::new(),
             block: None,
-            handler: Arc::new(NotImplementedHandler),
+            handler: Arc::new(CqlHandler::new()),
         }
     }
 }
@@ -246,7 +247,8 @@ impl TestClusterBuilder {
         self
     }
 
-    /// The handler of CQL requests (default: [`NotImplementedHandler`]).
+    /// The handler of CQL requests (default: a fresh [`CqlHandler`], the
+    /// in-memory CQL server; [`crate::NotImplementedHandler`] answers everything with an error).
     #[must_use]
     pub fn handler(mut self, handler: Arc<dyn RequestHandler>) -> Self {
         self.config.handler = handler;

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use scylla_cql::frame::header::{Direction, FrameHeader, Opcode, HEADER_LEN};
+use scylla_cql::frame::envelope::decode_envelope;
+use scylla_cql::frame::header::{Direction, Flags, FrameHeader, Opcode, HEADER_LEN};
 use scylla_cql::frame::wire::{self, WireReader};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -208,7 +209,19 @@ impl Conn {
             }
             (Opcode::Startup, Phase::AwaitStartup) => self.startup(h.stream, &body).await,
             (Opcode::AuthResponse, Phase::AwaitAuth) => self.auth_response(h.stream, &body).await,
-            (Opcode::Register, Phase::Ready) => self.register(h.stream, &body).await,
+            (Opcode::Register, Phase::Ready) => {
+                // After a STARTUP with compression, REGISTER may come compressed.
+                let max = self.node.config.max_body_len;
+                let comp = self.ctx.compression().map(wire_compression);
+                match decode_envelope(&h, body, comp, max) {
+                    Ok(env) => self.register(h.stream, &env.body).await,
+                    Err(e) => {
+                        let msg = format!("invalid REGISTER frame: {e}");
+                        self.protocol_error_keep(h.stream, &msg).await;
+                        Next::Continue
+                    }
+                }
+            }
             (_, Phase::Ready)
                 if h.opcode != Opcode::Startup && h.opcode != Opcode::AuthResponse =>
             {
@@ -358,7 +371,7 @@ impl Conn {
                 Reply::Respond(r) => {
                     delay(&node).await;
                     bump_both(&node.stats, ctx.shard as usize, |s| &s.requests_served);
-                    send(&out, stream, &r).await
+                    send(&out, stream, &compressed(&ctx, r)).await
                 }
             }
         });
@@ -368,6 +381,9 @@ impl Conn {
     /// holding up the reader.
     fn respond_later(&mut self, stream: i16, r: Response) {
         let (node, out) = (self.node.clone(), self.out.clone());
+        // After STARTUP (the only time READY goes out uncompressed, through
+        // `respond_now`), frames use the negotiated compression.
+        let r = compressed(&self.ctx, r);
         self.tasks.spawn(async move {
             delay(&node).await;
             send(&out, stream, &r).await
@@ -393,6 +409,33 @@ impl Conn {
     async fn protocol_error(&mut self, stream: i16, msg: &str) {
         self.protocol_error_keep(stream, msg).await;
     }
+}
+
+/// The protocol crate's name for the negotiated algorithm.
+fn wire_compression(c: Compression) -> scylla_cql::Compression {
+    match c {
+        Compression::Lz4 => scylla_cql::Compression::Lz4,
+    }
+}
+
+/// `r` with its body compressed if the connection negotiated compression
+/// (and the body is not already compressed). On the impossible failure of
+/// compressing an in-memory body, it goes out uncompressed (a client reads
+/// the flag of every frame).
+fn compressed(ctx: &ConnCtx, mut r: Response) -> Response {
+    let Some(c) = ctx.compression() else {
+        return r;
+    };
+    if r.flags.contains(Flags::COMPRESSION) {
+        return r;
+    }
+    let c = wire_compression(c);
+    let mut out = BytesMut::with_capacity(c.max_compressed_len(r.body.len()));
+    if c.compress_into(&r.body, &mut out).is_ok() {
+        r.body = out.freeze();
+        r.flags = r.flags.with(Flags::COMPRESSION);
+    }
+    r
 }
 
 async fn delay(node: &NodeShared) {

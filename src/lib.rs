@@ -27,6 +27,8 @@
 //! - `connection` (internal): one connection's frames, handshake, REGISTER.
 //! - [`handler`]: the seam to the CQL layer: [`RequestHandler`], [`ConnCtx`],
 //!   [`Request`], [`Response`], [`Reply`].
+//! - [`cql`]: the CQL layer, [`CqlHandler`] (the default handler): system
+//!   tables, schema, rows in memory, paging, routing accounting.
 //! - [`supported`]: the SUPPORTED options (ScyllaDB's extension keys).
 //! - [`admission`]: handshake CPU-stage limit, modelled cost, shedding.
 //! - [`faults`]: [`Faults`] a test sets per node at run time.
@@ -37,6 +39,7 @@ pub mod admission;
 pub mod cluster;
 pub mod config;
 mod connection;
+pub mod cql;
 pub mod events;
 pub mod faults;
 pub mod handler;
@@ -49,6 +52,7 @@ pub mod topology;
 pub use admission::{AdmissionConfig, HandshakeCost};
 pub use cluster::{ClusterError, TestCluster};
 pub use config::{ClusterConfig, Credentials, TestClusterBuilder};
+pub use cql::{CqlHandler, Store};
 pub use events::EventKind;
 pub use faults::{Faults, NatMode, ShardAwarePortMode};
 pub use handler::{

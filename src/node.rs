@@ -135,6 +135,9 @@ impl NodeRuntime {
             PortKind::Regular,
             shared.cancel.clone(),
         ));
+        shared
+            .topology
+            .set_stats(shared.info.index, shared.stats.clone());
         shared.topology.set_up(shared.info.index, true);
         Ok(rt)
     }

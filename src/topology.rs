@@ -16,10 +16,13 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroU16;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use scylla_cql::sharding::Sharder;
 use scylla_cql::token::Token;
 use uuid::Uuid;
+
+use crate::stats::{ClusterStats, NodeStats};
 
 /// ScyllaDB's default `SCYLLA_SHARDING_IGNORE_MSB`.
 pub const SHARDING_IGNORE_MSB: u8 = 12;
@@ -72,15 +75,45 @@ pub struct Topology {
     nodes: Vec<NodeInfo>,
     up: Vec<AtomicBool>,
     cluster_name: String,
+    /// The counters of each node's latest lifetime, so the CQL layer can
+    /// serve every node's stats (`testbed.stats`) from any node.
+    stats: Mutex<Vec<Option<Arc<NodeStats>>>>,
 }
 
 impl Topology {
     pub(crate) fn new(nodes: Vec<NodeInfo>, cluster_name: String) -> Self {
         let up = nodes.iter().map(|_| AtomicBool::new(false)).collect();
+        let stats = Mutex::new(nodes.iter().map(|_| None).collect());
         Topology {
             nodes,
             up,
             cluster_name,
+            stats,
+        }
+    }
+
+    /// Records the counters of node `i`'s new lifetime.
+    pub(crate) fn set_stats(&self, i: usize, stats: Arc<NodeStats>) {
+        if let Ok(mut s) = self.stats.lock() {
+            if let Some(slot) = s.get_mut(i) {
+                *slot = Some(stats);
+            }
+        }
+    }
+
+    /// A snapshot of every node's counters (zeros for a node never started).
+    pub fn stats_snapshot(&self) -> ClusterStats {
+        let all = self.stats.lock().map(|s| s.clone()).unwrap_or_default();
+        ClusterStats {
+            nodes: (0..self.nodes.len())
+                .map(|i| match all.get(i).and_then(Clone::clone) {
+                    Some(s) => s.snapshot(self.is_up(i)),
+                    None => {
+                        let shards = self.nodes.get(i).map_or(1, |n| n.shards.get());
+                        NodeStats::new(shards).snapshot(false)
+                    }
+                })
+                .collect(),
         }
     }
 

@@ -6,7 +6,9 @@
 //! ```
 //!
 //! It prints each node's address and ports and runs until Ctrl-C or
-//! `--duration-secs`. Arguments are parsed by hand to keep the dependency
+//! `--duration-secs`. Nodes serve CQL from one in-memory store (see
+//! `scylla_testbed::cql`); `SELECT * FROM testbed.stats` returns the
+//! per-node, per-shard counters to any client. Arguments are parsed by hand to keep the dependency
 //! list short.
 
 use std::process::ExitCode;

@@ -1,0 +1,141 @@
+"""Faithfulness check: the PyPI Python driver (`scylla-driver`) uses the
+test cluster as if it were ScyllaDB.
+
+Run by python_driver_check.sh against a running `testbed` binary. Checks:
+every node discovered; shard-aware connections to every shard of every
+node; DDL; prepared INSERT and SELECT of 100 keys; and, from the testbed's
+own `testbed.stats` table, that connections came through the shard-aware
+port and that token-aware routing sent no request to a wrong shard or a
+non-replica node. Exits non-zero with a message on the first failure.
+"""
+
+import sys
+import time
+
+from cassandra.cluster import Cluster, ExecutionProfile, EXEC_PROFILE_DEFAULT
+from cassandra.policies import TokenAwarePolicy, RoundRobinPolicy
+
+HOST, PORT, NODES, SHARDS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+KEYS = 100
+DEADLINE = time.monotonic() + 90
+
+
+def fail(msg):
+    print(f"python_driver_check: FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def step(msg):
+    print(f"python_driver_check: {msg}", flush=True)
+
+
+def stats(session):
+    rows = list(session.execute("SELECT * FROM testbed.stats", timeout=10))
+    if len(rows) != NODES * SHARDS:
+        fail(f"testbed.stats has {len(rows)} rows, expected {NODES * SHARDS}")
+    return rows
+
+
+profile = ExecutionProfile(
+    load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()), request_timeout=10
+)
+cluster = Cluster(
+    [HOST],
+    port=PORT,
+    protocol_version=4,
+    compression=True,
+    connect_timeout=10,
+    control_connection_timeout=10,
+    execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+)
+try:
+    session = cluster.connect()
+    step(f"connected; release {cluster.metadata.get_host(HOST).release_version if cluster.metadata.get_host(HOST) else '?'}")
+
+    hosts = cluster.metadata.all_hosts()
+    addrs = sorted(str(h.endpoint.address) for h in hosts)
+    if len(hosts) != NODES:
+        fail(f"driver discovered {len(hosts)} nodes {addrs}, expected {NODES}")
+    if not all(h.is_up for h in hosts):
+        fail(f"not every node is up in the driver: {[(str(h), h.is_up) for h in hosts]}")
+    step(f"discovered {NODES} nodes: {addrs}")
+
+    if not cluster.is_shard_aware():
+        fail("the driver did not detect ScyllaDB sharding (cluster.is_shard_aware() is False)")
+    while True:
+        sa = cluster.shard_aware_stats() or {}
+        full = len(sa) == NODES and all(
+            v["shards_count"] == SHARDS and v["connected"] == SHARDS for v in sa.values()
+        )
+        if full:
+            break
+        if time.monotonic() > DEADLINE:
+            fail(f"per-shard pools incomplete: {sa}")
+        time.sleep(0.2)
+    step(f"every shard of every node has a connection: {sa}")
+
+    session.execute(
+        "CREATE KEYSPACE IF NOT EXISTS pycheck WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    session.execute("CREATE TABLE IF NOT EXISTS pycheck.kv (k int PRIMARY KEY, v text)")
+    session.execute(
+        "CREATE TABLE IF NOT EXISTS pycheck.wide (a int, b text, c int, v bigint, "
+        "PRIMARY KEY ((a, b), c))"
+    )
+    if not cluster.metadata.keyspaces.get("pycheck") or "kv" not in cluster.metadata.keyspaces["pycheck"].tables:
+        fail("the driver's schema metadata does not show pycheck.kv after CREATE TABLE")
+    step("keyspace and tables created; schema metadata refreshed")
+
+    before = {(r.node, r.shard): r for r in stats(session)}
+
+    ins = session.prepare("INSERT INTO pycheck.kv (k, v) VALUES (?, ?)")
+    sel = session.prepare("SELECT k, v FROM pycheck.kv WHERE k = ?")
+    if ins.routing_key_indexes != [0] or sel.routing_key_indexes != [0]:
+        fail(f"pk indexes: insert {ins.routing_key_indexes}, select {sel.routing_key_indexes}")
+    ins2 = session.prepare("INSERT INTO pycheck.wide (c, v, b, a) VALUES (?, ?, ?, ?)")
+    if ins2.routing_key_indexes != [3, 2]:
+        fail(f"composite pk indexes: {ins2.routing_key_indexes}, expected [3, 2]")
+    sel2 = session.prepare("SELECT v FROM pycheck.wide WHERE a = ? AND b = ? AND c = ?")
+
+    for k in range(KEYS):
+        session.execute(ins, (k, f"value-{k}"))
+        session.execute(ins2, (k % 7, k * 10, f"b{k}", k))
+    for k in range(KEYS):
+        rows = list(session.execute(sel, (k,)))
+        if len(rows) != 1 or rows[0].k != k or rows[0].v != f"value-{k}":
+            fail(f"SELECT k={k} returned {rows}")
+        rows = list(session.execute(sel2, (k, f"b{k}", k % 7)))
+        if len(rows) != 1 or rows[0].v != k * 10:
+            fail(f"SELECT wide a={k} returned {rows}")
+    step(f"prepared INSERT and SELECT of {KEYS} keys on a simple and a composite key: ok")
+
+    # Paging through the driver.
+    from cassandra.query import SimpleStatement
+
+    all_rows = list(session.execute(SimpleStatement("SELECT k FROM pycheck.kv", fetch_size=30)))
+    if sorted(r.k for r in all_rows) != list(range(KEYS)):
+        fail(f"paged full scan returned {len(all_rows)} rows")
+    step("paged scan (page size 30) returned every key once")
+
+    after = stats(session)
+    wrong = sum(r.requests_wrong_shard - before[(r.node, r.shard)].requests_wrong_shard for r in after)
+    non_replica = sum(
+        r.requests_non_replica - before[(r.node, r.shard)].requests_non_replica for r in after
+    )
+    shard_aware = sum(r.accepted_shard_aware for r in after)
+    shards_with_sa = sum(1 for r in after if r.accepted_shard_aware > 0)
+    served = sum(r.requests_served - before[(r.node, r.shard)].requests_served for r in after)
+    step(
+        f"testbed.stats: {served} requests served, {shard_aware} shard-aware connections on "
+        f"{shards_with_sa}/{NODES * SHARDS} shards, wrong shard {wrong}, non-replica {non_replica}"
+    )
+    if shards_with_sa < NODES * (SHARDS - 1):
+        fail("too few shards got connections through the shard-aware port")
+    if wrong != 0:
+        fail(f"{wrong} requests reached a wrong shard despite token-aware routing")
+    if non_replica != 0:
+        fail(f"{non_replica} requests reached a non-replica node despite token-aware routing")
+    step("PASS")
+finally:
+    cluster.shutdown()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Faithfulness check of the test cluster: the PyPI Python driver for ScyllaDB
+# (`scylla-driver`) connects to the `testbed` binary, discovers every node,
+# opens per-shard connections through the shard-aware port and runs prepared
+# statements; see python_driver_check.py for the assertions.
+#
+# Creates .venv-testbed/ (gitignored) on first use. Bounded in time: the
+# testbed stops by itself (--duration-secs) and is killed on exit anyway.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DRIVER_VERSION="3.29.3"
+NODES=3
+SHARDS=4
+BLOCK="${TESTBED_BLOCK:-77.$((RANDOM % 200 + 1))}"
+HOST="127.${BLOCK}.1"
+PORT=9042
+VENV=.venv-testbed
+
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import cassandra, lz4" 2>/dev/null; then
+    echo "== python_driver_check: installing scylla-driver==$DRIVER_VERSION into $VENV"
+    python3 -m venv "$VENV"
+    SCYLLA_DRIVER_NO_EXTENSIONS=1 CASS_DRIVER_NO_CYTHON=1 timeout 600 \
+        "$VENV/bin/pip" install -q --disable-pip-version-check "scylla-driver==$DRIVER_VERSION" "lz4==4.4.5"
+fi
+
+echo "== python_driver_check: building the testbed"
+cargo build --release --bin testbed
+
+LOG=$(mktemp)
+cleanup() {
+    if [ -n "${TB_PID:-}" ] && kill -0 "$TB_PID" 2>/dev/null; then
+        kill "$TB_PID" 2>/dev/null || true
+        wait "$TB_PID" 2>/dev/null || true
+    fi
+    rm -f "$LOG"
+}
+trap cleanup EXIT
+
+TARGET="${CARGO_TARGET_DIR:-target}"
+"$TARGET/release/testbed" --nodes "$NODES" --shards "$SHARDS" --block "$BLOCK" \
+    --port "$PORT" --duration-secs 150 >"$LOG" 2>&1 &
+TB_PID=$!
+
+# Wait (bounded) until every node has printed its line, i.e. is listening.
+for _ in $(seq 1 100); do
+    if [ "$(grep -c '^node ' "$LOG" || true)" -ge "$NODES" ]; then break; fi
+    if ! kill -0 "$TB_PID" 2>/dev/null; then
+        echo "python_driver_check: FAIL: the testbed exited early:"; cat "$LOG"; exit 1
+    fi
+    sleep 0.1
+done
+if [ "$(grep -c '^node ' "$LOG" || true)" -lt "$NODES" ]; then
+    echo "python_driver_check: FAIL: the testbed did not start in time:"; cat "$LOG"; exit 1
+fi
+
+echo "== python_driver_check: running the driver against $HOST:$PORT"
+if ! timeout 120 "$VENV/bin/python" scripts/python_driver_check.py "$HOST" "$PORT" "$NODES" "$SHARDS"; then
+    echo "python_driver_check: FAIL (testbed output follows)"
+    cat "$LOG"
+    exit 1
+fi

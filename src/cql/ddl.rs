@@ -1,0 +1,231 @@
+//! Schema statements: USE, CREATE/DROP KEYSPACE, CREATE/DROP TABLE, TRUNCATE.
+//! Every change bumps the schema version and answers SCHEMA_CHANGE.
+
+use std::collections::BTreeMap;
+
+use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
+use scylla_cql::frame::response::ResultBody;
+use scylla_cql::types::ColumnType;
+
+use super::ast::{ColumnDef, Statement};
+use super::dml::keyspace_of;
+use super::error::{invalid, CqlError};
+use super::store::{random_uuid, Column, ColumnKind, Keyspace, Store, Table};
+use super::system::is_system;
+use crate::handler::ConnCtx;
+
+fn change(change: SchemaChangeType, target: SchemaChangeTarget) -> ResultBody {
+    ResultBody::SchemaChange(SchemaChange { change, target })
+}
+
+/// The fully qualified strategy class, as `system_schema.keyspaces` shows it.
+fn expand_class(class: &str) -> String {
+    if class.contains('.') {
+        class.to_owned()
+    } else {
+        format!("org.apache.cassandra.locator.{class}")
+    }
+}
+
+fn build_table(
+    ks: &str,
+    name: &str,
+    defs: &[ColumnDef],
+    pk: &[String],
+    ck: &[String],
+) -> Result<Table, CqlError> {
+    let mut typed = Vec::new();
+    for d in defs {
+        let typ = ColumnType::from_cql(&d.typ).map_err(|e| CqlError::Invalid(e.to_string()))?;
+        if typed.iter().any(|(n, _, _)| n == &d.name) {
+            return invalid(format!("Multiple definition of identifier {}", d.name));
+        }
+        typed.push((d.name.clone(), typ, d.is_static));
+    }
+    let find = |n: &String| typed.iter().find(|(c, _, _)| c == n);
+    let mut columns = Vec::new();
+    for (kind, names) in [(ColumnKind::PartitionKey, pk), (ColumnKind::Clustering, ck)] {
+        for (pos, n) in names.iter().enumerate() {
+            let Some((_, typ, _)) = find(n) else {
+                return invalid(format!("Unknown definition {n} referenced in PRIMARY KEY"));
+            };
+            if columns.iter().any(|c: &Column| &c.name == n) {
+                return invalid(format!("{n} is referenced twice in PRIMARY KEY"));
+            }
+            columns.push(Column {
+                name: n.clone(),
+                typ: typ.clone(),
+                kind,
+                position: pos as i32,
+            });
+        }
+    }
+    let mut rest: Vec<_> = typed
+        .iter()
+        .filter(|(n, _, _)| !pk.contains(n) && !ck.contains(n))
+        .collect();
+    rest.sort_by(|a, b| a.0.cmp(&b.0));
+    for (n, typ, is_static) in rest {
+        columns.push(Column {
+            name: n.clone(),
+            typ: typ.clone(),
+            kind: if *is_static {
+                ColumnKind::Static
+            } else {
+                ColumnKind::Regular
+            },
+            position: -1,
+        });
+    }
+    Ok(Table {
+        keyspace: ks.to_owned(),
+        name: name.to_owned(),
+        id: random_uuid(),
+        columns,
+        pk_len: pk.len(),
+        ck_len: ck.len(),
+        rows: BTreeMap::new(),
+    })
+}
+
+/// Runs a schema statement.
+pub(crate) fn execute(
+    ctx: &ConnCtx,
+    store: &Store,
+    session_ks: Option<&str>,
+    st: &Statement,
+) -> Result<ResultBody, CqlError> {
+    match st {
+        Statement::Use(ks) => {
+            if !is_system(ks) && !store.read().keyspaces.contains_key(ks) {
+                return invalid(format!("Keyspace '{ks}' does not exist"));
+            }
+            ctx.set_keyspace(Some(ks.clone()));
+            Ok(ResultBody::SetKeyspace(ks.clone()))
+        }
+        Statement::CreateKeyspace {
+            name,
+            if_not_exists,
+            replication,
+            durable_writes,
+        } => {
+            let mut s = store.write();
+            if is_system(name) || s.keyspaces.contains_key(name) {
+                if *if_not_exists {
+                    return Ok(ResultBody::Void);
+                }
+                return Err(CqlError::AlreadyExists {
+                    keyspace: name.clone(),
+                    table: String::new(),
+                    message: format!("Keyspace {name} already exists"),
+                });
+            }
+            let mut repl: BTreeMap<String, String> = replication.iter().cloned().collect();
+            match repl.get("class").cloned() {
+                Some(c) => repl.insert("class".into(), expand_class(&c)),
+                None => return invalid("Missing mandatory replication strategy class"),
+            };
+            s.keyspaces.insert(
+                name.clone(),
+                Keyspace {
+                    name: name.clone(),
+                    replication: repl,
+                    durable_writes: *durable_writes,
+                    tables: BTreeMap::new(),
+                },
+            );
+            s.bump_version();
+            Ok(change(
+                SchemaChangeType::Created,
+                SchemaChangeTarget::Keyspace {
+                    keyspace: name.clone(),
+                },
+            ))
+        }
+        Statement::CreateTable {
+            table,
+            if_not_exists,
+            columns,
+            partition_key,
+            clustering_key,
+        } => {
+            let ks = keyspace_of(table, session_ks)?;
+            let t = build_table(&ks, &table.name, columns, partition_key, clustering_key)?;
+            let mut s = store.write();
+            let Some(k) = s.keyspaces.get_mut(&ks) else {
+                return invalid(format!("Keyspace {ks} does not exist"));
+            };
+            if k.tables.contains_key(&table.name) {
+                if *if_not_exists {
+                    return Ok(ResultBody::Void);
+                }
+                return Err(CqlError::AlreadyExists {
+                    keyspace: ks.clone(),
+                    table: table.name.clone(),
+                    message: format!("Table {ks}.{} already exists", table.name),
+                });
+            }
+            k.tables.insert(table.name.clone(), t);
+            s.bump_version();
+            Ok(change(
+                SchemaChangeType::Created,
+                SchemaChangeTarget::Table {
+                    keyspace: ks,
+                    name: table.name.clone(),
+                },
+            ))
+        }
+        Statement::DropKeyspace { name, if_exists } => {
+            let mut s = store.write();
+            if s.keyspaces.remove(name).is_none() {
+                if *if_exists {
+                    return Ok(ResultBody::Void);
+                }
+                return invalid(format!("Keyspace {name} does not exist"));
+            }
+            s.bump_version();
+            Ok(change(
+                SchemaChangeType::Dropped,
+                SchemaChangeTarget::Keyspace {
+                    keyspace: name.clone(),
+                },
+            ))
+        }
+        Statement::DropTable { table, if_exists } => {
+            let ks = keyspace_of(table, session_ks)?;
+            let mut s = store.write();
+            let removed = s
+                .keyspaces
+                .get_mut(&ks)
+                .and_then(|k| k.tables.remove(&table.name));
+            if removed.is_none() {
+                if *if_exists {
+                    return Ok(ResultBody::Void);
+                }
+                return invalid(format!("unconfigured table {}", table.name));
+            }
+            s.bump_version();
+            Ok(change(
+                SchemaChangeType::Dropped,
+                SchemaChangeTarget::Table {
+                    keyspace: ks,
+                    name: table.name.clone(),
+                },
+            ))
+        }
+        Statement::Truncate(table) => {
+            let ks = keyspace_of(table, session_ks)?;
+            let mut s = store.write();
+            match s
+                .keyspaces
+                .get_mut(&ks)
+                .and_then(|k| k.tables.get_mut(&table.name))
+            {
+                Some(t) => t.rows.clear(),
+                None => return invalid(format!("unconfigured table {}", table.name)),
+            }
+            Ok(ResultBody::Void)
+        }
+        _ => invalid("not a schema statement"),
+    }
+}

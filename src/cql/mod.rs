@@ -1,0 +1,305 @@
+//! The CQL layer of the test cluster: an in-memory database behind the
+//! network layer's [`RequestHandler`] seam.
+//!
+//! [`CqlHandler`] answers QUERY, PREPARE, EXECUTE and BATCH: the system
+//! tables drivers read at start-up, schema statements, and reads/writes by
+//! primary key on tables held in one [`Store`] shared by every node. It also
+//! judges routing: for each request touching one partition it computes the
+//! token and bumps the connection's wrong-shard and non-replica counters
+//! (see [`accounting`]).
+//!
+//! Layout: [`lexer`] and [`parser`] (text to [`ast`]), [`prepared`] (bind
+//! markers), [`values`] (literals and bound values), [`store`] (data),
+//! [`select`] (filtering, projection, paging), [`dml`] and [`ddl`]
+//! (executors), [`system`] (system and virtual tables), [`replicas`]
+//! (replica placement), [`error`] (CQL errors).
+
+mod accounting;
+mod ast;
+mod ddl;
+mod dml;
+mod error;
+mod lexer;
+mod parser;
+mod prepared;
+mod replicas;
+mod select;
+mod store;
+mod system;
+mod values;
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use scylla_cql::frame::envelope::decode_envelope;
+use scylla_cql::frame::header::{Opcode, DEFAULT_MAX_BODY_LEN};
+use scylla_cql::frame::request::{
+    Batch, BatchStatementKind, QueryParameters, Request as CqlRequest,
+};
+use scylla_cql::frame::response::result::{Prepared, PreparedMetadata, ResultMetadata, TableSpec};
+use scylla_cql::frame::response::ResultBody;
+use scylla_cql::frame::MessageBody;
+use scylla_cql::token::murmur3::hash3_x64_128;
+use scylla_cql::types::{ColumnType, SerializedValues};
+
+pub use store::Store;
+
+use crate::handler::{
+    Compression, ConnCtx, HandlerFuture, Reply, Request, RequestHandler, Response,
+};
+use ast::Statement;
+use dml::{keyspace_of, Outcome};
+use error::{invalid, CqlError};
+use prepared::{bind_specs, selected_specs, PreparedStatement};
+use select::PageOpts;
+
+/// The in-memory CQL server every node of a cluster shares.
+#[derive(Debug, Clone, Default)]
+pub struct CqlHandler {
+    store: Arc<Store>,
+}
+
+impl CqlHandler {
+    /// A handler with an empty store.
+    pub fn new() -> Self {
+        CqlHandler::default()
+    }
+
+    /// A handler over an existing store (e.g. to share it between clusters).
+    pub fn with_store(store: Arc<Store>) -> Self {
+        CqlHandler { store }
+    }
+
+    /// The store (schema, rows, prepared statements).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+}
+
+impl RequestHandler for CqlHandler {
+    fn handle<'a>(&'a self, ctx: &'a ConnCtx, request: Request) -> HandlerFuture<'a> {
+        let r = self.serve(ctx, &request);
+        Box::pin(async move { Reply::Respond(r) })
+    }
+}
+
+fn result_response(body: &ResultBody) -> Response {
+    let mut b = BytesMut::new();
+    match body.encode_body(&mut b) {
+        Ok(()) => Response::new(Opcode::Result, b.freeze()),
+        Err(e) => CqlError::Invalid(format!("cannot encode the result: {e}")).into_response(),
+    }
+}
+
+fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
+    PageOpts {
+        page_size: p.page_size,
+        paging_state: p.paging_state.as_ref().map(|s| s.to_vec()),
+        skip_metadata: p.skip_metadata,
+    }
+}
+
+impl CqlHandler {
+    fn serve(&self, ctx: &ConnCtx, req: &Request) -> Response {
+        let comp = ctx.compression().map(|c| match c {
+            Compression::Lz4 => scylla_cql::Compression::Lz4,
+        });
+        let env = match decode_envelope(&req.header, req.body.clone(), comp, DEFAULT_MAX_BODY_LEN) {
+            Ok(e) => e,
+            Err(e) => return CqlError::Protocol(format!("invalid frame: {e}")).into_response(),
+        };
+        let msg = match CqlRequest::decode(req.header.opcode, &env.body) {
+            Ok(m) => m,
+            Err(e) => {
+                let what = format!("invalid {:?} body: {e}", req.header.opcode);
+                return CqlError::Protocol(what).into_response();
+            }
+        };
+        let result = match &msg {
+            CqlRequest::Query(q) => {
+                tracing::debug!(node = ctx.node_index(), query = %q.contents, "QUERY");
+                parse(&q.contents).and_then(|st| {
+                    let ks = ctx.keyspace();
+                    let values = &q.params.values;
+                    self.run(ctx, ks.as_deref(), &st, values, &page_opts(&q.params))
+                })
+            }
+            CqlRequest::Prepare(p) => {
+                tracing::debug!(node = ctx.node_index(), query = %p.query, "PREPARE");
+                self.prepare(ctx, &p.query)
+            }
+            CqlRequest::Execute(e) => match self.store.prepared(&e.id) {
+                None => Err(CqlError::Unprepared(Bytes::copy_from_slice(&e.id))),
+                Some(p) => {
+                    let ks = p.keyspace.clone().or_else(|| ctx.keyspace());
+                    let values = &e.params.values;
+                    self.run(
+                        ctx,
+                        ks.as_deref(),
+                        &p.statement,
+                        values,
+                        &page_opts(&e.params),
+                    )
+                }
+            },
+            CqlRequest::Batch(b) => self.batch(ctx, b),
+            other => Err(CqlError::Protocol(format!(
+                "unexpected {} message",
+                other.name()
+            ))),
+        };
+        match result {
+            Ok(body) => result_response(&body),
+            Err(e) => {
+                tracing::debug!(node = ctx.node_index(), error = ?e, "CQL error");
+                e.into_response()
+            }
+        }
+    }
+
+    /// Runs one statement and accounts for its routing.
+    fn run(
+        &self,
+        ctx: &ConnCtx,
+        ks: Option<&str>,
+        st: &Statement,
+        values: &SerializedValues,
+        opts: &PageOpts,
+    ) -> Result<ResultBody, CqlError> {
+        let out = self.run_unaccounted(ctx, ks, st, values, opts)?;
+        if let Some(r) = &out.routing {
+            accounting::account(ctx, &self.store, r);
+        }
+        Ok(out.result)
+    }
+
+    fn run_unaccounted(
+        &self,
+        ctx: &ConnCtx,
+        ks: Option<&str>,
+        st: &Statement,
+        values: &SerializedValues,
+        opts: &PageOpts,
+    ) -> Result<Outcome, CqlError> {
+        match st {
+            Statement::Select(_)
+            | Statement::Insert { .. }
+            | Statement::Update { .. }
+            | Statement::Delete { .. } => dml::execute(ctx, &self.store, ks, st, values, opts),
+            _ => {
+                if !values.is_empty() {
+                    return invalid("This statement takes no bound values");
+                }
+                ddl::execute(ctx, &self.store, ks, st).map(Outcome::plain)
+            }
+        }
+    }
+
+    fn prepare(&self, ctx: &ConnCtx, text: &str) -> Result<ResultBody, CqlError> {
+        let st = parse(text)?;
+        let session_ks = ctx.keyspace();
+        let mut metadata = PreparedMetadata::default();
+        let mut result_metadata = ResultMetadata::empty();
+        let table = match &st {
+            Statement::Select(s) => Some(&s.table),
+            Statement::Insert { table, .. }
+            | Statement::Update { table, .. }
+            | Statement::Delete { table, .. } => Some(table),
+            _ => None,
+        };
+        if let Some(name) = table {
+            let ks = keyspace_of(name, session_ks.as_deref())?;
+            let schema = self.store.read();
+            let (columns, pk): (Vec<(String, ColumnType)>, Vec<String>) = if system::is_system(&ks)
+            {
+                let v = system::system_view(ctx, &schema, &ks, &name.name)?;
+                (v.columns, Vec::new())
+            } else {
+                let t = dml::table(&schema, &ks, &name.name)?;
+                let cols = t
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.typ.clone()))
+                    .collect();
+                let pk = t.columns[..t.pk_len]
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect();
+                (cols, pk)
+            };
+            let col_type = |c: &str| columns.iter().find(|(n, _)| n == c).map(|(_, t)| t.clone());
+            let (specs, pk_indexes) = bind_specs(&st, &ks, &name.name, &pk, &col_type)?;
+            metadata.global_table_spec = (!specs.is_empty()).then(|| TableSpec {
+                keyspace: ks.clone(),
+                table: name.name.clone(),
+            });
+            metadata.col_specs = specs;
+            metadata.pk_indexes = pk_indexes;
+            if let Statement::Select(s) = &st {
+                let specs = selected_specs(&s.selection, &ks, &name.name, &columns)?;
+                result_metadata = ResultMetadata::with_columns(specs);
+            }
+        }
+        // The id: a hash of the keyspace the names resolve in and the text.
+        let mut key = session_ks.clone().unwrap_or_default().into_bytes();
+        key.push(0);
+        key.extend_from_slice(text.as_bytes());
+        let (a, b) = hash3_x64_128(&key);
+        let mut id = a.to_be_bytes().to_vec();
+        id.extend_from_slice(&b.to_be_bytes());
+        let id = Bytes::from(id);
+        self.store.add_prepared(Arc::new(PreparedStatement {
+            id: id.clone(),
+            keyspace: session_ks,
+            statement: st,
+        }));
+        Ok(ResultBody::Prepared(Prepared {
+            id,
+            metadata,
+            result_metadata,
+        }))
+    }
+
+    fn batch(&self, ctx: &ConnCtx, b: &Batch<'_>) -> Result<ResultBody, CqlError> {
+        let mut routings = Vec::new();
+        for s in b.statements.iter() {
+            let (st, ks) = match &s.kind {
+                BatchStatementKind::Query(q) => (Arc::new(parse(q)?), ctx.keyspace()),
+                BatchStatementKind::Prepared(id) => match self.store.prepared(id) {
+                    Some(p) => {
+                        let ks = p.keyspace.clone().or_else(|| ctx.keyspace());
+                        (Arc::new(p.statement.clone()), ks)
+                    }
+                    None => return Err(CqlError::Unprepared(Bytes::copy_from_slice(id))),
+                },
+            };
+            if !matches!(
+                *st,
+                Statement::Insert { .. } | Statement::Update { .. } | Statement::Delete { .. }
+            ) {
+                return invalid("Only INSERT, UPDATE and DELETE statements are allowed in BATCH");
+            }
+            let out =
+                self.run_unaccounted(ctx, ks.as_deref(), &st, &s.values, &PageOpts::default())?;
+            routings.push(out.routing);
+        }
+        // A batch is one request: account once if it touched one partition.
+        if let Some(Some(first)) = routings.first() {
+            let same = routings.iter().all(|r| {
+                r.as_ref()
+                    .is_some_and(|r| r.keyspace == first.keyspace && r.token == first.token)
+            });
+            if same {
+                accounting::account(ctx, &self.store, first);
+            }
+        }
+        Ok(ResultBody::Void)
+    }
+}
+
+fn parse(text: &str) -> Result<Statement, CqlError> {
+    parser::parse(text).map_err(|e| {
+        tracing::info!(query = %text, error = %e, "unsupported or invalid CQL");
+        CqlError::Syntax(e.to_string())
+    })
+}

@@ -1,0 +1,230 @@
+//! SELECT over a [`View`]: filtering by the WHERE relations, projection,
+//! LIMIT, COUNT(*), and paging.
+//!
+//! A view is a table's rows (or a system table's generated rows) in key
+//! order, each with a byte key that sorts like the rows. The paging state
+//! handed to the client is the key of the last row of the page, so the next
+//! page starts right after it even if rows were added or removed meanwhile.
+
+use bytes::Bytes;
+use scylla_cql::frame::response::result::{ResultMetadata, Rows};
+use scylla_cql::token::partition_key::serialize_partition_key;
+use scylla_cql::token::{murmur3_token, Token};
+use scylla_cql::types::ColumnType;
+
+use super::ast::{Op, Relation, Select, Selection, SelectorKind};
+use super::error::{invalid, CqlError};
+use super::prepared::selected_specs;
+use super::store::{compare, Row};
+use super::values::Value;
+
+/// Rows to select from.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    pub(crate) keyspace: String,
+    pub(crate) name: String,
+    pub(crate) columns: Vec<(String, ColumnType)>,
+    /// Indexes of the partition key columns (empty: no `token()` support).
+    pub(crate) pk: Vec<usize>,
+    /// Rows in key order, with their keys.
+    pub(crate) rows: Vec<(Vec<u8>, Row)>,
+}
+
+impl View {
+    /// The index of column `name`.
+    pub(crate) fn index(&self, name: &str) -> Result<usize, CqlError> {
+        match self.columns.iter().position(|(n, _)| n == name) {
+            Some(i) => Ok(i),
+            None => invalid(format!("Undefined column name {name}")),
+        }
+    }
+
+    /// The type of column `name`.
+    pub(crate) fn col_type(&self, name: &str) -> Option<ColumnType> {
+        self.columns
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.clone())
+    }
+}
+
+/// The partition key bytes of `parts` (composite encoding for several).
+pub(crate) fn partition_key(parts: &[&[u8]]) -> Result<Vec<u8>, CqlError> {
+    serialize_partition_key(parts).map_err(|e| CqlError::Invalid(e.to_string()))
+}
+
+fn row_token(view: &View, row: &Row) -> Option<Token> {
+    let parts: Option<Vec<&[u8]>> = view
+        .pk
+        .iter()
+        .map(|&i| row.get(i).and_then(|c| c.as_deref()))
+        .collect();
+    let pk = partition_key(&parts?).ok()?;
+    Some(murmur3_token(&pk))
+}
+
+fn op_holds(op: Op, ord: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        Op::Eq => ord == Equal,
+        Op::Ne => ord != Equal,
+        Op::Lt => ord == Less,
+        Op::Le => ord != Greater,
+        Op::Gt => ord == Greater,
+        Op::Ge => ord != Less,
+    }
+}
+
+/// A relation with its resolved values, ready to test rows.
+enum Filter {
+    Cmp(usize, ColumnType, Op, Value),
+    In(usize, Vec<Value>),
+    Token(Op, i64),
+}
+
+fn filters(view: &View, rels: &[Relation], vals: &[Value]) -> Result<Vec<Filter>, CqlError> {
+    let mut out = Vec::new();
+    let mut k = 0usize;
+    let mut take = || {
+        let v = vals.get(k).cloned().unwrap_or(Value::Unset);
+        k += 1;
+        v
+    };
+    for r in rels {
+        match r {
+            Relation::Cmp(c, op, _) => {
+                let i = view.index(c)?;
+                out.push(Filter::Cmp(i, view.columns[i].1.clone(), *op, take()));
+            }
+            Relation::In(c, ts) => {
+                let i = view.index(c)?;
+                out.push(Filter::In(i, ts.iter().map(|_| take()).collect()));
+            }
+            Relation::Token(cols, op, _) => {
+                let pk_names: Vec<&str> = view
+                    .pk
+                    .iter()
+                    .map(|&i| view.columns[i].0.as_str())
+                    .collect();
+                if view.pk.is_empty()
+                    || pk_names != cols.iter().map(String::as_str).collect::<Vec<_>>()
+                {
+                    return invalid(
+                        "The token function arguments must be the partition key columns, in order",
+                    );
+                }
+                let t = match take() {
+                    Value::Set(b) if b.len() == 8 => {
+                        i64::from_be_bytes(b[..8].try_into().unwrap_or([0; 8]))
+                    }
+                    _ => return invalid("Invalid token value"),
+                };
+                out.push(Filter::Token(*op, t));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn matches(view: &View, row: &Row, fs: &[Filter]) -> bool {
+    fs.iter().all(|f| match f {
+        Filter::Cmp(i, typ, op, v) => match (row.get(*i).and_then(Option::as_ref), v.bytes()) {
+            (Some(cell), Some(v)) => op_holds(*op, compare(typ, cell, v)),
+            _ => false,
+        },
+        Filter::In(i, vs) => match row.get(*i).and_then(Option::as_ref) {
+            Some(cell) => vs.iter().any(|v| v.bytes() == Some(cell)),
+            None => false,
+        },
+        Filter::Token(op, t) => row_token(view, row).is_some_and(|rt| op_holds(*op, rt.0.cmp(t))),
+    })
+}
+
+/// Paging and metadata options of the request.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PageOpts {
+    pub(crate) page_size: Option<i32>,
+    pub(crate) paging_state: Option<Vec<u8>>,
+    pub(crate) skip_metadata: bool,
+}
+
+/// Runs `sel` over `view`; `vals` are the resolved slot values (relations
+/// in order, then the limit).
+pub(crate) fn run(
+    view: &View,
+    sel: &Select,
+    vals: &[Value],
+    opts: &PageOpts,
+) -> Result<Rows, CqlError> {
+    let fs = filters(view, &sel.relations, vals)?;
+    let limit = match sel.limit.as_ref().map(|_| vals.last()) {
+        None => None,
+        Some(Some(Value::Set(b))) if b.len() == 4 => {
+            let n = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            if n <= 0 {
+                return invalid("LIMIT must be strictly positive");
+            }
+            Some(n as usize)
+        }
+        Some(_) => return invalid("Invalid LIMIT value"),
+    };
+    let specs = selected_specs(&sel.selection, &view.keyspace, &view.name, &view.columns)?;
+    let matching = view
+        .rows
+        .iter()
+        .filter(|(_, r)| matches(view, r, &fs))
+        .take(limit.unwrap_or(usize::MAX));
+    let mut meta = ResultMetadata::with_columns(specs);
+    if let Selection::Count = sel.selection {
+        let n = matching.count() as i64;
+        let rows = vec![vec![Some(Bytes::copy_from_slice(&n.to_be_bytes()))]];
+        return build(meta, rows, opts);
+    }
+    let after = opts.paging_state.as_deref();
+    let mut page: Vec<Vec<Option<Bytes>>> = Vec::new();
+    let mut last_key = None;
+    let page_size = opts.page_size.filter(|&n| n > 0).map(|n| n as usize);
+    let mut rest = matching.filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a));
+    for (k, row) in rest.by_ref() {
+        page.push(project(view, &sel.selection, row)?);
+        last_key = Some(k.clone());
+        if page_size.is_some_and(|n| page.len() >= n) {
+            break;
+        }
+    }
+    if page_size.is_some_and(|n| page.len() >= n) && rest.next().is_some() {
+        meta.paging_state = last_key.map(Bytes::from);
+    }
+    build(meta, page, opts)
+}
+
+fn build(
+    mut meta: ResultMetadata,
+    rows: Vec<Vec<Option<Bytes>>>,
+    opts: &PageOpts,
+) -> Result<Rows, CqlError> {
+    if opts.skip_metadata {
+        meta.col_specs = None;
+        meta.global_table_spec = None;
+    }
+    Rows::build(meta, rows).map_err(|e| CqlError::Invalid(e.to_string()))
+}
+
+fn project(view: &View, sel: &Selection, row: &Row) -> Result<Vec<Option<Bytes>>, CqlError> {
+    Ok(match sel {
+        Selection::Star | Selection::Count => row.clone(),
+        Selection::Columns(v) => {
+            let mut out = Vec::with_capacity(v.len());
+            for s in v {
+                out.push(match &s.kind {
+                    SelectorKind::Column(c) => row.get(view.index(c)?).cloned().flatten(),
+                    SelectorKind::Token(_) => {
+                        row_token(view, row).map(|t| Bytes::copy_from_slice(&t.0.to_be_bytes()))
+                    }
+                    SelectorKind::Meta(..) => None,
+                });
+            }
+            out
+        }
+    })
+}

@@ -1,0 +1,259 @@
+//! The cluster's data: keyspaces, tables and rows, held in memory.
+//!
+//! One [`Store`] is shared by every node of a cluster (a real cluster
+//! replicates; here every node simply sees the same data, which is what a
+//! client observes at any consistency level anyway). Rows of a table live in
+//! a `BTreeMap` keyed by an order-preserving encoding of
+//! `(token, partition key, clustering key)` (see [`row_key`]), so a full scan
+//! comes out in token order like ScyllaDB's, a partition is a contiguous
+//! range, and a row's key doubles as the paging state.
+//!
+//! The schema version (a UUID reported by `system.local` and `system.peers`)
+//! changes on every schema change, as drivers' schema-agreement checks expect.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use bytes::Bytes;
+use scylla_cql::token::Token;
+use scylla_cql::types::ColumnType;
+use uuid::Uuid;
+
+use super::prepared::PreparedStatement;
+
+/// The role of a column in its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ColumnKind {
+    PartitionKey,
+    Clustering,
+    Static,
+    Regular,
+}
+
+impl ColumnKind {
+    /// The name `system_schema.columns.kind` uses.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ColumnKind::PartitionKey => "partition_key",
+            ColumnKind::Clustering => "clustering",
+            ColumnKind::Static => "static",
+            ColumnKind::Regular => "regular",
+        }
+    }
+}
+
+/// One column of a table.
+#[derive(Debug, Clone)]
+pub(crate) struct Column {
+    pub(crate) name: String,
+    pub(crate) typ: ColumnType,
+    pub(crate) kind: ColumnKind,
+    /// Position within the partition or clustering key (0 for others... and
+    /// -1 in `system_schema.columns`, as Cassandra reports).
+    pub(crate) position: i32,
+}
+
+/// One row: a cell per column of the table (in the table's column order).
+pub(crate) type Row = Vec<Option<Bytes>>;
+
+/// A table: its columns (partition key, clustering key, then the others by
+/// name, which is also `SELECT *` order) and rows.
+#[derive(Debug, Clone)]
+pub(crate) struct Table {
+    pub(crate) keyspace: String,
+    pub(crate) name: String,
+    pub(crate) id: Uuid,
+    pub(crate) columns: Vec<Column>,
+    pub(crate) pk_len: usize,
+    pub(crate) ck_len: usize,
+    pub(crate) rows: BTreeMap<Vec<u8>, Row>,
+}
+
+impl Table {
+    /// The index of column `name`.
+    pub(crate) fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+}
+
+/// A keyspace and its tables.
+#[derive(Debug, Clone)]
+pub(crate) struct Keyspace {
+    pub(crate) name: String,
+    /// The replication map as given (`class` included, class name expanded).
+    pub(crate) replication: BTreeMap<String, String>,
+    pub(crate) durable_writes: bool,
+    pub(crate) tables: BTreeMap<String, Table>,
+}
+
+/// The schema and data.
+#[derive(Debug)]
+pub(crate) struct Schema {
+    pub(crate) keyspaces: BTreeMap<String, Keyspace>,
+    pub(crate) version: Uuid,
+}
+
+impl Schema {
+    /// A new random schema version: call after every schema change.
+    pub(crate) fn bump_version(&mut self) {
+        self.version = random_uuid();
+    }
+}
+
+/// Everything a cluster's CQL layer keeps: schema, rows, prepared statements.
+#[derive(Debug)]
+pub struct Store {
+    schema: RwLock<Schema>,
+    prepared: Mutex<HashMap<Vec<u8>, Arc<PreparedStatement>>>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new()
+    }
+}
+
+impl Store {
+    /// An empty store (only the built-in system keyspaces exist).
+    pub fn new() -> Self {
+        Store {
+            schema: RwLock::new(Schema {
+                keyspaces: BTreeMap::new(),
+                version: random_uuid(),
+            }),
+            prepared: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The current schema version.
+    pub fn schema_version(&self) -> Uuid {
+        self.read().version
+    }
+
+    /// Names of the user keyspaces.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        self.read().keyspaces.keys().cloned().collect()
+    }
+
+    /// Number of rows in `keyspace.table`, if it exists.
+    pub fn row_count(&self, keyspace: &str, table: &str) -> Option<usize> {
+        let s = self.read();
+        s.keyspaces
+            .get(keyspace)
+            .and_then(|k| k.tables.get(table))
+            .map(|t| t.rows.len())
+    }
+
+    /// Read access. A poisoned lock (a panic while writing, which the code
+    /// avoids) still gives the data: a test server keeps serving.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Schema> {
+        self.schema.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write access (see [`Store::read`] on poisoning).
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Schema> {
+        self.schema.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn prepared(&self, id: &[u8]) -> Option<Arc<PreparedStatement>> {
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    pub(crate) fn add_prepared(&self, p: Arc<PreparedStatement>) {
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.id.to_vec(), p);
+    }
+}
+
+/// A random (v4) UUID, for schema versions and table ids.
+pub(crate) fn random_uuid() -> Uuid {
+    let mut b = [0u8; 16];
+    fastrand::fill(&mut b);
+    uuid::Builder::from_random_bytes(b).into_uuid()
+}
+
+/// The order-preserving encoding of a token (sign bit flipped, big-endian).
+fn token_bytes(t: Token) -> [u8; 8] {
+    ((t.0 as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// Appends `b` so that byte-wise order of the encodings is the order of the
+/// inputs and no encoding is a prefix of another: 0x00 escaped as 0x00 0xFF,
+/// then a 0x00 0x00 terminator.
+fn put_escaped(out: &mut Vec<u8>, b: &[u8]) {
+    for &x in b {
+        out.push(x);
+        if x == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// A clustering value in a byte-comparable form: signed integers get their
+/// sign bit flipped (so they sort numerically); others sort by bytes.
+fn orderable(typ: &ColumnType, v: &[u8]) -> Vec<u8> {
+    let mut o = v.to_vec();
+    let signed = matches!(
+        typ,
+        ColumnType::Int
+            | ColumnType::BigInt
+            | ColumnType::SmallInt
+            | ColumnType::TinyInt
+            | ColumnType::Timestamp
+            | ColumnType::Counter
+            | ColumnType::Time
+    );
+    if signed {
+        if let Some(first) = o.first_mut() {
+            *first ^= 0x80;
+        }
+    }
+    o
+}
+
+/// The key prefix shared by every row of one partition.
+pub(crate) fn partition_prefix(token: Token, pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + pk.len() + 2);
+    k.extend_from_slice(&token_bytes(token));
+    put_escaped(&mut k, pk);
+    k
+}
+
+/// The full key of a row: partition prefix, then the clustering values.
+pub(crate) fn row_key(token: Token, pk: &[u8], ck: &[(&ColumnType, &[u8])]) -> Vec<u8> {
+    let mut k = partition_prefix(token, pk);
+    for (t, v) in ck {
+        put_escaped(&mut k, &orderable(t, v));
+    }
+    k
+}
+
+/// Compares two values of `typ` for range relations (numeric for integer
+/// types, byte-wise otherwise).
+pub(crate) fn compare(typ: &ColumnType, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    orderable(typ, a).cmp(&orderable(typ, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_like_their_parts() {
+        let int = ColumnType::Int;
+        let k = |t: i64, pk: &[u8], c: i32| row_key(Token(t), pk, &[(&int, &c.to_be_bytes())]);
+        assert!(k(-5, b"a", 0) < k(3, b"a", 0));
+        assert!(k(1, b"a", -1) < k(1, b"a", 1));
+        assert!(k(1, b"a", 7) < k(1, b"a\0", -100));
+        let p = partition_prefix(Token(1), b"a");
+        assert!(k(1, b"a", 5).starts_with(&p));
+        assert!(!k(1, b"a\0", 5).starts_with(&p));
+    }
+}

@@ -1,0 +1,431 @@
+//! The system tables drivers read, generated from the topology and schema,
+//! and the `testbed.stats` virtual table.
+//!
+//! Column names and types follow ScyllaDB (Cassandra 3 schema tables):
+//! drivers look columns up by name and decode them by type. Each node
+//! answers `system.local` with its own row and `system.peers` with the
+//! other nodes that are up; everyone reports the store's schema version, so
+//! schema agreement holds. `system.peers_v2` does not exist (as on
+//! ScyllaDB), which makes drivers fall back to `system.peers`.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use scylla_cql::types::serialize::SerializeValue;
+use scylla_cql::types::{ColumnType, CqlValue};
+
+use super::error::{invalid, CqlError};
+use super::select::View;
+use super::store::{Schema, Table};
+use crate::handler::ConnCtx;
+use crate::supported::CQL_VERSION;
+
+/// The release ScyllaDB reports in `release_version`.
+pub(crate) const RELEASE_VERSION: &str = "3.0.8";
+/// The keyspace of the testbed's own virtual tables.
+pub(crate) const TESTBED_KEYSPACE: &str = "testbed";
+
+/// Whether `ks` is one of the built-in keyspaces served here.
+pub(crate) fn is_system(ks: &str) -> bool {
+    matches!(ks, "system" | "system_schema" | TESTBED_KEYSPACE)
+}
+
+fn t(s: &str) -> ColumnType {
+    // The type strings below are fixed and valid; fall back to blob if not.
+    ColumnType::from_cql(s).unwrap_or(ColumnType::Blob)
+}
+
+fn cell(v: CqlValue, typ: &ColumnType) -> Option<Bytes> {
+    let mut out = Vec::new();
+    v.serialize(typ, &mut out).ok()?;
+    Some(Bytes::from(out))
+}
+
+fn text(s: &str) -> CqlValue {
+    CqlValue::Text(s.to_owned())
+}
+
+fn text_map(m: &[(&str, &str)]) -> CqlValue {
+    CqlValue::Map(m.iter().map(|(k, v)| (text(k), text(v))).collect())
+}
+
+/// Builds a view from column (name, type) pairs and rows of values.
+fn view(ks: &str, name: &str, cols: &[(&str, &str)], rows: Vec<Vec<Option<CqlValue>>>) -> View {
+    let columns: Vec<(String, ColumnType)> =
+        cols.iter().map(|(n, ty)| (n.to_string(), t(ty))).collect();
+    let rows = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let cells = r
+                .into_iter()
+                .zip(&columns)
+                .map(|(v, (_, ty))| v.and_then(|v| cell(v, ty)))
+                .collect();
+            ((i as u32).to_be_bytes().to_vec(), cells)
+        })
+        .collect();
+    View {
+        keyspace: ks.to_owned(),
+        name: name.to_owned(),
+        columns,
+        pk: Vec::new(),
+        rows,
+    }
+}
+
+const LOCAL_COLS: [(&str, &str); 18] = [
+    ("key", "text"),
+    ("bootstrapped", "text"),
+    ("broadcast_address", "inet"),
+    ("cluster_name", "text"),
+    ("cql_version", "text"),
+    ("data_center", "text"),
+    ("gossip_generation", "int"),
+    ("host_id", "uuid"),
+    ("listen_address", "inet"),
+    ("native_protocol_version", "text"),
+    ("partitioner", "text"),
+    ("rack", "text"),
+    ("release_version", "text"),
+    ("rpc_address", "inet"),
+    ("schema_version", "uuid"),
+    ("supported_features", "text"),
+    ("thrift_version", "text"),
+    ("tokens", "set<text>"),
+];
+
+const PEERS_COLS: [(&str, &str); 10] = [
+    ("peer", "inet"),
+    ("data_center", "text"),
+    ("host_id", "uuid"),
+    ("preferred_ip", "inet"),
+    ("rack", "text"),
+    ("release_version", "text"),
+    ("rpc_address", "inet"),
+    ("schema_version", "uuid"),
+    ("supported_features", "text"),
+    ("tokens", "set<text>"),
+];
+
+fn tokens(n: &crate::topology::NodeInfo) -> CqlValue {
+    // Sets are sent sorted; as text, tokens sort as strings.
+    let mut v: Vec<String> = n.tokens.iter().map(|t| t.0.to_string()).collect();
+    v.sort();
+    CqlValue::Set(v.into_iter().map(CqlValue::Text).collect())
+}
+
+fn system_local(ctx: &ConnCtx, schema: &Schema) -> View {
+    let n = ctx.node();
+    let row = vec![
+        Some(text("local")),
+        Some(text("COMPLETED")),
+        Some(CqlValue::Inet(n.address)),
+        Some(text(ctx.topology().cluster_name())),
+        Some(text(CQL_VERSION)),
+        Some(text(&n.datacenter)),
+        Some(CqlValue::Int(1)),
+        Some(CqlValue::Uuid(n.host_id)),
+        Some(CqlValue::Inet(n.address)),
+        Some(text("4")),
+        Some(text("org.apache.cassandra.dht.Murmur3Partitioner")),
+        Some(text(&n.rack)),
+        Some(text(RELEASE_VERSION)),
+        Some(CqlValue::Inet(n.address)),
+        Some(CqlValue::Uuid(schema.version)),
+        Some(text("")),
+        Some(text("20.1.0")),
+        Some(tokens(n)),
+    ];
+    view("system", "local", &LOCAL_COLS, vec![row])
+}
+
+fn system_peers(ctx: &ConnCtx, schema: &Schema) -> View {
+    let topo = ctx.topology();
+    let rows = topo
+        .nodes()
+        .iter()
+        .filter(|p| p.index != ctx.node_index() && topo.is_up(p.index))
+        .map(|p| {
+            vec![
+                Some(CqlValue::Inet(p.address)),
+                Some(text(&p.datacenter)),
+                Some(CqlValue::Uuid(p.host_id)),
+                Some(CqlValue::Inet(p.address)),
+                Some(text(&p.rack)),
+                Some(text(RELEASE_VERSION)),
+                Some(CqlValue::Inet(p.address)),
+                Some(CqlValue::Uuid(schema.version)),
+                Some(text("")),
+                Some(tokens(p)),
+            ]
+        })
+        .collect();
+    view("system", "peers", &PEERS_COLS, rows)
+}
+
+/// Every keyspace with its replication: built-ins first, then the store's.
+fn keyspaces(schema: &Schema) -> Vec<(String, bool, BTreeMap<String, String>)> {
+    let local: BTreeMap<String, String> = [(
+        "class".to_owned(),
+        "org.apache.cassandra.locator.LocalStrategy".to_owned(),
+    )]
+    .into();
+    let mut v = vec![
+        ("system".to_owned(), true, local.clone()),
+        ("system_schema".to_owned(), true, local),
+    ];
+    v.extend(
+        schema
+            .keyspaces
+            .values()
+            .map(|k| (k.name.clone(), k.durable_writes, k.replication.clone())),
+    );
+    v
+}
+
+fn user_tables(schema: &Schema) -> impl Iterator<Item = &Table> {
+    schema.keyspaces.values().flat_map(|k| k.tables.values())
+}
+
+const TABLES_COLS: [(&str, &str); 19] = [
+    ("keyspace_name", "text"),
+    ("table_name", "text"),
+    ("bloom_filter_fp_chance", "double"),
+    ("caching", "map<text, text>"),
+    ("comment", "text"),
+    ("compaction", "map<text, text>"),
+    ("compression", "map<text, text>"),
+    ("crc_check_chance", "double"),
+    ("dclocal_read_repair_chance", "double"),
+    ("default_time_to_live", "int"),
+    ("extensions", "map<text, blob>"),
+    ("flags", "set<text>"),
+    ("gc_grace_seconds", "int"),
+    ("id", "uuid"),
+    ("max_index_interval", "int"),
+    ("memtable_flush_period_in_ms", "int"),
+    ("min_index_interval", "int"),
+    ("read_repair_chance", "double"),
+    ("speculative_retry", "text"),
+];
+
+fn schema_tables(schema: &Schema) -> View {
+    let rows = user_tables(schema)
+        .map(|tb| {
+            vec![
+                Some(text(&tb.keyspace)),
+                Some(text(&tb.name)),
+                Some(CqlValue::Double(0.01)),
+                Some(text_map(&[("keys", "ALL"), ("rows_per_partition", "ALL")])),
+                Some(text("")),
+                Some(text_map(&[(
+                    "class",
+                    "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy",
+                )])),
+                Some(text_map(&[(
+                    "sstable_compression",
+                    "org.apache.cassandra.io.compress.LZ4Compressor",
+                )])),
+                Some(CqlValue::Double(1.0)),
+                Some(CqlValue::Double(0.0)),
+                Some(CqlValue::Int(0)),
+                Some(CqlValue::Map(Vec::new())),
+                // Without "compound" drivers take the table for COMPACT STORAGE.
+                Some(CqlValue::Set(vec![text("compound")])),
+                Some(CqlValue::Int(864_000)),
+                Some(CqlValue::Uuid(tb.id)),
+                Some(CqlValue::Int(2048)),
+                Some(CqlValue::Int(0)),
+                Some(CqlValue::Int(128)),
+                Some(CqlValue::Double(0.0)),
+                Some(text("99.0PERCENTILE")),
+            ]
+        })
+        .collect();
+    view("system_schema", "tables", &TABLES_COLS, rows)
+}
+
+const COLUMNS_COLS: [(&str, &str); 8] = [
+    ("keyspace_name", "text"),
+    ("table_name", "text"),
+    ("column_name", "text"),
+    ("clustering_order", "text"),
+    ("column_name_bytes", "blob"),
+    ("kind", "text"),
+    ("position", "int"),
+    ("type", "text"),
+];
+
+fn schema_columns(schema: &Schema) -> View {
+    let mut rows = Vec::new();
+    for tb in user_tables(schema) {
+        let mut cols: Vec<_> = tb.columns.iter().collect();
+        // The schema table's clustering order: by column name.
+        cols.sort_by(|a, b| a.name.cmp(&b.name));
+        for c in cols {
+            let order = if c.kind == super::store::ColumnKind::Clustering {
+                "asc"
+            } else {
+                "none"
+            };
+            rows.push(vec![
+                Some(text(&tb.keyspace)),
+                Some(text(&tb.name)),
+                Some(text(&c.name)),
+                Some(text(order)),
+                Some(CqlValue::Blob(c.name.as_bytes().to_vec())),
+                Some(text(c.kind.as_str())),
+                Some(CqlValue::Int(c.position)),
+                Some(text(&c.typ.to_string())),
+            ]);
+        }
+    }
+    view("system_schema", "columns", &COLUMNS_COLS, rows)
+}
+
+const STATS_COLS: [(&str, &str); 14] = [
+    ("node", "int"),
+    ("shard", "int"),
+    ("accepted_regular", "bigint"),
+    ("accepted_shard_aware", "bigint"),
+    ("connections", "bigint"),
+    ("handshakes_finished", "bigint"),
+    ("handshakes_shed", "bigint"),
+    ("handshakes_started", "bigint"),
+    ("peak_connections", "bigint"),
+    ("protocol_errors", "bigint"),
+    ("requests_non_replica", "bigint"),
+    ("requests_served", "bigint"),
+    ("requests_wrong_shard", "bigint"),
+    ("up", "boolean"),
+];
+
+fn testbed_stats(ctx: &ConnCtx) -> View {
+    let stats = ctx.topology().stats_snapshot();
+    let mut rows = Vec::new();
+    for (n, node) in stats.nodes.iter().enumerate() {
+        for (s, c) in node.shards.iter().enumerate() {
+            let big = |v: u64| Some(CqlValue::BigInt(i64::try_from(v).unwrap_or(i64::MAX)));
+            rows.push(vec![
+                Some(CqlValue::Int(n as i32)),
+                Some(CqlValue::Int(s as i32)),
+                big(c.accepted_regular),
+                big(c.accepted_shard_aware),
+                big(c.connections),
+                big(c.handshakes_finished),
+                big(c.handshakes_shed),
+                big(c.handshakes_started),
+                big(c.peak_connections),
+                big(c.protocol_errors),
+                big(c.requests_non_replica),
+                big(c.requests_served),
+                big(c.requests_wrong_shard),
+                Some(CqlValue::Boolean(node.up)),
+            ]);
+        }
+    }
+    view(TESTBED_KEYSPACE, "stats", &STATS_COLS, rows)
+}
+
+/// The view of built-in table `ks.table`; an Invalid error for tables that
+/// do not exist (as a server says "unconfigured table").
+pub(crate) fn system_view(
+    ctx: &ConnCtx,
+    schema: &Schema,
+    ks: &str,
+    table: &str,
+) -> Result<View, CqlError> {
+    let empty = |cols: &[(&str, &str)]| view(ks, table, cols, Vec::new());
+    Ok(match (ks, table) {
+        ("system", "local") => system_local(ctx, schema),
+        ("system", "peers") => system_peers(ctx, schema),
+        ("system_schema", "keyspaces") => {
+            let rows = keyspaces(schema)
+                .into_iter()
+                .map(|(name, durable, repl)| {
+                    let m = repl.iter().map(|(k, v)| (text(k), text(v))).collect();
+                    vec![
+                        Some(CqlValue::Text(name)),
+                        Some(CqlValue::Boolean(durable)),
+                        Some(CqlValue::Map(m)),
+                    ]
+                })
+                .collect();
+            view(
+                ks,
+                table,
+                &[
+                    ("keyspace_name", "text"),
+                    ("durable_writes", "boolean"),
+                    ("replication", "map<text, text>"),
+                ],
+                rows,
+            )
+        }
+        ("system_schema", "tables") => schema_tables(schema),
+        ("system_schema", "columns") => schema_columns(schema),
+        ("system_schema", "types") => empty(&[
+            ("keyspace_name", "text"),
+            ("type_name", "text"),
+            ("field_names", "list<text>"),
+            ("field_types", "list<text>"),
+        ]),
+        ("system_schema", "functions") => empty(&[
+            ("keyspace_name", "text"),
+            ("function_name", "text"),
+            ("argument_types", "list<text>"),
+            ("argument_names", "list<text>"),
+            ("body", "text"),
+            ("called_on_null_input", "boolean"),
+            ("language", "text"),
+            ("return_type", "text"),
+        ]),
+        ("system_schema", "aggregates") => empty(&[
+            ("keyspace_name", "text"),
+            ("aggregate_name", "text"),
+            ("argument_types", "list<text>"),
+            ("final_func", "text"),
+            ("initcond", "text"),
+            ("return_type", "text"),
+            ("state_func", "text"),
+            ("state_type", "text"),
+        ]),
+        ("system_schema", "views") => empty(&[
+            ("keyspace_name", "text"),
+            ("view_name", "text"),
+            ("base_table_id", "uuid"),
+            ("base_table_name", "text"),
+            ("include_all_columns", "boolean"),
+            ("where_clause", "text"),
+        ]),
+        ("system_schema", "indexes") => empty(&[
+            ("keyspace_name", "text"),
+            ("table_name", "text"),
+            ("index_name", "text"),
+            ("kind", "text"),
+            ("options", "map<text, text>"),
+        ]),
+        ("system_schema", "triggers") => empty(&[
+            ("keyspace_name", "text"),
+            ("table_name", "text"),
+            ("trigger_name", "text"),
+            ("options", "map<text, text>"),
+        ]),
+        ("system_schema", "scylla_tables") => empty(&[
+            ("keyspace_name", "text"),
+            ("table_name", "text"),
+            ("partitioner", "text"),
+            ("version", "uuid"),
+        ]),
+        ("system_schema", "dropped_columns") => empty(&[
+            ("keyspace_name", "text"),
+            ("table_name", "text"),
+            ("column_name", "text"),
+            ("dropped_time", "timestamp"),
+            ("type", "text"),
+        ]),
+        (TESTBED_KEYSPACE, "stats") => testbed_stats(ctx),
+        _ => return invalid(format!("unconfigured table {table}")),
+    })
+}
