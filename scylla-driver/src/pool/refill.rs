@@ -353,10 +353,16 @@ async fn open_for_shard(
             if reason != FallbackReason::PortsExhausted {
                 Metrics::inc(&inner.metrics.connects_shard_aware_failed);
             }
-            tracing::debug!(node = %inner.addr, %reason, error = ?error, "shard-aware port failed; using the regular port");
-            let t = lock_health(inner).on_failure(reason, Instant::now());
-            report(inner, t);
-            open_regular(inner).await.map(|c| (c, None))
+            tracing::debug!(node = %inner.addr, %reason, error = ?error, "shard-aware port failed; trying the regular port");
+            let regular = open_regular(inner).await;
+            // Blame the shard-aware port only if the regular port works: a
+            // node that is down refuses both, and that is no reason to stop
+            // using its shard-aware port once it is back.
+            if regular.is_ok() || reason == FallbackReason::PortsExhausted {
+                let t = lock_health(inner).on_failure(reason, Instant::now());
+                report(inner, t);
+            }
+            regular.map(|c| (c, None))
         }
         Err(ShardAwareError::Other(e)) => {
             Metrics::inc(&inner.metrics.connects_shard_aware_failed);

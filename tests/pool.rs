@@ -1,0 +1,212 @@
+//! The per-shard pool against the in-process test cluster: exact shard
+//! coverage through the shard-aware port, every fallback path, port
+//! exhaustion, restarts, and many pools connecting at once.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use scylla_driver::connection::ConnectionConfig;
+use scylla_driver::metrics::Metrics;
+use scylla_driver::pool::backoff::ExponentialBackoff;
+use scylla_driver::pool::nat::FallbackReason;
+use scylla_driver::pool::shard_port::PortRange;
+use scylla_driver::pool::{NodePool, PoolConfig};
+use scylla_testbed::{Faults, NatMode, ShardAwarePortMode, TestCluster};
+
+const FULL: Duration = Duration::from_secs(20);
+
+fn config() -> PoolConfig {
+    PoolConfig {
+        connection: ConnectionConfig {
+            handshake_timeout: Duration::from_millis(500),
+            ..ConnectionConfig::default()
+        },
+        reconnect: Arc::new(ExponentialBackoff::new(
+            Duration::from_millis(20),
+            Duration::from_millis(500),
+        )),
+        reconnect_spread: Duration::from_millis(200),
+        ..PoolConfig::default()
+    }
+}
+
+fn accepted(cluster: &TestCluster, node: usize) -> (u64, u64) {
+    let s = cluster.node_stats(node).unwrap();
+    (s.node.accepted_regular, s.node.accepted_shard_aware)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_per_shard_through_the_shard_aware_port() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(8)
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let pool = NodePool::new(cluster.cql_addrs()[0], config(), metrics.clone());
+    assert!(pool.wait_until_full(FULL).await);
+    let snap = pool.snapshot();
+    assert_eq!(snap.covered_shards(), 8);
+    for (shard, conns) in snap.shards.iter().enumerate() {
+        assert_eq!(conns.len(), 1);
+        assert_eq!(conns[0].shard(), Some(shard as u16));
+    }
+    // Exactly S accepted connections for S shards: 1 regular + 7 shard-aware.
+    assert_eq!(accepted(&cluster, 0), (1, 7));
+    let m = metrics.snapshot();
+    assert_eq!(m.wrong_shard_landings, 0);
+    assert_eq!(m.excess_connections_closed, 0);
+    assert_eq!(pool.fallback(), None);
+    // Routing by shard returns that shard's connection.
+    for shard in 0..8u16 {
+        assert_eq!(
+            pool.connection_for(Some(shard)).unwrap().shard(),
+            Some(shard)
+        );
+    }
+}
+
+async fn covered_despite(faults: Faults, expected: FallbackReason) {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(6)
+        .faults(0, faults)
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let pool = NodePool::new(cluster.cql_addrs()[0], config(), metrics.clone());
+    assert!(pool.wait_until_full(FULL).await, "every shard covered");
+    assert_eq!(pool.fallback(), Some(expected));
+    let m = metrics.snapshot();
+    assert_eq!(m.shard_aware_fallbacks, 1, "{m:?}");
+    // Bounded attempts: a few wasted on the shard-aware port, then the
+    // regular port, whose excess landings are closed.
+    let (regular, sa) = accepted(&cluster, 0);
+    assert!(regular + sa <= 6 * 4, "accepted {regular} + {sa}");
+    assert!(m.connect_attempts() <= 6 * 4, "{m:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nat_rewriting_ports_falls_back_to_the_regular_port() {
+    covered_despite(
+        Faults::none().with_nat(NatMode::Offset(1)),
+        FallbackReason::ShardMismatch,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_shard_aware_port_falls_back() {
+    covered_despite(
+        Faults::none().with_shard_aware_port(ShardAwarePortMode::Refuse),
+        FallbackReason::Refused,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_shard_aware_port_times_out_and_falls_back() {
+    covered_despite(
+        Faults::none().with_shard_aware_port(ShardAwarePortMode::Silent),
+        FallbackReason::TimedOut,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_port_range_is_exhausted_cleanly() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(8)
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    // 4 ports cover at most 4 of the 8 shards' residues.
+    let cfg = PoolConfig {
+        source_ports: PortRange::new(63000, 63004).unwrap(),
+        ..config()
+    };
+    let pool = NodePool::new(cluster.cql_addrs()[0], cfg, metrics.clone());
+    assert!(pool.wait_until_full(FULL).await);
+    assert_eq!(pool.fallback(), Some(FallbackReason::PortsExhausted));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_restart_is_recovered() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(4)
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let pool = NodePool::new(cluster.cql_addrs()[0], config(), metrics.clone());
+    assert!(pool.wait_until_full(FULL).await);
+    cluster.stop_node(0).await.unwrap();
+    assert!(
+        pool.wait_for(FULL, |s| s.is_empty()).await,
+        "connections dropped"
+    );
+    assert!(pool.connection_for(Some(0)).is_none());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.start_node(0).await.unwrap();
+    assert!(pool.wait_until_full(FULL).await, "all shards back");
+    let m = metrics.snapshot();
+    assert!(m.reconnect_delays >= 1, "{m:?}");
+    // After the restart: again exactly one connection per shard.
+    assert_eq!(accepted(&cluster, 0), (1, 3));
+}
+
+/// Many pools (as many client sessions) connect at once, and again after a
+/// node restart: the accepted connections stay within 1% of the ideal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_of_pools_needs_almost_no_extra_connections() {
+    const SESSIONS: usize = 20;
+    const NODES: usize = 3;
+    const SHARDS: u16 = 12;
+    let cluster = TestCluster::builder()
+        .nodes(NODES)
+        .shards(SHARDS)
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let mut pools = Vec::new();
+    for _ in 0..SESSIONS {
+        for addr in cluster.cql_addrs() {
+            pools.push(NodePool::new(addr, config(), metrics.clone()));
+        }
+    }
+    for p in &pools {
+        assert!(p.wait_until_full(Duration::from_secs(60)).await);
+    }
+    let ideal = (SESSIONS * NODES * SHARDS as usize) as f64;
+    let total: u64 = (0..NODES)
+        .map(|n| {
+            let (r, s) = accepted(&cluster, n);
+            r + s
+        })
+        .sum();
+    assert!(
+        total as f64 / ideal <= 1.01,
+        "cold start: {total} accepted for {ideal} wanted"
+    );
+
+    cluster.stop_node(1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    cluster.start_node(1).await.unwrap();
+    for p in &pools {
+        assert!(p.wait_until_full(Duration::from_secs(60)).await);
+    }
+    let (r, s) = accepted(&cluster, 1);
+    let ideal_node = (SESSIONS * SHARDS as usize) as f64;
+    assert!(
+        (r + s) as f64 / ideal_node <= 1.01,
+        "after restart: {} accepted for {ideal_node}",
+        r + s
+    );
+}
