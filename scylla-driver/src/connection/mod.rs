@@ -184,6 +184,9 @@ struct Shared {
     epoch: Instant,
     max_frame_len: usize,
     peer: SocketAddr,
+    /// The keyspace this connection last switched to (`USE`), as a marker
+    /// the session compares with its own.
+    keyspace: arc_swap::ArcSwapOption<String>,
 }
 
 impl Shared {
@@ -413,6 +416,16 @@ impl Connection {
         self.shared.cancel.cancelled().await;
     }
 
+    /// The keyspace the connection is using, as far as the driver knows.
+    pub fn keyspace(&self) -> Option<Arc<String>> {
+        self.shared.keyspace.load_full()
+    }
+
+    /// Records that the connection now uses `keyspace` (after a `USE`).
+    pub fn set_keyspace(&self, keyspace: Option<Arc<String>>) {
+        self.shared.keyspace.store(keyspace);
+    }
+
     /// A token cancelled when the connection stops; holding it does not keep
     /// the connection open.
     pub(crate) fn close_token(&self) -> CancellationToken {
@@ -507,6 +520,7 @@ async fn open_inner(
         epoch: Instant::now(),
         max_frame_len: config.max_frame_len,
         peer: addr,
+        keyspace: arc_swap::ArcSwapOption::new(config.keyspace.clone().map(Arc::new)),
     });
     let (rd, wr) = stream.into_split();
     tokio::spawn(writer::run(shared.clone(), wr, config.coalescing));

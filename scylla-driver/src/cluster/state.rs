@@ -1,0 +1,233 @@
+//! The cluster as requests see it: nodes with their pools, and the routing
+//! table, in one immutable [`ClusterState`] replaced atomically whenever the
+//! metadata changes. A request loads it once (lock-free) and only indexes
+//! arrays from then on.
+//!
+//! [`Cluster`] owns the control connection and the task that rebuilds the
+//! state: on a new metadata snapshot it reuses the pools of known nodes (by
+//! host id), starts pools for new ones, drops those of removed ones, and
+//! rebuilds the routing table; on a node's UP event it tells that node's pool
+//! to reconnect now.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use uuid::Uuid;
+
+use super::control::{ControlHandle, NodeEvent};
+use super::metadata::Metadata;
+use crate::metrics::Metrics;
+use crate::pool::{NodePool, PoolConfig};
+use crate::routing::{DcId, NodeIdx, RoutingTable};
+
+/// One node and its pool.
+#[derive(Debug)]
+pub struct Node {
+    /// The node's host id.
+    pub host_id: Uuid,
+    /// Its CQL address.
+    pub address: SocketAddr,
+    /// Datacenter.
+    pub datacenter: String,
+    /// Rack.
+    pub rack: String,
+    /// Its connections.
+    pub pool: NodePool,
+}
+
+/// Nodes (indexed like the routing table's `NodeIdx`), the routing table and
+/// the metadata they were built from.
+#[derive(Debug)]
+pub struct ClusterState {
+    /// Nodes, in `NodeIdx` order.
+    pub nodes: Vec<Arc<Node>>,
+    /// The precomputed routing table.
+    pub routing: RoutingTable,
+    /// The metadata snapshot.
+    pub metadata: Arc<Metadata>,
+    /// The local datacenter's id in the routing table.
+    pub local_dc: Option<DcId>,
+}
+
+impl ClusterState {
+    /// The node at `idx`.
+    pub fn node(&self, idx: NodeIdx) -> Option<&Arc<Node>> {
+        self.nodes.get(idx.0 as usize)
+    }
+
+    fn build(
+        metadata: Arc<Metadata>,
+        previous: Option<&ClusterState>,
+        pool_config: &PoolConfig,
+        metrics: &Arc<Metrics>,
+        local_dc: Option<&str>,
+    ) -> ClusterState {
+        let mut old: HashMap<Uuid, &Arc<Node>> = previous
+            .map(|p| p.nodes.iter().map(|n| (n.host_id, n)).collect())
+            .unwrap_or_default();
+        let nodes: Vec<Arc<Node>> = metadata
+            .nodes
+            .iter()
+            .map(|m| match old.remove(&m.host_id) {
+                Some(n) if n.address == m.address => Arc::new(Node {
+                    host_id: m.host_id,
+                    address: m.address,
+                    datacenter: m.datacenter.clone(),
+                    rack: m.rack.clone(),
+                    pool: n.pool.clone(),
+                }),
+                _ => {
+                    tracing::info!(node = %m.address, host_id = %m.host_id, dc = %m.datacenter, "new node");
+                    Arc::new(Node {
+                        host_id: m.host_id,
+                        address: m.address,
+                        datacenter: m.datacenter.clone(),
+                        rack: m.rack.clone(),
+                        pool: NodePool::new(m.address, pool_config.clone(), metrics.clone()),
+                    })
+                }
+            })
+            .collect();
+        for gone in old.values() {
+            tracing::info!(node = %gone.address, host_id = %gone.host_id, "node removed");
+            gone.pool.shutdown();
+        }
+        let by_host: HashMap<Uuid, &Arc<Node>> = nodes.iter().map(|n| (n.host_id, n)).collect();
+        let input = metadata.to_topology_input(&|host| by_host.get(host).and_then(|n| n.pool.sharder()));
+        let routing = RoutingTable::build(&input);
+        let local_dc = local_dc.and_then(|dc| routing.dc_id(dc));
+        ClusterState {
+            nodes,
+            routing,
+            metadata,
+            local_dc,
+        }
+    }
+}
+
+/// The control connection, the pools and the current [`ClusterState`].
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    pub(crate) state: Arc<ArcSwap<ClusterState>>,
+    pub(crate) control: ControlHandle,
+    _stop: DropGuard,
+}
+
+impl Cluster {
+    /// Builds the first state from the control connection's metadata and
+    /// starts the task that keeps it current.
+    pub(crate) fn start(
+        control: ControlHandle,
+        updates: watch::Receiver<Arc<Metadata>>,
+        pool_config: PoolConfig,
+        metrics: Arc<Metrics>,
+        local_dc: Option<String>,
+    ) -> Cluster {
+        let first = ClusterState::build(control.metadata(), None, &pool_config, &metrics, local_dc.as_deref());
+        let state = Arc::new(ArcSwap::from_pointee(first));
+        let cancel = CancellationToken::new();
+        let worker = Worker {
+            state: state.clone(),
+            pool_config,
+            metrics,
+            local_dc,
+        };
+        tokio::spawn(worker.run(updates, control.node_events(), cancel.clone()));
+        Cluster {
+            state,
+            control,
+            _stop: cancel.drop_guard(),
+        }
+    }
+
+    /// Waits until every node's pool has a connection (or `timeout` passes).
+    /// Returns the addresses of the nodes still without one.
+    pub(crate) async fn wait_for_pools(&self, timeout: Duration) -> Vec<SocketAddr> {
+        let state = self.state.load_full();
+        let waits = state.nodes.iter().map(|n| {
+            let n = n.clone();
+            async move { (n.address, n.pool.wait_for(timeout, |s| !s.is_empty()).await) }
+        });
+        let mut missing = Vec::new();
+        for w in waits {
+            let (addr, ok) = w.await;
+            if !ok {
+                missing.push(addr);
+            }
+        }
+        missing
+    }
+}
+
+struct Worker {
+    state: Arc<ArcSwap<ClusterState>>,
+    pool_config: PoolConfig,
+    metrics: Arc<Metrics>,
+    local_dc: Option<String>,
+}
+
+impl Worker {
+    async fn run(
+        self,
+        mut updates: watch::Receiver<Arc<Metadata>>,
+        mut events: broadcast::Receiver<NodeEvent>,
+        cancel: CancellationToken,
+    ) {
+        // Pools learn each node's sharding after their first connection; the
+        // routing table carries shards too, so it is rebuilt once they have.
+        let mut resharded = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                changed = updates.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    let metadata = updates.borrow_and_update().clone();
+                    self.rebuild(metadata);
+                }
+                event = events.recv() => match event {
+                    Ok(NodeEvent { address, up: true, .. }) => {
+                        let state = self.state.load();
+                        for n in state.nodes.iter().filter(|n| n.address.ip() == address.ip()) {
+                            tracing::debug!(node = %n.address, "node reported up; reconnecting");
+                            n.pool.node_up_hint();
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                _ = resharded.tick() => {
+                    let state = self.state.load_full();
+                    let stale = state.nodes.iter().enumerate().any(|(i, n)| {
+                        n.pool.sharder() != state.routing.sharder(NodeIdx(i as u32))
+                    });
+                    if stale {
+                        self.rebuild(state.metadata.clone());
+                    }
+                }
+            }
+        }
+        for n in self.state.load().nodes.iter() {
+            n.pool.shutdown();
+        }
+    }
+
+    fn rebuild(&self, metadata: Arc<Metadata>) {
+        let previous = self.state.load_full();
+        let next = ClusterState::build(
+            metadata,
+            Some(&previous),
+            &self.pool_config,
+            &self.metrics,
+            self.local_dc.as_deref(),
+        );
+        self.state.store(Arc::new(next));
+    }
+}

@@ -1,0 +1,95 @@
+//! The public error catalogue.
+//!
+//! [`ExecutionError`] is what running a statement can fail with; its
+//! variants can be matched (a server error with its code, a timeout, no
+//! connection, a bad query, ...), its `Display` is meant for logs, and a
+//! server error keeps the server's own message. [`NewSessionError`] is what
+//! building a session can fail with.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use scylla_cql::frame::response::error::DbError;
+use scylla_cql::types::{DeserializationError, SerializationError, TypeCheckError};
+
+pub use crate::connection::{BrokenConnection, ConnectionError, RequestError};
+
+/// Running a statement failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecutionError {
+    /// The server answered with an error.
+    #[error("{node} answered: {error}: {message}")]
+    Server {
+        /// The error, with its code ([`DbError::code`]) and details.
+        error: DbError,
+        /// The server's message.
+        message: String,
+        /// The node that answered.
+        node: SocketAddr,
+    },
+    /// No response within the statement's timeout.
+    #[error("no response within {0:?}")]
+    Timeout(Duration),
+    /// No node could take the request (all down, or none connected yet).
+    #[error("no connection available: {0}")]
+    NoConnection(String),
+    /// The connection broke while the request was in flight (and it was not
+    /// retried: the statement is not idempotent, or the retry policy said no).
+    #[error("connection to {node} failed: {error}")]
+    Connection {
+        /// The node.
+        node: SocketAddr,
+        /// What happened.
+        error: RequestError,
+    },
+    /// The statement or its values are invalid on the client side.
+    #[error("bad query: {0}")]
+    BadQuery(String),
+    /// The values could not be serialized for the statement's bind markers.
+    #[error("serialization failed: {0}")]
+    Serialization(#[from] SerializationError),
+    /// The rows do not have the requested Rust type.
+    #[error("type check failed: {0}")]
+    TypeCheck(#[from] TypeCheckError),
+    /// A value could not be deserialized.
+    #[error("deserialization failed: {0}")]
+    Deserialization(#[from] DeserializationError),
+    /// The server sent something the protocol does not allow here.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The schema did not settle in time after DDL.
+    #[error("schema agreement not reached within {0:?}")]
+    SchemaAgreementTimeout(Duration),
+}
+
+impl ExecutionError {
+    /// The server's error, if the server answered with one.
+    pub fn db_error(&self) -> Option<&DbError> {
+        match self {
+            ExecutionError::Server { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Building a session failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NewSessionError {
+    /// No contact point was given.
+    #[error("no contact points were given")]
+    NoContactPoints,
+    /// A contact point could not be resolved.
+    #[error("cannot resolve contact point {0:?}: {1}")]
+    Resolve(String, String),
+    /// The control connection could not be established to any contact point.
+    #[error("cannot connect to any contact point: {0}")]
+    Control(String),
+    /// Metadata could not be read.
+    #[error("reading cluster metadata failed: {0}")]
+    Metadata(String),
+    /// `USE keyspace` failed.
+    #[error("cannot use keyspace: {0}")]
+    Keyspace(#[from] Box<ExecutionError>),
+}

@@ -1,0 +1,98 @@
+//! The result of running a statement, and typed rows.
+//!
+//! Rows stay in the frame they arrived in: [`QueryResult::rows`] iterates
+//! them as any [`DeserializeRow`] type, borrowing `&str` and `&[u8]` straight
+//! from the frame where the row type asks for them.
+
+use bytes::Bytes;
+use scylla_cql::frame::response::result::Rows;
+use scylla_cql::types::{ColumnSpec, DeserializeRow, RowIterator};
+use uuid::Uuid;
+
+use crate::error::ExecutionError;
+
+/// What a statement returned.
+#[derive(Debug, Clone, Default)]
+pub struct QueryResult {
+    pub(crate) rows: Option<Rows>,
+    pub(crate) col_specs: Option<std::sync::Arc<[ColumnSpec]>>,
+    /// Server warnings.
+    pub warnings: Vec<String>,
+    /// The tracing session, if tracing was requested.
+    pub tracing_id: Option<Uuid>,
+}
+
+impl QueryResult {
+    /// Whether the result has rows (it was a SELECT, or a conditional update).
+    pub fn has_rows(&self) -> bool {
+        self.rows.is_some()
+    }
+
+    /// Number of rows (0 when there are none).
+    pub fn rows_count(&self) -> usize {
+        self.rows.as_ref().map_or(0, Rows::rows_count)
+    }
+
+    /// The columns of the rows.
+    pub fn columns(&self) -> &[ColumnSpec] {
+        if let Some(specs) = &self.col_specs {
+            return specs;
+        }
+        self.rows
+            .as_ref()
+            .and_then(|r| r.metadata().col_specs.as_deref())
+            .unwrap_or(&[])
+    }
+
+    /// Where the next page starts, if there is one.
+    pub fn paging_state(&self) -> Option<&Bytes> {
+        self.rows.as_ref().and_then(Rows::paging_state)
+    }
+
+    /// Typed rows, borrowing from the result.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// let result = session.query_unpaged("SELECT name, age FROM ks.people", ()).await?;
+    /// for row in result.rows::<(&str, i32)>()? {
+    ///     let (name, age) = row?;
+    ///     println!("{name}: {age}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn rows<'r, R: DeserializeRow<'r>>(&'r self) -> Result<RowIterator<'r, R>, ExecutionError> {
+        let Some(rows) = &self.rows else {
+            return Err(ExecutionError::BadQuery(
+                "the statement returned no rows (it is not a SELECT)".into(),
+            ));
+        };
+        Ok(RowIterator::new(self.columns(), rows.raw_rows(), rows.rows_count())?)
+    }
+
+    /// All rows, as an owned type.
+    pub fn into_rows<R>(self) -> Result<Vec<R>, ExecutionError>
+    where
+        R: for<'r> DeserializeRow<'r>,
+    {
+        self.rows::<R>()?
+            .map(|r| r.map_err(ExecutionError::from))
+            .collect()
+    }
+
+    /// The first row, if any.
+    pub fn first_row<'r, R: DeserializeRow<'r>>(&'r self) -> Result<Option<R>, ExecutionError> {
+        Ok(self.rows::<R>()?.next().transpose()?)
+    }
+
+    /// The only row: an error unless there is exactly one.
+    pub fn single_row<'r, R: DeserializeRow<'r>>(&'r self) -> Result<R, ExecutionError> {
+        let mut it = self.rows::<R>()?;
+        match (it.next(), it.next()) {
+            (Some(r), None) => Ok(r?),
+            _ => Err(ExecutionError::BadQuery(format!(
+                "expected exactly one row, got {}",
+                self.rows_count()
+            ))),
+        }
+    }
+}

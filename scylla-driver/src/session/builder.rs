@@ -1,0 +1,284 @@
+//! [`SessionBuilder`]: everything a session can be configured with, and
+//! `build()`, which returns once the control connection and a first
+//! connection to every node are up.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use scylla_cql::compression::Compression;
+use scylla_cql::Consistency;
+
+use super::Session;
+use crate::cluster::control::{ControlHandle, ControlOptions};
+use crate::cluster::state::Cluster;
+use crate::connection::{Authenticator, Coalescing, PasswordAuthenticator};
+use crate::error::NewSessionError;
+use crate::metrics::Metrics;
+use crate::policy::retry::{DefaultRetryPolicy, RetryPolicy};
+use crate::policy::speculative::SpeculativeExecution;
+use crate::pool::backoff::ReconnectPolicy;
+use crate::pool::shard_port::PortRange;
+use crate::pool::PoolConfig;
+
+/// A session's configuration.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Addresses (`host:port`) of nodes to discover the cluster from.
+    pub contact_points: Vec<String>,
+    /// Keyspace to use.
+    pub keyspace: Option<String>,
+    /// Pool and connection settings (credentials, compression, coalescing,
+    /// timeouts, shard-aware port, local port range, reconnect policy).
+    pub pool: PoolConfig,
+    /// Default consistency.
+    pub consistency: Consistency,
+    /// Default timeout of a request (all of its attempts).
+    pub request_timeout: Duration,
+    /// Default page size of paged execution.
+    pub page_size: i32,
+    /// The datacenter to prefer.
+    pub local_datacenter: Option<String>,
+    /// What to do when an attempt fails.
+    pub retry_policy: Arc<dyn RetryPolicy>,
+    /// Speculative execution of idempotent statements.
+    pub speculative: Option<SpeculativeExecution>,
+    /// Bound on waiting for schema agreement after DDL.
+    pub schema_agreement_timeout: Duration,
+    /// How long `build` waits for a first connection to every node.
+    pub initial_connect_timeout: Duration,
+    /// The control connection's settings.
+    pub control: ControlOptions,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            contact_points: Vec::new(),
+            keyspace: None,
+            pool: PoolConfig::default(),
+            consistency: Consistency::LocalQuorum,
+            request_timeout: Duration::from_secs(12),
+            page_size: 5000,
+            local_datacenter: None,
+            retry_policy: Arc::new(DefaultRetryPolicy),
+            speculative: None,
+            schema_agreement_timeout: Duration::from_secs(10),
+            initial_connect_timeout: Duration::from_secs(5),
+            control: ControlOptions::default(),
+        }
+    }
+}
+
+/// Builds a [`Session`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use scylla_driver::SessionBuilder;
+///
+/// let session = SessionBuilder::new()
+///     .known_node("127.0.0.1:9042")
+///     .user("cassandra", "cassandra")
+///     .request_timeout(Duration::from_secs(5))
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SessionBuilder {
+    /// The configuration being built.
+    pub config: SessionConfig,
+}
+
+impl SessionBuilder {
+    /// A builder with default settings.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a contact point (`host:port`, or `host` for port 9042).
+    #[must_use]
+    pub fn known_node(mut self, addr: impl Into<String>) -> Self {
+        self.config.contact_points.push(addr.into());
+        self
+    }
+
+    /// Adds contact points.
+    #[must_use]
+    pub fn known_nodes<S: Into<String>>(mut self, addrs: impl IntoIterator<Item = S>) -> Self {
+        self.config.contact_points.extend(addrs.into_iter().map(Into::into));
+        self
+    }
+
+    /// Uses `keyspace` once connected.
+    #[must_use]
+    pub fn use_keyspace(mut self, keyspace: impl Into<String>) -> Self {
+        self.config.keyspace = Some(keyspace.into());
+        self
+    }
+
+    /// Username and password (SASL PLAIN, for `PasswordAuthenticator`).
+    #[must_use]
+    pub fn user(self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.authenticator(Arc::new(PasswordAuthenticator::new(username, password)))
+    }
+
+    /// A custom authenticator.
+    #[must_use]
+    pub fn authenticator(mut self, a: Arc<dyn Authenticator>) -> Self {
+        self.config.pool.connection.authenticator = Some(a);
+        self
+    }
+
+    /// Compression (used when the server offers it).
+    #[must_use]
+    pub fn compression(mut self, c: Option<Compression>) -> Self {
+        self.config.pool.connection.compression = c;
+        self
+    }
+
+    /// Connections per shard (per node for servers that do not shard).
+    #[must_use]
+    pub fn connections_per_shard(mut self, n: usize) -> Self {
+        self.config.pool.connections_per_shard = n.max(1);
+        self
+    }
+
+    /// The write coalescing policy of every connection.
+    #[must_use]
+    pub fn coalescing(mut self, c: Coalescing) -> Self {
+        self.config.pool.connection.coalescing = c;
+        self
+    }
+
+    /// TCP connect timeout.
+    #[must_use]
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.config.pool.connection.socket.connect_timeout = d;
+        self
+    }
+
+    /// Bound on a connection's handshake.
+    #[must_use]
+    pub fn handshake_timeout(mut self, d: Duration) -> Self {
+        self.config.pool.connection.handshake_timeout = d;
+        self
+    }
+
+    /// Default request timeout.
+    #[must_use]
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.config.request_timeout = d;
+        self
+    }
+
+    /// Whether to use ScyllaDB's shard-aware port.
+    #[must_use]
+    pub fn shard_aware_port(mut self, enabled: bool) -> Self {
+        self.config.pool.shard_aware_port = enabled;
+        self
+    }
+
+    /// Local ports to bind shard-aware connections from.
+    #[must_use]
+    pub fn local_port_range(mut self, range: PortRange) -> Self {
+        self.config.pool.source_ports = range;
+        self
+    }
+
+    /// The datacenter to prefer.
+    #[must_use]
+    pub fn local_datacenter(mut self, dc: impl Into<String>) -> Self {
+        self.config.local_datacenter = Some(dc.into());
+        self
+    }
+
+    /// The reconnect policy (backoff) of the pools and the control connection.
+    #[must_use]
+    pub fn reconnect_policy(mut self, p: Arc<dyn ReconnectPolicy>) -> Self {
+        self.config.pool.reconnect = p.clone();
+        self.config.control.reconnect = p;
+        self
+    }
+
+    /// The retry policy.
+    #[must_use]
+    pub fn retry_policy(mut self, p: Arc<dyn RetryPolicy>) -> Self {
+        self.config.retry_policy = p;
+        self
+    }
+
+    /// Speculative execution of idempotent statements.
+    #[must_use]
+    pub fn speculative_execution(mut self, s: SpeculativeExecution) -> Self {
+        self.config.speculative = Some(s);
+        self
+    }
+
+    /// Default consistency.
+    #[must_use]
+    pub fn consistency(mut self, c: Consistency) -> Self {
+        self.config.consistency = c;
+        self
+    }
+
+    /// Default page size.
+    #[must_use]
+    pub fn page_size(mut self, rows: i32) -> Self {
+        self.config.page_size = rows;
+        self
+    }
+
+    /// Bound on waiting for schema agreement after DDL.
+    #[must_use]
+    pub fn schema_agreement_timeout(mut self, d: Duration) -> Self {
+        self.config.schema_agreement_timeout = d;
+        self
+    }
+
+    /// Connects: the control connection first (discovering the nodes), then a
+    /// pool per node; returns once every node has a connection (nodes that
+    /// do not answer within the initial connect timeout are left to their
+    /// pools' reconnect logic).
+    pub async fn build(self) -> Result<Session, NewSessionError> {
+        let mut config = self.config;
+        if config.contact_points.is_empty() {
+            return Err(NewSessionError::NoContactPoints);
+        }
+        let mut addrs = Vec::new();
+        for cp in &config.contact_points {
+            let with_port = if cp.contains(':') && !cp.starts_with('[') || cp.contains("]:") {
+                cp.clone()
+            } else {
+                format!("{cp}:9042")
+            };
+            let resolved = tokio::net::lookup_host(&with_port)
+                .await
+                .map_err(|e| NewSessionError::Resolve(cp.clone(), e.to_string()))?;
+            addrs.extend(resolved);
+        }
+        let metrics = Arc::new(Metrics::default());
+        config.pool.connection.counters = metrics.io.clone();
+        let (control, updates) =
+            ControlHandle::start(addrs, config.pool.connection.clone(), config.control.clone())
+                .await
+                .map_err(|e| NewSessionError::Control(e.to_string()))?;
+        let cluster = Cluster::start(
+            control,
+            updates,
+            config.pool.clone(),
+            metrics.clone(),
+            config.local_datacenter.clone(),
+        );
+        let missing = cluster.wait_for_pools(config.initial_connect_timeout).await;
+        for addr in &missing {
+            tracing::warn!(node = %addr, "no connection to this node yet; its pool keeps trying");
+        }
+        let keyspace = config.keyspace.take();
+        let session = Session::from_parts(cluster, config, metrics);
+        if let Some(ks) = keyspace {
+            session.use_keyspace(&ks).await.map_err(|e| NewSessionError::Keyspace(Box::new(e)))?;
+        }
+        Ok(session)
+    }
+}

@@ -1,0 +1,423 @@
+//! Running one request along its plan.
+//!
+//! The cluster state is loaded once; the routing table yields targets lazily
+//! (replicas first, local datacenter first), and each attempt takes the
+//! connection of the target's shard from that node's pool. What happens after
+//! a failed attempt is the retry policy's decision; an UNPREPARED answer is
+//! handled here, by preparing the statement again on that connection and
+//! retrying it once. With speculative execution (idempotent statements only),
+//! a further attempt on the next target starts whenever the current ones have
+//! been silent for the configured delay; the first answer wins.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use std::borrow::Cow;
+
+use bytes::BytesMut;
+use scylla_cql::frame::request::{Execute, Prepare, Query, QueryParameters};
+use scylla_cql::frame::Opcode;
+use scylla_cql::EncodeError;
+use scylla_cql::frame::response::error::DbError;
+use scylla_cql::frame::response::{Response, ResultBody};
+use scylla_cql::frame::MessageBody;
+use scylla_cql::token::Token;
+use scylla_cql::Consistency;
+
+use crate::cluster::state::ClusterState;
+use crate::connection::{Connection, RequestOptions, ResponseFrame};
+use crate::error::ExecutionError;
+use crate::metrics::Metrics;
+use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision};
+use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Target};
+
+use super::SessionInner;
+
+/// Where a request should go.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RoutingInfo {
+    pub(crate) keyspace: Option<KeyspaceId>,
+    pub(crate) token: Option<Token>,
+    pub(crate) lwt: bool,
+}
+
+/// How a request runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunOptions {
+    pub(crate) consistency: Consistency,
+    pub(crate) idempotent: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) tracing: bool,
+}
+
+/// A request message whose consistency each attempt may change.
+pub(crate) trait MessageFor: Sync {
+    /// The opcode of the message.
+    fn opcode(&self) -> Opcode;
+    /// Encodes the body at consistency `c`.
+    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError>;
+    /// The statement text of prepared statement `id`, to prepare it again
+    /// when a node answers UNPREPARED.
+    fn reprepare(&self, id: &[u8]) -> Option<&str>;
+}
+
+/// A message at one consistency: what an attempt sends. Borrowed, so an
+/// attempt allocates nothing to build it.
+struct AtConsistency<'m> {
+    msg: &'m dyn MessageFor,
+    consistency: Consistency,
+}
+
+impl MessageBody for AtConsistency<'_> {
+    fn opcode(&self) -> Opcode {
+        self.msg.opcode()
+    }
+
+    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        self.msg.encode_body_at(self.consistency, buf)
+    }
+}
+
+/// `params` at consistency `c`, borrowing everything else.
+pub(crate) fn params_at<'p>(p: &'p QueryParameters<'_>, c: Consistency) -> QueryParameters<'p> {
+    QueryParameters {
+        consistency: c,
+        values: Cow::Borrowed(&*p.values),
+        skip_metadata: p.skip_metadata,
+        page_size: p.page_size,
+        paging_state: p.paging_state.as_deref().map(Cow::Borrowed),
+        serial_consistency: p.serial_consistency,
+        default_timestamp: p.default_timestamp,
+    }
+}
+
+/// A successful attempt.
+pub(crate) struct Answer {
+    pub(crate) frame: ResponseFrame,
+    pub(crate) node: SocketAddr,
+}
+
+pub(crate) async fn run(
+    inner: &SessionInner,
+    state: &ClusterState,
+    routing: RoutingInfo,
+    msg: &dyn MessageFor,
+    opts: RunOptions,
+) -> Result<Answer, ExecutionError> {
+    Metrics::inc(&inner.metrics.requests);
+    let started = Instant::now();
+    let deadline = started + opts.timeout;
+    let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
+    let _enter = span.enter();
+    let is_up = |idx: NodeIdx| state.node(idx).is_some_and(|n| n.pool.is_connected());
+    let request = RoutingRequest {
+        keyspace: routing.keyspace,
+        token: routing.token,
+        lwt: routing.lwt,
+        local_dc: state.local_dc,
+        seed: inner.seed.fetch_add(1, Ordering::Relaxed),
+    };
+    let plan = Mutex::new(state.routing.plan(&request, &is_up));
+    let next_target = || plan.lock().unwrap_or_else(|e| e.into_inner()).next();
+
+    let result = match inner.config.speculative {
+        Some(spec) if opts.idempotent && spec.max_attempts > 1 => {
+            speculate(inner, state, &routing, msg, opts, deadline, &next_target, spec).await
+        }
+        _ => attempt_chain(inner, state, &routing, msg, opts, deadline, &next_target).await,
+    };
+    inner.metrics.latency.record(started.elapsed());
+    if result.is_err() {
+        Metrics::inc(&inner.metrics.request_errors);
+    }
+    result
+}
+
+/// Speculative execution: up to `max_attempts` attempt chains, a new one each
+/// `delay` while none has answered; the first result wins (the others are
+/// dropped, their stream ids orphaned until their late responses).
+#[allow(clippy::too_many_arguments)]
+async fn speculate(
+    inner: &SessionInner,
+    state: &ClusterState,
+    routing: &RoutingInfo,
+    msg: &dyn MessageFor,
+    opts: RunOptions,
+    deadline: Instant,
+    next_target: &(dyn Fn() -> Option<Target> + Sync),
+    spec: crate::policy::speculative::SpeculativeExecution,
+) -> Result<Answer, ExecutionError> {
+    type Attempt<'a> = Pin<Box<dyn Future<Output = Result<Answer, ExecutionError>> + Send + 'a>>;
+    let mut running: Vec<Attempt<'_>> = Vec::with_capacity(spec.max_attempts);
+    running.push(Box::pin(attempt_chain(inner, state, routing, msg, opts, deadline, next_target)));
+    let mut last_error = None;
+    let mut next_start = Instant::now() + spec.delay;
+    let mut timer = Box::pin(tokio::time::sleep_until(next_start.into()));
+    loop {
+        let polled = std::future::poll_fn(|cx| {
+            let mut i = 0;
+            while i < running.len() {
+                if let Poll::Ready(r) = running[i].as_mut().poll(cx) {
+                    running.swap_remove(i);
+                    return Poll::Ready(Some(r));
+                }
+                i += 1;
+            }
+            if running.len() < spec.max_attempts && timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await;
+        match polled {
+            Some(Ok(answer)) => return Ok(answer),
+            Some(Err(e)) => {
+                last_error = Some(e);
+                if running.is_empty() {
+                    return Err(last_error.unwrap_or_else(|| {
+                        ExecutionError::NoConnection("no attempt could be made".into())
+                    }));
+                }
+            }
+            None => {
+                Metrics::inc(&inner.metrics.speculative_attempts);
+                running.push(Box::pin(attempt_chain(inner, state, routing, msg, opts, deadline, next_target)));
+                next_start += spec.delay;
+                timer.as_mut().reset(next_start.into());
+            }
+        }
+    }
+}
+
+/// Attempts along the plan until one succeeds or the retry policy gives up.
+async fn attempt_chain(
+    inner: &SessionInner,
+    state: &ClusterState,
+    routing: &RoutingInfo,
+    msg: &dyn MessageFor,
+    opts: RunOptions,
+    deadline: Instant,
+    next_target: &(dyn Fn() -> Option<Target> + Sync),
+) -> Result<Answer, ExecutionError> {
+    let mut consistency = opts.consistency;
+    let mut retries = 0u32;
+    let mut last_error: Option<ExecutionError> = None;
+    let mut target = next_target();
+    while let Some(t) = target {
+        let Some(node) = state.node(t.node) else {
+            target = next_target();
+            continue;
+        };
+        let shard = t.shard.or_else(|| {
+            let token = routing.token?;
+            node.pool.sharder().map(|s| s.shard_of(token))
+        });
+        let Some(conn) = node.pool.connection_for(shard) else {
+            last_error = Some(ExecutionError::NoConnection(format!("{} has no open connection", node.address)));
+            target = next_target();
+            continue;
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(ExecutionError::Timeout(opts.timeout));
+        }
+        inner.ensure_keyspace(&conn).await;
+        let outcome = attempt(&conn, msg, consistency, deadline - now, opts.tracing).await;
+        let ctx = RetryContext {
+            idempotent: opts.idempotent,
+            retries,
+            consistency,
+        };
+        let decision = match &outcome {
+            Ok(frame) => match &frame.response {
+                Response::Error(e) => {
+                    tracing::debug!(node = %node.address, error = %e, "attempt failed");
+                    inner.config.retry_policy.decide(AttemptFailure::Server(&e.error), &ctx)
+                }
+                _ => {
+                    return outcome.map(|frame| Answer {
+                        frame,
+                        node: node.address,
+                    })
+                }
+            },
+            Err(AttemptError::Request(e)) => {
+                tracing::debug!(node = %node.address, error = %e, "attempt failed");
+                if matches!(e, crate::connection::RequestError::Timeout(_)) && Instant::now() >= deadline {
+                    return Err(ExecutionError::Timeout(opts.timeout));
+                }
+                inner.config.retry_policy.decide(AttemptFailure::Connection(e), &ctx)
+            }
+            Err(AttemptError::Fatal(_)) => RetryDecision::Fail,
+        };
+        let error = match outcome {
+            Ok(frame) => match frame.response {
+                Response::Error(e) => ExecutionError::Server {
+                    error: e.error,
+                    message: e.message,
+                    node: node.address,
+                },
+                _ => ExecutionError::Protocol("unreachable: success handled above".into()),
+            },
+            Err(AttemptError::Request(e)) => ExecutionError::Connection {
+                node: node.address,
+                error: e,
+            },
+            Err(AttemptError::Fatal(e)) => e,
+        };
+        match decision {
+            RetryDecision::Fail => return Err(error),
+            RetryDecision::RetrySameTarget(c) => {
+                consistency = c.unwrap_or(consistency);
+                Metrics::inc(&inner.metrics.retries);
+                retries += 1;
+                last_error = Some(error);
+            }
+            RetryDecision::RetryNextTarget(c) => {
+                consistency = c.unwrap_or(consistency);
+                Metrics::inc(&inner.metrics.retries);
+                retries += 1;
+                last_error = Some(error);
+                target = next_target();
+            }
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        ExecutionError::NoConnection(
+            "no node is available for this request (all are down or not yet connected)".into(),
+        )
+    }))
+}
+
+enum AttemptError {
+    Request(crate::connection::RequestError),
+    Fatal(ExecutionError),
+}
+
+/// One attempt on one connection, preparing again once on UNPREPARED.
+async fn attempt(
+    conn: &Connection,
+    msg: &dyn MessageFor,
+    consistency: Consistency,
+    timeout: Duration,
+    tracing: bool,
+) -> Result<ResponseFrame, AttemptError> {
+    let opts = RequestOptions {
+        timeout: Some(timeout),
+        tracing,
+        custom_payload: None,
+    };
+    let body = AtConsistency { msg, consistency };
+    let frame = conn.request(&body, &opts).await.map_err(AttemptError::Request)?;
+    let Response::Error(e) = &frame.response else {
+        return Ok(frame);
+    };
+    let DbError::Unprepared { statement_id } = &e.error else {
+        return Ok(frame);
+    };
+    let Some(text) = msg.reprepare(statement_id) else {
+        return Ok(frame);
+    };
+    tracing::debug!(peer = %conn.info().peer, "statement unknown to the node; preparing it again");
+    let prepared = conn
+        .request(&Prepare { query: text.into() }, &opts)
+        .await
+        .map_err(AttemptError::Request)?;
+    match prepared.response {
+        Response::Result(ResultBody::Prepared(_)) => {}
+        Response::Error(e) => {
+            return Err(AttemptError::Fatal(ExecutionError::Server {
+                error: e.error,
+                message: e.message,
+                node: conn.info().peer,
+            }))
+        }
+        _ => {
+            return Err(AttemptError::Fatal(ExecutionError::Protocol(
+                "unexpected answer to PREPARE".into(),
+            )))
+        }
+    }
+    conn.request(&body, &opts).await.map_err(AttemptError::Request)
+}
+
+/// A QUERY message at any consistency.
+pub(crate) struct QueryMessage<'a> {
+    pub(crate) query: Query<'a>,
+}
+
+impl MessageFor for QueryMessage<'_> {
+    fn opcode(&self) -> Opcode {
+        Opcode::Query
+    }
+
+    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        Query {
+            contents: Cow::Borrowed(&self.query.contents),
+            params: params_at(&self.query.params, c),
+        }
+        .encode_body(buf)
+    }
+
+    fn reprepare(&self, _id: &[u8]) -> Option<&str> {
+        None
+    }
+}
+
+/// An EXECUTE message at any consistency.
+pub(crate) struct ExecuteMessage<'a> {
+    pub(crate) execute: Execute<'a>,
+    /// The statement text, to prepare again on UNPREPARED.
+    pub(crate) contents: &'a str,
+}
+
+impl MessageFor for ExecuteMessage<'_> {
+    fn opcode(&self) -> Opcode {
+        Opcode::Execute
+    }
+
+    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        Execute {
+            id: Cow::Borrowed(&self.execute.id),
+            params: params_at(&self.execute.params, c),
+        }
+        .encode_body(buf)
+    }
+
+    fn reprepare(&self, id: &[u8]) -> Option<&str> {
+        (id == &*self.execute.id).then_some(self.contents)
+    }
+}
+
+/// A BATCH message at any consistency.
+pub(crate) struct BatchMessage<'a> {
+    pub(crate) batch: scylla_cql::frame::request::Batch<'a>,
+    /// (id, text) of its prepared statements, to prepare again on UNPREPARED.
+    pub(crate) prepared: Vec<(&'a [u8], &'a str)>,
+}
+
+impl MessageFor for BatchMessage<'_> {
+    fn opcode(&self) -> Opcode {
+        Opcode::Batch
+    }
+
+    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        scylla_cql::frame::request::Batch {
+            batch_type: self.batch.batch_type,
+            statements: Cow::Borrowed(&self.batch.statements),
+            consistency: c,
+            serial_consistency: self.batch.serial_consistency,
+            default_timestamp: self.batch.default_timestamp,
+        }
+        .encode_body(buf)
+    }
+
+    fn reprepare(&self, id: &[u8]) -> Option<&str> {
+        self.prepared.iter().find(|(i, _)| *i == id).map(|(_, t)| *t)
+    }
+}

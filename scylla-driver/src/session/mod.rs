@@ -1,0 +1,579 @@
+//! The public API: [`Session`].
+//!
+//! - [`builder`]: [`SessionBuilder`] and [`SessionConfig`].
+//! - `execute`: running one request along its routing plan (retries,
+//!   re-prepare, speculative execution).
+//! - [`pager`]: paged results as an async stream of typed rows.
+//! - `prepared_cache`: prepared statements by text.
+//!
+//! Every method's future can be dropped at any time: a request already
+//! handed to a connection still completes there (its stream id is released
+//! when the late response arrives), and nothing else is left behind.
+
+pub mod builder;
+mod execute;
+pub mod pager;
+mod values;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+use scylla_cql::frame::request::{Prepare, Query, QueryParameters};
+use scylla_cql::frame::response::{Response, ResultBody};
+use scylla_cql::types::{SerializeRow, SerializedValues};
+
+pub use self::builder::{SessionBuilder, SessionConfig};
+pub use self::pager::RowStream;
+
+use self::execute::{Answer, BatchMessage, ExecuteMessage, QueryMessage, RoutingInfo, RunOptions};
+use crate::cluster::state::{Cluster, ClusterState};
+use crate::connection::{Connection, RequestOptions};
+use crate::error::ExecutionError;
+use crate::metrics::Metrics;
+use crate::result::QueryResult;
+use crate::statement::prepared::PreparedShared;
+use crate::statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};
+
+/// A session: connections to every shard of every node, and the API to run
+/// statements on them. Cheap to clone, `Send + Sync`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use scylla_driver::SessionBuilder;
+///
+/// let session = SessionBuilder::new().known_node("127.0.0.1:9042").build().await?;
+/// session.query_unpaged(
+///     "CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+///     (),
+/// ).await?;
+/// session.query_unpaged("CREATE TABLE IF NOT EXISTS ks.t (a int PRIMARY KEY, b text)", ()).await?;
+/// let insert = session.prepare("INSERT INTO ks.t (a, b) VALUES (?, ?)").await?;
+/// session.execute_unpaged(&insert, (1, "one")).await?;
+/// let result = session.query_unpaged("SELECT a, b FROM ks.t WHERE a = ?", (1,)).await?;
+/// let (a, b): (i32, &str) = result.single_row()?;
+/// assert_eq!((a, b), (1, "one"));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Session {
+    inner: Arc<SessionInner>,
+}
+
+pub(crate) struct SessionInner {
+    cluster: Cluster,
+    config: SessionConfig,
+    metrics: Arc<Metrics>,
+    seed: AtomicU64,
+    prepared: Mutex<HashMap<String, PreparedStatement>>,
+    keyspace: ArcSwapOption<String>,
+}
+
+impl std::fmt::Debug for SessionInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionInner")
+            .field("nodes", &self.cluster.state.load().nodes.len())
+            .field("keyspace", &self.keyspace.load())
+            .finish()
+    }
+}
+
+impl SessionInner {
+    /// Switches `conn` to the session's keyspace if it is on another one.
+    async fn ensure_keyspace(&self, conn: &Connection) {
+        let Some(want) = self.keyspace.load_full() else {
+            return;
+        };
+        if conn.keyspace().is_some_and(|have| *have == *want) {
+            return;
+        }
+        let query = Query {
+            contents: format!("USE {}", crate::connection::handshake::quote_identifier(&want)).into(),
+            params: QueryParameters::default(),
+        };
+        let opts = RequestOptions {
+            timeout: Some(self.config.request_timeout),
+            ..RequestOptions::default()
+        };
+        match conn.request(&query, &opts).await {
+            Ok(f) if matches!(f.response, Response::Result(ResultBody::SetKeyspace(_))) => {
+                conn.set_keyspace(Some(want));
+            }
+            Ok(f) => tracing::warn!(keyspace = %want, response = ?f.response, "USE failed on a connection"),
+            Err(e) => tracing::debug!(keyspace = %want, error = %e, "USE failed on a connection"),
+        }
+    }
+
+    fn run_options(&self, o: &StatementOptions) -> RunOptions {
+        RunOptions {
+            consistency: o.consistency.unwrap_or(self.config.consistency),
+            idempotent: o.idempotent,
+            timeout: o.timeout.unwrap_or(self.config.request_timeout),
+            tracing: o.tracing,
+        }
+    }
+
+    fn params<'a>(&self, o: &StatementOptions, values: &'a SerializedValues) -> QueryParameters<'a> {
+        QueryParameters {
+            consistency: o.consistency.unwrap_or(self.config.consistency),
+            values: std::borrow::Cow::Borrowed(values),
+            skip_metadata: false,
+            page_size: None,
+            paging_state: None,
+            serial_consistency: o.serial_consistency,
+            default_timestamp: o.timestamp,
+        }
+    }
+
+    /// What the session does with a result before handing it over.
+    async fn finish(
+        &self,
+        answer: Answer,
+        result_specs: Option<&Arc<[scylla_cql::types::ColumnSpec]>>,
+    ) -> Result<QueryResult, ExecutionError> {
+        let frame = answer.frame;
+        let mut result = QueryResult {
+            rows: None,
+            col_specs: None,
+            warnings: frame.warnings,
+            tracing_id: frame.tracing_id,
+        };
+        match frame.response {
+            Response::Result(ResultBody::Rows(rows)) => {
+                if rows.metadata().col_specs.is_none() {
+                    result.col_specs = result_specs.cloned();
+                }
+                result.rows = Some(rows);
+            }
+            Response::Result(ResultBody::SetKeyspace(ks)) => {
+                tracing::debug!(keyspace = %ks, "session keyspace changed");
+                self.keyspace.store(Some(Arc::new(ks)));
+            }
+            Response::Result(ResultBody::SchemaChange(change)) => {
+                tracing::debug!(?change, "schema changed; awaiting agreement");
+                self.after_schema_change().await?;
+            }
+            Response::Result(_) => {}
+            other => {
+                return Err(ExecutionError::Protocol(format!(
+                    "unexpected {} response",
+                    crate::connection::handshake::response_name(&other)
+                )))
+            }
+        }
+        Ok(result)
+    }
+
+    async fn after_schema_change(&self) -> Result<(), ExecutionError> {
+        let timeout = self.config.schema_agreement_timeout;
+        let agreed = tokio::time::timeout(timeout, self.cluster.control.await_schema_agreement())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(false);
+        // Routing needs the new keyspaces and tables now, not at the next
+        // debounced refresh.
+        if let Err(e) = self.cluster.control.refresh().await {
+            tracing::warn!(error = %e, "metadata refresh after a schema change failed");
+        }
+        if agreed {
+            Ok(())
+        } else {
+            Err(ExecutionError::SchemaAgreementTimeout(timeout))
+        }
+    }
+
+    fn state(&self) -> Arc<ClusterState> {
+        self.cluster.state.load_full()
+    }
+}
+
+impl Session {
+    pub(crate) fn from_parts(cluster: Cluster, config: SessionConfig, metrics: Arc<Metrics>) -> Self {
+        let keyspace = config.keyspace.clone().map(Arc::new);
+        Session {
+            inner: Arc::new(SessionInner {
+                cluster,
+                config,
+                metrics,
+                seed: AtomicU64::new(fastrand::u64(..)),
+                prepared: Mutex::new(HashMap::new()),
+                keyspace: ArcSwapOption::new(keyspace),
+            }),
+        }
+    }
+
+    /// Runs a statement and returns all of its result in one response (no
+    /// paging). Statements with values are prepared first (and cached).
+    pub async fn query_unpaged(
+        &self,
+        statement: impl Into<Statement>,
+        values: impl SerializeRow + Send + Sync,
+    ) -> Result<QueryResult, ExecutionError> {
+        let statement = statement.into();
+        Ok(self.query_page(statement, &values, None, false).await?.0)
+    }
+
+    /// Runs a statement and returns one page of its result, and where the next
+    /// page starts (`None` on the last page). Pass that state back to get the
+    /// next page.
+    pub async fn query_single_page(
+        &self,
+        statement: impl Into<Statement>,
+        values: impl SerializeRow + Send + Sync,
+        paging_state: Option<Bytes>,
+    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
+        self.query_page(statement.into(), &values, paging_state, true).await
+    }
+
+    async fn query_page(
+        &self,
+        statement: Statement,
+        values: &(dyn SerializeRow + Send + Sync),
+        paging_state: Option<Bytes>,
+        paged: bool,
+    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
+        let mut none = SerializedValues::new();
+        if values.serialize_row(&[], &mut none).is_err() {
+            // Values need their bind markers' types: prepare.
+            let mut prepared = self.prepare(statement.contents.as_str()).await?;
+            prepared.options = statement.options;
+            let serialized = values::serialize(&prepared, values)?;
+            return self.execute_page(&prepared, &serialized, paging_state, paged).await;
+        }
+        let inner = &self.inner;
+        let mut params = inner.params(&statement.options, &none);
+        if paged {
+            params.page_size = Some(statement.options.page_size.unwrap_or(inner.config.page_size));
+            params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
+        }
+        let msg = QueryMessage {
+            query: Query {
+                contents: statement.contents.as_str().into(),
+                params,
+            },
+        };
+        let state = inner.state();
+        let answer = execute::run(
+            inner,
+            &state,
+            RoutingInfo::default(),
+            &msg,
+            inner.run_options(&statement.options),
+        )
+        .await?;
+        let result = inner.finish(answer, None).await?;
+        let next = result.paging_state().cloned();
+        Ok((result, next))
+    }
+
+    /// Prepares a statement (once per text: later calls hit a cache).
+    pub async fn prepare(&self, statement: impl Into<Statement>) -> Result<PreparedStatement, ExecutionError> {
+        let statement = statement.into();
+        let cached = self
+            .inner
+            .prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&statement.contents)
+            .cloned();
+        if let Some(mut p) = cached {
+            p.options = statement.options;
+            return Ok(p);
+        }
+        let mut prepared = self.prepare_uncached(&statement.contents).await?;
+        self.inner
+            .prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(statement.contents.clone(), prepared.clone());
+        prepared.options = statement.options;
+        Ok(prepared)
+    }
+
+    /// Prepares on one connection of every node (so that executions rarely
+    /// meet UNPREPARED), returning the first answer.
+    async fn prepare_uncached(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
+        let inner = &self.inner;
+        let state = inner.state();
+        let msg = Prepare { query: text.into() };
+        let opts = RequestOptions {
+            timeout: Some(inner.config.request_timeout),
+            ..RequestOptions::default()
+        };
+        let mut first: Option<Result<PreparedStatement, ExecutionError>> = None;
+        for node in &state.nodes {
+            let Some(conn) = node.pool.connection_for(None) else {
+                continue;
+            };
+            inner.ensure_keyspace(&conn).await;
+            let outcome = match conn.request(&msg, &opts).await {
+                Ok(frame) => match frame.response {
+                    Response::Result(ResultBody::Prepared(p)) => {
+                        let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;
+                        let keyspace = p
+                            .metadata
+                            .global_table_spec
+                            .as_ref()
+                            .map(|t| t.keyspace.clone())
+                            .or_else(|| p.metadata.col_specs.first().map(|c| c.keyspace.clone()));
+                        Ok(PreparedStatement::new(PreparedShared {
+                            is_lwt: p.metadata.is_lwt(ctx_mask),
+                            result_specs: p.result_metadata.col_specs.clone().map(Into::into),
+                            id: p.id,
+                            contents: text.to_owned(),
+                            metadata: p.metadata,
+                            keyspace,
+                        }))
+                    }
+                    Response::Error(e) => Err(ExecutionError::Server {
+                        error: e.error,
+                        message: e.message,
+                        node: node.address,
+                    }),
+                    _ => Err(ExecutionError::Protocol("unexpected answer to PREPARE".into())),
+                },
+                Err(error) => Err(ExecutionError::Connection {
+                    node: node.address,
+                    error,
+                }),
+            };
+            // A server error (bad syntax, unknown table) is the same on every
+            // node: stop at the first.
+            let stop = matches!(outcome, Err(ExecutionError::Server { .. }));
+            if first.as_ref().is_none_or(|f| f.is_err()) {
+                first = Some(outcome);
+            }
+            if stop {
+                break;
+            }
+        }
+        first.unwrap_or_else(|| Err(ExecutionError::NoConnection("no node is connected".into())))
+    }
+
+    /// Executes a prepared statement, returning its whole result (no paging).
+    pub async fn execute_unpaged(
+        &self,
+        prepared: &PreparedStatement,
+        values: impl SerializeRow,
+    ) -> Result<QueryResult, ExecutionError> {
+        let serialized = values::serialize(prepared, &values)?;
+        Ok(self.execute_page(prepared, &serialized, None, false).await?.0)
+    }
+
+    /// Executes a prepared statement, returning one page and where the next
+    /// starts.
+    pub async fn execute_single_page(
+        &self,
+        prepared: &PreparedStatement,
+        values: impl SerializeRow,
+        paging_state: Option<Bytes>,
+    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
+        let serialized = values::serialize(prepared, &values)?;
+        self.execute_page(prepared, &serialized, paging_state, true).await
+    }
+
+    async fn execute_page(
+        &self,
+        prepared: &PreparedStatement,
+        values: &SerializedValues,
+        paging_state: Option<Bytes>,
+        paged: bool,
+    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
+        let inner = &self.inner;
+        let state = inner.state();
+        let routing = values::routing(&state, prepared, values);
+        let mut params = inner.params(&prepared.options, values);
+        // The rows' columns are known from PREPARE: skip them in every result.
+        params.skip_metadata = prepared.shared.result_specs.is_some();
+        if paged {
+            params.page_size = Some(prepared.options.page_size.unwrap_or(inner.config.page_size));
+            params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
+        }
+        let msg = ExecuteMessage {
+            execute: scylla_cql::frame::request::Execute {
+                id: std::borrow::Cow::Borrowed(&prepared.shared.id),
+                params,
+            },
+            contents: &prepared.shared.contents,
+        };
+        let answer = execute::run(inner, &state, routing, &msg, inner.run_options(&prepared.options)).await?;
+        let result = inner.finish(answer, prepared.shared.result_specs.as_ref()).await?;
+        let next = result.paging_state().cloned();
+        Ok((result, next))
+    }
+
+    /// Runs a batch. `values` has one entry per statement (use `&()` for a
+    /// statement without values). Statements with values are prepared first.
+    pub async fn batch(
+        &self,
+        batch: &Batch,
+        values: &[&(dyn SerializeRow + Sync)],
+    ) -> Result<QueryResult, ExecutionError> {
+        if values.len() != batch.statements.len() {
+            return Err(ExecutionError::BadQuery(format!(
+                "the batch has {} statements but {} value lists were given",
+                batch.statements.len(),
+                values.len()
+            )));
+        }
+        // Resolve every statement to a prepared one (or plain text without
+        // values), and serialize its values.
+        let mut resolved: Vec<(Option<PreparedStatement>, Option<&str>, SerializedValues)> =
+            Vec::with_capacity(values.len());
+        for (statement, v) in batch.statements.iter().zip(values) {
+            match statement {
+                BatchStatement::Prepared(p) => {
+                    resolved.push((Some(p.clone()), None, values::serialize(p, *v)?));
+                }
+                BatchStatement::Query(text) => {
+                    let mut none = SerializedValues::new();
+                    if v.serialize_row(&[], &mut none).is_ok() {
+                        resolved.push((None, Some(text.as_str()), none));
+                    } else {
+                        let p = self.prepare(text.as_str()).await?;
+                        let s = values::serialize(&p, *v)?;
+                        resolved.push((Some(p), None, s));
+                    }
+                }
+            }
+        }
+        let inner = &self.inner;
+        let state = inner.state();
+        // Route by the first statement that binds a whole partition key.
+        let routing = resolved
+            .iter()
+            .find_map(|(p, _, v)| {
+                let r = values::routing(&state, p.as_ref()?, v);
+                r.token.is_some().then_some(r)
+            })
+            .unwrap_or_default();
+        use scylla_cql::frame::request::{BatchStatement as WireStatement, BatchStatementKind};
+        let statements: Vec<WireStatement<'_>> = resolved
+            .iter()
+            .map(|(p, text, v)| WireStatement {
+                kind: match (p, text) {
+                    (Some(p), _) => BatchStatementKind::Prepared(std::borrow::Cow::Borrowed(&p.shared.id)),
+                    (None, Some(t)) => BatchStatementKind::Query(std::borrow::Cow::Borrowed(*t)),
+                    (None, None) => BatchStatementKind::Query(std::borrow::Cow::Borrowed("")),
+                },
+                values: std::borrow::Cow::Borrowed(v),
+            })
+            .collect();
+        let o = &batch.options;
+        let msg = BatchMessage {
+            batch: scylla_cql::frame::request::Batch {
+                batch_type: batch.batch_type,
+                statements: std::borrow::Cow::Owned(statements),
+                consistency: o.consistency.unwrap_or(inner.config.consistency),
+                serial_consistency: o.serial_consistency,
+                default_timestamp: o.timestamp,
+            },
+            prepared: resolved
+                .iter()
+                .filter_map(|(p, _, _)| p.as_ref().map(|p| (&p.shared.id[..], p.shared.contents.as_str())))
+                .collect(),
+        };
+        let answer = execute::run(inner, &state, routing, &msg, inner.run_options(o)).await?;
+        inner.finish(answer, None).await
+    }
+
+    /// Pages through a statement's result as a stream of typed rows.
+    pub async fn query_iter<R>(
+        &self,
+        statement: impl Into<Statement>,
+        values: impl SerializeRow + Send + Sync,
+    ) -> Result<RowStream<R>, ExecutionError>
+    where
+        R: for<'r> scylla_cql::types::DeserializeRow<'r> + Send + 'static,
+    {
+        let statement = statement.into();
+        let mut none = SerializedValues::new();
+        if values.serialize_row(&[], &mut none).is_ok() {
+            return Ok(RowStream::new(self.clone(), pager::Source::Query(statement), none));
+        }
+        let mut prepared = self.prepare(statement.contents.as_str()).await?;
+        prepared.options = statement.options;
+        self.execute_iter(&prepared, values)
+    }
+
+    /// Pages through a prepared statement's result as a stream of typed rows.
+    pub fn execute_iter<R>(
+        &self,
+        prepared: &PreparedStatement,
+        values: impl SerializeRow,
+    ) -> Result<RowStream<R>, ExecutionError>
+    where
+        R: for<'r> scylla_cql::types::DeserializeRow<'r> + Send + 'static,
+    {
+        let serialized = values::serialize(prepared, &values)?;
+        Ok(RowStream::new(
+            self.clone(),
+            pager::Source::Prepared(prepared.clone()),
+            serialized,
+        ))
+    }
+
+    pub(crate) async fn fetch_page(
+        &self,
+        source: &pager::Source,
+        values: &SerializedValues,
+        paging_state: Option<Bytes>,
+    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
+        match source {
+            pager::Source::Query(s) => self.query_page(s.clone(), &(), paging_state, true).await,
+            pager::Source::Prepared(p) => self.execute_page(p, values, paging_state, true).await,
+        }
+    }
+
+    /// Switches the session to `keyspace` (every connection follows).
+    pub async fn use_keyspace(&self, keyspace: &str) -> Result<(), ExecutionError> {
+        let q = format!("USE {}", crate::connection::handshake::quote_identifier(keyspace));
+        self.query_unpaged(q, ()).await.map(|_| ())
+    }
+
+    /// Waits until every reachable node has the same schema version.
+    pub async fn await_schema_agreement(&self) -> Result<(), ExecutionError> {
+        self.inner.after_schema_change().await
+    }
+
+    /// Re-reads the cluster's topology and schema now.
+    pub async fn refresh_metadata(&self) -> Result<(), ExecutionError> {
+        self.inner
+            .cluster
+            .control
+            .refresh()
+            .await
+            .map(|_| ())
+            .map_err(|e| ExecutionError::NoConnection(e.to_string()))
+    }
+
+    /// The session's counters.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The cluster as the session currently sees it (nodes, pools, routing).
+    pub fn cluster_state(&self) -> Arc<ClusterState> {
+        self.inner.state()
+    }
+
+    /// The keyspace the session is using.
+    pub fn keyspace(&self) -> Option<Arc<String>> {
+        self.inner.keyspace.load_full()
+    }
+
+    /// Waits until every node's pool has all of its shard connections, or
+    /// `timeout` passes; returns whether they all have.
+    pub async fn wait_for_all_shards(&self, timeout: Duration) -> bool {
+        let state = self.inner.state();
+        let mut all = true;
+        for n in &state.nodes {
+            all &= n.pool.wait_until_full(timeout).await;
+        }
+        all
+    }
+}

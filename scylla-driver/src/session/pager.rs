@@ -1,0 +1,164 @@
+//! Paged results as an async stream of typed rows.
+//!
+//! A [`RowStream`] fetches one page at a time (the statement's page size),
+//! decodes it into owned rows, and fetches the next page when those run out.
+//! It implements [`futures_core::Stream`]; without a stream library,
+//! [`RowStream::next`] does the same.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use scylla_cql::types::{DeserializeRow, SerializedValues};
+
+use super::Session;
+use crate::error::ExecutionError;
+use crate::result::QueryResult;
+use crate::statement::{PreparedStatement, Statement};
+
+/// What a stream pages through.
+#[derive(Debug, Clone)]
+pub(crate) enum Source {
+    Query(Statement),
+    Prepared(PreparedStatement),
+}
+
+type PageFuture = Pin<Box<dyn Future<Output = Result<(QueryResult, Option<Bytes>), ExecutionError>> + Send>>;
+
+/// Rows of a paged query, as a stream of `R`.
+///
+/// ```no_run
+/// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+/// use scylla_driver::statement::Statement;
+/// let mut rows = session
+///     .query_iter::<(i64, String)>(Statement::new("SELECT k, v FROM ks.t").with_page_size(1000), ())
+///     .await?;
+/// while let Some(row) = rows.next().await {
+///     let (k, v) = row?;
+///     println!("{k} {v}");
+/// }
+/// # Ok(()) }
+/// ```
+pub struct RowStream<R> {
+    session: Session,
+    source: Arc<Source>,
+    values: Arc<SerializedValues>,
+    rows: VecDeque<R>,
+    paging_state: Option<Bytes>,
+    finished: bool,
+    pages: usize,
+    fetching: Option<PageFuture>,
+    _row: PhantomData<fn() -> R>,
+}
+
+impl<R> std::fmt::Debug for RowStream<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowStream")
+            .field("buffered", &self.rows.len())
+            .field("pages", &self.pages)
+            .field("finished", &self.finished)
+            .finish()
+    }
+}
+
+impl<R> RowStream<R>
+where
+    R: for<'r> DeserializeRow<'r> + Send + 'static,
+{
+    pub(crate) fn new(session: Session, source: Source, values: SerializedValues) -> Self {
+        Self {
+            session,
+            source: Arc::new(source),
+            values: Arc::new(values),
+            rows: VecDeque::new(),
+            paging_state: None,
+            finished: false,
+            pages: 0,
+            fetching: None,
+            _row: PhantomData,
+        }
+    }
+
+    /// The next row, or `None` after the last.
+    pub async fn next(&mut self) -> Option<Result<R, ExecutionError>> {
+        std::future::poll_fn(|cx| self.poll_row(cx)).await
+    }
+
+    /// Pages fetched so far.
+    pub fn pages_fetched(&self) -> usize {
+        self.pages
+    }
+
+    /// Where the next page starts (to resume later with
+    /// [`Session::execute_single_page`]).
+    pub fn paging_state(&self) -> Option<&Bytes> {
+        self.paging_state.as_ref()
+    }
+
+    fn poll_row(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<R, ExecutionError>>> {
+        loop {
+            if let Some(row) = self.rows.pop_front() {
+                return Poll::Ready(Some(Ok(row)));
+            }
+            if self.finished && self.fetching.is_none() {
+                return Poll::Ready(None);
+            }
+            let fut = self.fetching.get_or_insert_with(|| {
+                let session = self.session.clone();
+                let source = self.source.clone();
+                let values = self.values.clone();
+                let state = self.paging_state.clone();
+                Box::pin(async move { session.fetch_page(&source, &values, state).await })
+            });
+            let (page, next) = match fut.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => {
+                    self.fetching = None;
+                    self.finished = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Ready(Ok(page)) => page,
+            };
+            self.fetching = None;
+            self.pages += 1;
+            self.finished = next.is_none();
+            self.paging_state = next;
+            if page.has_rows() {
+                match page.rows::<R>() {
+                    Ok(rows) => {
+                        for row in rows {
+                            match row {
+                                Ok(r) => self.rows.push_back(r),
+                                Err(e) => {
+                                    self.finished = true;
+                                    return Poll::Ready(Some(Err(e.into())));
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        self.finished = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<R> futures_core::Stream for RowStream<R>
+where
+    R: for<'r> DeserializeRow<'r> + Send + 'static,
+{
+    type Item = Result<R, ExecutionError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_row(cx)
+    }
+}
+
+impl<R> Unpin for RowStream<R> {}

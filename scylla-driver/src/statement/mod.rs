@@ -1,0 +1,129 @@
+//! What a user runs: unprepared [`Statement`]s, [`PreparedStatement`]s and
+//! [`Batch`]es, each with its [`StatementOptions`].
+
+mod batch;
+pub(crate) mod prepared;
+
+use std::time::Duration;
+
+pub use scylla_cql::frame::request::BatchType;
+pub use scylla_cql::Consistency;
+
+pub use self::batch::{Batch, BatchStatement};
+pub use self::prepared::PreparedStatement;
+
+/// Options of one statement; unset fields take the session's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatementOptions {
+    /// Consistency level.
+    pub consistency: Option<Consistency>,
+    /// Serial consistency (for lightweight transactions).
+    pub serial_consistency: Option<Consistency>,
+    /// Client-side write timestamp, in microseconds since the epoch.
+    pub timestamp: Option<i64>,
+    /// Rows per page for paged execution.
+    pub page_size: Option<i32>,
+    /// Whether running the statement twice has the same effect as once. Only
+    /// idempotent statements are retried after they may have reached a node,
+    /// or executed speculatively.
+    pub idempotent: bool,
+    /// Overall timeout of a request (all its attempts).
+    pub timeout: Option<Duration>,
+    /// Ask the server to trace the request.
+    pub tracing: bool,
+}
+
+/// An unprepared CQL statement.
+///
+/// ```
+/// use scylla_driver::statement::{Consistency, Statement};
+/// let s = Statement::new("SELECT * FROM ks.t")
+///     .with_consistency(Consistency::One)
+///     .with_page_size(500);
+/// assert_eq!(s.options.page_size, Some(500));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    /// The CQL text.
+    pub contents: String,
+    /// Its options.
+    pub options: StatementOptions,
+}
+
+macro_rules! option_setters {
+    () => {
+        /// Sets the consistency level.
+        #[must_use]
+        pub fn with_consistency(mut self, c: Consistency) -> Self {
+            self.options.consistency = Some(c);
+            self
+        }
+
+        /// Sets the serial consistency level.
+        #[must_use]
+        pub fn with_serial_consistency(mut self, c: Consistency) -> Self {
+            self.options.serial_consistency = Some(c);
+            self
+        }
+
+        /// Sets the client-side timestamp (microseconds).
+        #[must_use]
+        pub fn with_timestamp(mut self, micros: i64) -> Self {
+            self.options.timestamp = Some(micros);
+            self
+        }
+
+        /// Sets the page size.
+        #[must_use]
+        pub fn with_page_size(mut self, rows: i32) -> Self {
+            self.options.page_size = Some(rows);
+            self
+        }
+
+        /// Marks the statement idempotent (or not).
+        #[must_use]
+        pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+            self.options.idempotent = idempotent;
+            self
+        }
+
+        /// Sets the request timeout.
+        #[must_use]
+        pub fn with_timeout(mut self, timeout: Duration) -> Self {
+            self.options.timeout = Some(timeout);
+            self
+        }
+
+        /// Turns tracing on or off.
+        #[must_use]
+        pub fn with_tracing(mut self, tracing: bool) -> Self {
+            self.options.tracing = tracing;
+            self
+        }
+    };
+}
+pub(crate) use option_setters;
+
+impl Statement {
+    /// A statement with default options.
+    pub fn new(contents: impl Into<String>) -> Self {
+        Self {
+            contents: contents.into(),
+            options: StatementOptions::default(),
+        }
+    }
+
+    option_setters!();
+}
+
+impl From<&str> for Statement {
+    fn from(s: &str) -> Self {
+        Statement::new(s)
+    }
+}
+
+impl From<String> for Statement {
+    fn from(s: String) -> Self {
+        Statement::new(s)
+    }
+}

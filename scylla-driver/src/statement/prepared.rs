@@ -1,0 +1,82 @@
+//! A prepared statement: the server's id for a statement, its bind markers,
+//! and what routing needs (which markers form the partition key).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use scylla_cql::frame::response::result::PreparedMetadata;
+use scylla_cql::types::ColumnSpec;
+
+use super::{option_setters, Consistency, StatementOptions};
+
+/// A statement prepared on the cluster. Cheap to clone.
+///
+/// Obtained from `Session::prepare`; executing it sends only its id and the
+/// bound values. If a node forgets it (UNPREPARED), the session prepares it
+/// again on that node and retries, transparently.
+#[derive(Debug, Clone)]
+pub struct PreparedStatement {
+    pub(crate) shared: Arc<PreparedShared>,
+    /// Options of this statement (a clone can have others).
+    pub options: StatementOptions,
+}
+
+#[derive(Debug)]
+pub(crate) struct PreparedShared {
+    pub(crate) id: Bytes,
+    pub(crate) contents: String,
+    pub(crate) metadata: PreparedMetadata,
+    /// The result columns, shared by every result (EXECUTE skips them).
+    pub(crate) result_specs: Option<Arc<[ColumnSpec]>>,
+    pub(crate) is_lwt: bool,
+    /// Keyspace of the bound table (for routing).
+    pub(crate) keyspace: Option<String>,
+}
+
+impl PreparedStatement {
+    pub(crate) fn new(shared: PreparedShared) -> Self {
+        Self {
+            shared: Arc::new(shared),
+            options: StatementOptions::default(),
+        }
+    }
+
+    /// The server's id of the statement.
+    pub fn id(&self) -> &[u8] {
+        &self.shared.id
+    }
+
+    /// The CQL text.
+    pub fn contents(&self) -> &str {
+        &self.shared.contents
+    }
+
+    /// The bind markers, in order.
+    pub fn bind_markers(&self) -> &[ColumnSpec] {
+        &self.shared.metadata.col_specs
+    }
+
+    /// For each partition-key column, the index of its bind marker (empty if
+    /// the statement does not bind the whole partition key).
+    pub fn pk_indexes(&self) -> &[u16] {
+        &self.shared.metadata.pk_indexes
+    }
+
+    /// The columns of the rows it returns, if the server described them.
+    pub fn result_columns(&self) -> Option<&[ColumnSpec]> {
+        self.shared.result_specs.as_deref()
+    }
+
+    /// Whether the server marked it as a lightweight transaction (ScyllaDB),
+    /// or it is run with a serial consistency.
+    pub fn is_lwt(&self) -> bool {
+        self.shared.is_lwt || self.options.serial_consistency.is_some()
+    }
+
+    /// The keyspace of the table it binds, if known.
+    pub fn keyspace(&self) -> Option<&str> {
+        self.shared.keyspace.as_deref()
+    }
+
+    option_setters!();
+}
