@@ -474,7 +474,14 @@ impl ControlTask {
                 break;
             };
             match &result {
-                Ok(_) => failures = 0,
+                Ok(_) => {
+                    failures = 0;
+                    if what == Refresh::ALL {
+                        // A full read that started after the pending events
+                        // arrived already reflects them.
+                        pending = None;
+                    }
+                }
                 Err(e) => {
                     failures += 1;
                     tracing::warn!(peer = %conn.info().peer, error = %e, failures, "metadata refresh failed");
