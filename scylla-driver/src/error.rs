@@ -18,16 +18,10 @@ pub use crate::connection::{BrokenConnection, ConnectionError, RequestError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExecutionError {
-    /// The server answered with an error.
-    #[error("{node} answered: {error}: {message}")]
-    Server {
-        /// The error, with its code ([`DbError::code`]) and details.
-        error: DbError,
-        /// The server's message.
-        message: String,
-        /// The node that answered.
-        node: SocketAddr,
-    },
+    /// The server answered with an error (boxed: it is large, and errors
+    /// travel through every `Result` of the driver).
+    #[error(transparent)]
+    Server(Box<ServerError>),
     /// No response within the statement's timeout.
     #[error("no response within {0:?}")]
     Timeout(Duration),
@@ -67,10 +61,30 @@ impl ExecutionError {
     /// The server's error, if the server answered with one.
     pub fn db_error(&self) -> Option<&DbError> {
         match self {
-            ExecutionError::Server { error, .. } => Some(error),
+            ExecutionError::Server(e) => Some(&e.error),
             _ => None,
         }
     }
+
+    pub(crate) fn server(error: DbError, message: String, node: SocketAddr) -> Self {
+        ExecutionError::Server(Box::new(ServerError {
+            error,
+            message,
+            node,
+        }))
+    }
+}
+
+/// An error answered by a node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{node} answered: {error}: {message}")]
+pub struct ServerError {
+    /// The error, with its code ([`DbError::code`]) and details.
+    pub error: DbError,
+    /// The server's message, as sent.
+    pub message: String,
+    /// The node that answered.
+    pub node: SocketAddr,
 }
 
 /// Building a session failed.

@@ -20,6 +20,8 @@ pub struct QueryResult {
     pub warnings: Vec<String>,
     /// The tracing session, if tracing was requested.
     pub tracing_id: Option<Uuid>,
+    /// The node that coordinated the request.
+    pub coordinator: Option<std::net::SocketAddr>,
 }
 
 impl QueryResult {
@@ -66,7 +68,11 @@ impl QueryResult {
                 "the statement returned no rows (it is not a SELECT)".into(),
             ));
         };
-        Ok(RowIterator::new(self.columns(), rows.raw_rows(), rows.rows_count())?)
+        Ok(RowIterator::new(
+            self.columns(),
+            rows.raw_rows(),
+            rows.rows_count(),
+        )?)
     }
 
     /// All rows, as an owned type.

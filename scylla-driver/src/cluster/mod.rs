@@ -1,2 +1,22 @@
-//! (placeholder: replaced by the metadata branch's module file at merge)
+//! The cluster as the driver knows it: nodes, keyspaces and tables, kept
+//! current by the control connection.
+//!
+//! - [`metadata`]: the immutable [`Metadata`] snapshot and how it is read
+//!   from the system tables (topology, schema, schema agreement).
+//! - [`state`]: the [`ClusterState`](state::ClusterState) requests see: nodes
+//!   with their pools and the routing table, swapped atomically.
+//! - [`control`]: the control connection ([`ControlHandle`]): events,
+//!   debounced and periodic refreshes, reconnection to another node.
+//!
+//! Layering: this module uses `connection` (to query), `routing` (the
+//! replication parser and [`TopologyInput`](crate::routing::TopologyInput))
+//! and `pool` (reconnect backoff); none of those imports it.
+
+pub mod control;
+pub mod metadata;
 pub mod state;
+
+pub use control::{
+    ContactError, ContactFailure, ControlError, ControlHandle, ControlOptions, NodeEvent,
+};
+pub use metadata::{KeyspaceMeta, Metadata, MetadataError, NodeMeta, TableMeta};

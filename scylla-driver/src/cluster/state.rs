@@ -98,7 +98,8 @@ impl ClusterState {
             gone.pool.shutdown();
         }
         let by_host: HashMap<Uuid, &Arc<Node>> = nodes.iter().map(|n| (n.host_id, n)).collect();
-        let input = metadata.to_topology_input(&|host| by_host.get(host).and_then(|n| n.pool.sharder()));
+        let input =
+            metadata.to_topology_input(&|host| by_host.get(host).and_then(|n| n.pool.sharder()));
         let routing = RoutingTable::build(&input);
         let local_dc = local_dc.and_then(|dc| routing.dc_id(dc));
         ClusterState {
@@ -128,7 +129,13 @@ impl Cluster {
         metrics: Arc<Metrics>,
         local_dc: Option<String>,
     ) -> Cluster {
-        let first = ClusterState::build(control.metadata(), None, &pool_config, &metrics, local_dc.as_deref());
+        let first = ClusterState::build(
+            control.metadata(),
+            None,
+            &pool_config,
+            &metrics,
+            local_dc.as_deref(),
+        );
         let state = Arc::new(ArcSwap::from_pointee(first));
         let cancel = CancellationToken::new();
         let worker = Worker {

@@ -127,21 +127,33 @@ mod tests {
     fn never_retries_non_idempotent_writes_that_may_have_applied() {
         let p = DefaultRetryPolicy;
         let broken = RequestError::Broken(BrokenConnection(Arc::new(BrokenReason::ClosedByPeer)));
-        assert_eq!(p.decide(AttemptFailure::Connection(&broken), &ctx(false, 0)), RetryDecision::Fail);
+        assert_eq!(
+            p.decide(AttemptFailure::Connection(&broken), &ctx(false, 0)),
+            RetryDecision::Fail
+        );
         let timeout = RequestError::Timeout(Duration::from_secs(1));
-        assert_eq!(p.decide(AttemptFailure::Connection(&timeout), &ctx(false, 0)), RetryDecision::Fail);
+        assert_eq!(
+            p.decide(AttemptFailure::Connection(&timeout), &ctx(false, 0)),
+            RetryDecision::Fail
+        );
         let wt = DbError::WriteTimeout {
             consistency: Consistency::Quorum,
             received: 1,
             block_for: 2,
             write_type: WriteType::Simple,
         };
-        assert_eq!(p.decide(AttemptFailure::Server(&wt), &ctx(false, 0)), RetryDecision::Fail);
+        assert_eq!(
+            p.decide(AttemptFailure::Server(&wt), &ctx(false, 0)),
+            RetryDecision::Fail
+        );
         assert_eq!(
             p.decide(AttemptFailure::Server(&wt), &ctx(true, 0)),
             RetryDecision::RetrySameTarget(None)
         );
-        assert_eq!(p.decide(AttemptFailure::Server(&wt), &ctx(true, 1)), RetryDecision::Fail);
+        assert_eq!(
+            p.decide(AttemptFailure::Server(&wt), &ctx(true, 1)),
+            RetryDecision::Fail
+        );
     }
 
     #[test]
@@ -170,7 +182,13 @@ mod tests {
             p.decide(AttemptFailure::Server(&un), &ctx(false, 0)),
             RetryDecision::RetryNextTarget(None)
         );
-        assert_eq!(p.decide(AttemptFailure::Server(&un), &ctx(false, 1)), RetryDecision::Fail);
-        assert_eq!(p.decide(AttemptFailure::Server(&DbError::SyntaxError), &ctx(true, 0)), RetryDecision::Fail);
+        assert_eq!(
+            p.decide(AttemptFailure::Server(&un), &ctx(false, 1)),
+            RetryDecision::Fail
+        );
+        assert_eq!(
+            p.decide(AttemptFailure::Server(&DbError::SyntaxError), &ctx(true, 0)),
+            RetryDecision::Fail
+        );
     }
 }

@@ -106,7 +106,9 @@ impl SessionBuilder {
     /// Adds contact points.
     #[must_use]
     pub fn known_nodes<S: Into<String>>(mut self, addrs: impl IntoIterator<Item = S>) -> Self {
-        self.config.contact_points.extend(addrs.into_iter().map(Into::into));
+        self.config
+            .contact_points
+            .extend(addrs.into_iter().map(Into::into));
         self
     }
 
@@ -259,10 +261,13 @@ impl SessionBuilder {
         }
         let metrics = Arc::new(Metrics::default());
         config.pool.connection.counters = metrics.io.clone();
-        let (control, updates) =
-            ControlHandle::start(addrs, config.pool.connection.clone(), config.control.clone())
-                .await
-                .map_err(|e| NewSessionError::Control(e.to_string()))?;
+        let (control, updates) = ControlHandle::start(
+            addrs,
+            config.pool.connection.clone(),
+            config.control.clone(),
+        )
+        .await
+        .map_err(|e| NewSessionError::Control(e.to_string()))?;
         let cluster = Cluster::start(
             control,
             updates,
@@ -277,7 +282,10 @@ impl SessionBuilder {
         let keyspace = config.keyspace.take();
         let session = Session::from_parts(cluster, config, metrics);
         if let Some(ks) = keyspace {
-            session.use_keyspace(&ks).await.map_err(|e| NewSessionError::Keyspace(Box::new(e)))?;
+            session
+                .use_keyspace(&ks)
+                .await
+                .map_err(|e| NewSessionError::Keyspace(Box::new(e)))?;
         }
         Ok(session)
     }

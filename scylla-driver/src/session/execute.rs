@@ -13,7 +13,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -21,13 +21,13 @@ use std::borrow::Cow;
 
 use bytes::BytesMut;
 use scylla_cql::frame::request::{Execute, Prepare, Query, QueryParameters};
-use scylla_cql::frame::Opcode;
-use scylla_cql::EncodeError;
 use scylla_cql::frame::response::error::DbError;
 use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::frame::MessageBody;
+use scylla_cql::frame::Opcode;
 use scylla_cql::token::Token;
 use scylla_cql::Consistency;
+use scylla_cql::EncodeError;
 
 use crate::cluster::state::ClusterState;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
@@ -127,7 +127,17 @@ pub(crate) async fn run(
 
     let result = match inner.config.speculative {
         Some(spec) if opts.idempotent && spec.max_attempts > 1 => {
-            speculate(inner, state, &routing, msg, opts, deadline, &next_target, spec).await
+            speculate(
+                inner,
+                state,
+                &routing,
+                msg,
+                opts,
+                deadline,
+                &next_target,
+                spec,
+            )
+            .await
         }
         _ => attempt_chain(inner, state, &routing, msg, opts, deadline, &next_target).await,
     };
@@ -154,8 +164,15 @@ async fn speculate(
 ) -> Result<Answer, ExecutionError> {
     type Attempt<'a> = Pin<Box<dyn Future<Output = Result<Answer, ExecutionError>> + Send + 'a>>;
     let mut running: Vec<Attempt<'_>> = Vec::with_capacity(spec.max_attempts);
-    running.push(Box::pin(attempt_chain(inner, state, routing, msg, opts, deadline, next_target)));
-    let mut last_error = None;
+    running.push(Box::pin(attempt_chain(
+        inner,
+        state,
+        routing,
+        msg,
+        opts,
+        deadline,
+        next_target,
+    )));
     let mut next_start = Instant::now() + spec.delay;
     let mut timer = Box::pin(tokio::time::sleep_until(next_start.into()));
     loop {
@@ -163,7 +180,8 @@ async fn speculate(
             let mut i = 0;
             while i < running.len() {
                 if let Poll::Ready(r) = running[i].as_mut().poll(cx) {
-                    running.swap_remove(i);
+                    // Finished: drop it.
+                    drop(running.swap_remove(i));
                     return Poll::Ready(Some(r));
                 }
                 i += 1;
@@ -177,16 +195,23 @@ async fn speculate(
         match polled {
             Some(Ok(answer)) => return Ok(answer),
             Some(Err(e)) => {
-                last_error = Some(e);
+                // The last attempt standing decides; earlier failures are
+                // superseded by the attempts still running.
                 if running.is_empty() {
-                    return Err(last_error.unwrap_or_else(|| {
-                        ExecutionError::NoConnection("no attempt could be made".into())
-                    }));
+                    return Err(e);
                 }
             }
             None => {
                 Metrics::inc(&inner.metrics.speculative_attempts);
-                running.push(Box::pin(attempt_chain(inner, state, routing, msg, opts, deadline, next_target)));
+                running.push(Box::pin(attempt_chain(
+                    inner,
+                    state,
+                    routing,
+                    msg,
+                    opts,
+                    deadline,
+                    next_target,
+                )));
                 next_start += spec.delay;
                 timer.as_mut().reset(next_start.into());
             }
@@ -218,7 +243,10 @@ async fn attempt_chain(
             node.pool.sharder().map(|s| s.shard_of(token))
         });
         let Some(conn) = node.pool.connection_for(shard) else {
-            last_error = Some(ExecutionError::NoConnection(format!("{} has no open connection", node.address)));
+            last_error = Some(ExecutionError::NoConnection(format!(
+                "{} has no open connection",
+                node.address
+            )));
             target = next_target();
             continue;
         };
@@ -233,42 +261,47 @@ async fn attempt_chain(
             retries,
             consistency,
         };
-        let decision = match &outcome {
-            Ok(frame) => match &frame.response {
-                Response::Error(e) => {
-                    tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                    inner.config.retry_policy.decide(AttemptFailure::Server(&e.error), &ctx)
-                }
-                _ => {
-                    return outcome.map(|frame| Answer {
+        let (decision, error) = match outcome {
+            Ok(frame) => {
+                let Response::Error(e) = &frame.response else {
+                    return Ok(Answer {
                         frame,
                         node: node.address,
-                    })
-                }
-            },
+                    });
+                };
+                tracing::debug!(node = %node.address, error = %e, "attempt failed");
+                let decision = inner
+                    .config
+                    .retry_policy
+                    .decide(AttemptFailure::Server(&e.error), &ctx);
+                let Response::Error(e) = frame.response else {
+                    return Err(ExecutionError::Protocol(
+                        "unreachable: matched ERROR above".into(),
+                    ));
+                };
+                let error = ExecutionError::server(e.error, e.message, node.address);
+                (decision, error)
+            }
             Err(AttemptError::Request(e)) => {
                 tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                if matches!(e, crate::connection::RequestError::Timeout(_)) && Instant::now() >= deadline {
+                if matches!(e, crate::connection::RequestError::Timeout(_))
+                    && Instant::now() >= deadline
+                {
                     return Err(ExecutionError::Timeout(opts.timeout));
                 }
-                inner.config.retry_policy.decide(AttemptFailure::Connection(e), &ctx)
+                let decision = inner
+                    .config
+                    .retry_policy
+                    .decide(AttemptFailure::Connection(&e), &ctx);
+                (
+                    decision,
+                    ExecutionError::Connection {
+                        node: node.address,
+                        error: e,
+                    },
+                )
             }
-            Err(AttemptError::Fatal(_)) => RetryDecision::Fail,
-        };
-        let error = match outcome {
-            Ok(frame) => match frame.response {
-                Response::Error(e) => ExecutionError::Server {
-                    error: e.error,
-                    message: e.message,
-                    node: node.address,
-                },
-                _ => ExecutionError::Protocol("unreachable: success handled above".into()),
-            },
-            Err(AttemptError::Request(e)) => ExecutionError::Connection {
-                node: node.address,
-                error: e,
-            },
-            Err(AttemptError::Fatal(e)) => e,
+            Err(AttemptError::Fatal(e)) => (RetryDecision::Fail, e),
         };
         match decision {
             RetryDecision::Fail => return Err(error),
@@ -313,7 +346,10 @@ async fn attempt(
         custom_payload: None,
     };
     let body = AtConsistency { msg, consistency };
-    let frame = conn.request(&body, &opts).await.map_err(AttemptError::Request)?;
+    let frame = conn
+        .request(&body, &opts)
+        .await
+        .map_err(AttemptError::Request)?;
     let Response::Error(e) = &frame.response else {
         return Ok(frame);
     };
@@ -331,11 +367,11 @@ async fn attempt(
     match prepared.response {
         Response::Result(ResultBody::Prepared(_)) => {}
         Response::Error(e) => {
-            return Err(AttemptError::Fatal(ExecutionError::Server {
-                error: e.error,
-                message: e.message,
-                node: conn.info().peer,
-            }))
+            return Err(AttemptError::Fatal(ExecutionError::server(
+                e.error,
+                e.message,
+                conn.info().peer,
+            )))
         }
         _ => {
             return Err(AttemptError::Fatal(ExecutionError::Protocol(
@@ -343,7 +379,9 @@ async fn attempt(
             )))
         }
     }
-    conn.request(&body, &opts).await.map_err(AttemptError::Request)
+    conn.request(&body, &opts)
+        .await
+        .map_err(AttemptError::Request)
 }
 
 /// A QUERY message at any consistency.
@@ -418,6 +456,9 @@ impl MessageFor for BatchMessage<'_> {
     }
 
     fn reprepare(&self, id: &[u8]) -> Option<&str> {
-        self.prepared.iter().find(|(i, _)| *i == id).map(|(_, t)| *t)
+        self.prepared
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, t)| *t)
     }
 }

@@ -91,7 +91,11 @@ impl SessionInner {
             return;
         }
         let query = Query {
-            contents: format!("USE {}", crate::connection::handshake::quote_identifier(&want)).into(),
+            contents: format!(
+                "USE {}",
+                crate::connection::handshake::quote_identifier(&want)
+            )
+            .into(),
             params: QueryParameters::default(),
         };
         let opts = RequestOptions {
@@ -102,7 +106,9 @@ impl SessionInner {
             Ok(f) if matches!(f.response, Response::Result(ResultBody::SetKeyspace(_))) => {
                 conn.set_keyspace(Some(want));
             }
-            Ok(f) => tracing::warn!(keyspace = %want, response = ?f.response, "USE failed on a connection"),
+            Ok(f) => {
+                tracing::warn!(keyspace = %want, response = ?f.response, "USE failed on a connection")
+            }
             Err(e) => tracing::debug!(keyspace = %want, error = %e, "USE failed on a connection"),
         }
     }
@@ -116,7 +122,11 @@ impl SessionInner {
         }
     }
 
-    fn params<'a>(&self, o: &StatementOptions, values: &'a SerializedValues) -> QueryParameters<'a> {
+    fn params<'a>(
+        &self,
+        o: &StatementOptions,
+        values: &'a SerializedValues,
+    ) -> QueryParameters<'a> {
         QueryParameters {
             consistency: o.consistency.unwrap_or(self.config.consistency),
             values: std::borrow::Cow::Borrowed(values),
@@ -140,6 +150,7 @@ impl SessionInner {
             col_specs: None,
             warnings: frame.warnings,
             tracing_id: frame.tracing_id,
+            coordinator: Some(answer.node),
         };
         match frame.response {
             Response::Result(ResultBody::Rows(rows)) => {
@@ -192,7 +203,11 @@ impl SessionInner {
 }
 
 impl Session {
-    pub(crate) fn from_parts(cluster: Cluster, config: SessionConfig, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn from_parts(
+        cluster: Cluster,
+        config: SessionConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let keyspace = config.keyspace.clone().map(Arc::new);
         Session {
             inner: Arc::new(SessionInner {
@@ -226,7 +241,8 @@ impl Session {
         values: impl SerializeRow + Send + Sync,
         paging_state: Option<Bytes>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
-        self.query_page(statement.into(), &values, paging_state, true).await
+        self.query_page(statement.into(), &values, paging_state, true)
+            .await
     }
 
     async fn query_page(
@@ -242,12 +258,19 @@ impl Session {
             let mut prepared = self.prepare(statement.contents.as_str()).await?;
             prepared.options = statement.options;
             let serialized = values::serialize(&prepared, values)?;
-            return self.execute_page(&prepared, &serialized, paging_state, paged).await;
+            return self
+                .execute_page(&prepared, &serialized, paging_state, paged)
+                .await;
         }
         let inner = &self.inner;
         let mut params = inner.params(&statement.options, &none);
         if paged {
-            params.page_size = Some(statement.options.page_size.unwrap_or(inner.config.page_size));
+            params.page_size = Some(
+                statement
+                    .options
+                    .page_size
+                    .unwrap_or(inner.config.page_size),
+            );
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
         }
         let msg = QueryMessage {
@@ -271,7 +294,10 @@ impl Session {
     }
 
     /// Prepares a statement (once per text: later calls hit a cache).
-    pub async fn prepare(&self, statement: impl Into<Statement>) -> Result<PreparedStatement, ExecutionError> {
+    pub async fn prepare(
+        &self,
+        statement: impl Into<Statement>,
+    ) -> Result<PreparedStatement, ExecutionError> {
         let statement = statement.into();
         let cached = self
             .inner
@@ -329,12 +355,12 @@ impl Session {
                             keyspace,
                         }))
                     }
-                    Response::Error(e) => Err(ExecutionError::Server {
-                        error: e.error,
-                        message: e.message,
-                        node: node.address,
-                    }),
-                    _ => Err(ExecutionError::Protocol("unexpected answer to PREPARE".into())),
+                    Response::Error(e) => {
+                        Err(ExecutionError::server(e.error, e.message, node.address))
+                    }
+                    _ => Err(ExecutionError::Protocol(
+                        "unexpected answer to PREPARE".into(),
+                    )),
                 },
                 Err(error) => Err(ExecutionError::Connection {
                     node: node.address,
@@ -343,7 +369,7 @@ impl Session {
             };
             // A server error (bad syntax, unknown table) is the same on every
             // node: stop at the first.
-            let stop = matches!(outcome, Err(ExecutionError::Server { .. }));
+            let stop = matches!(outcome, Err(ExecutionError::Server(_)));
             if first.as_ref().is_none_or(|f| f.is_err()) {
                 first = Some(outcome);
             }
@@ -361,7 +387,10 @@ impl Session {
         values: impl SerializeRow,
     ) -> Result<QueryResult, ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        Ok(self.execute_page(prepared, &serialized, None, false).await?.0)
+        Ok(self
+            .execute_page(prepared, &serialized, None, false)
+            .await?
+            .0)
     }
 
     /// Executes a prepared statement, returning one page and where the next
@@ -373,7 +402,8 @@ impl Session {
         paging_state: Option<Bytes>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        self.execute_page(prepared, &serialized, paging_state, true).await
+        self.execute_page(prepared, &serialized, paging_state, true)
+            .await
     }
 
     async fn execute_page(
@@ -400,8 +430,17 @@ impl Session {
             },
             contents: &prepared.shared.contents,
         };
-        let answer = execute::run(inner, &state, routing, &msg, inner.run_options(&prepared.options)).await?;
-        let result = inner.finish(answer, prepared.shared.result_specs.as_ref()).await?;
+        let answer = execute::run(
+            inner,
+            &state,
+            routing,
+            &msg,
+            inner.run_options(&prepared.options),
+        )
+        .await?;
+        let result = inner
+            .finish(answer, prepared.shared.result_specs.as_ref())
+            .await?;
         let next = result.paging_state().cloned();
         Ok((result, next))
     }
@@ -456,7 +495,9 @@ impl Session {
             .iter()
             .map(|(p, text, v)| WireStatement {
                 kind: match (p, text) {
-                    (Some(p), _) => BatchStatementKind::Prepared(std::borrow::Cow::Borrowed(&p.shared.id)),
+                    (Some(p), _) => {
+                        BatchStatementKind::Prepared(std::borrow::Cow::Borrowed(&p.shared.id))
+                    }
                     (None, Some(t)) => BatchStatementKind::Query(std::borrow::Cow::Borrowed(*t)),
                     (None, None) => BatchStatementKind::Query(std::borrow::Cow::Borrowed("")),
                 },
@@ -474,7 +515,10 @@ impl Session {
             },
             prepared: resolved
                 .iter()
-                .filter_map(|(p, _, _)| p.as_ref().map(|p| (&p.shared.id[..], p.shared.contents.as_str())))
+                .filter_map(|(p, _, _)| {
+                    p.as_ref()
+                        .map(|p| (&p.shared.id[..], p.shared.contents.as_str()))
+                })
                 .collect(),
         };
         let answer = execute::run(inner, &state, routing, &msg, inner.run_options(o)).await?;
@@ -493,7 +537,11 @@ impl Session {
         let statement = statement.into();
         let mut none = SerializedValues::new();
         if values.serialize_row(&[], &mut none).is_ok() {
-            return Ok(RowStream::new(self.clone(), pager::Source::Query(statement), none));
+            return Ok(RowStream::new(
+                self.clone(),
+                pager::Source::Query(statement),
+                none,
+            ));
         }
         let mut prepared = self.prepare(statement.contents.as_str()).await?;
         prepared.options = statement.options;
@@ -531,7 +579,10 @@ impl Session {
 
     /// Switches the session to `keyspace` (every connection follows).
     pub async fn use_keyspace(&self, keyspace: &str) -> Result<(), ExecutionError> {
-        let q = format!("USE {}", crate::connection::handshake::quote_identifier(keyspace));
+        let q = format!(
+            "USE {}",
+            crate::connection::handshake::quote_identifier(keyspace)
+        );
         self.query_unpaged(q, ()).await.map(|_| ())
     }
 

@@ -27,7 +27,8 @@ pub(crate) enum Source {
     Prepared(PreparedStatement),
 }
 
-type PageFuture = Pin<Box<dyn Future<Output = Result<(QueryResult, Option<Bytes>), ExecutionError>> + Send>>;
+type PageFuture =
+    Pin<Box<dyn Future<Output = Result<(QueryResult, Option<Bytes>), ExecutionError>> + Send>>;
 
 /// Rows of a paged query, as a stream of `R`.
 ///

@@ -23,9 +23,15 @@ pub(crate) fn serialize(
 }
 
 /// Where a prepared statement with these values should go.
-pub(crate) fn routing(state: &ClusterState, prepared: &PreparedStatement, values: &SerializedValues) -> RoutingInfo {
+pub(crate) fn routing(
+    state: &ClusterState,
+    prepared: &PreparedStatement,
+    values: &SerializedValues,
+) -> RoutingInfo {
     RoutingInfo {
-        keyspace: prepared.keyspace().and_then(|ks| state.routing.keyspace_id(ks)),
+        keyspace: prepared
+            .keyspace()
+            .and_then(|ks| state.routing.keyspace_id(ks)),
         token: token_of(prepared.pk_indexes(), values),
         lwt: prepared.is_lwt(),
     }
@@ -72,7 +78,11 @@ mod tests {
         v.push(RawValue::Value(&7i32.to_be_bytes())).unwrap();
         v.push(RawValue::Null).unwrap();
         assert_eq!(token_of(&[0], &v), Some(murmur3_token(b"test")));
-        let composite = scylla_cql::token::partition_key::serialize_partition_key(&[&7i32.to_be_bytes(), b"test"]).unwrap();
+        let composite = scylla_cql::token::partition_key::serialize_partition_key(&[
+            &7i32.to_be_bytes(),
+            b"test",
+        ])
+        .unwrap();
         assert_eq!(token_of(&[1, 0], &v), Some(murmur3_token(&composite)));
         assert_eq!(token_of(&[2], &v), None, "a null key has no token");
         assert_eq!(token_of(&[], &v), None);

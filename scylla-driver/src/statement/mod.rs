@@ -89,7 +89,7 @@ macro_rules! option_setters {
 
         /// Sets the request timeout.
         #[must_use]
-        pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
             self.options.timeout = Some(timeout);
             self
         }

@@ -1,0 +1,645 @@
+//! The control connection: one connection, to any node, that REGISTERs for
+//! cluster events and reads the system tables, keeping a [`Metadata`]
+//! snapshot current for the layers above.
+//!
+//! [`ControlHandle::start`] connects to the first contact point that answers,
+//! reads the metadata, publishes it and spawns a task that
+//! - refreshes on events, debounced: the first event of a burst starts a
+//!   short wait ([`ControlOptions::refresh_debounce`]) and every event until it
+//!   ends is served by the same refresh (a DDL storm is one refresh, not one
+//!   per statement); schema events re-read only the schema, topology events
+//!   only the nodes;
+//! - refreshes periodically ([`ControlOptions::refresh_interval`]), which also
+//!   repairs what a lost event would have missed;
+//! - forwards STATUS_CHANGE events as [`NodeEvent`]s (pools reconnect sooner
+//!   to a node that came up, and stop waiting on one that went down);
+//! - when the connection dies, or its queries keep failing, reconnects to
+//!   another known node (the latest metadata's, then the contact points,
+//!   the failed node last), pausing between rounds as the
+//!   [`ReconnectPolicy`] says, and re-reads everything on the new connection
+//!   (events may have been missed meanwhile).
+//!
+//! Snapshots are published through an [`ArcSwap`] (read with
+//! [`ControlHandle::metadata`]: lock-free) and a `watch` channel (to react to
+//! changes). A snapshot equal to the previous one is not republished.
+//!
+//! # Stopping
+//! The task stops, closing the connection, when the last [`ControlHandle`]
+//! clone is dropped. Every wait in it (refresh, reconnect, backoff) also
+//! watches for that, so the stop is prompt.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use scylla_cql::frame::request::EventType;
+use scylla_cql::frame::response::event::{Event, StatusChangeType};
+use scylla_cql::frame::response::result::SchemaChangeTarget;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use uuid::Uuid;
+
+use super::metadata::{
+    read_metadata, read_nodes, read_schema, wait_for_schema_agreement, AgreementOptions, Metadata,
+    MetadataError, QueryOptions,
+};
+use crate::connection::{open, Connection, ConnectionConfig, ConnectionError};
+use crate::pool::backoff::{ExponentialBackoff, ReconnectPolicy, ReconnectSchedule};
+
+/// How the control connection behaves.
+#[derive(Debug, Clone)]
+pub struct ControlOptions {
+    /// Timeout and page size of metadata queries.
+    pub query: QueryOptions,
+    /// How long to wait after the first event of a burst before refreshing.
+    pub refresh_debounce: Duration,
+    /// Refresh everything this often; `None` disables periodic refreshes.
+    pub refresh_interval: Option<Duration>,
+    /// Pauses between rounds of reconnect attempts.
+    pub reconnect: Arc<dyn ReconnectPolicy>,
+    /// Schema agreement checks ([`ControlHandle::await_schema_agreement`]).
+    pub agreement: AgreementOptions,
+    /// Events buffered between the connection and the control task (more
+    /// are dropped; the periodic refresh repairs what they would have done).
+    pub event_buffer: usize,
+    /// [`NodeEvent`]s buffered per subscriber (a slow subscriber misses the
+    /// oldest ones).
+    pub node_event_buffer: usize,
+    /// Consecutive failed refreshes (on a connection that still looks alive)
+    /// after which the control connection moves to another node.
+    pub max_refresh_failures: u32,
+}
+
+impl Default for ControlOptions {
+    /// 50 ms debounce, a refresh every 60 s, reconnects backing off from
+    /// 100 ms to 10 s, 5 s per query, move after 2 failed refreshes.
+    fn default() -> Self {
+        Self {
+            query: QueryOptions::default(),
+            refresh_debounce: Duration::from_millis(50),
+            refresh_interval: Some(Duration::from_secs(60)),
+            reconnect: Arc::new(ExponentialBackoff::default()),
+            agreement: AgreementOptions::default(),
+            event_buffer: 1024,
+            node_event_buffer: 256,
+            max_refresh_failures: 2,
+        }
+    }
+}
+
+/// A node went up or down (a STATUS_CHANGE event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeEvent {
+    /// The node's host id, if the current metadata knows its address.
+    pub host_id: Option<Uuid>,
+    /// Where the driver connects to it (the metadata's address; for an
+    /// unknown node, the event's IP with the control connection's port).
+    pub address: SocketAddr,
+    /// Up (`true`) or down.
+    pub up: bool,
+}
+
+/// Why one contact point could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContactError {
+    /// Opening the connection failed.
+    #[error(transparent)]
+    Connect(#[from] ConnectionError),
+    /// The connection opened, but reading the metadata failed.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+}
+
+/// A failed attempt at one contact point.
+#[derive(Debug)]
+pub struct ContactFailure {
+    /// The contact point.
+    pub address: SocketAddr,
+    /// What went wrong.
+    pub error: ContactError,
+}
+
+/// The control connection failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// [`ControlHandle::start`] was given no contact point.
+    #[error("no contact points were given")]
+    NoContactPoints,
+    /// No contact point could be connected to and read.
+    #[error("no contact point could be used: {}", Failures(.0))]
+    Unreachable(Vec<ContactFailure>),
+    /// The control connection is reconnecting.
+    #[error("the control connection is not connected")]
+    NotConnected,
+    /// A metadata query failed.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    /// The control task has stopped.
+    #[error("the control connection has stopped")]
+    Stopped,
+}
+
+struct Failures<'a>(&'a [ContactFailure]);
+
+impl fmt::Display for Failures<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, c) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{}: {}", c.address, c.error)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a refresh re-reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Refresh {
+    nodes: bool,
+    schema: bool,
+}
+
+impl Refresh {
+    const ALL: Refresh = Refresh {
+        nodes: true,
+        schema: true,
+    };
+
+    fn union(self, other: Refresh) -> Refresh {
+        Refresh {
+            nodes: self.nodes || other.nodes,
+            schema: self.schema || other.schema,
+        }
+    }
+}
+
+enum Command {
+    Refresh(oneshot::Sender<Result<Arc<Metadata>, ControlError>>),
+}
+
+/// What the handles and the task share.
+struct Shared {
+    metadata: ArcSwap<Metadata>,
+    watch: watch::Sender<Arc<Metadata>>,
+    node_events: broadcast::Sender<NodeEvent>,
+    /// The current connection; `None` while reconnecting.
+    connection: ArcSwapOption<Connection>,
+    /// IPs that STATUS_CHANGE last reported down.
+    down: Mutex<HashSet<IpAddr>>,
+    options: ControlOptions,
+}
+
+impl Shared {
+    fn down(&self) -> std::sync::MutexGuard<'_, HashSet<IpAddr>> {
+        // Every critical section is a single insert/remove/lookup: a
+        // poisoned set is still consistent.
+        self.down.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes `next` unless it equals the current snapshot.
+    fn publish(&self, next: Metadata) -> Arc<Metadata> {
+        let current = self.metadata.load_full();
+        if *current == next {
+            return current;
+        }
+        let next = Arc::new(next);
+        self.metadata.store(next.clone());
+        self.watch.send_replace(next.clone());
+        tracing::debug!(
+            nodes = next.nodes.len(),
+            keyspaces = next.keyspaces.len(),
+            "metadata published"
+        );
+        next
+    }
+}
+
+/// A handle to the control connection: the current metadata, its changes,
+/// node up/down events, forced refreshes and schema agreement.
+///
+/// Cheap to clone. The control connection stops when the last clone is
+/// dropped.
+#[derive(Clone)]
+pub struct ControlHandle {
+    shared: Arc<Shared>,
+    commands: mpsc::Sender<Command>,
+    _stop: Arc<DropGuard>,
+}
+
+impl fmt::Debug for ControlHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControlHandle")
+            .field("connected_to", &self.connected_to())
+            .field("nodes", &self.shared.metadata.load().nodes.len())
+            .finish()
+    }
+}
+
+impl ControlHandle {
+    /// Connects to the first usable contact point (in order), registers for
+    /// TOPOLOGY_CHANGE, STATUS_CHANGE and SCHEMA_CHANGE, reads the metadata,
+    /// publishes it and spawns the control task (on the current tokio
+    /// runtime). Returns the handle and a receiver of every snapshot
+    /// published from now on (holding the first one).
+    ///
+    /// `config` is used for every control connection, with
+    /// `register_events`, `events` and `keyspace` overridden.
+    ///
+    /// Fails with [`ControlError::Unreachable`], listing every contact
+    /// point's failure, if none could be used.
+    pub async fn start(
+        contact_points: Vec<SocketAddr>,
+        config: ConnectionConfig,
+        options: ControlOptions,
+    ) -> Result<(ControlHandle, watch::Receiver<Arc<Metadata>>), ControlError> {
+        if contact_points.is_empty() {
+            return Err(ControlError::NoContactPoints);
+        }
+        let (events_tx, events_rx) = mpsc::channel(options.event_buffer.max(1));
+        let mut config = config;
+        config.register_events = EventType::ALL.to_vec();
+        config.events = Some(events_tx);
+        config.keyspace = None;
+
+        let mut failures = Vec::new();
+        let mut first = None;
+        for &address in &contact_points {
+            match connect_and_read(address, &config, &options.query).await {
+                Ok(ok) => {
+                    first = Some(ok);
+                    break;
+                }
+                Err(error) => {
+                    tracing::info!(%address, %error, "contact point unusable");
+                    failures.push(ContactFailure { address, error });
+                }
+            }
+        }
+        let Some((conn, metadata)) = first else {
+            return Err(ControlError::Unreachable(failures));
+        };
+        tracing::info!(peer = %conn.info().peer, nodes = metadata.nodes.len(), "control connection up");
+
+        let metadata = Arc::new(metadata);
+        let (watch_tx, watch_rx) = watch::channel(metadata.clone());
+        let (node_events, _) = broadcast::channel(options.node_event_buffer.max(1));
+        let shared = Arc::new(Shared {
+            metadata: ArcSwap::new(metadata),
+            watch: watch_tx,
+            node_events,
+            connection: ArcSwapOption::new(Some(Arc::new(conn.clone()))),
+            down: Mutex::new(HashSet::new()),
+            options,
+        });
+        let (commands_tx, commands_rx) = mpsc::channel(16);
+        let cancel = CancellationToken::new();
+        let task = ControlTask {
+            shared: shared.clone(),
+            contact_points,
+            config,
+            events: events_rx,
+            commands: commands_rx,
+            cancel: cancel.clone(),
+            schedule: shared.options.reconnect.new_schedule(),
+        };
+        tokio::spawn(task.run(conn));
+        Ok((
+            ControlHandle {
+                shared,
+                commands: commands_tx,
+                _stop: Arc::new(cancel.drop_guard()),
+            },
+            watch_rx,
+        ))
+    }
+
+    /// The current snapshot (lock-free).
+    pub fn metadata(&self) -> Arc<Metadata> {
+        self.shared.metadata.load_full()
+    }
+
+    /// A receiver of every snapshot published from now on.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Metadata>> {
+        self.shared.watch.subscribe()
+    }
+
+    /// A receiver of node up/down events from now on.
+    pub fn node_events(&self) -> broadcast::Receiver<NodeEvent> {
+        self.shared.node_events.subscribe()
+    }
+
+    /// The node the control connection is on, if connected.
+    pub fn connected_to(&self) -> Option<SocketAddr> {
+        self.shared
+            .connection
+            .load()
+            .as_ref()
+            .filter(|c| c.is_usable())
+            .map(|c| c.info().peer)
+    }
+
+    /// Whether the last STATUS_CHANGE about `ip` said it is down.
+    pub fn is_reported_down(&self, ip: IpAddr) -> bool {
+        self.shared.down().contains(&ip)
+    }
+
+    /// Re-reads everything now and returns the resulting snapshot (also
+    /// published). Waits for a reconnect in progress to finish first.
+    pub async fn refresh(&self) -> Result<Arc<Metadata>, ControlError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Refresh(tx))
+            .await
+            .map_err(|_| ControlError::Stopped)?;
+        rx.await.map_err(|_| ControlError::Stopped)?
+    }
+
+    /// Waits until every node not reported down has the same schema version
+    /// (`Ok(true)`) or the agreement timeout passes (`Ok(false)`); see
+    /// [`wait_for_schema_agreement`].
+    pub async fn await_schema_agreement(&self) -> Result<bool, ControlError> {
+        let conn = self
+            .shared
+            .connection
+            .load_full()
+            .filter(|c| c.is_usable())
+            .ok_or(ControlError::NotConnected)?;
+        let metadata = self.metadata();
+        let shared = &self.shared;
+        let is_reachable = |host: &Uuid| {
+            metadata
+                .node(host)
+                .is_none_or(|n| !shared.down().contains(&n.address.ip()))
+        };
+        let opts = &shared.options;
+        Ok(wait_for_schema_agreement(&conn, &opts.agreement, &opts.query, &is_reachable).await?)
+    }
+}
+
+/// Opens a control connection to `address` and reads the metadata through it.
+async fn connect_and_read(
+    address: SocketAddr,
+    config: &ConnectionConfig,
+    query: &QueryOptions,
+) -> Result<(Connection, Metadata), ContactError> {
+    let conn = open(address, None, config).await?;
+    let metadata = read_metadata(&conn, query).await?;
+    Ok((conn, metadata))
+}
+
+/// The control task's state.
+struct ControlTask {
+    shared: Arc<Shared>,
+    contact_points: Vec<SocketAddr>,
+    config: ConnectionConfig,
+    events: mpsc::Receiver<Event>,
+    commands: mpsc::Receiver<Command>,
+    cancel: CancellationToken,
+    schedule: Box<dyn ReconnectSchedule>,
+}
+
+/// Completes with `fut`'s output, or `None` once `cancel` fires.
+async fn unless_cancelled<T>(
+    cancel: &CancellationToken,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        _ = cancel.cancelled() => None,
+        out = fut => Some(out),
+    }
+}
+
+/// Ticks of `interval`, or never.
+async fn tick(interval: &mut Option<Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+impl ControlTask {
+    async fn run(mut self, mut conn: Connection) {
+        let mut periodic = self.shared.options.refresh_interval.map(|period| {
+            let period = period.max(Duration::from_millis(1));
+            let mut i = tokio::time::interval_at(Instant::now() + period, period);
+            i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            i
+        });
+        // The pending debounced refresh: when it runs and what it reads.
+        let mut pending: Option<(Instant, Refresh)> = None;
+        let mut failures = 0u32;
+        loop {
+            let deadline = pending.map(|(at, _)| at);
+            let (what, reply) = tokio::select! {
+                _ = self.cancel.cancelled() => break,
+                _ = conn.closed() => {
+                    match self.reconnect(&conn).await {
+                        Some(next) => conn = next,
+                        None => break,
+                    }
+                    pending = None;
+                    failures = 0;
+                    continue;
+                }
+                Some(event) = self.events.recv() => {
+                    if let Some(what) = self.on_event(event) {
+                        let (at, prev) = pending.unwrap_or((Instant::now() + self.shared.options.refresh_debounce, Refresh::default()));
+                        pending = Some((at, prev.union(what)));
+                    }
+                    continue;
+                }
+                _ = sleep_until_opt(deadline) => {
+                    let Some((_, what)) = pending.take() else { continue };
+                    (what, None)
+                }
+                _ = tick(&mut periodic) => (Refresh::ALL, None),
+                command = self.commands.recv() => match command {
+                    Some(Command::Refresh(reply)) => (Refresh::ALL, Some(reply)),
+                    // Every handle is gone.
+                    None => break,
+                },
+            };
+            let Some(result) =
+                unless_cancelled(&self.cancel, refresh(&self.shared, &conn, what)).await
+            else {
+                break;
+            };
+            match &result {
+                Ok(_) => {
+                    failures = 0;
+                    if what == Refresh::ALL {
+                        // A full read that started after the pending events
+                        // arrived already reflects them.
+                        pending = None;
+                    }
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(peer = %conn.info().peer, error = %e, failures, "metadata refresh failed");
+                    if e.is_connection_failure()
+                        || failures >= self.shared.options.max_refresh_failures
+                    {
+                        // Move to another node: the closed() branch reconnects.
+                        conn.close();
+                    }
+                }
+            }
+            if let Some(reply) = reply {
+                let _ = reply.send(result.map_err(ControlError::from));
+            }
+        }
+        self.shared.connection.store(None);
+        tracing::debug!("control connection stopped");
+    }
+
+    /// Handles an event; returns what it makes stale.
+    fn on_event(&self, event: Event) -> Option<Refresh> {
+        tracing::debug!(?event, "control connection event");
+        match event {
+            Event::TopologyChange { .. } => Some(Refresh {
+                nodes: true,
+                schema: false,
+            }),
+            Event::StatusChange { change, addr } => {
+                let up = change == StatusChangeType::Up;
+                let metadata = self.shared.metadata.load();
+                let known = metadata.node_by_ip(addr.ip());
+                {
+                    let mut down = self.shared.down();
+                    if up {
+                        down.remove(&addr.ip());
+                    } else {
+                        down.insert(addr.ip());
+                    }
+                }
+                let port = self
+                    .shared
+                    .connection
+                    .load()
+                    .as_ref()
+                    .map_or(addr.port(), |c| c.info().peer.port());
+                let event = NodeEvent {
+                    host_id: known.map(|n| n.host_id),
+                    address: known.map_or(SocketAddr::new(addr.ip(), port), |n| n.address),
+                    up,
+                };
+                // No subscriber is not an error.
+                let _ = self.shared.node_events.send(event);
+                // A node we do not know came up: the topology is stale.
+                (up && known.is_none()).then_some(Refresh {
+                    nodes: true,
+                    schema: false,
+                })
+            }
+            Event::SchemaChange(change) => match change.target {
+                SchemaChangeTarget::Keyspace { .. } | SchemaChangeTarget::Table { .. } => {
+                    Some(Refresh {
+                        nodes: false,
+                        schema: true,
+                    })
+                }
+                // Types and functions are not part of the snapshot.
+                _ => None,
+            },
+            Event::ClientRoutesChange { .. } => None,
+        }
+    }
+
+    /// Reconnects to another node; `None` if stopped meanwhile. Commands
+    /// that arrive while no node answers are refused as not connected.
+    async fn reconnect(&mut self, failed: &Connection) -> Option<Connection> {
+        let failed_addr = failed.info().peer;
+        self.shared.connection.store(None);
+        tracing::info!(peer = %failed_addr, reason = ?failed.broken().map(|b| b.reason().to_string()), "control connection lost; reconnecting");
+        loop {
+            for address in self.candidates(failed_addr) {
+                let attempt = connect_and_read(address, &self.config, &self.shared.options.query);
+                match unless_cancelled(&self.cancel, attempt).await? {
+                    Ok((conn, metadata)) => {
+                        self.schedule.reset();
+                        self.shared.connection.store(Some(Arc::new(conn.clone())));
+                        self.shared.publish(metadata);
+                        tracing::info!(peer = %address, "control connection up");
+                        return Some(conn);
+                    }
+                    Err(error) => {
+                        tracing::info!(%address, %error, "control connection attempt failed")
+                    }
+                }
+            }
+            let pause = tokio::time::sleep(self.schedule.next_delay());
+            tokio::pin!(pause);
+            loop {
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return None,
+                    _ = &mut pause => break,
+                    command = self.commands.recv() => match command {
+                        Some(Command::Refresh(reply)) => {
+                            let _ = reply.send(Err(ControlError::NotConnected));
+                        }
+                        None => return None,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Where to reconnect, in order: the known nodes not reported down
+    /// (shuffled, so that many clients spread over the cluster), those
+    /// reported down, the contact points, and the failed node last.
+    fn candidates(&self, failed: SocketAddr) -> Vec<SocketAddr> {
+        let metadata = self.shared.metadata.load();
+        let down = self.shared.down().clone();
+        let mut known: Vec<SocketAddr> = metadata.nodes.iter().map(|n| n.address).collect();
+        fastrand::shuffle(&mut known);
+        known.sort_by_key(|a| down.contains(&a.ip()));
+        let mut out: Vec<SocketAddr> =
+            Vec::with_capacity(known.len() + self.contact_points.len() + 1);
+        for a in known.into_iter().chain(self.contact_points.iter().copied()) {
+            if a != failed && !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        out.push(failed);
+        out
+    }
+}
+
+/// Re-reads what `what` says (the rest is kept from the current snapshot)
+/// and publishes the result.
+async fn refresh(
+    shared: &Shared,
+    conn: &Connection,
+    what: Refresh,
+) -> Result<Arc<Metadata>, MetadataError> {
+    let q = &shared.options.query;
+    let current = shared.metadata.load_full();
+    let nodes = if what.nodes {
+        read_nodes(conn, q).await?
+    } else {
+        current.nodes.clone()
+    };
+    let keyspaces = if what.schema {
+        read_schema(conn, q).await?
+    } else {
+        current.keyspaces.clone()
+    };
+    Ok(shared.publish(Metadata { nodes, keyspaces }))
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,148 @@
+//! Schema agreement: after DDL, wait until every reachable node reports the
+//! same schema version, so that statements prepared or run next see the new
+//! schema on whichever node they land.
+//!
+//! The versions come from `system.local` and `system.peers` on the control
+//! connection's node, which learns its peers' versions through gossip. The
+//! check repeats at a fixed interval until the versions agree or the timeout
+//! passes; both are bounded, so the wait is too.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use scylla_cql::frame::response::result::Rows;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::query::{for_each_row, select_all, QueryOptions};
+use super::MetadataError;
+use crate::connection::Connection;
+
+const LOCAL_VERSION_QUERY: &str = "SELECT schema_version FROM system.local WHERE key = 'local'";
+const PEER_VERSIONS_QUERY: &str = "SELECT host_id, schema_version FROM system.peers";
+
+/// How long and how often to check for schema agreement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgreementOptions {
+    /// Time between two checks.
+    pub interval: Duration,
+    /// Give up (answering "not agreed") after this long.
+    pub timeout: Duration,
+}
+
+impl Default for AgreementOptions {
+    /// Every 200 ms, for up to 60 s (Cassandra can take tens of seconds to
+    /// propagate a schema change on a loaded cluster).
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_millis(200),
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+struct PeerVersionRow {
+    host_id: Option<Uuid>,
+    schema_version: Option<Uuid>,
+}
+scylla_cql::impl_deserialize_row!(PeerVersionRow {
+    host_id: Option<Uuid>,
+    schema_version: Option<Uuid>,
+});
+
+/// The distinct schema versions reported by the control connection's node
+/// and by the peers for which `is_reachable(host_id)` holds. Peers without a
+/// host id or version (still joining) are left out.
+pub async fn schema_versions(
+    conn: &Connection,
+    query: &QueryOptions,
+    is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
+) -> Result<HashSet<Uuid>, MetadataError> {
+    let local = select_all(conn, LOCAL_VERSION_QUERY, query).await?;
+    let peers = select_all(conn, PEER_VERSIONS_QUERY, query).await?;
+    versions_of(&local, &peers, is_reachable)
+}
+
+fn versions_of(
+    local: &[Rows],
+    peers: &[Rows],
+    is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
+) -> Result<HashSet<Uuid>, MetadataError> {
+    let mut versions = HashSet::new();
+    for_each_row::<(Option<Uuid>,)>(local, LOCAL_VERSION_QUERY, |row| match row {
+        Ok((Some(v),)) => {
+            versions.insert(v);
+        }
+        Ok((None,)) => {}
+        Err(e) => tracing::warn!(error = %e, "system.local: unreadable schema_version"),
+    })?;
+    for_each_row::<PeerVersionRow>(peers, PEER_VERSIONS_QUERY, |row| match row {
+        Ok(PeerVersionRow {
+            host_id: Some(host),
+            schema_version: Some(v),
+        }) if is_reachable(&host) => {
+            versions.insert(v);
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "system.peers: unreadable schema_version row"),
+    })?;
+    Ok(versions)
+}
+
+/// Checks for schema agreement every `opts.interval` until every reachable
+/// node reports the same version (`Ok(true)`) or `opts.timeout` passes
+/// (`Ok(false)`). A failed query ends the wait with its error.
+pub async fn wait_for_schema_agreement(
+    conn: &Connection,
+    opts: &AgreementOptions,
+    query: &QueryOptions,
+    is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
+) -> Result<bool, MetadataError> {
+    let deadline = Instant::now() + opts.timeout;
+    loop {
+        let versions = schema_versions(conn, query, is_reachable).await?;
+        if versions.len() <= 1 {
+            return Ok(true);
+        }
+        tracing::debug!(?versions, "schema versions disagree");
+        if Instant::now() + opts.interval > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(opts.interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_rows::{build, cell};
+    use super::*;
+    use scylla_cql::types::ColumnType;
+
+    #[test]
+    fn versions_of_reachable_nodes_only() {
+        let uuid = |v: u128| cell(&Uuid::from_u128(v), &ColumnType::Uuid);
+        let local = build(&[("schema_version", ColumnType::Uuid)], vec![vec![uuid(1)]]);
+        let peers = build(
+            &[
+                ("host_id", ColumnType::Uuid),
+                ("schema_version", ColumnType::Uuid),
+            ],
+            vec![
+                vec![uuid(10), uuid(1)],
+                vec![uuid(11), uuid(2)], // unreachable: ignored
+                vec![None, uuid(3)],     // no host id: ignored
+                vec![uuid(12), None],    // no version: ignored
+            ],
+        );
+        let reachable = |h: &Uuid| h.as_u128() != 11;
+        let v = versions_of(
+            std::slice::from_ref(&local),
+            std::slice::from_ref(&peers),
+            &reachable,
+        )
+        .unwrap();
+        assert_eq!(v, [Uuid::from_u128(1)].into_iter().collect());
+        let v = versions_of(&[local], &[peers], &|_| true).unwrap();
+        assert_eq!(v.len(), 2);
+    }
+}

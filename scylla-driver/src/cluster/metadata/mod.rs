@@ -1,0 +1,280 @@
+//! Cluster metadata: an immutable snapshot of what the system tables say
+//! about the cluster, read through one connection (the control connection).
+//!
+//! - `topology.rs`: the nodes, from `system.local` and
+//!   `system.peers` ([`NodeMeta`]).
+//! - `schema.rs`: keyspaces with their replication and tables with their
+//!   partition keys, from `system_schema` ([`KeyspaceMeta`], [`TableMeta`]).
+//! - [`agreement`]: waiting until every node reports the same schema version.
+//! - `query.rs`: paged SELECTs with a timeout per page ([`QueryOptions`]).
+//!
+//! A [`Metadata`] is never modified: a refresh reads a new one, which the
+//! control connection publishes with one atomic swap. Malformed rows are
+//! skipped with a warning; only failures of the queries themselves (and a
+//! missing `system.local` row) fail a read.
+
+pub mod agreement;
+mod query;
+mod schema;
+#[cfg(test)]
+mod test_rows;
+mod topology;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use scylla_cql::frame::response::error::ErrorResponse;
+use scylla_cql::sharding::Sharder;
+use scylla_cql::token::Token;
+use scylla_cql::types::{ColumnType, TypeCheckError};
+use uuid::Uuid;
+
+pub use self::agreement::{schema_versions, wait_for_schema_agreement, AgreementOptions};
+pub use self::query::QueryOptions;
+
+use crate::connection::{Connection, RequestError};
+use crate::routing::{NodeInfo, ReplicationStrategy, TopologyInput};
+
+/// One node, as `system.local` / `system.peers` describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeMeta {
+    /// The node's host id: its identity, stable across address changes.
+    pub host_id: Uuid,
+    /// Where the driver connects to it: its `rpc_address` (or its `peer`
+    /// address when `rpc_address` is a wildcard) and the control
+    /// connection's port; for the control connection's node, the address the
+    /// control connection reached.
+    pub address: SocketAddr,
+    /// Its datacenter (`data_center`; empty if null).
+    pub datacenter: String,
+    /// Its rack (empty if null).
+    pub rack: String,
+    /// Its tokens, sorted (empty for a zero-token or joining node).
+    pub tokens: Vec<Token>,
+    /// The schema version it reported, if any.
+    pub schema_version: Option<Uuid>,
+    /// Its server version (`release_version`), if reported.
+    pub release_version: Option<String>,
+}
+
+/// A table (or materialized view), as routing needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableMeta {
+    /// The partition-key columns, in key order, with their types.
+    pub partition_key: Vec<(String, ColumnType)>,
+}
+
+/// A keyspace: its replication and its tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyspaceMeta {
+    /// How it places replicas.
+    pub strategy: ReplicationStrategy,
+    /// Its tables and views, by name.
+    pub tables: BTreeMap<String, TableMeta>,
+}
+
+/// An immutable snapshot of the cluster's topology and schema.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Metadata {
+    /// Every node, sorted by host id, one entry per host id.
+    pub nodes: Vec<NodeMeta>,
+    /// Every keyspace whose replication could be parsed, by name.
+    pub keyspaces: BTreeMap<String, KeyspaceMeta>,
+}
+
+impl Metadata {
+    /// The input of a [`RoutingTable`](crate::routing::RoutingTable): node
+    /// `i` of the result is `self.nodes[i]`. `sharders` gives the sharding
+    /// of a node (from a connection to it, for ScyllaDB); `None` where
+    /// unknown.
+    pub fn to_topology_input(&self, sharders: &dyn Fn(&Uuid) -> Option<Sharder>) -> TopologyInput {
+        TopologyInput {
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| NodeInfo {
+                    datacenter: n.datacenter.clone(),
+                    rack: n.rack.clone(),
+                    tokens: n.tokens.clone(),
+                    sharder: sharders(&n.host_id),
+                })
+                .collect(),
+            keyspaces: self
+                .keyspaces
+                .iter()
+                .map(|(name, ks)| (name.clone(), ks.strategy.clone()))
+                .collect(),
+        }
+    }
+
+    /// The node with host id `host_id`.
+    pub fn node(&self, host_id: &Uuid) -> Option<&NodeMeta> {
+        self.nodes
+            .binary_search_by_key(host_id, |n| n.host_id)
+            .ok()
+            .and_then(|i| self.nodes.get(i))
+    }
+
+    /// The node whose address has IP `ip` (events name nodes by address).
+    pub fn node_by_ip(&self, ip: IpAddr) -> Option<&NodeMeta> {
+        self.nodes.iter().find(|n| n.address.ip() == ip)
+    }
+
+    /// The table `keyspace.table`.
+    pub fn table(&self, keyspace: &str, table: &str) -> Option<&TableMeta> {
+        self.keyspaces.get(keyspace)?.tables.get(table)
+    }
+}
+
+/// Reading metadata failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MetadataError {
+    /// The request got no response (connection broken, timeout).
+    #[error("metadata query `{query}` failed: {source}")]
+    Request {
+        /// The query.
+        query: &'static str,
+        /// Why.
+        #[source]
+        source: RequestError,
+    },
+    /// The server answered with an error.
+    #[error("metadata query `{query}` was refused: {error}")]
+    Server {
+        /// The query.
+        query: &'static str,
+        /// The server's error.
+        error: ErrorResponse,
+    },
+    /// The server answered with something other than rows.
+    #[error("metadata query `{query}`: unexpected {got} response")]
+    UnexpectedResponse {
+        /// The query.
+        query: &'static str,
+        /// What came instead.
+        got: &'static str,
+    },
+    /// The rows came without column metadata.
+    #[error("metadata query `{query}`: rows without column metadata")]
+    NoColumnSpecs {
+        /// The query.
+        query: &'static str,
+    },
+    /// A column has a type this driver does not expect there.
+    #[error("metadata query `{query}`: {source}")]
+    TypeCheck {
+        /// The query.
+        query: &'static str,
+        /// Which column and type.
+        #[source]
+        source: TypeCheckError,
+    },
+    /// The server kept sending pages.
+    #[error("metadata query `{query}`: too many pages")]
+    TooManyPages {
+        /// The query.
+        query: &'static str,
+    },
+    /// `system.local` has no usable row.
+    #[error("system.local: {0}")]
+    LocalRow(String),
+}
+
+impl MetadataError {
+    /// Whether the connection failed (rather than the server or its data):
+    /// the control connection should move to another node.
+    pub fn is_connection_failure(&self) -> bool {
+        matches!(
+            self,
+            MetadataError::Request {
+                source: RequestError::NotSent(_) | RequestError::Broken(_),
+                ..
+            }
+        )
+    }
+}
+
+/// Reads the nodes: `system.local` (the node `conn` is connected to) and
+/// `system.peers`; peers are addressed on `conn`'s port.
+pub async fn read_nodes(
+    conn: &Connection,
+    opts: &QueryOptions,
+) -> Result<Vec<NodeMeta>, MetadataError> {
+    let address = conn.info().peer;
+    let local = query::select_all(conn, topology::LOCAL_QUERY, opts).await?;
+    let peers = query::select_all(conn, topology::PEERS_QUERY, opts).await?;
+    let local = topology::parse_local(&local, address)?;
+    let peers = topology::parse_peers(&peers, address.port())?;
+    Ok(topology::join_nodes(local, peers))
+}
+
+/// Reads the keyspaces with their replication and tables.
+pub async fn read_schema(
+    conn: &Connection,
+    opts: &QueryOptions,
+) -> Result<BTreeMap<String, KeyspaceMeta>, MetadataError> {
+    let keyspaces = query::select_all(conn, schema::KEYSPACES_QUERY, opts).await?;
+    let tables = query::select_all(conn, schema::TABLES_QUERY, opts).await?;
+    let columns = query::select_all(conn, schema::COLUMNS_QUERY, opts).await?;
+    let mut keyspaces = schema::keyspaces(&keyspaces)?;
+    schema::tables(&mut keyspaces, &tables, &columns)?;
+    Ok(keyspaces)
+}
+
+/// Reads a whole snapshot: nodes, then schema.
+pub async fn read_metadata(
+    conn: &Connection,
+    opts: &QueryOptions,
+) -> Result<Metadata, MetadataError> {
+    let nodes = read_nodes(conn, opts).await?;
+    let keyspaces = read_schema(conn, opts).await?;
+    Ok(Metadata { nodes, keyspaces })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topology_input_follows_node_order() {
+        let node = |id: u128, dc: &str, t: i64| NodeMeta {
+            host_id: Uuid::from_u128(id),
+            address: SocketAddr::from(([127, 0, 0, id as u8], 9042)),
+            datacenter: dc.into(),
+            rack: "r".into(),
+            tokens: vec![Token(t)],
+            schema_version: None,
+            release_version: None,
+        };
+        let mut keyspaces = BTreeMap::new();
+        keyspaces.insert(
+            "ks".to_owned(),
+            KeyspaceMeta {
+                strategy: ReplicationStrategy::Simple { rf: 1 },
+                tables: BTreeMap::new(),
+            },
+        );
+        let md = Metadata {
+            nodes: vec![node(1, "a", -10), node(2, "b", 10)],
+            keyspaces,
+        };
+        let sharder = Sharder::new(std::num::NonZeroU16::MIN, 12);
+        let input = md.to_topology_input(&|id| (id.as_u128() == 2).then_some(sharder));
+        assert_eq!(input.nodes.len(), 2);
+        assert_eq!(input.nodes[0].datacenter, "a");
+        assert_eq!(input.nodes[0].sharder, None);
+        assert_eq!(input.nodes[1].sharder, Some(sharder));
+        assert_eq!(input.keyspaces["ks"], ReplicationStrategy::Simple { rf: 1 });
+        assert_eq!(
+            md.node(&Uuid::from_u128(2)).map(|n| n.tokens[0]),
+            Some(Token(10))
+        );
+        assert!(md.node(&Uuid::from_u128(3)).is_none());
+        assert_eq!(
+            md.node_by_ip("127.0.0.1".parse().unwrap())
+                .map(|n| n.host_id),
+            Some(Uuid::from_u128(1))
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! Keyspaces and tables, read from `system_schema`: each keyspace's
+//! replication (for replica placement) and each table's partition key (for
+//! computing the token of a statement's bound values).
+//!
+//! Only what routing needs is read. Bad entries are skipped with a warning:
+//! a keyspace whose replication map does not parse, a table whose partition
+//! key positions are not `0..n`. A column type this driver cannot parse
+//! (a user-defined type, whose name alone says nothing about its layout) is
+//! kept as [`ColumnType::Custom`] holding the type text.
+
+use std::collections::BTreeMap;
+
+use scylla_cql::frame::response::result::Rows;
+use scylla_cql::types::ColumnType;
+
+use super::query::for_each_row;
+use super::{KeyspaceMeta, MetadataError, TableMeta};
+use crate::routing::ReplicationStrategy;
+
+/// Every keyspace and its replication.
+pub(crate) const KEYSPACES_QUERY: &str =
+    "SELECT keyspace_name, replication FROM system_schema.keyspaces";
+
+/// Every table (materialized views are found through their columns).
+pub(crate) const TABLES_QUERY: &str = "SELECT keyspace_name, table_name FROM system_schema.tables";
+
+/// Every column; only the partition-key ones are kept. Filtering happens here
+/// rather than in CQL because `kind` is not a key column (the server would
+/// need ALLOW FILTERING, and would scan the table anyway).
+pub(crate) const COLUMNS_QUERY: &str = "SELECT keyspace_name, table_name, column_name, kind, \
+     position, type FROM system_schema.columns";
+
+struct KeyspaceRow {
+    keyspace_name: String,
+    replication: Option<BTreeMap<String, String>>,
+}
+scylla_cql::impl_deserialize_row!(KeyspaceRow {
+    keyspace_name: String,
+    replication: Option<BTreeMap<String, String>>,
+});
+
+struct TableRow {
+    keyspace_name: String,
+    table_name: String,
+}
+scylla_cql::impl_deserialize_row!(TableRow {
+    keyspace_name: String,
+    table_name: String,
+});
+
+struct ColumnRow {
+    keyspace_name: String,
+    table_name: String,
+    column_name: String,
+    kind: Option<String>,
+    position: Option<i32>,
+    r#type: Option<String>,
+}
+
+// The row macro names fields after columns, and `type` is a keyword: this
+// one is written by hand.
+impl<'frame> scylla_cql::types::DeserializeRow<'frame> for ColumnRow {
+    fn type_check(
+        specs: &[scylla_cql::types::ColumnSpec],
+    ) -> Result<(), scylla_cql::types::TypeCheckError> {
+        type Row = (
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<i32>,
+            Option<String>,
+        );
+        <Row as scylla_cql::types::DeserializeRow<'frame>>::type_check(specs)
+    }
+
+    fn deserialize(
+        row: &mut scylla_cql::types::deserialize::ColumnIterator<'frame>,
+    ) -> Result<Self, scylla_cql::types::DeserializationError> {
+        // Columns come in the order of COLUMNS_QUERY.
+        Ok(ColumnRow {
+            keyspace_name: row.next_column()?.get()?,
+            table_name: row.next_column()?.get()?,
+            column_name: row.next_column()?.get()?,
+            kind: row.next_column()?.get()?,
+            position: row.next_column()?.get()?,
+            r#type: row.next_column()?.get()?,
+        })
+    }
+}
+
+/// The keyspaces and their replication; keyspaces whose replication cannot
+/// be parsed are skipped with a warning. Tables are filled in by [`tables`].
+pub(crate) fn keyspaces(pages: &[Rows]) -> Result<BTreeMap<String, KeyspaceMeta>, MetadataError> {
+    let mut out = BTreeMap::new();
+    for_each_row::<KeyspaceRow>(pages, KEYSPACES_QUERY, |row| match row {
+        Err(e) => {
+            tracing::warn!(error = %e, "system_schema.keyspaces: skipping a row that does not deserialize")
+        }
+        Ok(row) => {
+            let map = row.replication.unwrap_or_default();
+            match ReplicationStrategy::from_replication_map(&map) {
+                Ok(strategy) => {
+                    out.insert(
+                        row.keyspace_name,
+                        KeyspaceMeta {
+                            strategy,
+                            tables: BTreeMap::new(),
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(keyspace = %row.keyspace_name, error = %e, ?map, "skipping a keyspace with an unparsable replication")
+                }
+            }
+        }
+    })?;
+    Ok(out)
+}
+
+/// A partition-key column on its way into a table's key.
+struct KeyColumn {
+    position: i32,
+    name: String,
+    typ: ColumnType,
+}
+
+/// Adds each table with its partition key to its keyspace in `keyspaces`.
+///
+/// `table_pages` lists the tables; `column_pages` holds their columns (the
+/// partition-key columns with their `position`). A table whose key columns
+/// are not exactly positions `0..n` is left out with a warning: routing with
+/// a wrong key would compute wrong tokens, while an unknown table only loses
+/// token awareness. Materialized views appear through their columns.
+pub(crate) fn tables(
+    keyspaces: &mut BTreeMap<String, KeyspaceMeta>,
+    table_pages: &[Rows],
+    column_pages: &[Rows],
+) -> Result<(), MetadataError> {
+    let mut keys: BTreeMap<(String, String), Vec<KeyColumn>> = BTreeMap::new();
+    for_each_row::<TableRow>(table_pages, TABLES_QUERY, |row| match row {
+        Err(e) => {
+            tracing::warn!(error = %e, "system_schema.tables: skipping a row that does not deserialize")
+        }
+        Ok(row) => {
+            keys.entry((row.keyspace_name, row.table_name)).or_default();
+        }
+    })?;
+    for_each_row::<ColumnRow>(column_pages, COLUMNS_QUERY, |row| match row {
+        Err(e) => {
+            tracing::warn!(error = %e, "system_schema.columns: skipping a row that does not deserialize")
+        }
+        Ok(row) => {
+            if row.kind.as_deref() != Some("partition_key") {
+                return;
+            }
+            let typ = parse_type(&row);
+            keys.entry((row.keyspace_name, row.table_name))
+                .or_default()
+                .push(KeyColumn {
+                    // A missing position cannot be placed: -1 fails the check below.
+                    position: row.position.unwrap_or(-1),
+                    name: row.column_name,
+                    typ,
+                });
+        }
+    })?;
+    for ((keyspace, table), mut columns) in keys {
+        let Some(ks) = keyspaces.get_mut(&keyspace) else {
+            // The keyspace was skipped (or appeared between the two queries).
+            continue;
+        };
+        columns.sort_by_key(|c| c.position);
+        let in_order = !columns.is_empty()
+            && columns
+                .iter()
+                .enumerate()
+                .all(|(i, c)| usize::try_from(c.position).ok() == Some(i));
+        if !in_order {
+            let positions: Vec<i32> = columns.iter().map(|c| c.position).collect();
+            tracing::warn!(%keyspace, %table, ?positions, "skipping a table whose partition key positions are not 0..n");
+            continue;
+        }
+        let partition_key = columns.into_iter().map(|c| (c.name, c.typ)).collect();
+        ks.tables.insert(table, TableMeta { partition_key });
+    }
+    Ok(())
+}
+
+/// The column's type, from the CQL type text both ScyllaDB and Cassandra
+/// store in `system_schema.columns` (`int`, `frozen<list<text>>`).
+fn parse_type(row: &ColumnRow) -> ColumnType {
+    let text = row.r#type.as_deref().unwrap_or("");
+    ColumnType::from_cql(text).unwrap_or_else(|e| {
+        tracing::warn!(keyspace = %row.keyspace_name, table = %row.table_name, column = %row.column_name, error = %e, "keeping an unparsable column type as custom");
+        ColumnType::Custom(text.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_rows::{build, cell};
+    use super::*;
+
+    fn text(s: &str) -> Option<Vec<u8>> {
+        cell(&s.to_owned(), &ColumnType::Text)
+    }
+
+    fn keyspace_rows(entries: &[(&str, &[(&str, &str)])]) -> Rows {
+        let map_type = ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Text));
+        let specs = [
+            ("keyspace_name", ColumnType::Text),
+            ("replication", map_type.clone()),
+        ];
+        let rows = entries.iter().map(|(name, repl)| {
+            let map: BTreeMap<String, String> = repl
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            vec![text(name), cell(&map, &map_type)]
+        });
+        build(&specs, rows.collect())
+    }
+
+    #[test]
+    fn replication_is_parsed_and_bad_keyspaces_skipped() {
+        let rows = keyspace_rows(&[
+            (
+                "ks1",
+                &[
+                    ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+                    ("replication_factor", "3"),
+                ],
+            ),
+            (
+                "ks2",
+                &[
+                    ("class", "NetworkTopologyStrategy"),
+                    ("dc1", "2"),
+                    ("dc2", "1"),
+                ],
+            ),
+            (
+                "system",
+                &[("class", "org.apache.cassandra.locator.LocalStrategy")],
+            ),
+            (
+                "bad_rf",
+                &[("class", "SimpleStrategy"), ("replication_factor", "x")],
+            ),
+            ("no_class", &[("replication_factor", "1")]),
+        ]);
+        let ks = keyspaces(&[rows]).unwrap();
+        assert_eq!(ks.len(), 3);
+        assert_eq!(ks["ks1"].strategy, ReplicationStrategy::Simple { rf: 3 });
+        let dc_rfs = [("dc1".to_owned(), 2), ("dc2".to_owned(), 1)]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            ks["ks2"].strategy,
+            ReplicationStrategy::NetworkTopology { dc_rfs }
+        );
+        assert_eq!(ks["system"].strategy, ReplicationStrategy::Local);
+    }
+
+    fn column_rows(cols: &[(&str, &str, &str, &str, i32, &str)]) -> Rows {
+        let specs = [
+            ("keyspace_name", ColumnType::Text),
+            ("table_name", ColumnType::Text),
+            ("column_name", ColumnType::Text),
+            ("kind", ColumnType::Text),
+            ("position", ColumnType::Int),
+            ("type", ColumnType::Text),
+        ];
+        let rows = cols.iter().map(|(ks, t, c, kind, pos, typ)| {
+            vec![
+                text(ks),
+                text(t),
+                text(c),
+                text(kind),
+                cell(pos, &ColumnType::Int),
+                text(typ),
+            ]
+        });
+        build(&specs, rows.collect())
+    }
+
+    fn table_rows(tables: &[(&str, &str)]) -> Rows {
+        let specs = [
+            ("keyspace_name", ColumnType::Text),
+            ("table_name", ColumnType::Text),
+        ];
+        build(
+            &specs,
+            tables.iter().map(|(k, t)| vec![text(k), text(t)]).collect(),
+        )
+    }
+
+    #[test]
+    fn partition_keys_are_ordered_by_position() {
+        let mut ks = keyspace_rows(&[(
+            "ks",
+            &[("class", "SimpleStrategy"), ("replication_factor", "1")],
+        )]);
+        let mut ks = keyspaces(std::slice::from_mut(&mut ks)).unwrap();
+        let tables_rows = table_rows(&[("ks", "t"), ("ks", "gap"), ("other", "x")]);
+        let cols = column_rows(&[
+            ("ks", "t", "c", "clustering", 0, "int"),
+            ("ks", "t", "b", "partition_key", 1, "frozen<list<text>>"),
+            ("ks", "t", "v", "regular", -1, "text"),
+            ("ks", "t", "a", "partition_key", 0, "int"),
+            ("ks", "t", "u", "partition_key", 2, "my_udt"),
+            ("ks", "gap", "a", "partition_key", 0, "int"),
+            ("ks", "gap", "b", "partition_key", 2, "int"),
+            ("ks", "view", "k", "partition_key", 0, "bigint"),
+            ("other", "x", "k", "partition_key", 0, "int"),
+        ]);
+        tables(&mut ks, &[tables_rows], &[cols]).unwrap();
+        let ks = &ks["ks"];
+        assert_eq!(
+            ks.tables["t"].partition_key,
+            vec![
+                ("a".to_owned(), ColumnType::Int),
+                ("b".to_owned(), ColumnType::List(Box::new(ColumnType::Text))),
+                ("u".to_owned(), ColumnType::Custom("my_udt".to_owned())),
+            ]
+        );
+        assert!(!ks.tables.contains_key("gap"));
+        assert_eq!(
+            ks.tables["view"].partition_key,
+            vec![("k".to_owned(), ColumnType::BigInt)]
+        );
+        assert_eq!(ks.tables.len(), 2);
+    }
+}

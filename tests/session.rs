@@ -1,0 +1,148 @@
+//! The Session API end to end against the in-process test cluster, with the
+//! cluster's own accounting as the judge of routing.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use scylla_driver::statement::{Batch, BatchType, Statement};
+use scylla_driver::{ExecutionError, SessionBuilder};
+use scylla_testbed::TestCluster;
+
+async fn cluster_and_session(nodes: usize, shards: u16) -> (TestCluster, scylla_driver::Session) {
+    let cluster = TestCluster::builder().nodes(nodes).shards(shards).start().await.unwrap();
+    let session = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .build()
+        .await
+        .unwrap();
+    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    (cluster, session)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovers_nodes_and_routes_to_the_right_shard_and_replica() {
+    let (cluster, session) = cluster_and_session(3, 4).await;
+    let state = session.cluster_state();
+    assert_eq!(state.nodes.len(), 3);
+
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            (),
+        )
+        .await
+        .unwrap();
+    session
+        .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v text)", ())
+        .await
+        .unwrap();
+    let insert = session.prepare("INSERT INTO ks.t (pk, v) VALUES (?, ?)").await.unwrap();
+    assert_eq!(insert.pk_indexes(), &[0]);
+    let select = session.prepare("SELECT pk, v FROM ks.t WHERE pk = ?").await.unwrap();
+
+    let before = cluster.stats();
+    for k in 0..300i64 {
+        session.execute_unpaged(&insert, (k, format!("v{k}"))).await.unwrap();
+    }
+    for k in 0..300i64 {
+        let r = session.execute_unpaged(&select, (k,)).await.unwrap();
+        let (pk, v): (i64, &str) = r.single_row().unwrap();
+        assert_eq!((pk, v), (k, format!("v{k}").as_str()));
+    }
+    let after = cluster.stats();
+    let total = |s: &scylla_testbed::stats::ClusterStats, f: fn(&scylla_testbed::stats::StatsCounters) -> u64| {
+        s.nodes.iter().map(|n| f(&n.node)).sum::<u64>()
+    };
+    let served = total(&after, |c| c.requests_served) - total(&before, |c| c.requests_served);
+    assert!(served >= 600, "served {served}");
+    assert_eq!(total(&after, |c| c.requests_wrong_shard), 0, "wrong shard");
+    assert_eq!(total(&after, |c| c.requests_non_replica), 0, "non replica");
+    assert_eq!(session.metrics().snapshot().shard_fallback_requests, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_batches_and_errors() {
+    let (_cluster, session) = cluster_and_session(1, 2).await;
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE p WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            (),
+        )
+        .await
+        .unwrap();
+    session
+        .query_unpaged("CREATE TABLE p.t (pk int, c int, v text, PRIMARY KEY (pk, c))", ())
+        .await
+        .unwrap();
+    let insert = session.prepare("INSERT INTO p.t (pk, c, v) VALUES (?, ?, ?)").await.unwrap();
+    let mut batch = Batch::new(BatchType::Unlogged);
+    for _ in 0..10 {
+        batch.append(insert.clone());
+    }
+    for chunk in 0..25 {
+        let rows: Vec<(i32, i32, String)> = (0..10).map(|i| (1, chunk * 10 + i, format!("x{i}"))).collect();
+        let refs: Vec<&(dyn scylla_cql::types::SerializeRow + Sync)> =
+            rows.iter().map(|r| r as &(dyn scylla_cql::types::SerializeRow + Sync)).collect();
+        session.batch(&batch, &refs).await.unwrap();
+    }
+    // 250 rows in pages of 100: a stream of typed rows.
+    let mut rows = session
+        .query_iter::<(i32, i32, String)>(
+            Statement::new("SELECT pk, c, v FROM p.t WHERE pk = ?").with_page_size(100),
+            (1,),
+        )
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while let Some(row) = rows.next().await {
+        seen.push(row.unwrap().1);
+    }
+    assert_eq!(seen, (0..250).collect::<Vec<_>>());
+    assert_eq!(rows.pages_fetched(), 3);
+
+    // Manual paging.
+    let select = session
+        .prepare(Statement::new("SELECT c FROM p.t WHERE pk = ?").with_page_size(100))
+        .await
+        .unwrap();
+    let (first, state) = session.execute_single_page(&select, (1,), None).await.unwrap();
+    assert_eq!(first.rows_count(), 100);
+    let (second, _) = session.execute_single_page(&select, (1,), state).await.unwrap();
+    assert_eq!(second.first_row::<(i32,)>().unwrap(), Some((100,)));
+
+    // Errors carry the server's code and message.
+    let err = session.query_unpaged("SELEKT nonsense", ()).await.unwrap_err();
+    match &err {
+        ExecutionError::Server(e) => {
+            assert_eq!(e.error.code(), 0x2000);
+            assert!(!e.message.is_empty());
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let err = session.query_unpaged("SELECT * FROM p.nope", ()).await.unwrap_err();
+    assert_eq!(err.db_error().map(|e| e.code()), Some(0x2200), "{err}");
+    // A value count mismatch is caught before sending.
+    let err = session.execute_unpaged(&insert, (1,)).await.unwrap_err();
+    assert!(matches!(err, ExecutionError::Serialization(_)), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn use_keyspace_switches_every_connection() {
+    let (_cluster, session) = cluster_and_session(2, 2).await;
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE u WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}",
+            (),
+        )
+        .await
+        .unwrap();
+    session.use_keyspace("u").await.unwrap();
+    session.query_unpaged("CREATE TABLE t (k int PRIMARY KEY, v int)", ()).await.unwrap();
+    for k in 0..50 {
+        session.query_unpaged("INSERT INTO t (k, v) VALUES (?, ?)", (k, k * 2)).await.unwrap();
+    }
+    for k in 0..50 {
+        let r = session.query_unpaged("SELECT v FROM t WHERE k = ?", (k,)).await.unwrap();
+        assert_eq!(r.single_row::<(i32,)>().unwrap(), (k * 2,));
+    }
+}
