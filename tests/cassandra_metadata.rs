@@ -323,6 +323,12 @@ impl Proxy {
         }
     }
 
+    /// Forwarded connections still open.
+    fn open_links(&self) -> usize {
+        let links = self.links.lock().expect("lock");
+        links.iter().filter(|l| !l.is_finished()).count()
+    }
+
     /// Closes every forwarded connection.
     fn cut(&self) {
         for link in self.links.lock().expect("lock").drain(..) {
@@ -420,4 +426,29 @@ async fn moves_to_another_contact_point_when_its_node_dies() {
     // The snapshot now names the node by the address that reached it.
     let md = control.refresh().await.expect("refresh");
     assert_eq!(md.nodes[0].address, b.addr);
+}
+
+#[tokio::test]
+async fn dropping_the_handle_closes_the_connection() {
+    let Some(addr) = node_addr() else { return };
+    let proxy = Proxy::start(addr).await;
+    let (control, mut rx) = ControlHandle::start(
+        vec![proxy.addr],
+        ConnectionConfig::default(),
+        ControlOptions::default(),
+    )
+    .await
+    .expect("control connection");
+    assert_eq!(proxy.open_links(), 1);
+    drop(control);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while proxy.open_links() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the connection outlived its handle"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The snapshot channel reports the end.
+    assert!(rx.changed().await.is_err());
 }

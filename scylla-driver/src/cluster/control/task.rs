@@ -1,0 +1,304 @@
+//! The control task: one loop that owns the control connection, turns
+//! events into debounced refreshes, runs periodic and requested refreshes,
+//! forwards node status changes, and reconnects elsewhere when the
+//! connection dies or keeps failing.
+//!
+//! Every wait is bounded or watches the cancellation token: the loop ends
+//! promptly when the last handle is dropped.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use scylla_cql::frame::response::event::{Event, StatusChangeType};
+use scylla_cql::frame::response::result::SchemaChangeTarget;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::{connect_and_read, Command, ControlError, NodeEvent, Refresh, Shared};
+use crate::cluster::metadata::{read_nodes, read_schema, Metadata, MetadataError};
+use crate::connection::{Connection, ConnectionConfig};
+use crate::pool::backoff::ReconnectSchedule;
+
+/// The control task's state.
+pub(super) struct ControlTask {
+    pub(super) shared: Arc<Shared>,
+    pub(super) contact_points: Vec<SocketAddr>,
+    pub(super) config: ConnectionConfig,
+    pub(super) events: mpsc::Receiver<Event>,
+    pub(super) commands: mpsc::Receiver<Command>,
+    pub(super) cancel: CancellationToken,
+    pub(super) schedule: Box<dyn ReconnectSchedule>,
+}
+
+/// The pending debounced refresh: when it runs and what it re-reads.
+///
+/// The first stale-making event of a burst fixes the deadline; later events
+/// only widen what the refresh reads, so a steady stream of events cannot
+/// postpone the refresh forever.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Debounce {
+    due: Option<(Instant, Refresh)>,
+}
+
+impl Debounce {
+    /// Records that `what` went stale at `now`.
+    pub(super) fn add(&mut self, now: Instant, debounce: Duration, what: Refresh) {
+        let (at, prev) = self.due.unwrap_or((now + debounce, Refresh::default()));
+        self.due = Some((at, prev.union(what)));
+    }
+
+    /// When the pending refresh is due.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.due.map(|(at, _)| at)
+    }
+
+    /// Takes the pending refresh.
+    pub(super) fn take(&mut self) -> Option<Refresh> {
+        self.due.take().map(|(_, what)| what)
+    }
+
+    /// Forgets the pending refresh (a full read covers it).
+    pub(super) fn clear(&mut self) {
+        self.due = None;
+    }
+}
+
+/// Completes with `fut`'s output, or `None` once `cancel` fires.
+async fn unless_cancelled<T>(
+    cancel: &CancellationToken,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        _ = cancel.cancelled() => None,
+        out = fut => Some(out),
+    }
+}
+
+/// Ticks of `interval`, or never.
+async fn tick(interval: &mut Option<Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+impl ControlTask {
+    pub(super) async fn run(mut self, mut conn: Connection) {
+        let mut periodic = self.shared.options.refresh_interval.map(|period| {
+            let period = period.max(Duration::from_millis(1));
+            let mut i = tokio::time::interval_at(Instant::now() + period, period);
+            i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            i
+        });
+        let debounce = self.shared.options.refresh_debounce;
+        let mut pending = Debounce::default();
+        let mut failures = 0u32;
+        loop {
+            let deadline = pending.deadline();
+            let (what, reply) = tokio::select! {
+                _ = self.cancel.cancelled() => break,
+                _ = conn.closed() => {
+                    match self.reconnect(&conn).await {
+                        Some(next) => conn = next,
+                        None => break,
+                    }
+                    pending.clear();
+                    failures = 0;
+                    continue;
+                }
+                Some(event) = self.events.recv() => {
+                    if let Some(what) = self.on_event(event) {
+                        pending.add(Instant::now(), debounce, what);
+                    }
+                    continue;
+                }
+                _ = sleep_until_opt(deadline) => {
+                    let Some(what) = pending.take() else { continue };
+                    (what, None)
+                }
+                _ = tick(&mut periodic) => (Refresh::ALL, None),
+                command = self.commands.recv() => match command {
+                    Some(Command::Refresh(reply)) => (Refresh::ALL, Some(reply)),
+                    // Every handle is gone.
+                    None => break,
+                },
+            };
+            let Some(result) =
+                unless_cancelled(&self.cancel, refresh(&self.shared, &conn, what)).await
+            else {
+                break;
+            };
+            match &result {
+                Ok(_) => {
+                    failures = 0;
+                    if what == Refresh::ALL {
+                        // A full read that started after the pending events
+                        // arrived already reflects them.
+                        pending.clear();
+                    }
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(peer = %conn.info().peer, error = %e, failures, "metadata refresh failed");
+                    if e.is_connection_failure()
+                        || failures >= self.shared.options.max_refresh_failures
+                    {
+                        // Move to another node: the closed() branch reconnects.
+                        conn.close();
+                    }
+                }
+            }
+            if let Some(reply) = reply {
+                let _ = reply.send(result.map_err(ControlError::from));
+            }
+        }
+        self.shared.connection.store(None);
+        tracing::debug!("control connection stopped");
+    }
+
+    /// Handles an event; returns what it makes stale.
+    pub(super) fn on_event(&self, event: Event) -> Option<Refresh> {
+        tracing::debug!(?event, "control connection event");
+        match event {
+            Event::TopologyChange { .. } => Some(Refresh {
+                nodes: true,
+                schema: false,
+            }),
+            Event::StatusChange { change, addr } => {
+                let up = change == StatusChangeType::Up;
+                let metadata = self.shared.metadata.load();
+                let known = metadata.node_by_ip(addr.ip());
+                {
+                    let mut down = self.shared.down();
+                    if up {
+                        down.remove(&addr.ip());
+                    } else {
+                        down.insert(addr.ip());
+                    }
+                }
+                let port = self
+                    .shared
+                    .connection
+                    .load()
+                    .as_ref()
+                    .map_or(addr.port(), |c| c.info().peer.port());
+                let event = NodeEvent {
+                    host_id: known.map(|n| n.host_id),
+                    address: known.map_or(SocketAddr::new(addr.ip(), port), |n| n.address),
+                    up,
+                };
+                // No subscriber is not an error.
+                let _ = self.shared.node_events.send(event);
+                // A node we do not know came up: the topology is stale.
+                (up && known.is_none()).then_some(Refresh {
+                    nodes: true,
+                    schema: false,
+                })
+            }
+            Event::SchemaChange(change) => match change.target {
+                SchemaChangeTarget::Keyspace { .. } | SchemaChangeTarget::Table { .. } => {
+                    Some(Refresh {
+                        nodes: false,
+                        schema: true,
+                    })
+                }
+                // Types and functions are not part of the snapshot.
+                _ => None,
+            },
+            Event::ClientRoutesChange { .. } => None,
+        }
+    }
+
+    /// Reconnects to another node; `None` if stopped meanwhile. Commands
+    /// that arrive while no node answers are refused as not connected.
+    async fn reconnect(&mut self, failed: &Connection) -> Option<Connection> {
+        let failed_addr = failed.info().peer;
+        self.shared.connection.store(None);
+        tracing::info!(peer = %failed_addr, reason = ?failed.broken().map(|b| b.reason().to_string()), "control connection lost; reconnecting");
+        loop {
+            for address in self.candidates(failed_addr) {
+                let attempt = connect_and_read(address, &self.config, &self.shared.options.query);
+                match unless_cancelled(&self.cancel, attempt).await? {
+                    Ok((conn, metadata)) => {
+                        self.schedule.reset();
+                        self.shared.connection.store(Some(Arc::new(conn.clone())));
+                        self.shared.publish(metadata);
+                        tracing::info!(peer = %address, "control connection up");
+                        return Some(conn);
+                    }
+                    Err(error) => {
+                        tracing::info!(%address, %error, "control connection attempt failed")
+                    }
+                }
+            }
+            let pause = tokio::time::sleep(self.schedule.next_delay());
+            tokio::pin!(pause);
+            loop {
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return None,
+                    _ = &mut pause => break,
+                    command = self.commands.recv() => match command {
+                        Some(Command::Refresh(reply)) => {
+                            let _ = reply.send(Err(ControlError::NotConnected));
+                        }
+                        None => return None,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Where to reconnect, in order: the known nodes not reported down
+    /// (shuffled, so that many clients spread over the cluster), those
+    /// reported down, the contact points, and the failed node last.
+    pub(super) fn candidates(&self, failed: SocketAddr) -> Vec<SocketAddr> {
+        let metadata = self.shared.metadata.load();
+        let down = self.shared.down().clone();
+        let mut known: Vec<SocketAddr> = metadata.nodes.iter().map(|n| n.address).collect();
+        fastrand::shuffle(&mut known);
+        known.sort_by_key(|a| down.contains(&a.ip()));
+        let mut out: Vec<SocketAddr> =
+            Vec::with_capacity(known.len() + self.contact_points.len() + 1);
+        for a in known.into_iter().chain(self.contact_points.iter().copied()) {
+            if a != failed && !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        out.push(failed);
+        out
+    }
+}
+
+/// Re-reads what `what` says (the rest is kept from the current snapshot)
+/// and publishes the result.
+async fn refresh(
+    shared: &Shared,
+    conn: &Connection,
+    what: Refresh,
+) -> Result<Arc<Metadata>, MetadataError> {
+    let q = &shared.options.query;
+    let current = shared.metadata.load_full();
+    let nodes = if what.nodes {
+        read_nodes(conn, q).await?
+    } else {
+        current.nodes.clone()
+    };
+    let keyspaces = if what.schema {
+        read_schema(conn, q).await?
+    } else {
+        current.keyspaces.clone()
+    };
+    Ok(shared.publish(Metadata { nodes, keyspaces }))
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,215 @@
+//! Unit tests of the control task's decisions that need no server: what an
+//! event makes stale and announces, and where to reconnect.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use scylla_cql::frame::response::event::{Event, StatusChangeType, TopologyChangeType};
+use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::task::ControlTask;
+use super::{ControlOptions, NodeEvent, Refresh, Shared};
+use crate::cluster::metadata::{Metadata, NodeMeta};
+use crate::connection::ConnectionConfig;
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn node(id: u128, address: &str) -> NodeMeta {
+    NodeMeta {
+        host_id: Uuid::from_u128(id),
+        address: addr(address),
+        datacenter: "dc".into(),
+        rack: "r".into(),
+        tokens: vec![],
+        schema_version: None,
+        release_version: None,
+    }
+}
+
+/// A task over `nodes` that never runs (no connection).
+fn task(nodes: Vec<NodeMeta>, contact_points: Vec<SocketAddr>) -> ControlTask {
+    let metadata = Arc::new(Metadata {
+        nodes,
+        keyspaces: Default::default(),
+    });
+    let options = ControlOptions::default();
+    let shared = Arc::new(Shared {
+        metadata: ArcSwap::new(metadata.clone()),
+        watch: watch::channel(metadata).0,
+        node_events: broadcast::channel(16).0,
+        connection: ArcSwapOption::empty(),
+        down: Mutex::new(HashSet::new()),
+        options,
+    });
+    let schedule = shared.options.reconnect.new_schedule();
+    ControlTask {
+        shared,
+        contact_points,
+        config: ConnectionConfig::default(),
+        events: mpsc::channel(1).1,
+        commands: mpsc::channel(1).1,
+        cancel: CancellationToken::new(),
+        schedule,
+    }
+}
+
+#[test]
+fn status_changes_become_node_events() {
+    let t = task(vec![node(1, "10.0.0.1:9042")], vec![]);
+    let mut events = t.shared.node_events.subscribe();
+
+    // The event names the node by its own native port; the node event uses
+    // the metadata's address.
+    let down = Event::StatusChange {
+        change: StatusChangeType::Down,
+        addr: addr("10.0.0.1:19042"),
+    };
+    assert_eq!(t.on_event(down), None);
+    assert_eq!(
+        events.try_recv().unwrap(),
+        NodeEvent {
+            host_id: Some(Uuid::from_u128(1)),
+            address: addr("10.0.0.1:9042"),
+            up: false
+        }
+    );
+    assert!(t.shared.down().contains(&addr("10.0.0.1:0").ip()));
+
+    let up = Event::StatusChange {
+        change: StatusChangeType::Up,
+        addr: addr("10.0.0.1:9042"),
+    };
+    assert_eq!(t.on_event(up), None);
+    assert!(events.try_recv().unwrap().up);
+    assert!(t.shared.down().is_empty());
+
+    // An unknown node coming up makes the topology stale.
+    let new = Event::StatusChange {
+        change: StatusChangeType::Up,
+        addr: addr("10.0.0.9:9042"),
+    };
+    assert_eq!(
+        t.on_event(new),
+        Some(Refresh {
+            nodes: true,
+            schema: false
+        })
+    );
+    let e = events.try_recv().unwrap();
+    assert_eq!((e.host_id, e.address), (None, addr("10.0.0.9:9042")));
+}
+
+#[test]
+fn events_say_what_is_stale() {
+    let t = task(vec![], vec![]);
+    let schema = |target| {
+        Event::SchemaChange(SchemaChange {
+            change: SchemaChangeType::Created,
+            target,
+        })
+    };
+    let table = schema(SchemaChangeTarget::Table {
+        keyspace: "ks".into(),
+        name: "t".into(),
+    });
+    let schema_only = Refresh {
+        nodes: false,
+        schema: true,
+    };
+    assert_eq!(t.on_event(table), Some(schema_only));
+    let ks = schema(SchemaChangeTarget::Keyspace {
+        keyspace: "ks".into(),
+    });
+    assert_eq!(t.on_event(ks), Some(schema_only));
+    let typ = schema(SchemaChangeTarget::Type {
+        keyspace: "ks".into(),
+        name: "u".into(),
+    });
+    assert_eq!(t.on_event(typ), None);
+    let joined = Event::TopologyChange {
+        change: TopologyChangeType::NewNode,
+        addr: addr("10.0.0.5:9042"),
+    };
+    assert_eq!(
+        t.on_event(joined),
+        Some(Refresh {
+            nodes: true,
+            schema: false
+        })
+    );
+    assert_eq!(schema_only.union(Refresh::default()), schema_only);
+    assert_eq!(
+        schema_only.union(Refresh {
+            nodes: true,
+            schema: false
+        }),
+        Refresh::ALL
+    );
+}
+
+#[test]
+fn reconnect_candidates_put_the_failed_node_last() {
+    let t = task(
+        vec![
+            node(1, "10.0.0.1:9042"),
+            node(2, "10.0.0.2:9042"),
+            node(3, "10.0.0.3:9042"),
+        ],
+        vec![addr("10.0.0.9:9042"), addr("10.0.0.1:9042")],
+    );
+    t.shared.down().insert(addr("10.0.0.1:0").ip());
+    for _ in 0..20 {
+        // Node 2 failed; node 1 is reported down: 3, then 1, then the other
+        // contact point, then 2.
+        let c = t.candidates(addr("10.0.0.2:9042"));
+        assert_eq!(
+            c,
+            vec![
+                addr("10.0.0.3:9042"),
+                addr("10.0.0.1:9042"),
+                addr("10.0.0.9:9042"),
+                addr("10.0.0.2:9042"),
+            ]
+        );
+    }
+}
+
+#[test]
+fn debounce_keeps_the_first_deadline_and_widens() {
+    use super::task::Debounce;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut d = Debounce::default();
+    assert_eq!(d.deadline(), None);
+    let schema = Refresh {
+        nodes: false,
+        schema: true,
+    };
+    d.add(t0, ms(50), schema);
+    d.add(t0 + ms(30), ms(50), schema);
+    d.add(
+        t0 + ms(45),
+        ms(50),
+        Refresh {
+            nodes: true,
+            schema: false,
+        },
+    );
+    assert_eq!(d.deadline(), Some(t0 + ms(50)));
+    assert_eq!(d.take(), Some(Refresh::ALL));
+    assert_eq!(d.take(), None);
+    d.add(t0 + ms(60), ms(50), schema);
+    assert_eq!(d.deadline(), Some(t0 + ms(110)));
+    d.clear();
+    assert_eq!(d.deadline(), None);
+}
