@@ -7,7 +7,7 @@
 //!
 //! | the design | where it lives |
 //! | --- | --- |
-//! | connection layer with writer/reader loops | [`connection`] (`writer`, `reader`, [`connection::stream_slots`]) |
+//! | connection layer with writer/reader loops | [`connection`] (its `writer` and `reader` tasks, [`connection::stream_slots`]) |
 //! | time-based frame coalescing | [`connection::coalescing`] |
 //! | precomputed token/shard-aware routing table | [`routing`], built by [`cluster`] |
 //! | per-shard connections | [`pool`] |

@@ -6,13 +6,13 @@
 //! primary key on tables held in one [`Store`] shared by every node. It also
 //! judges routing: for each request touching one partition it computes the
 //! token and bumps the connection's wrong-shard and non-replica counters
-//! (see [`accounting`]).
+//! (see `accounting`).
 //!
-//! Layout: [`lexer`] and [`parser`] (text to [`ast`]), [`prepared`] (bind
-//! markers), [`values`] (literals and bound values), [`store`] (data),
-//! [`select`] (filtering, projection, paging), [`dml`] and [`ddl`]
-//! (executors), [`system`] (system and virtual tables), [`replicas`]
-//! (replica placement), [`error`] (CQL errors).
+//! Layout: `lexer` and `parser` (text to `ast`), `prepared` (bind
+//! markers), `values` (literals and bound values), `store` (data),
+//! `select` (filtering, projection, paging), `dml` and `ddl`
+//! (executors), `system` (system and virtual tables), `replicas`
+//! (replica placement), `error` (CQL errors).
 
 mod accounting;
 mod ast;

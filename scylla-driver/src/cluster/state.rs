@@ -3,7 +3,7 @@
 //! metadata changes. A request loads it once (lock-free) and only indexes
 //! arrays from then on.
 //!
-//! [`Cluster`] owns the control connection and the task that rebuilds the
+//! `Cluster` owns the control connection and the task that rebuilds the
 //! state: on a new metadata snapshot it reuses the pools of known nodes (by
 //! host id), starts pools for new ones, drops those of removed ones, and
 //! rebuilds the routing table; on a node's UP event it tells that node's pool

@@ -1,16 +1,16 @@
 //! One TCP connection to one shard of one node.
 //!
-//! [`open`] connects ([`open`](mod@open) module: socket2, optional bind of a
+//! [`open()`](fn@open) connects ([`open`](mod@open) module: socket2, optional bind of a
 //! chosen source port), runs the [`handshake`], and spawns three tasks that own
 //! the socket; the caller gets a cheap, clonable [`Connection`] handle:
 //!
-//! - the **writer** ([`writer`]) takes the frames that requests encoded into the
+//! - the **writer** (`writer`) takes the frames that requests encoded into the
 //!   shared pending buffer and writes them, several per syscall when the
 //!   [`coalescing`] policy says so;
-//! - the **reader** ([`reader`]) splits the incoming bytes into frames, decodes
+//! - the **reader** (`reader`) splits the incoming bytes into frames, decodes
 //!   them, and completes the [`stream_slots`] of their stream ids (events go to
 //!   a channel);
-//! - the **tick** ([`housekeeping`]) times out requests past their deadline
+//! - the **tick** (`housekeeping`) times out requests past their deadline
 //!   (no timer per request), sends heartbeats on idle connections, and
 //!   recycles a connection with too many orphaned stream ids.
 //!

@@ -10,12 +10,12 @@
 //! port, where the node picks the least loaded shard, and closes connections
 //! that land on shards already covered. Lost connections come back with
 //! jittered exponential [`backoff`]. The work is done by one task per pool
-//! ([`refill`]); requests only read an immutable snapshot.
+//! (`refill`); requests only read an immutable snapshot.
 //!
 //! - [`backoff`]: full-jitter exponential reconnect delays.
 //! - [`shard_port`]: the process-wide source-port allocator.
 //! - [`nat`]: evidence against the shard-aware port, fallback and probation.
-//! - [`refill`]: the task that opens what is missing.
+//! - `refill`: the task that opens what is missing.
 
 pub mod backoff;
 pub mod nat;
