@@ -466,7 +466,7 @@ impl Session {
         for (statement, v) in batch.statements.iter().zip(values) {
             match statement {
                 BatchStatement::Prepared(p) => {
-                    resolved.push((Some(p.clone()), None, values::serialize(p, *v)?));
+                    resolved.push((Some(p.clone()), None, values::serialize(p, *v)?.into_inner()));
                 }
                 BatchStatement::Query(text) => {
                     let mut none = SerializedValues::new();
@@ -474,7 +474,7 @@ impl Session {
                         resolved.push((None, Some(text.as_str()), none));
                     } else {
                         let p = self.prepare(text.as_str()).await?;
-                        let s = values::serialize(&p, *v)?;
+                        let s = values::serialize(&p, *v)?.into_inner();
                         resolved.push((Some(p), None, s));
                     }
                 }
@@ -561,7 +561,7 @@ impl Session {
         Ok(RowStream::new(
             self.clone(),
             pager::Source::Prepared(prepared.clone()),
-            serialized,
+            serialized.into_inner(),
         ))
     }
 
