@@ -14,7 +14,12 @@ use scylla_testbed::TestCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_stop_under_load() {
-    let cluster = TestCluster::builder().nodes(3).shards(2).start().await.unwrap();
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .shards(2)
+        .start()
+        .await
+        .unwrap();
     let session = SessionBuilder::new()
         .known_node(cluster.cql_addrs()[0].to_string())
         .request_timeout(Duration::from_secs(3))
@@ -41,7 +46,10 @@ async fn node_stop_under_load() {
         .prepare(Statement::new("INSERT INTO f.t (k, v) VALUES (?, ?)").with_idempotent(true))
         .await
         .unwrap();
-    let plain = session.prepare("INSERT INTO f.t (k, v) VALUES (?, ?)").await.unwrap();
+    let plain = session
+        .prepare("INSERT INTO f.t (k, v) VALUES (?, ?)")
+        .await
+        .unwrap();
     assert!(!plain.options.idempotent);
 
     let ok = Arc::new(AtomicU64::new(0));
@@ -57,13 +65,22 @@ async fn node_stop_under_load() {
             while Instant::now() < stop_at {
                 k += 1;
                 let started = Instant::now();
-                let (stmt, failures) = if k % 2 == 0 { (&idempotent, &fi) } else { (&plain, &fp) };
+                let (stmt, failures) = if k % 2 == 0 {
+                    (&idempotent, &fi)
+                } else {
+                    (&plain, &fp)
+                };
                 match session.execute_unpaged(stmt, (k, k)).await {
                     Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
                     Err(e) => {
                         // Failures must be clear errors, never a hang.
                         assert!(
-                            matches!(e, ExecutionError::Connection { .. } | ExecutionError::Timeout(_) | ExecutionError::NoConnection(_)),
+                            matches!(
+                                e,
+                                ExecutionError::Connection { .. }
+                                    | ExecutionError::Timeout(_)
+                                    | ExecutionError::NoConnection(_)
+                            ),
                             "{e}"
                         );
                         failures.fetch_add(1, Ordering::Relaxed)
@@ -80,7 +97,11 @@ async fn node_stop_under_load() {
     for w in workers {
         w.await.unwrap();
     }
-    assert_eq!(failed_idempotent.load(Ordering::Relaxed), 0, "idempotent requests were retried elsewhere");
+    assert_eq!(
+        failed_idempotent.load(Ordering::Relaxed),
+        0,
+        "idempotent requests were retried elsewhere"
+    );
     assert!(ok.load(Ordering::Relaxed) > 100);
     eprintln!(
         "ok {} failed non-idempotent {} retries {}",

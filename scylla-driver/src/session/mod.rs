@@ -466,7 +466,11 @@ impl Session {
         for (statement, v) in batch.statements.iter().zip(values) {
             match statement {
                 BatchStatement::Prepared(p) => {
-                    resolved.push((Some(p.clone()), None, values::serialize(p, *v)?.into_inner()));
+                    resolved.push((
+                        Some(p.clone()),
+                        None,
+                        values::serialize(p, *v)?.into_inner(),
+                    ));
                 }
                 BatchStatement::Query(text) => {
                     let mut none = SerializedValues::new();
