@@ -10,9 +10,11 @@
 //! handed to a connection still completes there (its stream id is released
 //! when the late response arrives), and nothing else is left behind.
 
+mod batch;
 pub mod builder;
 mod execute;
 pub mod pager;
+mod prepare;
 mod values;
 
 use std::collections::HashMap;
@@ -22,21 +24,20 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
-use scylla_cql::frame::request::{Prepare, Query, QueryParameters};
+use scylla_cql::frame::request::{Query, QueryParameters};
 use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::types::{SerializeRow, SerializedValues};
 
 pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::RowStream;
 
-use self::execute::{Answer, BatchMessage, ExecuteMessage, QueryMessage, RoutingInfo, RunOptions};
+use self::execute::{Answer, ExecuteMessage, QueryMessage, RoutingInfo, RunOptions};
 use crate::cluster::state::{Cluster, ClusterState};
 use crate::connection::{Connection, RequestOptions};
 use crate::error::ExecutionError;
 use crate::metrics::Metrics;
 use crate::result::QueryResult;
-use crate::statement::prepared::PreparedShared;
-use crate::statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};
+use crate::statement::{Batch, PreparedStatement, Statement, StatementOptions};
 
 /// A session: connections to every shard of every node, and the API to run
 /// statements on them. Cheap to clone, `Send + Sync`.
@@ -310,7 +311,7 @@ impl Session {
             p.options = statement.options;
             return Ok(p);
         }
-        let mut prepared = self.prepare_uncached(&statement.contents).await?;
+        let mut prepared = prepare::prepare_everywhere(&self.inner, &statement.contents).await?;
         self.inner
             .prepared
             .lock()
@@ -318,66 +319,6 @@ impl Session {
             .insert(statement.contents.clone(), prepared.clone());
         prepared.options = statement.options;
         Ok(prepared)
-    }
-
-    /// Prepares on one connection of every node (so that executions rarely
-    /// meet UNPREPARED), returning the first answer.
-    async fn prepare_uncached(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
-        let inner = &self.inner;
-        let state = inner.state();
-        let msg = Prepare { query: text.into() };
-        let opts = RequestOptions {
-            timeout: Some(inner.config.request_timeout),
-            ..RequestOptions::default()
-        };
-        let mut first: Option<Result<PreparedStatement, ExecutionError>> = None;
-        for node in &state.nodes {
-            let Some(conn) = node.pool.connection_for(None) else {
-                continue;
-            };
-            inner.ensure_keyspace(&conn).await;
-            let outcome = match conn.request(&msg, &opts).await {
-                Ok(frame) => match frame.response {
-                    Response::Result(ResultBody::Prepared(p)) => {
-                        let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;
-                        let keyspace = p
-                            .metadata
-                            .global_table_spec
-                            .as_ref()
-                            .map(|t| t.keyspace.clone())
-                            .or_else(|| p.metadata.col_specs.first().map(|c| c.keyspace.clone()));
-                        Ok(PreparedStatement::new(PreparedShared {
-                            is_lwt: p.metadata.is_lwt(ctx_mask),
-                            result_specs: p.result_metadata.col_specs.clone().map(Into::into),
-                            id: p.id,
-                            contents: text.to_owned(),
-                            metadata: p.metadata,
-                            keyspace,
-                        }))
-                    }
-                    Response::Error(e) => {
-                        Err(ExecutionError::server(e.error, e.message, node.address))
-                    }
-                    _ => Err(ExecutionError::Protocol(
-                        "unexpected answer to PREPARE".into(),
-                    )),
-                },
-                Err(error) => Err(ExecutionError::Connection {
-                    node: node.address,
-                    error,
-                }),
-            };
-            // A server error (bad syntax, unknown table) is the same on every
-            // node: stop at the first.
-            let stop = matches!(outcome, Err(ExecutionError::Server(_)));
-            if first.as_ref().is_none_or(|f| f.is_err()) {
-                first = Some(outcome);
-            }
-            if stop {
-                break;
-            }
-        }
-        first.unwrap_or_else(|| Err(ExecutionError::NoConnection("no node is connected".into())))
     }
 
     /// Executes a prepared statement, returning its whole result (no paging).
@@ -452,81 +393,7 @@ impl Session {
         batch: &Batch,
         values: &[&(dyn SerializeRow + Sync)],
     ) -> Result<QueryResult, ExecutionError> {
-        if values.len() != batch.statements.len() {
-            return Err(ExecutionError::BadQuery(format!(
-                "the batch has {} statements but {} value lists were given",
-                batch.statements.len(),
-                values.len()
-            )));
-        }
-        // Resolve every statement to a prepared one (or plain text without
-        // values), and serialize its values.
-        let mut resolved: Vec<(Option<PreparedStatement>, Option<&str>, SerializedValues)> =
-            Vec::with_capacity(values.len());
-        for (statement, v) in batch.statements.iter().zip(values) {
-            match statement {
-                BatchStatement::Prepared(p) => {
-                    resolved.push((
-                        Some(p.clone()),
-                        None,
-                        values::serialize(p, *v)?.into_inner(),
-                    ));
-                }
-                BatchStatement::Query(text) => {
-                    let mut none = SerializedValues::new();
-                    if v.serialize_row(&[], &mut none).is_ok() {
-                        resolved.push((None, Some(text.as_str()), none));
-                    } else {
-                        let p = self.prepare(text.as_str()).await?;
-                        let s = values::serialize(&p, *v)?.into_inner();
-                        resolved.push((Some(p), None, s));
-                    }
-                }
-            }
-        }
-        let inner = &self.inner;
-        let state = inner.state();
-        // Route by the first statement that binds a whole partition key.
-        let routing = resolved
-            .iter()
-            .find_map(|(p, _, v)| {
-                let r = values::routing(&state, p.as_ref()?, v);
-                r.token.is_some().then_some(r)
-            })
-            .unwrap_or_default();
-        use scylla_cql::frame::request::{BatchStatement as WireStatement, BatchStatementKind};
-        let statements: Vec<WireStatement<'_>> = resolved
-            .iter()
-            .map(|(p, text, v)| WireStatement {
-                kind: match (p, text) {
-                    (Some(p), _) => {
-                        BatchStatementKind::Prepared(std::borrow::Cow::Borrowed(&p.shared.id))
-                    }
-                    (None, Some(t)) => BatchStatementKind::Query(std::borrow::Cow::Borrowed(*t)),
-                    (None, None) => BatchStatementKind::Query(std::borrow::Cow::Borrowed("")),
-                },
-                values: std::borrow::Cow::Borrowed(v),
-            })
-            .collect();
-        let o = &batch.options;
-        let msg = BatchMessage {
-            batch: scylla_cql::frame::request::Batch {
-                batch_type: batch.batch_type,
-                statements: std::borrow::Cow::Owned(statements),
-                consistency: o.consistency.unwrap_or(inner.config.consistency),
-                serial_consistency: o.serial_consistency,
-                default_timestamp: o.timestamp,
-            },
-            prepared: resolved
-                .iter()
-                .filter_map(|(p, _, _)| {
-                    p.as_ref()
-                        .map(|p| (&p.shared.id[..], p.shared.contents.as_str()))
-                })
-                .collect(),
-        };
-        let answer = execute::run(inner, &state, routing, &msg, inner.run_options(o)).await?;
-        inner.finish(answer, None).await
+        batch::run(self, batch, values).await
     }
 
     /// Pages through a statement's result as a stream of typed rows.

@@ -1,0 +1,94 @@
+//! Running a batch: each statement resolved to a prepared statement (when it
+//! takes values) or plain text, routed by the first statement that binds a
+//! whole partition key.
+
+use std::borrow::Cow;
+
+use scylla_cql::frame::request::{BatchStatement as WireStatement, BatchStatementKind};
+use scylla_cql::types::{SerializeRow, SerializedValues};
+
+use super::execute::{self, BatchMessage};
+use super::{values, Session};
+use crate::error::ExecutionError;
+use crate::result::QueryResult;
+use crate::statement::{Batch, BatchStatement, PreparedStatement};
+
+/// Runs `batch` with one value list per statement.
+pub(super) async fn run(
+    session: &Session,
+    batch: &Batch,
+    values: &[&(dyn SerializeRow + Sync)],
+) -> Result<QueryResult, ExecutionError> {
+    if values.len() != batch.statements.len() {
+        return Err(ExecutionError::BadQuery(format!(
+            "the batch has {} statements but {} value lists were given",
+            batch.statements.len(),
+            values.len()
+        )));
+    }
+    // Resolve every statement to a prepared one (or plain text without
+    // values), and serialize its values.
+    let mut resolved: Vec<(Option<PreparedStatement>, Option<&str>, SerializedValues)> =
+        Vec::with_capacity(values.len());
+    for (statement, v) in batch.statements.iter().zip(values) {
+        match statement {
+            BatchStatement::Prepared(p) => {
+                resolved.push((
+                    Some(p.clone()),
+                    None,
+                    values::serialize(p, *v)?.into_inner(),
+                ));
+            }
+            BatchStatement::Query(text) => {
+                let mut none = SerializedValues::new();
+                if v.serialize_row(&[], &mut none).is_ok() {
+                    resolved.push((None, Some(text.as_str()), none));
+                } else {
+                    let p = session.prepare(text.as_str()).await?;
+                    let s = values::serialize(&p, *v)?.into_inner();
+                    resolved.push((Some(p), None, s));
+                }
+            }
+        }
+    }
+    let inner = &session.inner;
+    let state = inner.state();
+    // Route by the first statement that binds a whole partition key.
+    let routing = resolved
+        .iter()
+        .find_map(|(p, _, v)| {
+            let r = values::routing(&state, p.as_ref()?, v);
+            r.token.is_some().then_some(r)
+        })
+        .unwrap_or_default();
+    let statements: Vec<WireStatement<'_>> = resolved
+        .iter()
+        .map(|(p, text, v)| WireStatement {
+            kind: match (p, text) {
+                (Some(p), _) => BatchStatementKind::Prepared(Cow::Borrowed(&p.shared.id)),
+                (None, Some(t)) => BatchStatementKind::Query(Cow::Borrowed(*t)),
+                (None, None) => BatchStatementKind::Query(Cow::Borrowed("")),
+            },
+            values: Cow::Borrowed(v),
+        })
+        .collect();
+    let o = &batch.options;
+    let msg = BatchMessage {
+        batch: scylla_cql::frame::request::Batch {
+            batch_type: batch.batch_type,
+            statements: Cow::Owned(statements),
+            consistency: o.consistency.unwrap_or(inner.config.consistency),
+            serial_consistency: o.serial_consistency,
+            default_timestamp: o.timestamp,
+        },
+        prepared: resolved
+            .iter()
+            .filter_map(|(p, _, _)| {
+                p.as_ref()
+                    .map(|p| (&p.shared.id[..], p.shared.contents.as_str()))
+            })
+            .collect(),
+    };
+    let answer = execute::run(inner, &state, routing, &msg, inner.run_options(o)).await?;
+    inner.finish(answer, None).await
+}
