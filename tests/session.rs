@@ -2,41 +2,19 @@
 //! cluster's own accounting as the judge of routing.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::time::Duration;
-
 use scylla_driver::statement::{Batch, BatchType, Statement};
-use scylla_driver::{ExecutionError, SessionBuilder};
-use scylla_testbed::TestCluster;
+use scylla_driver::ExecutionError;
 
-async fn cluster_and_session(nodes: usize, shards: u16) -> (TestCluster, scylla_driver::Session) {
-    let cluster = TestCluster::builder()
-        .nodes(nodes)
-        .shards(shards)
-        .start()
-        .await
-        .unwrap();
-    let session = SessionBuilder::new()
-        .known_node(cluster.cql_addrs()[0].to_string())
-        .build()
-        .await
-        .unwrap();
-    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
-    (cluster, session)
-}
+mod common;
+use common::{cluster_and_session, create_keyspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovers_nodes_and_routes_to_the_right_shard_and_replica() {
-    let (cluster, session) = cluster_and_session(3, 4).await;
+    let (cluster, session) = cluster_and_session(3, 4, |b| b).await;
     let state = session.cluster_state();
     assert_eq!(state.nodes.len(), 3);
 
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-            (),
-        )
-        .await
-        .unwrap();
+    create_keyspace(&session, "ks", 1).await;
     session
         .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v text)", ())
         .await
@@ -77,14 +55,8 @@ async fn discovers_nodes_and_routes_to_the_right_shard_and_replica() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paging_batches_and_errors() {
-    let (_cluster, session) = cluster_and_session(1, 2).await;
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE p WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-            (),
-        )
-        .await
-        .unwrap();
+    let (_cluster, session) = cluster_and_session(1, 2, |b| b).await;
+    create_keyspace(&session, "p", 1).await;
     session
         .query_unpaged(
             "CREATE TABLE p.t (pk int, c int, v text, PRIMARY KEY (pk, c))",
@@ -165,14 +137,8 @@ async fn paging_batches_and_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn use_keyspace_switches_every_connection() {
-    let (_cluster, session) = cluster_and_session(2, 2).await;
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE u WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}",
-            (),
-        )
-        .await
-        .unwrap();
+    let (_cluster, session) = cluster_and_session(2, 2, |b| b).await;
+    create_keyspace(&session, "u", 2).await;
     session.use_keyspace("u").await.unwrap();
     session
         .query_unpaged("CREATE TABLE t (k int PRIMARY KEY, v int)", ())

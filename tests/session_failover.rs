@@ -3,41 +3,28 @@
 //! error, nothing hangs, and the node is used again after it comes back.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+use common::{cluster_and_session, create_keyspace};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scylla_driver::pool::backoff::ExponentialBackoff;
 use scylla_driver::statement::Statement;
-use scylla_driver::{ExecutionError, SessionBuilder};
-use scylla_testbed::TestCluster;
+use scylla_driver::ExecutionError;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_stop_under_load() {
-    let cluster = TestCluster::builder()
-        .nodes(3)
-        .shards(2)
-        .start()
-        .await
-        .unwrap();
-    let session = SessionBuilder::new()
-        .known_node(cluster.cql_addrs()[0].to_string())
-        .request_timeout(Duration::from_secs(3))
-        .reconnect_policy(Arc::new(ExponentialBackoff::new(
-            Duration::from_millis(20),
-            Duration::from_millis(200),
-        )))
-        .build()
-        .await
-        .unwrap();
-    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE f WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
-            (),
-        )
-        .await
-        .unwrap();
+    let (cluster, session) = cluster_and_session(3, 2, |b| {
+        b.request_timeout(Duration::from_secs(3))
+            .reconnect_policy(Arc::new(ExponentialBackoff::new(
+                Duration::from_millis(20),
+                Duration::from_millis(200),
+            )))
+    })
+    .await;
+    create_keyspace(&session, "f", 3).await;
     session
         .query_unpaged("CREATE TABLE f.t (k bigint PRIMARY KEY, v bigint)", ())
         .await

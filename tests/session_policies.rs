@@ -2,12 +2,15 @@
 //! speculative execution of idempotent statements around a slow node.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+use common::{cluster_and_session, create_keyspace};
+
 use std::time::Duration;
 
 use scylla_driver::policy::speculative::SpeculativeExecution;
 use scylla_driver::statement::Statement;
-use scylla_driver::{PreparedStatement, Session, SessionBuilder};
-use scylla_testbed::{Faults, TestCluster};
+use scylla_driver::{PreparedStatement, Session};
+use scylla_testbed::Faults;
 
 fn assert_send_sync<T: Send + Sync>(_: &T) {}
 fn assert_send<T: Send>(_: &T) {}
@@ -30,26 +33,11 @@ fn futures_are_send(session: &Session, prepared: &PreparedStatement) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn speculative_execution_routes_around_a_slow_node() {
-    let cluster = TestCluster::builder()
-        .nodes(3)
-        .shards(1)
-        .start()
-        .await
-        .unwrap();
-    let session = SessionBuilder::new()
-        .known_node(cluster.cql_addrs()[0].to_string())
-        .speculative_execution(SpeculativeExecution::new(3, Duration::from_millis(30)))
-        .build()
-        .await
-        .unwrap();
-    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
-            (),
-        )
-        .await
-        .unwrap();
+    let (cluster, session) = cluster_and_session(3, 1, |b| {
+        b.speculative_execution(SpeculativeExecution::new(3, Duration::from_millis(30)))
+    })
+    .await;
+    create_keyspace(&session, "s", 3).await;
     session
         .query_unpaged("CREATE TABLE s.t (k int PRIMARY KEY, v int)", ())
         .await
