@@ -156,14 +156,16 @@ impl Cluster {
     /// Returns the addresses of the nodes still without one.
     pub(crate) async fn wait_for_pools(&self, timeout: Duration) -> Vec<SocketAddr> {
         let state = self.state.load_full();
-        let waits = state.nodes.iter().map(|n| {
+        let mut waits = tokio::task::JoinSet::new();
+        for n in &state.nodes {
             let n = n.clone();
-            async move { (n.address, n.pool.wait_for(timeout, |s| !s.is_empty()).await) }
-        });
+            waits.spawn(
+                async move { (n.address, n.pool.wait_for(timeout, |s| !s.is_empty()).await) },
+            );
+        }
         let mut missing = Vec::new();
-        for w in waits {
-            let (addr, ok) = w.await;
-            if !ok {
+        while let Some(joined) = waits.join_next().await {
+            if let Ok((addr, false)) = joined {
                 missing.push(addr);
             }
         }

@@ -28,6 +28,7 @@ use scylla_cql::frame::Opcode;
 use scylla_cql::token::Token;
 use scylla_cql::Consistency;
 use scylla_cql::EncodeError;
+use tracing::Instrument;
 
 use crate::cluster::state::ClusterState;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
@@ -109,11 +110,22 @@ pub(crate) async fn run(
     msg: &dyn MessageFor,
     opts: RunOptions,
 ) -> Result<Answer, ExecutionError> {
+    let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
+    run_in_span(inner, state, routing, msg, opts)
+        .instrument(span)
+        .await
+}
+
+async fn run_in_span(
+    inner: &SessionInner,
+    state: &ClusterState,
+    routing: RoutingInfo,
+    msg: &dyn MessageFor,
+    opts: RunOptions,
+) -> Result<Answer, ExecutionError> {
     Metrics::inc(&inner.metrics.requests);
     let started = Instant::now();
     let deadline = started + opts.timeout;
-    let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
-    let _enter = span.enter();
     let is_up = |idx: NodeIdx| state.node(idx).is_some_and(|n| n.pool.is_connected());
     let request = RoutingRequest {
         keyspace: routing.keyspace,
@@ -142,7 +154,8 @@ pub(crate) async fn run(
         _ => attempt_chain(inner, state, &routing, msg, opts, deadline, &next_target).await,
     };
     inner.metrics.latency.record(started.elapsed());
-    if result.is_err() {
+    if let Err(e) = &result {
+        tracing::debug!(error = %e, "request failed");
         Metrics::inc(&inner.metrics.request_errors);
     }
     result
