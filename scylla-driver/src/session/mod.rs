@@ -13,7 +13,7 @@
 pub mod builder;
 mod execute;
 pub mod pager;
-mod values;
+pub(crate) mod values;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
