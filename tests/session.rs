@@ -9,7 +9,12 @@ use scylla_driver::{ExecutionError, SessionBuilder};
 use scylla_testbed::TestCluster;
 
 async fn cluster_and_session(nodes: usize, shards: u16) -> (TestCluster, scylla_driver::Session) {
-    let cluster = TestCluster::builder().nodes(nodes).shards(shards).start().await.unwrap();
+    let cluster = TestCluster::builder()
+        .nodes(nodes)
+        .shards(shards)
+        .start()
+        .await
+        .unwrap();
     let session = SessionBuilder::new()
         .known_node(cluster.cql_addrs()[0].to_string())
         .build()
@@ -36,13 +41,22 @@ async fn discovers_nodes_and_routes_to_the_right_shard_and_replica() {
         .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v text)", ())
         .await
         .unwrap();
-    let insert = session.prepare("INSERT INTO ks.t (pk, v) VALUES (?, ?)").await.unwrap();
+    let insert = session
+        .prepare("INSERT INTO ks.t (pk, v) VALUES (?, ?)")
+        .await
+        .unwrap();
     assert_eq!(insert.pk_indexes(), &[0]);
-    let select = session.prepare("SELECT pk, v FROM ks.t WHERE pk = ?").await.unwrap();
+    let select = session
+        .prepare("SELECT pk, v FROM ks.t WHERE pk = ?")
+        .await
+        .unwrap();
 
     let before = cluster.stats();
     for k in 0..300i64 {
-        session.execute_unpaged(&insert, (k, format!("v{k}"))).await.unwrap();
+        session
+            .execute_unpaged(&insert, (k, format!("v{k}")))
+            .await
+            .unwrap();
     }
     for k in 0..300i64 {
         let r = session.execute_unpaged(&select, (k,)).await.unwrap();
@@ -50,7 +64,8 @@ async fn discovers_nodes_and_routes_to_the_right_shard_and_replica() {
         assert_eq!((pk, v), (k, format!("v{k}").as_str()));
     }
     let after = cluster.stats();
-    let total = |s: &scylla_testbed::stats::ClusterStats, f: fn(&scylla_testbed::stats::StatsCounters) -> u64| {
+    let total = |s: &scylla_testbed::stats::ClusterStats,
+                 f: fn(&scylla_testbed::stats::StatsCounters) -> u64| {
         s.nodes.iter().map(|n| f(&n.node)).sum::<u64>()
     };
     let served = total(&after, |c| c.requests_served) - total(&before, |c| c.requests_served);
@@ -71,18 +86,28 @@ async fn paging_batches_and_errors() {
         .await
         .unwrap();
     session
-        .query_unpaged("CREATE TABLE p.t (pk int, c int, v text, PRIMARY KEY (pk, c))", ())
+        .query_unpaged(
+            "CREATE TABLE p.t (pk int, c int, v text, PRIMARY KEY (pk, c))",
+            (),
+        )
         .await
         .unwrap();
-    let insert = session.prepare("INSERT INTO p.t (pk, c, v) VALUES (?, ?, ?)").await.unwrap();
+    let insert = session
+        .prepare("INSERT INTO p.t (pk, c, v) VALUES (?, ?, ?)")
+        .await
+        .unwrap();
     let mut batch = Batch::new(BatchType::Unlogged);
     for _ in 0..10 {
         batch.append(insert.clone());
     }
     for chunk in 0..25 {
-        let rows: Vec<(i32, i32, String)> = (0..10).map(|i| (1, chunk * 10 + i, format!("x{i}"))).collect();
-        let refs: Vec<&(dyn scylla_cql::types::SerializeRow + Sync)> =
-            rows.iter().map(|r| r as &(dyn scylla_cql::types::SerializeRow + Sync)).collect();
+        let rows: Vec<(i32, i32, String)> = (0..10)
+            .map(|i| (1, chunk * 10 + i, format!("x{i}")))
+            .collect();
+        let refs: Vec<&(dyn scylla_cql::types::SerializeRow + Sync)> = rows
+            .iter()
+            .map(|r| r as &(dyn scylla_cql::types::SerializeRow + Sync))
+            .collect();
         session.batch(&batch, &refs).await.unwrap();
     }
     // 250 rows in pages of 100: a stream of typed rows.
@@ -105,13 +130,22 @@ async fn paging_batches_and_errors() {
         .prepare(Statement::new("SELECT c FROM p.t WHERE pk = ?").with_page_size(100))
         .await
         .unwrap();
-    let (first, state) = session.execute_single_page(&select, (1,), None).await.unwrap();
+    let (first, state) = session
+        .execute_single_page(&select, (1,), None)
+        .await
+        .unwrap();
     assert_eq!(first.rows_count(), 100);
-    let (second, _) = session.execute_single_page(&select, (1,), state).await.unwrap();
+    let (second, _) = session
+        .execute_single_page(&select, (1,), state)
+        .await
+        .unwrap();
     assert_eq!(second.first_row::<(i32,)>().unwrap(), Some((100,)));
 
     // Errors carry the server's code and message.
-    let err = session.query_unpaged("SELEKT nonsense", ()).await.unwrap_err();
+    let err = session
+        .query_unpaged("SELEKT nonsense", ())
+        .await
+        .unwrap_err();
     match &err {
         ExecutionError::Server(e) => {
             assert_eq!(e.error.code(), 0x2000);
@@ -119,7 +153,10 @@ async fn paging_batches_and_errors() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    let err = session.query_unpaged("SELECT * FROM p.nope", ()).await.unwrap_err();
+    let err = session
+        .query_unpaged("SELECT * FROM p.nope", ())
+        .await
+        .unwrap_err();
     assert_eq!(err.db_error().map(|e| e.code()), Some(0x2200), "{err}");
     // A value count mismatch is caught before sending.
     let err = session.execute_unpaged(&insert, (1,)).await.unwrap_err();
@@ -137,12 +174,21 @@ async fn use_keyspace_switches_every_connection() {
         .await
         .unwrap();
     session.use_keyspace("u").await.unwrap();
-    session.query_unpaged("CREATE TABLE t (k int PRIMARY KEY, v int)", ()).await.unwrap();
+    session
+        .query_unpaged("CREATE TABLE t (k int PRIMARY KEY, v int)", ())
+        .await
+        .unwrap();
     for k in 0..50 {
-        session.query_unpaged("INSERT INTO t (k, v) VALUES (?, ?)", (k, k * 2)).await.unwrap();
+        session
+            .query_unpaged("INSERT INTO t (k, v) VALUES (?, ?)", (k, k * 2))
+            .await
+            .unwrap();
     }
     for k in 0..50 {
-        let r = session.query_unpaged("SELECT v FROM t WHERE k = ?", (k,)).await.unwrap();
+        let r = session
+            .query_unpaged("SELECT v FROM t WHERE k = ?", (k,))
+            .await
+            .unwrap();
         assert_eq!(r.single_row::<(i32,)>().unwrap(), (k * 2,));
     }
 }

@@ -56,7 +56,10 @@ async fn fill(session: &Session, ks: &str) {
 /// Marks `(p, c)` seen, failing on a duplicate or a foreign row.
 fn see(seen: &mut [bool], p: i32, c: i32, v: &str) {
     let per = ROWS / PARTITIONS;
-    assert!((0..PARTITIONS).contains(&p) && (0..per).contains(&c), "row ({p}, {c})");
+    assert!(
+        (0..PARTITIONS).contains(&p) && (0..per).contains(&c),
+        "row ({p}, {c})"
+    );
     let i = (p * per + c) as usize;
     assert_eq!(v, format!("v{i}"));
     assert!(!seen[i], "row ({p}, {c}) seen twice");
@@ -80,7 +83,10 @@ async fn ten_thousand_rows_in_pages() {
         // Stream of an unprepared statement.
         let mut seen = vec![false; ROWS as usize];
         let mut rows = session
-            .query_iter::<(i32, i32, String)>(Statement::new(scan.as_str()).with_page_size(page), ())
+            .query_iter::<(i32, i32, String)>(
+                Statement::new(scan.as_str()).with_page_size(page),
+                (),
+            )
             .await
             .unwrap();
         while let Some(row) = rows.next().await {
@@ -91,7 +97,10 @@ async fn ten_thousand_rows_in_pages() {
         let pages = rows.pages_fetched();
         let want = (ROWS as usize).div_ceil(page as usize);
         // Cassandra may end with an empty page when the last one is full.
-        assert!(pages == want || pages == want + 1, "page size {page}: {pages} pages");
+        assert!(
+            pages == want || pages == want + 1,
+            "page size {page}: {pages} pages"
+        );
 
         // Stream of a prepared statement.
         let prepared = session
@@ -99,7 +108,9 @@ async fn ten_thousand_rows_in_pages() {
             .await
             .unwrap();
         let mut seen = vec![false; ROWS as usize];
-        let mut rows = session.execute_iter::<(i32, i32, String)>(&prepared, ()).unwrap();
+        let mut rows = session
+            .execute_iter::<(i32, i32, String)>(&prepared, ())
+            .unwrap();
         while let Some(row) = rows.next().await {
             let (p, c, v) = row.unwrap();
             see(&mut seen, p, c, &v);
@@ -127,7 +138,10 @@ async fn ten_thousand_rows_in_pages() {
             }
         }
         all_seen(&seen);
-        assert!(pages == want || pages == want + 1, "page size {page}: {pages} pages by hand");
+        assert!(
+            pages == want || pages == want + 1,
+            "page size {page}: {pages} pages by hand"
+        );
     }
     drop_keyspace(&session, &ks).await;
 }
@@ -137,7 +151,11 @@ async fn page_size_one_over_a_small_partition() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
     let ks = create_keyspace(&session, "paging1", 1).await;
-    ddl(&session, &format!("CREATE TABLE {ks}.t (p int, c int, PRIMARY KEY (p, c))")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.t (p int, c int, PRIMARY KEY (p, c))"),
+    )
+    .await;
     for c in 0..25 {
         session
             .query_unpaged(format!("INSERT INTO {ks}.t (p, c) VALUES (?, ?)"), (1, c))

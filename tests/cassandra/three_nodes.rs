@@ -44,7 +44,12 @@ fn server_replicas(ks: &str, key: i32) -> Vec<IpAddr> {
 }
 
 /// The replicas the driver computes for `key` (bound to a statement on `ks.t`).
-fn driver_replicas(session: &Session, ks: &str, prepared: &scylla_driver::PreparedStatement, key: i32) -> Vec<IpAddr> {
+fn driver_replicas(
+    session: &Session,
+    ks: &str,
+    prepared: &scylla_driver::PreparedStatement,
+    key: i32,
+) -> Vec<IpAddr> {
     let state = session.cluster_state();
     let token = prepared.token((key,)).unwrap().unwrap();
     let id = state.routing.keyspace_id(ks).unwrap();
@@ -73,7 +78,11 @@ async fn discovery_replication_and_routing() {
 
     // RF 3: written at ALL, read at ONE from every node.
     let ks3 = create_keyspace(&session, "rf3", 3).await;
-    ddl(&session, &format!("CREATE TABLE {ks3}.t (k int PRIMARY KEY, v int)")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks3}.t (k int PRIMARY KEY, v int)"),
+    )
+    .await;
     let insert = session
         .prepare(format!("INSERT INTO {ks3}.t (k, v) VALUES (?, ?)"))
         .await
@@ -93,15 +102,26 @@ async fn discovery_replication_and_routing() {
         assert_eq!(r.single_row::<(i32,)>().unwrap(), (k * 3,));
         coordinators.insert(r.coordinator.unwrap());
     }
-    assert_eq!(coordinators.len(), 3, "RF 3 reads spread over the replicas: {coordinators:?}");
+    assert_eq!(
+        coordinators.len(),
+        3,
+        "RF 3 reads spread over the replicas: {coordinators:?}"
+    );
     for k in 0..5 {
         assert_eq!(driver_replicas(&session, &ks3, &read, k).len(), 3);
-        assert_eq!(server_replicas(&ks3, k), driver_replicas(&session, &ks3, &read, k));
+        assert_eq!(
+            server_replicas(&ks3, k),
+            driver_replicas(&session, &ks3, &read, k)
+        );
     }
 
     // RF 1: the driver's replica is the server's, and the coordinator.
     let ks1 = create_keyspace(&session, "rf1", 1).await;
-    ddl(&session, &format!("CREATE TABLE {ks1}.t (k int PRIMARY KEY, v int)")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks1}.t (k int PRIMARY KEY, v int)"),
+    )
+    .await;
     let insert1 = session
         .prepare(format!("INSERT INTO {ks1}.t (k, v) VALUES (?, ?)"))
         .await
@@ -112,13 +132,21 @@ async fn discovery_replication_and_routing() {
         assert_eq!(ours.len(), 1);
         assert_eq!(server_replicas(&ks1, k), ours, "key {k}");
         let r = session.execute_unpaged(&insert1, (k, k)).await.unwrap();
-        assert_eq!(r.coordinator.unwrap().ip(), ours[0], "key {k}: not sent to its replica");
+        assert_eq!(
+            r.coordinator.unwrap().ip(),
+            ours[0],
+            "key {k}: not sent to its replica"
+        );
         owners.insert(ours[0]);
     }
     for k in 12..300 {
         let ours = driver_replicas(&session, &ks1, &insert1, k);
         let r = session.execute_unpaged(&insert1, (k, k)).await.unwrap();
-        assert_eq!(r.coordinator.unwrap().ip(), ours[0], "key {k}: not sent to its replica");
+        assert_eq!(
+            r.coordinator.unwrap().ip(),
+            ours[0],
+            "key {k}: not sent to its replica"
+        );
         owners.insert(ours[0]);
     }
     assert_eq!(owners.len(), 3, "300 keys all on {owners:?}");
@@ -135,8 +163,14 @@ struct Tally {
 }
 
 impl Tally {
-    fn record(&self, started: Instant, outcome: Option<Result<(), ExecutionError>>, errors: &std::sync::Mutex<Vec<String>>) {
-        self.max_ms.fetch_max(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    fn record(
+        &self,
+        started: Instant,
+        outcome: Option<Result<(), ExecutionError>>,
+        errors: &std::sync::Mutex<Vec<String>>,
+    ) {
+        self.max_ms
+            .fetch_max(started.elapsed().as_millis() as u64, Ordering::Relaxed);
         match outcome {
             Some(Ok(())) => self.ok.fetch_add(1, Ordering::Relaxed),
             Some(Err(e)) => {
@@ -161,8 +195,16 @@ async fn a_node_killed_under_load_and_brought_back() {
         .unwrap();
     assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
     let ks = create_keyspace(&session, "failover", 3).await;
-    ddl(&session, &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")).await;
-    ddl(&session, &format!("CREATE TABLE {ks}.c (k int PRIMARY KEY, n counter)")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)"),
+    )
+    .await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.c (k int PRIMARY KEY, n counter)"),
+    )
+    .await;
     let write = session
         .prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)"))
         .await
@@ -183,7 +225,8 @@ async fn a_node_killed_under_load_and_brought_back() {
     let non_idem_errors = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut workers = Vec::new();
     for w in 0..8i32 {
-        let (session, write, bump, stop) = (session.clone(), write.clone(), bump.clone(), stop.clone());
+        let (session, write, bump, stop) =
+            (session.clone(), write.clone(), bump.clone(), stop.clone());
         let (idem, non_idem) = (idem.clone(), non_idem.clone());
         let (idem_errors, non_idem_errors) = (idem_errors.clone(), non_idem_errors.clone());
         workers.push(tokio::spawn(async move {
@@ -195,39 +238,66 @@ async fn a_node_killed_under_load_and_brought_back() {
                 // Bounded by more than the request timeout: exceeding it is a hang.
                 let bound = Duration::from_secs(20);
                 if w % 2 == 0 {
-                    let r = tokio::time::timeout(bound, session.execute_unpaged(&write, (k, i))).await;
+                    let r =
+                        tokio::time::timeout(bound, session.execute_unpaged(&write, (k, i))).await;
                     idem.record(started, r.ok().map(|r| r.map(drop)), &idem_errors);
                 } else {
-                    let r = tokio::time::timeout(bound, session.execute_unpaged(&bump, (k % 50,))).await;
+                    let r = tokio::time::timeout(bound, session.execute_unpaged(&bump, (k % 50,)))
+                        .await;
                     non_idem.record(started, r.ok().map(|r| r.map(drop)), &non_idem_errors);
                 }
             }
         }));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = (idem.ok.load(Ordering::Relaxed), non_idem.ok.load(Ordering::Relaxed));
+    let before = (
+        idem.ok.load(Ordering::Relaxed),
+        non_idem.ok.load(Ordering::Relaxed),
+    );
     let killed_at = Instant::now();
     let stop_node = tokio::task::spawn_blocking(|| script(&["stop-node", "3", "--kill"]));
     stop_node.await.unwrap();
     println!("node 3 killed in {:?}", killed_at.elapsed());
     // Load continues with the node down.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let during = (idem.ok.load(Ordering::Relaxed), non_idem.ok.load(Ordering::Relaxed));
-    assert!(during.0 > before.0 + 10, "idempotent writes stalled: {before:?} -> {during:?}");
+    let during = (
+        idem.ok.load(Ordering::Relaxed),
+        non_idem.ok.load(Ordering::Relaxed),
+    );
+    assert!(
+        during.0 > before.0 + 10,
+        "idempotent writes stalled: {before:?} -> {during:?}"
+    );
     let state = session.cluster_state();
-    let node3 = state.nodes.iter().find(|n| n.address == victim).unwrap().clone();
-    assert!(!node3.pool.is_connected(), "the pool still claims a connection to the dead node");
+    let node3 = state
+        .nodes
+        .iter()
+        .find(|n| n.address == victim)
+        .unwrap()
+        .clone();
+    assert!(
+        !node3.pool.is_connected(),
+        "the pool still claims a connection to the dead node"
+    );
 
     // Bring it back: its pool reconnects and requests reach it again.
     let back_at = Instant::now();
-    tokio::task::spawn_blocking(|| script(&["start-node", "3"])).await.unwrap();
+    tokio::task::spawn_blocking(|| script(&["start-node", "3"]))
+        .await
+        .unwrap();
     println!("node 3 answers CQL again after {:?}", back_at.elapsed());
     let started = Instant::now();
     while !node3.pool.is_connected() {
-        assert!(started.elapsed() < Duration::from_secs(60), "the pool never reconnected");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the pool never reconnected"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    println!("pool reconnected {:?} after the node answered", started.elapsed());
+    println!(
+        "pool reconnected {:?} after the node answered",
+        started.elapsed()
+    );
     stop.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
@@ -256,9 +326,18 @@ async fn a_node_killed_under_load_and_brought_back() {
     let (nok, nfail, nhung, nmax) = get(&non_idem);
     let ie = idem_errors.lock().unwrap().clone();
     let ne = non_idem_errors.lock().unwrap().clone();
-    println!("idempotent: {iok} ok, {ifail} failed, {ihung} hung, slowest {imax} ms; errors {:?}", &ie[..ie.len().min(5)]);
-    println!("non-idempotent: {nok} ok, {nfail} failed, {nhung} hung, slowest {nmax} ms; errors {:?}", &ne[..ne.len().min(5)]);
-    println!("restarted node coordinated {reached} of 60 reads; metrics {:?}", session.metrics().snapshot());
+    println!(
+        "idempotent: {iok} ok, {ifail} failed, {ihung} hung, slowest {imax} ms; errors {:?}",
+        &ie[..ie.len().min(5)]
+    );
+    println!(
+        "non-idempotent: {nok} ok, {nfail} failed, {nhung} hung, slowest {nmax} ms; errors {:?}",
+        &ne[..ne.len().min(5)]
+    );
+    println!(
+        "restarted node coordinated {reached} of 60 reads; metrics {:?}",
+        session.metrics().snapshot()
+    );
     assert_eq!(ihung + nhung, 0, "requests hung");
     assert_eq!(ifail, 0, "idempotent requests failed: {ie:?}");
     // Non-idempotent failures, if any, are connection errors naming the node

@@ -15,9 +15,13 @@ use crate::{create_keyspace, ddl, drop_keyspace, require, session};
 const KEYS: usize = 1000;
 
 fn random_text(rng: &mut fastrand::Rng) -> String {
-    const ALPHABET: &[char] = &['a', 'Z', '0', ' ', '-', 'ą', 'ł', 'ß', 'é', '日', '本', '語', '🦀', '€', '\u{7f}'];
+    const ALPHABET: &[char] = &[
+        'a', 'Z', '0', ' ', '-', 'ą', 'ł', 'ß', 'é', '日', '本', '語', '🦀', '€', '\u{7f}',
+    ];
     let len = rng.usize(1..30);
-    (0..len).map(|_| ALPHABET[rng.usize(..ALPHABET.len())]).collect()
+    (0..len)
+        .map(|_| ALPHABET[rng.usize(..ALPHABET.len())])
+        .collect()
 }
 
 /// Inserts `keys` with `insert` (at most 32 at a time).
@@ -41,9 +45,17 @@ where
 }
 
 /// The server's `(token, key columns...)` of every row of `table`.
-async fn server_tokens(session: &Session, ks: &str, table: &str, key: &str) -> Vec<(i64, Vec<CqlValue>)> {
+async fn server_tokens(
+    session: &Session,
+    ks: &str,
+    table: &str,
+    key: &str,
+) -> Vec<(i64, Vec<CqlValue>)> {
     let mut rows = session
-        .query_iter::<scylla_cql::types::Row>(format!("SELECT token({key}), {key} FROM {ks}.{table}"), ())
+        .query_iter::<scylla_cql::types::Row>(
+            format!("SELECT token({key}), {key} FROM {ks}.{table}"),
+            (),
+        )
         .await
         .unwrap();
     let mut out = Vec::new();
@@ -62,43 +74,92 @@ async fn driver_tokens_equal_the_servers() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
     let ks = create_keyspace(&session, "tokens", 1).await;
-    let mut rng = fastrand::Rng::with_seed(std::env::var("TOKEN_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed));
+    let mut rng = fastrand::Rng::with_seed(
+        std::env::var("TOKEN_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5eed),
+    );
 
-    for (table, typ) in [("t_int", "int"), ("t_bigint", "bigint"), ("t_text", "text"), ("t_blob", "blob"), ("t_uuid", "uuid")] {
-        ddl(&session, &format!("CREATE TABLE {ks}.{table} (k {typ} PRIMARY KEY)")).await;
+    for (table, typ) in [
+        ("t_int", "int"),
+        ("t_bigint", "bigint"),
+        ("t_text", "text"),
+        ("t_blob", "blob"),
+        ("t_uuid", "uuid"),
+    ] {
+        ddl(
+            &session,
+            &format!("CREATE TABLE {ks}.{table} (k {typ} PRIMARY KEY)"),
+        )
+        .await;
     }
-    ddl(&session, &format!("CREATE TABLE {ks}.t_comp (a int, b text, PRIMARY KEY ((a, b)))")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.t_comp (a int, b text, PRIMARY KEY ((a, b)))"),
+    )
+    .await;
 
     let mut checked = 0usize;
     // One table at a time: insert, read the server's tokens, compare.
     macro_rules! check_single {
         ($table:expr, $keys:expr, $pat:path) => {{
             let keys = $keys;
-            let insert = session.prepare(format!("INSERT INTO {ks}.{} (k) VALUES (?)", $table)).await.unwrap();
+            let insert = session
+                .prepare(format!("INSERT INTO {ks}.{} (k) VALUES (?)", $table))
+                .await
+                .unwrap();
             assert_eq!(insert.pk_indexes(), &[0]);
-            insert_all(&session, &insert, keys.iter().map(|k| (k.clone(),)).collect()).await;
+            insert_all(
+                &session,
+                &insert,
+                keys.iter().map(|k| (k.clone(),)).collect(),
+            )
+            .await;
             let rows = server_tokens(&session, &ks, $table, "k").await;
             let distinct: std::collections::HashSet<_> = keys.iter().collect();
             assert_eq!(rows.len(), distinct.len(), "{}", $table);
             for (token, cols) in rows {
-                let $pat(k) = &cols[0] else { panic!("{}: {:?}", $table, cols) };
+                let $pat(k) = &cols[0] else {
+                    panic!("{}: {:?}", $table, cols)
+                };
                 let ours = insert.token((k.clone(),)).unwrap();
                 assert_eq!(ours, Some(Token(token)), "{}: key {:?}", $table, k);
                 checked += 1;
             }
         }};
     }
-    check_single!("t_int", (0..KEYS).map(|_| rng.i32(..)).collect::<Vec<_>>(), CqlValue::Int);
-    check_single!("t_bigint", (0..KEYS).map(|_| rng.i64(..)).collect::<Vec<_>>(), CqlValue::BigInt);
-    check_single!("t_text", (0..KEYS).map(|_| random_text(&mut rng)).collect::<Vec<_>>(), CqlValue::Text);
+    check_single!(
+        "t_int",
+        (0..KEYS).map(|_| rng.i32(..)).collect::<Vec<_>>(),
+        CqlValue::Int
+    );
+    check_single!(
+        "t_bigint",
+        (0..KEYS).map(|_| rng.i64(..)).collect::<Vec<_>>(),
+        CqlValue::BigInt
+    );
+    check_single!(
+        "t_text",
+        (0..KEYS).map(|_| random_text(&mut rng)).collect::<Vec<_>>(),
+        CqlValue::Text
+    );
     check_single!(
         "t_blob",
         (0..KEYS)
-            .map(|_| (0..rng.usize(1..40)).map(|_| rng.u8(..)).collect::<Vec<u8>>())
+            .map(|_| (0..rng.usize(1..40))
+                .map(|_| rng.u8(..))
+                .collect::<Vec<u8>>())
             .collect::<Vec<_>>(),
         CqlValue::Blob
     );
-    check_single!("t_uuid", (0..KEYS).map(|_| Uuid::from_u128(rng.u128(..))).collect::<Vec<_>>(), CqlValue::Uuid);
+    check_single!(
+        "t_uuid",
+        (0..KEYS)
+            .map(|_| Uuid::from_u128(rng.u128(..)))
+            .collect::<Vec<_>>(),
+        CqlValue::Uuid
+    );
 
     // Composite key (a, b); the statement binds it in the other order, so
     // pk_indexes is not the identity.
@@ -107,7 +168,9 @@ async fn driver_tokens_equal_the_servers() {
         .await
         .unwrap();
     assert_eq!(insert.pk_indexes(), &[1, 0]);
-    let keys: Vec<(String, i32)> = (0..KEYS).map(|_| (random_text(&mut rng), rng.i32(-5..5))).collect();
+    let keys: Vec<(String, i32)> = (0..KEYS)
+        .map(|_| (random_text(&mut rng), rng.i32(-5..5)))
+        .collect();
     insert_all(&session, &insert, keys.clone()).await;
     let rows = server_tokens(&session, &ks, "t_comp", "a, b").await;
     let distinct: std::collections::HashSet<_> = keys.iter().collect();
@@ -116,7 +179,11 @@ async fn driver_tokens_equal_the_servers() {
         let (CqlValue::Int(a), CqlValue::Text(b)) = (&cols[0], &cols[1]) else {
             panic!("{cols:?}")
         };
-        assert_eq!(insert.token((b.as_str(), *a)).unwrap(), Some(Token(token)), "key ({a}, {b:?})");
+        assert_eq!(
+            insert.token((b.as_str(), *a)).unwrap(),
+            Some(Token(token)),
+            "key ({a}, {b:?})"
+        );
         // The same by hand: murmur3 over the serialized composite key.
         let key = serialize_partition_key(&[&a.to_be_bytes(), b.as_bytes()]).unwrap();
         assert_eq!(murmur3_token(&key), Token(token));
@@ -124,7 +191,9 @@ async fn driver_tokens_equal_the_servers() {
     }
     // A statement that does not bind the whole key has no token.
     let partial = session
-        .prepare(format!("SELECT * FROM {ks}.t_comp WHERE a = ? ALLOW FILTERING"))
+        .prepare(format!(
+            "SELECT * FROM {ks}.t_comp WHERE a = ? ALLOW FILTERING"
+        ))
         .await
         .unwrap();
     assert_eq!(partial.token((1,)).unwrap(), None);

@@ -45,11 +45,7 @@ impl SerializeValue for Address {
 impl<'f> DeserializeValue<'f> for Address {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         match typ {
-            ColumnType::Udt { fields, .. }
-                if fields.iter().any(|(n, _)| n == "street") =>
-            {
-                Ok(())
-            }
+            ColumnType::Udt { fields, .. } if fields.iter().any(|(n, _)| n == "street") => Ok(()),
             _ => Err(TypeCheckError::of::<Self>(
                 typ,
                 scylla_cql::types::TypeCheckErrorKind::Mismatch,
@@ -67,7 +63,9 @@ impl<'f> DeserializeValue<'f> for Address {
             match name {
                 "street" => a.street = String::deserialize(ftype, value)?,
                 "number" => a.number = Option::<i32>::deserialize(ftype, value)?,
-                "zips" => a.zips = Option::<Vec<i32>>::deserialize(ftype, value)?.unwrap_or_default(),
+                "zips" => {
+                    a.zips = Option::<Vec<i32>>::deserialize(ftype, value)?.unwrap_or_default()
+                }
                 _ => {}
             }
         }
@@ -147,7 +145,8 @@ scylla_cql::impl_deserialize_row!(AllTypes {
     v: [f32; 4],
 });
 
-const COLUMNS: &str = "k, a, b, bl, bo, d, de, db, du, f, i4, i6, i, si, t, tm, ts, tu, ti, u, vi, vh, \
+const COLUMNS: &str =
+    "k, a, b, bl, bo, d, de, db, du, f, i4, i6, i, si, t, tm, ts, tu, ti, u, vi, vh, \
                        l, s, m, fl, fs, fm, tup, addr, addr2, v";
 
 fn huge_varint() -> CqlVarint {
@@ -168,7 +167,9 @@ fn sample(k: i32) -> AllTypes {
         bo: true,
         d: CqlDate::from_unix_days(-719_162), // 0001-01-01
         de: CqlDecimal {
-            unscaled: CqlVarint::from_signed_bytes_be(&[0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x12]),
+            unscaled: CqlVarint::from_signed_bytes_be(&[
+                0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x12,
+            ]),
             scale: 17,
         },
         db: -1.5e300,
@@ -213,9 +214,9 @@ fn sample(k: i32) -> AllTypes {
 
 fn bind(r: &AllTypes) -> Vec<&dyn SerializeValue> {
     vec![
-        &r.k, &r.a, &r.b, &r.bl, &r.bo, &r.d, &r.de, &r.db, &r.du, &r.f, &r.i4, &r.i6, &r.i,
-        &r.si, &r.t, &r.tm, &r.ts, &r.tu, &r.ti, &r.u, &r.vi, &r.vh, &r.l, &r.s, &r.m, &r.fl,
-        &r.fs, &r.fm, &r.tup, &r.addr, &r.addr2, &r.v,
+        &r.k, &r.a, &r.b, &r.bl, &r.bo, &r.d, &r.de, &r.db, &r.du, &r.f, &r.i4, &r.i6, &r.i, &r.si,
+        &r.t, &r.tm, &r.ts, &r.tu, &r.ti, &r.u, &r.vi, &r.vh, &r.l, &r.s, &r.m, &r.fl, &r.fs,
+        &r.fm, &r.tup, &r.addr, &r.addr2, &r.v,
     ]
 }
 
@@ -233,7 +234,9 @@ fn expected_cql_values(r: &AllTypes, ks: &str) -> Vec<(&'static str, CqlValue)> 
                 if a.zips.is_empty() {
                     None // Cassandra stores an empty frozen list in a UDT field as null? (checked below)
                 } else {
-                    Some(CqlValue::List(a.zips.iter().map(|z| CqlValue::Int(*z)).collect()))
+                    Some(CqlValue::List(
+                        a.zips.iter().map(|z| CqlValue::Int(*z)).collect(),
+                    ))
                 },
             ),
         ],
@@ -261,17 +264,36 @@ fn expected_cql_values(r: &AllTypes, ks: &str) -> Vec<(&'static str, CqlValue)> 
         ("u", CqlValue::Uuid(r.u)),
         ("vi", CqlValue::Varint(r.vi.clone())),
         ("vh", CqlValue::Varint(r.vh.clone())),
-        ("l", CqlValue::List(r.l.iter().map(|x| CqlValue::Int(*x)).collect())),
+        (
+            "l",
+            CqlValue::List(r.l.iter().map(|x| CqlValue::Int(*x)).collect()),
+        ),
         // Sets and maps come back sorted by the server.
         ("s", CqlValue::Set(r.s.iter().map(|x| text(x)).collect())),
-        ("m", CqlValue::Map(r.m.iter().map(|(k, v)| (text(k), CqlValue::Int(*v))).collect())),
-        ("fl", CqlValue::List(r.fl.iter().map(|x| CqlValue::Int(*x)).collect())),
-        ("fs", CqlValue::Set(r.fs.iter().map(|x| CqlValue::Int(*x)).collect())),
+        (
+            "m",
+            CqlValue::Map(
+                r.m.iter()
+                    .map(|(k, v)| (text(k), CqlValue::Int(*v)))
+                    .collect(),
+            ),
+        ),
+        (
+            "fl",
+            CqlValue::List(r.fl.iter().map(|x| CqlValue::Int(*x)).collect()),
+        ),
+        (
+            "fs",
+            CqlValue::Set(r.fs.iter().map(|x| CqlValue::Int(*x)).collect()),
+        ),
         (
             "fm",
             CqlValue::Map({
                 let sorted: BTreeMap<_, _> = r.fm.iter().collect();
-                sorted.into_iter().map(|(k, v)| (CqlValue::Int(*k), text(v))).collect()
+                sorted
+                    .into_iter()
+                    .map(|(k, v)| (CqlValue::Int(*k), text(v)))
+                    .collect()
             }),
         ),
         (
@@ -284,12 +306,19 @@ fn expected_cql_values(r: &AllTypes, ks: &str) -> Vec<(&'static str, CqlValue)> 
         ),
         ("addr", udt(&r.addr)),
         ("addr2", udt(&r.addr2)),
-        ("v", CqlValue::Vector(r.v.iter().map(|x| CqlValue::Float(*x)).collect())),
+        (
+            "v",
+            CqlValue::Vector(r.v.iter().map(|x| CqlValue::Float(*x)).collect()),
+        ),
     ]
 }
 
 async fn setup(session: &scylla_driver::Session, ks: &str) {
-    ddl(session, &format!("CREATE TYPE {ks}.address (street text, number int, zips frozen<list<int>>)")).await;
+    ddl(
+        session,
+        &format!("CREATE TYPE {ks}.address (street text, number int, zips frozen<list<int>>)"),
+    )
+    .await;
     ddl(
         session,
         &format!(
@@ -302,7 +331,11 @@ async fn setup(session: &scylla_driver::Session, ks: &str) {
         ),
     )
     .await;
-    ddl(session, &format!("CREATE TABLE {ks}.counters (k int PRIMARY KEY, c counter)")).await;
+    ddl(
+        session,
+        &format!("CREATE TABLE {ks}.counters (k int PRIMARY KEY, c counter)"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,7 +347,9 @@ async fn every_type_round_trips() {
 
     let marks = vec!["?"; COLUMNS.split(',').count()].join(", ");
     let insert = session
-        .prepare(format!("INSERT INTO {ks}.all_types ({COLUMNS}) VALUES ({marks})"))
+        .prepare(format!(
+            "INSERT INTO {ks}.all_types ({COLUMNS}) VALUES ({marks})"
+        ))
         .await
         .unwrap();
     let row = sample(1);
@@ -345,7 +380,10 @@ async fn every_type_round_trips() {
 
     // As CqlValue, by column name.
     let r = session
-        .query_unpaged(format!("SELECT {COLUMNS} FROM {ks}.all_types WHERE k = 1"), ())
+        .query_unpaged(
+            format!("SELECT {COLUMNS} FROM {ks}.all_types WHERE k = 1"),
+            (),
+        )
         .await
         .unwrap();
     let names: Vec<String> = r.columns().iter().map(|c| c.name.clone()).collect();
@@ -362,7 +400,10 @@ async fn every_type_round_trips() {
             let CqlValue::Udt { fields, .. } = have.clone().unwrap() else {
                 panic!("addr2 is not a UDT: {have:?}");
             };
-            assert_eq!(fields[0], ("street".to_string(), Some(CqlValue::Text("Side St".into()))));
+            assert_eq!(
+                fields[0],
+                ("street".to_string(), Some(CqlValue::Text("Side St".into())))
+            );
             assert_eq!(fields[1], ("number".to_string(), None));
             assert!(
                 match &fields[2].1 {
@@ -387,7 +428,13 @@ async fn every_type_round_trips() {
         .unwrap()
         .single_row()
         .unwrap();
-    assert_eq!(copy, AllTypes { k: 2, ..row.clone() });
+    assert_eq!(
+        copy,
+        AllTypes {
+            k: 2,
+            ..row.clone()
+        }
+    );
 
     drop_keyspace(&session, &ks).await;
 }
@@ -403,22 +450,36 @@ async fn nulls_unset_and_counters() {
     let n = COLUMNS.split(',').count();
     let marks = vec!["?"; n].join(", ");
     let insert = session
-        .prepare(format!("INSERT INTO {ks}.all_types ({COLUMNS}) VALUES ({marks})"))
+        .prepare(format!(
+            "INSERT INTO {ks}.all_types ({COLUMNS}) VALUES ({marks})"
+        ))
         .await
         .unwrap();
     let mut nulls: Vec<Option<CqlValue>> = vec![None; n];
     nulls[0] = Some(CqlValue::Int(7));
     session.execute_unpaged(&insert, nulls).await.unwrap();
     let r = session
-        .query_unpaged(format!("SELECT {COLUMNS} FROM {ks}.all_types WHERE k = 7"), ())
+        .query_unpaged(
+            format!("SELECT {COLUMNS} FROM {ks}.all_types WHERE k = 7"),
+            (),
+        )
         .await
         .unwrap();
     let row: Row = r.single_row().unwrap();
     assert_eq!(row.columns[0], Some(CqlValue::Int(7)));
     assert!(row.columns[1..].iter().all(Option::is_none), "{row:?}");
     // Typed as Option<T>.
-    let (t, l, addr, v): (Option<String>, Option<Vec<i32>>, Option<Address>, Option<[f32; 4]>) = session
-        .query_unpaged(format!("SELECT t, l, addr, v FROM {ks}.all_types WHERE k = 7"), ())
+    type Nullable = (
+        Option<String>,
+        Option<Vec<i32>>,
+        Option<Address>,
+        Option<[f32; 4]>,
+    );
+    let (t, l, addr, v): Nullable = session
+        .query_unpaged(
+            format!("SELECT t, l, addr, v FROM {ks}.all_types WHERE k = 7"),
+            (),
+        )
         .await
         .unwrap()
         .single_row()
@@ -433,11 +494,19 @@ async fn nulls_unset_and_counters() {
 
     // Unset: the bound column keeps its value.
     let upsert = session
-        .prepare(format!("INSERT INTO {ks}.all_types (k, t, i) VALUES (?, ?, ?)"))
+        .prepare(format!(
+            "INSERT INTO {ks}.all_types (k, t, i) VALUES (?, ?, ?)"
+        ))
         .await
         .unwrap();
-    session.execute_unpaged(&upsert, (8, "kept", 1)).await.unwrap();
-    session.execute_unpaged(&upsert, (8, Unset, 2)).await.unwrap();
+    session
+        .execute_unpaged(&upsert, (8, "kept", 1))
+        .await
+        .unwrap();
+    session
+        .execute_unpaged(&upsert, (8, Unset, 2))
+        .await
+        .unwrap();
     let (t, i): (String, i32) = session
         .query_unpaged(format!("SELECT t, i FROM {ks}.all_types WHERE k = 8"), ())
         .await
@@ -446,7 +515,10 @@ async fn nulls_unset_and_counters() {
         .unwrap();
     assert_eq!((t.as_str(), i), ("kept", 2));
     // ...while None overwrites it with null.
-    session.execute_unpaged(&upsert, (8, None::<&str>, 3)).await.unwrap();
+    session
+        .execute_unpaged(&upsert, (8, None::<&str>, 3))
+        .await
+        .unwrap();
     let (t, i): (Option<String>, i32) = session
         .query_unpaged(format!("SELECT t, i FROM {ks}.all_types WHERE k = 8"), ())
         .await
@@ -460,9 +532,15 @@ async fn nulls_unset_and_counters() {
         .prepare(format!("UPDATE {ks}.counters SET c = c + ? WHERE k = ?"))
         .await
         .unwrap();
-    session.execute_unpaged(&bump, (Counter(5), 1)).await.unwrap();
+    session
+        .execute_unpaged(&bump, (Counter(5), 1))
+        .await
+        .unwrap();
     session.execute_unpaged(&bump, (-2i64, 1)).await.unwrap();
-    session.execute_unpaged(&bump, (i64::MAX / 2, 2)).await.unwrap();
+    session
+        .execute_unpaged(&bump, (i64::MAX / 2, 2))
+        .await
+        .unwrap();
     let r = session
         .query_unpaged(format!("SELECT k, c FROM {ks}.counters"), ())
         .await

@@ -16,8 +16,16 @@ async fn batches() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
     let ks = create_keyspace(&session, "batches", 1).await;
-    ddl(&session, &format!("CREATE TABLE {ks}.t (k int, c int, v text, PRIMARY KEY (k, c))")).await;
-    ddl(&session, &format!("CREATE TABLE {ks}.counts (k int PRIMARY KEY, n counter)")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.t (k int, c int, v text, PRIMARY KEY (k, c))"),
+    )
+    .await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.counts (k int PRIMARY KEY, n counter)"),
+    )
+    .await;
     let insert = session
         .prepare(format!("INSERT INTO {ks}.t (k, c, v) VALUES (?, ?, ?)"))
         .await
@@ -58,12 +66,19 @@ async fn batches() {
     let values: Vec<Values<'_>> = rows.iter().map(|r| r as Values<'_>).collect();
     session.batch(&unlogged, &values).await.unwrap();
     let r = session
-        .query_unpaged(format!("SELECT c, v, WRITETIME(v) FROM {ks}.t WHERE k = 9"), ())
+        .query_unpaged(
+            format!("SELECT c, v, WRITETIME(v) FROM {ks}.t WHERE k = 9"),
+            (),
+        )
         .await
         .unwrap();
     let got: Vec<(i32, String, i64)> = r.into_rows().unwrap();
     assert_eq!(got.len(), 10);
-    assert!(got.iter().all(|(c, v, w)| *v == format!("u{c}") && *w == 1_234_567), "{got:?}");
+    assert!(
+        got.iter()
+            .all(|(c, v, w)| *v == format!("u{c}") && *w == 1_234_567),
+        "{got:?}"
+    );
 
     // Counter batch.
     let bump = session
@@ -100,18 +115,30 @@ async fn lightweight_transactions() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
     let ks = create_keyspace(&session, "lwt", 1).await;
-    ddl(&session, &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text, n int)")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text, n int)"),
+    )
+    .await;
     let insert = session
-        .prepare(format!("INSERT INTO {ks}.t (k, v, n) VALUES (?, ?, ?) IF NOT EXISTS"))
+        .prepare(format!(
+            "INSERT INTO {ks}.t (k, v, n) VALUES (?, ?, ?) IF NOT EXISTS"
+        ))
         .await
         .unwrap();
 
-    let first = session.execute_unpaged(&insert, (1, "first", 10)).await.unwrap();
+    let first = session
+        .execute_unpaged(&insert, (1, "first", 10))
+        .await
+        .unwrap();
     assert_eq!(first.columns()[0].name, "[applied]");
     let (applied,): (bool,) = first.single_row().unwrap();
     assert!(applied);
 
-    let second = session.execute_unpaged(&insert, (1, "second", 20)).await.unwrap();
+    let second = session
+        .execute_unpaged(&insert, (1, "second", 20))
+        .await
+        .unwrap();
     let names: Vec<&str> = second.columns().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names[0], "[applied]");
     let row: Row = second.single_row().unwrap();
@@ -125,7 +152,10 @@ async fn lightweight_transactions() {
     // Conditional update, unprepared, with a serial consistency.
     let update = Statement::new(format!("UPDATE {ks}.t SET n = ? WHERE k = ? IF n = ?"))
         .with_serial_consistency(scylla_driver::Consistency::LocalSerial);
-    let r = session.query_unpaged(update.clone(), (11, 1, 10)).await.unwrap();
+    let r = session
+        .query_unpaged(update.clone(), (11, 1, 10))
+        .await
+        .unwrap();
     assert_eq!(r.first_row::<(bool,)>().unwrap(), Some((true,)));
     let r = session.query_unpaged(update, (12, 1, 10)).await.unwrap();
     let (applied, n): (bool, Option<i32>) = r.single_row().unwrap();
@@ -138,15 +168,25 @@ async fn ttl_and_timestamps() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
     let ks = create_keyspace(&session, "ttl", 1).await;
-    ddl(&session, &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)")).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)"),
+    )
+    .await;
 
     // TTL: visible at once with a TTL, gone after it expires.
     session
-        .query_unpaged(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?) USING TTL 1"), (1, "short"))
+        .query_unpaged(
+            format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?) USING TTL 1"),
+            (1, "short"),
+        )
         .await
         .unwrap();
     session
-        .query_unpaged(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?) USING TTL ?"), (2, "long", 1000))
+        .query_unpaged(
+            format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?) USING TTL ?"),
+            (2, "long", 1000),
+        )
         .await
         .unwrap();
     let (ttl,): (Option<i32>,) = session
@@ -155,7 +195,10 @@ async fn ttl_and_timestamps() {
         .unwrap()
         .single_row()
         .unwrap();
-    assert!(matches!(ttl, Some(t) if (990..=1000).contains(&t)), "{ttl:?}");
+    assert!(
+        matches!(ttl, Some(t) if (990..=1000).contains(&t)),
+        "{ttl:?}"
+    );
     let started = Instant::now();
     loop {
         let r = session
@@ -165,13 +208,19 @@ async fn ttl_and_timestamps() {
         if r.rows_count() == 0 {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "the TTL 1 row is still there");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the TTL 1 row is still there"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     // USING TIMESTAMP in the text.
     session
-        .query_unpaged(format!("INSERT INTO {ks}.t (k, v) VALUES (3, 'x') USING TIMESTAMP 1000"), ())
+        .query_unpaged(
+            format!("INSERT INTO {ks}.t (k, v) VALUES (3, 'x') USING TIMESTAMP 1000"),
+            (),
+        )
         .await
         .unwrap();
     // The statement's client timestamp (the protocol's default timestamp).
@@ -207,7 +256,8 @@ async fn ttl_and_timestamps() {
     // A write with an older timestamp loses.
     session
         .query_unpaged(
-            Statement::new(format!("INSERT INTO {ks}.t (k, v) VALUES (5, 'older')")).with_timestamp(41),
+            Statement::new(format!("INSERT INTO {ks}.t (k, v) VALUES (5, 'older')"))
+                .with_timestamp(41),
             (),
         )
         .await
@@ -229,7 +279,10 @@ async fn use_and_switch_keyspaces() {
     let ks1 = create_keyspace(&session, "use_a", 1).await;
     let ks2 = create_keyspace(&session, "use_b", 1).await;
     session.use_keyspace(&ks1).await.unwrap();
-    assert_eq!(session.keyspace().as_deref().map(String::as_str), Some(ks1.as_str()));
+    assert_eq!(
+        session.keyspace().as_deref().map(String::as_str),
+        Some(ks1.as_str())
+    );
     ddl(&session, "CREATE TABLE t (k int PRIMARY KEY, v text)").await;
     for k in 0..20 {
         session
@@ -245,24 +298,46 @@ async fn use_and_switch_keyspaces() {
         .unwrap();
     // Unqualified names now resolve in ks2, on every connection.
     for _ in 0..10 {
-        let r = session.query_unpaged("SELECT k, v FROM t", ()).await.unwrap();
+        let r = session
+            .query_unpaged("SELECT k, v FROM t", ())
+            .await
+            .unwrap();
         let rows: Vec<(i32, String)> = r.into_rows().unwrap();
         assert_eq!(rows, vec![(0, "two".to_string())]);
     }
     // A `USE` statement through query_unpaged switches back.
-    session.query_unpaged(format!("USE {ks1}"), ()).await.unwrap();
-    assert_eq!(session.keyspace().as_deref().map(String::as_str), Some(ks1.as_str()));
+    session
+        .query_unpaged(format!("USE {ks1}"), ())
+        .await
+        .unwrap();
+    assert_eq!(
+        session.keyspace().as_deref().map(String::as_str),
+        Some(ks1.as_str())
+    );
     for _ in 0..10 {
-        let r = session.query_unpaged("SELECT count(*) FROM t", ()).await.unwrap();
+        let r = session
+            .query_unpaged("SELECT count(*) FROM t", ())
+            .await
+            .unwrap();
         let (n,): (i64,) = r.single_row().unwrap();
         assert_eq!(n, 20);
     }
     // An unknown keyspace: a clear server error, and the session stays where it was.
-    let err = session.use_keyspace("no_such_keyspace_here").await.unwrap_err();
+    let err = session
+        .use_keyspace("no_such_keyspace_here")
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("no_such_keyspace_here"), "{err}");
-    assert_eq!(session.keyspace().as_deref().map(String::as_str), Some(ks1.as_str()));
+    assert_eq!(
+        session.keyspace().as_deref().map(String::as_str),
+        Some(ks1.as_str())
+    );
     // A session built with a keyspace.
-    let other = crate::builder(&uri).use_keyspace(&ks2).build().await.unwrap();
+    let other = crate::builder(&uri)
+        .use_keyspace(&ks2)
+        .build()
+        .await
+        .unwrap();
     let (v,): (String,) = other
         .query_unpaged("SELECT v FROM t WHERE k = 0", ())
         .await
