@@ -186,3 +186,27 @@ async fn lz4_compression_is_negotiated_and_used() {
     assert_eq!(opts.get("COMPRESSION"), None, "{opts:?}");
     drop_keyspace(&lz4, &ks).await;
 }
+
+/// LZ4 on the plain node (no AUTHENTICATE step: READY follows STARTUP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lz4_without_authentication() {
+    let uri = require!("SCYLLA_URI");
+    let session = builder(&uri)
+        .compression(Some(Compression::Lz4))
+        .build()
+        .await
+        .unwrap();
+    let conn = session.cluster_state().nodes[0]
+        .pool
+        .connection_for(None)
+        .expect("a pool connection");
+    assert_eq!(conn.info().server.compression, Some(Compression::Lz4));
+    let r = session
+        .query_unpaged("SELECT keyspace_name FROM system_schema.tables", ())
+        .await
+        .unwrap();
+    assert!(r.rows_count() > 10);
+    let opts = client_options(&session).await;
+    let (_, mine) = opts.get(&conn.info().local.port()).unwrap();
+    assert_eq!(mine.get("COMPRESSION").map(String::as_str), Some("lz4"));
+}
