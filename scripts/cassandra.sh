@@ -22,6 +22,9 @@ usage: scripts/cassandra.sh COMMAND [options]
   cql CQL   run one statement on node 1 and print the rows
   fetch     only download the jars into the cache
   nodetool ARGS...   run nodetool against node 1
+  stop-node K [--kill]  stop only node K (SIGTERM and wait; --kill: SIGKILL,
+            as a crash), keeping its data, for failover tests
+  start-node K  start node K again on its data and wait until CQL answers
 
 Environment: CASSANDRA_DIR (default <repo>/.cassandra),
   CASSANDRA_VERSION (default 5.0.6), CASSANDRA_START_TIMEOUT (seconds per
@@ -351,7 +354,7 @@ cmd_start() {
     for ((k = n + 1; k <= 3; k++)); do
         ((keep == 1)) || rm -rf "$(node_dir "$k")"
     done
-    printf 'NODES=%s\nAUTH=%s\nVERSION=%s\n' "$n" "$auth" "$VERSION" >"$CDIR/state"
+    printf 'NODES=%s\nAUTH=%s\nVERSION=%s\nHEAP=%s\n' "$n" "$auth" "$VERSION" "$heap" >"$CDIR/state"
 
     for ((k = 1; k <= n; k++)); do
         d="$(node_dir "$k")"
@@ -436,6 +439,39 @@ cmd_stop() {
     log "stopped in $((SECONDS - t0)) s"
 }
 
+cmd_stop_node() {  # cmd_stop_node K [--kill]
+    local k=${1:-} sig=TERM pid t0=$SECONDS
+    [[ "$k" =~ ^[1-3]$ ]] || die "usage: stop-node K [--kill] (K = 1..3)"
+    [[ "${2:-}" == --kill ]] && sig=KILL
+    pid="$(live_pid "$k")"
+    [[ -n "$pid" ]] || { log "node $k is not running"; return 0; }
+    log "node $k: SIG$sig pid $pid"
+    kill "-$sig" "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    while [[ -n "$(live_pid "$k")" ]] && ((SECONDS < deadline)); do sleep 0.2; done
+    if [[ -n "$(live_pid "$k")" ]]; then
+        log "node $k: still alive after $STOP_TIMEOUT s, SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        sleep 1
+    fi
+    rm -f "$(node_dir "$k")/pid"
+    log "node $k stopped in $((SECONDS - t0)) s"
+}
+
+cmd_start_node() {  # cmd_start_node K
+    local k=${1:-} n
+    [[ "$k" =~ ^[1-3]$ ]] || die "usage: start-node K (K = 1..3)"
+    n="$(state_get NODES 0)"
+    ((k <= n)) || die "node $k is not part of the started cluster ($n node(s))"
+    [[ -z "$(live_pid "$k")" ]] || { log "node $k already running"; return 0; }
+    [[ -f "$(node_dir "$k")/conf/cassandra.yaml" ]] || die "node $k was never set up"
+    local heap
+    heap="$(state_get HEAP "")"
+    [[ -n "$heap" ]] || { if ((n == 1)); then heap=1G; else heap=512M; fi; }
+    start_node "$k" "$heap"
+    wait_cql "$k" "$(state_get AUTH 0)" || die "node $k did not come back"
+}
+
 cmd_status() {
     local n k pid ok=0 up=0
     n="$(state_get NODES 0)"
@@ -505,6 +541,8 @@ main() {
         cql) cmd_cql "$@" ;;
         fetch) mkdir -p "$CDIR" && fetch ;;
         nodetool) cmd_nodetool "$@" ;;
+        stop-node) cmd_stop_node "$@" ;;
+        start-node) cmd_start_node "$@" ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac

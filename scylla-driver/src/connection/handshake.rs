@@ -50,6 +50,7 @@ pub(crate) async fn handshake(
         progress,
         buf: BytesMut::with_capacity(4096),
         compressor: None,
+        inbound_compression: None,
         max_frame_len: config.max_frame_len,
         context: ResponseContext::default(),
     };
@@ -88,6 +89,11 @@ pub(crate) async fn handshake(
         offered
     });
     let startup = startup_message(config, &extensions, compression);
+    // STARTUP itself goes uncompressed, but the server may compress its
+    // answer already: Cassandra 5.0 sends a compressed AUTHENTICATE when
+    // STARTUP asked for LZ4 (a compressed frame is flagged, so accepting one
+    // is safe either way).
+    io.inbound_compression = compression;
     let mut answer = io.round_trip(SetupStep::Startup, &startup).await?;
     io.compressor = compression.map(Compressor::new);
 
@@ -240,6 +246,9 @@ struct FrameIo<'s> {
     progress: &'s mut SetupStep,
     buf: BytesMut,
     compressor: Option<Compressor>,
+    /// The compression flagged responses may use (set from STARTUP on, one
+    /// round trip before requests are compressed).
+    inbound_compression: Option<Compression>,
     max_frame_len: usize,
     context: ResponseContext,
 }
@@ -276,7 +285,7 @@ impl FrameIo<'_> {
                 let envelope = decode_envelope(
                     &header,
                     frame.slice(HEADER_LEN..),
-                    self.compressor.as_ref().map(Compressor::compression),
+                    self.inbound_compression,
                     self.max_frame_len,
                 )
                 .map_err(decode)?;

@@ -48,6 +48,12 @@ pub struct SessionConfig {
     pub initial_connect_timeout: Duration,
     /// The control connection's settings.
     pub control: ControlOptions,
+    /// Ask for rows without their column metadata when executing prepared
+    /// statements, decoding them with the columns learned at PREPARE time.
+    /// Saves bytes per result, but is only safe if the tables' columns never
+    /// change while the session runs: protocol v4 cannot tell that a
+    /// `SELECT *` gained a column after `ALTER TABLE`. Default: off.
+    pub skip_result_metadata: bool,
 }
 
 impl Default for SessionConfig {
@@ -65,6 +71,7 @@ impl Default for SessionConfig {
             schema_agreement_timeout: Duration::from_secs(10),
             initial_connect_timeout: Duration::from_secs(5),
             control: ControlOptions::default(),
+            skip_result_metadata: false,
         }
     }
 }
@@ -228,6 +235,14 @@ impl SessionBuilder {
     #[must_use]
     pub fn page_size(mut self, rows: i32) -> Self {
         self.config.page_size = rows;
+        self
+    }
+
+    /// Skip result metadata of prepared statements (see
+    /// [`SessionConfig::skip_result_metadata`]: unsafe across `ALTER TABLE`).
+    #[must_use]
+    pub fn skip_result_metadata(mut self, skip: bool) -> Self {
+        self.config.skip_result_metadata = skip;
         self
     }
 

@@ -15,7 +15,7 @@ pub mod builder;
 mod execute;
 pub mod pager;
 mod prepare;
-mod values;
+pub(crate) mod values;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -64,12 +64,17 @@ pub struct Session {
     inner: Arc<SessionInner>,
 }
 
+/// The prepared-statement cache's key: (session keyspace, statement text).
+type PreparedKey = (Option<Arc<String>>, String);
+
 pub(crate) struct SessionInner {
     cluster: Cluster,
     config: SessionConfig,
     metrics: Arc<Metrics>,
     seed: AtomicU64,
-    prepared: Mutex<HashMap<String, PreparedStatement>>,
+    /// Prepared statements by (session keyspace when prepared, text): an
+    /// unqualified table name means another table after `USE`.
+    prepared: Mutex<HashMap<PreparedKey, PreparedStatement>>,
     keyspace: ArcSwapOption<String>,
 }
 
@@ -300,12 +305,16 @@ impl Session {
         statement: impl Into<Statement>,
     ) -> Result<PreparedStatement, ExecutionError> {
         let statement = statement.into();
+        // The server resolves unqualified names in the connection's keyspace,
+        // so the same text prepared under another keyspace is another
+        // statement (and has another id).
+        let key = (self.inner.keyspace.load_full(), statement.contents.clone());
         let cached = self
             .inner
             .prepared
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&statement.contents)
+            .get(&key)
             .cloned();
         if let Some(mut p) = cached {
             p.options = statement.options;
@@ -316,7 +325,7 @@ impl Session {
             .prepared
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(statement.contents.clone(), prepared.clone());
+            .insert(key, prepared.clone());
         prepared.options = statement.options;
         Ok(prepared)
     }
@@ -358,8 +367,13 @@ impl Session {
         let state = inner.state();
         let routing = values::routing(&state, prepared, values);
         let mut params = inner.params(&prepared.options, values);
-        // The rows' columns are known from PREPARE: skip them in every result.
-        params.skip_metadata = prepared.shared.result_specs.is_some();
+        // Protocol v4 has no result-metadata id: after `ALTER TABLE`, a
+        // `SELECT *` prepared before returns rows with the new columns (the
+        // server re-prepares it, possibly for another client), and rows
+        // decoded with the columns known from PREPARE would be misaligned.
+        // So results carry their own columns unless the user opted out.
+        params.skip_metadata =
+            inner.config.skip_result_metadata && prepared.shared.result_specs.is_some();
         if paged {
             params.page_size = Some(prepared.options.page_size.unwrap_or(inner.config.page_size));
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);

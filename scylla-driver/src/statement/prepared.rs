@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use scylla_cql::frame::response::result::PreparedMetadata;
-use scylla_cql::types::ColumnSpec;
+use scylla_cql::token::Token;
+use scylla_cql::types::{ColumnSpec, SerializeRow};
 
 use super::{option_setters, Consistency, StatementOptions};
 
@@ -76,6 +77,28 @@ impl PreparedStatement {
     /// The keyspace of the table it binds, if known.
     pub fn keyspace(&self) -> Option<&str> {
         self.shared.keyspace.as_deref()
+    }
+
+    /// The token of the partition that executing this statement with
+    /// `values` addresses: what the session routes by. `None` when the
+    /// statement does not bind the whole partition key (or a key component
+    /// is null or unset). Fails if `values` do not fit the bind markers.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// let p = session.prepare("SELECT v FROM ks.t WHERE k = ?").await?;
+    /// let token = p.token((42,))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn token(
+        &self,
+        values: impl SerializeRow,
+    ) -> Result<Option<Token>, crate::error::ExecutionError> {
+        let serialized = crate::session::values::serialize(self, &values)?;
+        Ok(crate::session::values::token_of(
+            self.pk_indexes(),
+            &serialized,
+        ))
     }
 
     option_setters!();

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs the real-server suite (tests/cassandra) against Apache Cassandra:
+#   (a) 1 node:            cargo test --test cassandra   with SCYLLA_URI
+#   (b) 1 node with --auth: the auth/LZ4 tests           with SCYLLA_AUTH_URI
+#   (c) --three-nodes:     3 nodes, the three_nodes tests with SCYLLA_THREE_NODES=1
+# The tests are compiled before any JVM starts (they would compete for the
+# cores), and Cassandra is always stopped on exit (trap).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+three=0
+for arg in "$@"; do
+    case "$arg" in
+        --three-nodes) three=1 ;;
+        -h | --help)
+            echo "usage: scripts/cassandra-suite.sh [--three-nodes]"
+            exit 0
+            ;;
+        *) echo "unknown argument: $arg" >&2; exit 2 ;;
+    esac
+done
+
+C=scripts/cassandra.sh
+log() { echo "cassandra-suite: $*" >&2; }
+phase_start=$SECONDS
+phase() { log "$1 took $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
+
+if bash "$C" status >/dev/null 2>&1; then
+    echo "a Cassandra started by scripts/cassandra.sh is already running; stop it first" >&2
+    exit 1
+fi
+started=0
+cleanup() {
+    if ((started)); then
+        bash "$C" stop || true
+    fi
+}
+trap cleanup EXIT
+
+log "compiling the tests"
+cargo test --test cassandra --no-run
+phase "compiling"
+
+log "(a) 1 node"
+started=1
+bash "$C" start 1
+phase "(a) start"
+SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra -- --test-threads 2
+phase "(a) tests"
+bash "$C" stop
+phase "(a) stop"
+
+log "(b) 1 node with --auth"
+bash "$C" start 1 --auth
+phase "(b) start"
+SCYLLA_AUTH_URI="$(bash "$C" uri)" cargo test --test cassandra auth::
+phase "(b) tests"
+bash "$C" stop
+phase "(b) stop"
+
+if ((three)); then
+    log "(c) 3 nodes"
+    bash "$C" start 3
+    phase "(c) start"
+    SCYLLA_URI="$(bash "$C" uri)" SCYLLA_THREE_NODES=1 \
+        cargo test --test cassandra three_nodes:: -- --test-threads 1 --nocapture
+    phase "(c) tests"
+    bash "$C" stop
+    phase "(c) stop"
+fi
+started=0
+log "all phases passed"

@@ -1,0 +1,121 @@
+//! The driver against a real Apache Cassandra 5.0 (started by
+//! `scripts/cassandra.sh`), as one test binary with a module per area.
+//!
+//! - `SCYLLA_URI` (`host:port`): a plain node (no authentication). Without
+//!   it every test prints "skipped: SCYLLA_URI not set" and passes.
+//! - `SCYLLA_AUTH_URI`: a node started with `--auth` (cassandra/cassandra),
+//!   for the `auth` module.
+//! - `SCYLLA_THREE_NODES=1` with `SCYLLA_URI` on a 3-node cluster: the
+//!   `three_nodes` module.
+//!
+//! Each test creates its own keyspace (a unique name) and drops it at the
+//! end, so the tests run in parallel. `scripts/cassandra-suite.sh` runs all
+//! the phases.
+#![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
+
+mod auth;
+mod paging;
+mod schema;
+mod three_nodes;
+mod tokens;
+mod types;
+mod writes;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use scylla_driver::{Session, SessionBuilder};
+
+/// Logs to the test's output, filtered by `RUST_LOG` (default: warnings).
+pub fn setup_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+/// The value of `var`, or `None` after printing why the test is skipped.
+pub fn env_uri(var: &str) -> Option<String> {
+    setup_tracing();
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            println!("skipped: {var} not set");
+            None
+        }
+    }
+}
+
+/// `let uri = require!("SCYLLA_URI");`: the variable's value, or return
+/// from the test (which then passes) with a note.
+#[macro_export]
+macro_rules! require {
+    ($var:expr) => {
+        match $crate::env_uri($var) {
+            Some(v) => v,
+            None => return,
+        }
+    };
+}
+
+/// A session to `uri` with generous timeouts (the node shares 2 cores with
+/// the tests).
+pub async fn session(uri: &str) -> Session {
+    builder(uri).build().await.unwrap()
+}
+
+/// The builder [`session`] uses, to add options.
+pub fn builder(uri: &str) -> SessionBuilder {
+    SessionBuilder::new()
+        .known_node(uri)
+        .request_timeout(Duration::from_secs(30))
+        .schema_agreement_timeout(Duration::from_secs(30))
+}
+
+/// A keyspace name no other test (or earlier run) uses.
+pub fn unique_keyspace(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        fastrand::u32(..100_000)
+    )
+}
+
+/// Creates a SimpleStrategy keyspace with replication factor `rf`, returning
+/// its name.
+pub async fn create_keyspace(session: &Session, prefix: &str, rf: u32) -> String {
+    let ks = unique_keyspace(prefix);
+    session
+        .query_unpaged(
+            format!(
+                "CREATE KEYSPACE {ks} WITH replication = \
+                 {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+            ),
+            (),
+        )
+        .await
+        .unwrap();
+    ks
+}
+
+/// Drops a keyspace (best effort: a failure only leaves it behind).
+pub async fn drop_keyspace(session: &Session, ks: &str) {
+    if let Err(e) = session
+        .query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), ())
+        .await
+    {
+        eprintln!("note: dropping {ks} failed: {e}");
+    }
+}
+
+/// Runs DDL (or any statement without values), panicking with the statement
+/// on failure.
+pub async fn ddl(session: &Session, cql: &str) {
+    if let Err(e) = session.query_unpaged(cql, ()).await {
+        panic!("{cql}: {e}");
+    }
+}
