@@ -18,6 +18,7 @@ mod prepare;
 pub(crate) mod values;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -171,7 +172,7 @@ impl SessionInner {
             }
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
-                self.after_schema_change().await?;
+                self.after_schema_change(Some(answer.node)).await?;
             }
             Response::Result(_) => {}
             other => {
@@ -184,9 +185,21 @@ impl SessionInner {
         Ok(result)
     }
 
-    async fn after_schema_change(&self) -> Result<(), ExecutionError> {
+    /// Waits for schema agreement (on the coordinator's new version, when the
+    /// change ran on `coordinator`), then refreshes the metadata.
+    async fn after_schema_change(
+        &self,
+        coordinator: Option<SocketAddr>,
+    ) -> Result<(), ExecutionError> {
         let timeout = self.config.schema_agreement_timeout;
-        let agreed = tokio::time::timeout(timeout, self.cluster.control.await_schema_agreement())
+        let wait = async {
+            let expected = match coordinator {
+                Some(addr) => self.schema_version_of(addr).await,
+                None => None,
+            };
+            self.cluster.control.await_schema_version(expected).await
+        };
+        let agreed = tokio::time::timeout(timeout, wait)
             .await
             .ok()
             .and_then(Result::ok)
@@ -200,6 +213,21 @@ impl SessionInner {
             Ok(())
         } else {
             Err(ExecutionError::SchemaAgreementTimeout(timeout))
+        }
+    }
+
+    /// The schema version node `addr` reports for itself.
+    async fn schema_version_of(&self, addr: SocketAddr) -> Option<uuid::Uuid> {
+        let state = self.state();
+        let node = state.nodes.iter().find(|n| n.address == addr)?;
+        let conn = node.pool.connection_for(None)?;
+        let query = crate::cluster::metadata::QueryOptions::default();
+        match crate::cluster::metadata::local_schema_version(&conn, &query).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(node = %addr, error = %e, "cannot read the coordinator's schema version");
+                None
+            }
         }
     }
 
@@ -473,7 +501,7 @@ impl Session {
 
     /// Waits until every reachable node has the same schema version.
     pub async fn await_schema_agreement(&self) -> Result<(), ExecutionError> {
-        self.inner.after_schema_change().await
+        self.inner.after_schema_change(None).await
     }
 
     /// Re-reads the cluster's topology and schema now.

@@ -366,6 +366,13 @@ impl ControlHandle {
     /// (`Ok(true)`) or the agreement timeout passes (`Ok(false)`); see
     /// [`wait_for_schema_agreement`].
     pub async fn await_schema_agreement(&self) -> Result<bool, ControlError> {
+        self.await_schema_version(None).await
+    }
+
+    /// Like [`await_schema_agreement`](Self::await_schema_agreement), but
+    /// only agreement on `expected` counts (pass the version of the node
+    /// that ran a DDL statement).
+    pub async fn await_schema_version(&self, expected: Option<Uuid>) -> Result<bool, ControlError> {
         let conn = self
             .shared
             .connection
@@ -380,7 +387,10 @@ impl ControlHandle {
                 .is_none_or(|n| !shared.down().contains(&n.address.ip()))
         };
         let opts = &shared.options;
-        Ok(wait_for_schema_agreement(&conn, &opts.agreement, &opts.query, &is_reachable).await?)
+        Ok(
+            wait_for_schema_agreement(&conn, &opts.agreement, &opts.query, &is_reachable, expected)
+                .await?,
+        )
     }
 }
 

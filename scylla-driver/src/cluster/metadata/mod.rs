@@ -29,7 +29,9 @@ use scylla_cql::token::Token;
 use scylla_cql::types::{ColumnType, TypeCheckError};
 use uuid::Uuid;
 
-pub use self::agreement::{schema_versions, wait_for_schema_agreement, AgreementOptions};
+pub use self::agreement::{
+    local_schema_version, schema_versions, wait_for_schema_agreement, AgreementOptions,
+};
 pub use self::query::QueryOptions;
 
 use crate::connection::{Connection, RequestError};
