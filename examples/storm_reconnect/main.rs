@@ -27,6 +27,10 @@
 //! JSON with `--json`), and in `--out DIR` (default `target/storm/`) the
 //! timeline `storm_timeline.csv` and the chart `storm.svg`.
 //!
+//! Waiting for coverage is bounded (`--coverage-timeout SECS`, default 5):
+//! without the shard-aware port, many sessions take long to cover every
+//! shard, and the table then says how far they got.
+//!
 //! Options: `--sessions N`, `--shards N`, `--rate N` (requests/s in total),
 //! `--down-ms N`, `--rf N`, `--no-shard-aware` (with `--nodes`).
 
@@ -59,7 +63,7 @@ fn usage() -> String {
     let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
     format!(
         "usage: storm_reconnect [VARIANT...] [--json] [--out DIR] [--sessions N] [--shards N] \
-         [--rate N] [--down-ms N] [--rf N] [--nodes host:port,...] [--duration SECS] [--no-shard-aware]\n\
+         [--rate N] [--down-ms N] [--coverage-timeout SECS] [--rf N] [--nodes host:port,...] [--duration SECS] [--no-shard-aware]\n\
          variants: {} (default: all)",
         names.join(", ")
     )
@@ -76,16 +80,16 @@ fn parse_args() -> Result<Args, String> {
         params: Params {
             nodes: 3,
             shards: 16,
-            sessions: 30,
+            sessions: 20,
             rate: 2000,
             rf: 3,
             cost: HandshakeCost::Spin(Duration::from_millis(1)),
             cpu_concurrency: 8,
             shed_after: Duration::from_secs(1),
-            steady: Duration::from_secs(2),
-            down: Duration::from_millis(1500),
-            after: Duration::from_secs(2),
-            coverage_timeout: Duration::from_secs(30),
+            steady: Duration::from_millis(1000),
+            down: Duration::from_millis(1200),
+            after: Duration::from_millis(1000),
+            coverage_timeout: Duration::from_secs(5),
             backoff_base: Duration::from_millis(100),
             backoff_cap: Duration::from_secs(2),
             reconnect_spread: Duration::from_secs(1),
@@ -117,6 +121,10 @@ fn parse_args() -> Result<Args, String> {
             }
             "--shards" => a.params.shards = num(it.next(), "--shards")?.clamp(1, 256) as u16,
             "--rate" => a.params.rate = num(it.next(), "--rate")?.clamp(1, 1_000_000) as u32,
+            "--coverage-timeout" => {
+                a.params.coverage_timeout =
+                    Duration::from_secs(num(it.next(), "--coverage-timeout")?.max(1))
+            }
             "--down-ms" => a.params.down = Duration::from_millis(num(it.next(), "--down-ms")?),
             "--rf" => a.params.rf = num(it.next(), "--rf")?.clamp(1, 3) as usize,
             "--no-shard-aware" => a.shard_aware_port = false,

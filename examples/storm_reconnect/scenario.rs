@@ -348,9 +348,19 @@ pub(crate) async fn run(
     for i in 0..p.sessions {
         let b = session_builder(contacts[i % contacts.len()], v, p);
         let timeout = p.coverage_timeout;
+        let watched = watched.clone();
         tasks.spawn(async move {
             let s = b.build().await.map_err(|e| format!("session: {e}"))?;
-            let full = s.wait_for_all_shards(timeout).await;
+            watched
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(s.clone());
+            // One deadline for the whole phase (the wait is per node).
+            // (`wait_for_all_shards` waits node after node, each up to its timeout).
+            let left = timeout.saturating_sub(t0.elapsed());
+            let full = tokio::time::timeout(left, s.wait_for_all_shards(left))
+                .await
+                .unwrap_or(false);
             Ok::<_, String>((s, full, t0.elapsed()))
         });
     }
@@ -366,7 +376,6 @@ pub(crate) async fn run(
         cold.time_ms = cold.time_ms.max(at.as_millis() as u64);
         sessions.push(s);
     }
-    *watched.lock().unwrap_or_else(|e| e.into_inner()) = sessions.clone();
     let stats = cluster.stats();
     cold.accepted_regular = stats.total(|c| c.accepted_regular);
     cold.accepted_shard_aware = stats.total(|c| c.accepted_shard_aware);
