@@ -65,8 +65,15 @@ impl Slots {
 enum Round {
     Complete,
     Progress,
+    /// Every connection opened, but all landed on shards already covered
+    /// (regular port, other clients competing for the same shards). The node
+    /// is fine: try again soon, without growing the backoff.
+    Unlucky,
     Failed,
 }
+
+/// Bound of the random pause after an [`Round::Unlucky`] round.
+const UNLUCKY_PAUSE: Duration = Duration::from_millis(50);
 
 pub(super) async fn run(inner: Arc<PoolInner>) {
     let cancel = inner.cancel.clone();
@@ -110,6 +117,9 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
         publish(inner, slots);
         match round {
             Round::Progress => continue,
+            Round::Unlucky => {
+                tokio::time::sleep(spread(UNLUCKY_PAUSE, &mut rng)).await;
+            }
             Round::Complete => {
                 schedule.reset();
                 recovering = false;
@@ -315,8 +325,10 @@ async fn fill_missing(
     }
     if missing(inner, slots).is_empty() {
         Round::Complete
-    } else if failed || !progress {
+    } else if failed {
         Round::Failed
+    } else if !progress {
+        Round::Unlucky
     } else {
         Round::Progress
     }
