@@ -57,7 +57,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const USAGE: &str = "usage: throughput [--node HOST:PORT] [--workload options|insert|select]
   [--concurrency C] [--requests N] [--warmup N] [--connections K]
-  [--coalescing off|fixed:<micros>|adaptive|all] [--threads T] [--json]";
+  [--coalescing off|fixed:<micros>|adaptive|adaptive:<max_micros>:<max_bytes>|all] [--threads T] [--json]";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -96,10 +96,27 @@ fn parse_policy(s: &str) -> Result<Vec<(String, Coalescing)>, String> {
             fixed(1000),
             ("adaptive".to_owned(), Coalescing::ADAPTIVE),
         ],
-        other => match other.strip_prefix("fixed:").map(str::parse::<u64>) {
-            Some(Ok(us)) => vec![fixed(us)],
-            _ => return Err(format!("bad --coalescing {other:?}")),
-        },
+        other => {
+            if let Some(rest) = other.strip_prefix("adaptive:") {
+                // adaptive:<max_delay_micros>:<max_bytes>
+                let mut it = rest.split(':').map(str::parse::<u64>);
+                match (it.next(), it.next()) {
+                    (Some(Ok(us)), Some(Ok(bytes))) => vec![(
+                        other.to_owned(),
+                        Coalescing::Adaptive {
+                            max_delay: Duration::from_micros(us),
+                            max_bytes: bytes as usize,
+                        },
+                    )],
+                    _ => return Err(format!("bad --coalescing {other:?}")),
+                }
+            } else {
+                match other.strip_prefix("fixed:").map(str::parse::<u64>) {
+                    Some(Ok(us)) => vec![fixed(us)],
+                    _ => return Err(format!("bad --coalescing {other:?}")),
+                }
+            }
+        }
     })
 }
 
