@@ -73,8 +73,14 @@ impl Coalescing {
                     Decision::Write
                 } else {
                     let left = delay - p.waited;
-                    // The timer wheel is only trusted for waits it can resolve.
-                    if left >= Duration::from_millis(1) {
+                    // The timer wheel (1 ms ticks, rounding up) is trusted for
+                    // waits of more than half a tick; only the sub-tick rest is
+                    // yielded away. (With `>= 1 ms` here, a `Fixed(1 ms)`
+                    // window never slept: at the first look `waited` is
+                    // already a few ns, so the whole window was spent
+                    // spinning through `yield_now`, a full core per busy
+                    // connection.)
+                    if left > Duration::from_micros(500) {
                         Decision::Sleep(left)
                     } else {
                         Decision::Yield
@@ -182,6 +188,13 @@ mod tests {
         assert_eq!(f.decide(&p(0, 3, false, 2_000, 10)), Decision::Write);
         let sub_ms = Coalescing::Fixed(Duration::from_micros(200));
         assert_eq!(sub_ms.decide(&p(0, 0, false, 0, 10)), Decision::Yield);
+        // The first look always comes a little after the first frame: a
+        // 1 ms window must still sleep, not spin.
+        let one_ms = Coalescing::Fixed(Duration::from_millis(1));
+        assert_eq!(
+            one_ms.decide(&p(0, 0, false, 3, 10)),
+            Decision::Sleep(Duration::from_micros(997))
+        );
     }
 
     #[test]

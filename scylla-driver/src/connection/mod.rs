@@ -217,7 +217,6 @@ impl Shared {
             BrokenReason::Closed => tracing::debug!(peer = %self.peer, "connection closed"),
             reason => tracing::info!(peer = %self.peer, %reason, "connection broken"),
         }
-        self.cancel.cancel();
         let unsent = {
             let mut p = self.pending();
             p.buf.clear();
@@ -232,6 +231,9 @@ impl Shared {
         }
         self.slots
             .close(|_| Err(RequestError::Broken(broken.clone())));
+        // Last, so that whoever awaits `Connection::closed` sees every request
+        // already ended and every orphaned id freed.
+        self.cancel.cancel();
     }
 
     async fn request(
@@ -245,7 +247,7 @@ impl Shared {
             Some(id) => id,
             None => self.alloc_slow(deadline, timeout).await?,
         };
-        if self.slots.in_use() == 1 {
+        if self.slots.take_became_busy() {
             // The tick sleeps while nothing is in flight: start it.
             self.tick_wake.notify_one();
         }

@@ -101,6 +101,9 @@ pub struct StreamSlots<T> {
     /// Highest id ever allocated + 1: the tick scans only below it.
     high_water: AtomicUsize,
     closed: AtomicBool,
+    /// Set when an allocation takes `in_use` from 0 to 1; see
+    /// [`take_became_busy`](StreamSlots::take_became_busy).
+    became_busy: AtomicBool,
     capacity: usize,
 }
 
@@ -129,6 +132,7 @@ impl<T> StreamSlots<T> {
             orphans: AtomicUsize::new(0),
             high_water: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            became_busy: AtomicBool::new(false),
             capacity,
         }
     }
@@ -222,12 +226,28 @@ impl<T> StreamSlots<T> {
         // Holding a permit guarantees a free id: permits == capacity - in_use,
         // and ids are only pushed back (release) before a permit is returned.
         let id = self.pop_id().unwrap_or(0);
-        self.in_use.fetch_add(1, Ordering::Relaxed);
+        if self.in_use.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.became_busy.store(true, Ordering::Release);
+        }
         *self.slot_or_init(id).lock() = SlotState::Pending {
             waker: None,
             deadline,
         };
         id
+    }
+
+    /// Whether an allocation took the slots from idle (none in use) to busy
+    /// since the last call; clears the mark.
+    ///
+    /// Every allocator calls this after allocating, so each idle-to-busy
+    /// transition is followed by at least one `true` (from the allocator that
+    /// made it, or from one that took the mark after it was set). Checking
+    /// `in_use() == 1` instead misses transitions when two requests allocate
+    /// concurrently (both see 2), which left the timeout tick asleep.
+    pub fn take_became_busy(&self) -> bool {
+        // A plain load first keeps the common (busy) path free of a
+        // contended read-modify-write.
+        self.became_busy.load(Ordering::Acquire) && self.became_busy.swap(false, Ordering::AcqRel)
     }
 
     /// Gives back an id whose request was never sent (e.g. encoding failed).

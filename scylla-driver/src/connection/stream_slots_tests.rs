@@ -253,3 +253,22 @@ mod props {
         }
     }
 }
+
+#[test]
+fn idle_to_busy_is_reported_even_when_two_allocate_before_looking() {
+    let s = slots(8);
+    assert!(!s.take_became_busy());
+    // Two requesters allocate before either looks (in_use is 2 for both).
+    let a = s.try_alloc(None).unwrap();
+    let b = s.try_alloc(None).unwrap();
+    assert!(s.take_became_busy());
+    assert!(!s.take_became_busy());
+    s.cancel_unsent(a);
+    s.cancel_unsent(b);
+    // Busy again after idle: reported again.
+    let c = s.try_alloc(None).unwrap();
+    let _d = s.try_alloc(None).unwrap();
+    assert!(s.take_became_busy());
+    s.cancel_unsent(c);
+    assert!(!s.take_became_busy(), "still busy: no new transition");
+}

@@ -1,0 +1,631 @@
+//! A closed-loop workload runner for the connection layer: exactly
+//! `--concurrency` requests in flight over `--connections` connections, with
+//! latency percentiles, client CPU, heap allocations and socket syscalls per
+//! request, for one or several coalescing policies side by side.
+//!
+//! ```text
+//! cargo run --release --example throughput -- --workload options --concurrency 1024 --coalescing all
+//! cargo run --release --example throughput -- --node 127.0.0.1:9042 --workload insert --coalescing all
+//! ```
+//!
+//! Without `--node` it starts the in-process test cluster (1 node) in a
+//! *child process* (this binary re-run with `--serve`), so that the CPU time
+//! and allocations measured here are the client's only.
+//!
+//! Workloads (all sent as raw protocol messages over `Connection::request`):
+//! - `options`: OPTIONS -> SUPPORTED, the cheapest round trip.
+//! - `insert`: a prepared `INSERT INTO tput.kv (pk, v) VALUES (?, ?)` with
+//!   fresh bigint keys and a 100-byte blob (keyspace and table are created
+//!   first, SimpleStrategy RF 1).
+//! - `select`: inserts its keys first (not measured), then a prepared
+//!   `SELECT v FROM tput.kv WHERE pk = ?` per key, checking each row came back.
+//!
+//! Measurement notes:
+//! - Latency: one `u32` of microseconds per request in a preallocated array.
+//! - CPU: the sum over this process's threads of the on-CPU time in
+//!   `/proc/self/task/*/schedstat` (nanoseconds, as kept by the scheduler;
+//!   safe to read, no `getrusage`/`sysconf` needed, which would need
+//!   `unsafe`). Threads that exit during a run would be missed; the runtime's
+//!   workers live for the whole run.
+//! - Allocations: a counting global allocator (`stats_alloc`) over the
+//!   measured phase, divided by the number of requests. It also counts the
+//!   spawning of the `concurrency` tasks (a few allocations each).
+//! - Syscalls: the connections' [`IoCounters`].
+
+use std::alloc::System;
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use scylla_cql::consistency::Consistency;
+use scylla_cql::frame::request::{Execute, Options, Prepare, Query, QueryParameters};
+use scylla_cql::frame::response::{Response, ResultBody};
+use scylla_cql::frame::wire::RawValue;
+use scylla_cql::types::SerializedValues;
+use scylla_driver::connection::{
+    open, Coalescing, Connection, ConnectionConfig, IoCounters, IoSnapshot, RequestOptions,
+};
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const USAGE: &str = "usage: throughput [--node HOST:PORT] [--workload options|insert|select]
+  [--concurrency C] [--requests N] [--warmup N] [--connections K]
+  [--coalescing off|fixed:<micros>|adaptive|adaptive:<max_micros>:<max_bytes>|all] [--threads T] [--json]";
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    Options,
+    Insert,
+    Select,
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    node: Option<SocketAddr>,
+    workload: Workload,
+    concurrency: usize,
+    requests: usize,
+    warmup: usize,
+    connections: usize,
+    policies: Vec<(String, Coalescing)>,
+    threads: usize,
+    json: bool,
+}
+
+fn parse_policy(s: &str) -> Result<Vec<(String, Coalescing)>, String> {
+    let fixed = |us: u64| {
+        (
+            format!("fixed:{us}"),
+            Coalescing::Fixed(Duration::from_micros(us)),
+        )
+    };
+    Ok(match s {
+        "off" => vec![("off".to_owned(), Coalescing::Off)],
+        "adaptive" => vec![("adaptive".to_owned(), Coalescing::ADAPTIVE)],
+        "all" => vec![
+            ("off".to_owned(), Coalescing::Off),
+            fixed(1000),
+            ("adaptive".to_owned(), Coalescing::ADAPTIVE),
+        ],
+        other => {
+            if let Some(rest) = other.strip_prefix("adaptive:") {
+                // adaptive:<max_delay_micros>:<max_bytes>
+                let mut it = rest.split(':').map(str::parse::<u64>);
+                match (it.next(), it.next()) {
+                    (Some(Ok(us)), Some(Ok(bytes))) => vec![(
+                        other.to_owned(),
+                        Coalescing::Adaptive {
+                            max_delay: Duration::from_micros(us),
+                            max_bytes: bytes as usize,
+                        },
+                    )],
+                    _ => return Err(format!("bad --coalescing {other:?}")),
+                }
+            } else {
+                match other.strip_prefix("fixed:").map(str::parse::<u64>) {
+                    Some(Ok(us)) => vec![fixed(us)],
+                    _ => return Err(format!("bad --coalescing {other:?}")),
+                }
+            }
+        }
+    })
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut a = Args {
+        node: None,
+        workload: Workload::Options,
+        concurrency: 1,
+        requests: 100_000,
+        warmup: 10_000,
+        connections: 1,
+        policies: parse_policy("adaptive")?,
+        threads: 1,
+        json: false,
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
+        match flag.as_str() {
+            "--node" => a.node = Some(value()?.parse().map_err(|e| format!("--node: {e}"))?),
+            "--workload" => {
+                a.workload = match value()?.as_str() {
+                    "options" => Workload::Options,
+                    "insert" => Workload::Insert,
+                    "select" => Workload::Select,
+                    w => return Err(format!("unknown workload {w:?}")),
+                }
+            }
+            "--concurrency" => a.concurrency = num(value()?)?.max(1),
+            "--requests" => a.requests = num(value()?)?.max(1),
+            "--warmup" => a.warmup = num(value()?)?,
+            "--connections" => a.connections = num(value()?)?.max(1),
+            "--coalescing" => a.policies = parse_policy(&value()?)?,
+            "--threads" => a.threads = num(value()?)?.max(1),
+            "--json" => a.json = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("--serve") {
+        return serve();
+    }
+    let args = match parse_args(argv.into_iter()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut child = None;
+    let addr = match args.node {
+        Some(a) => a,
+        None => match spawn_server() {
+            Ok((c, a)) => {
+                child = Some(c);
+                a
+            }
+            Err(e) => {
+                eprintln!("cannot start the test cluster: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads)
+        .enable_all()
+        .build();
+    let code = match rt {
+        Ok(rt) => match rt.block_on(run_all(&args, addr)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        }
+    };
+    if let Some(mut c) = child {
+        // Closing its stdin ends the server; kill it if it lingers.
+        drop(c.stdin.take());
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    code
+}
+
+/// Child mode: run the test cluster until stdin closes; print its address.
+fn serve() -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("serve: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async {
+        let cluster = match scylla_testbed::TestCluster::builder()
+            .nodes(1)
+            .shards(1)
+            .start()
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("serve: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("ADDR {}", cluster.cql_addrs()[0]);
+        let _ = std::io::stdout().flush();
+        // Block a helper thread on stdin; EOF means the parent is done.
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut sink = String::new();
+            while std::io::stdin()
+                .read_line(&mut sink)
+                .map(|n| n > 0)
+                .unwrap_or(false)
+            {}
+        })
+        .await;
+        cluster.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
+
+fn spawn_server() -> Result<(std::process::Child, SocketAddr), BoxError> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .arg("--serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line)?;
+    let addr = line
+        .trim()
+        .strip_prefix("ADDR ")
+        .ok_or_else(|| format!("unexpected server output {line:?}"))?
+        .parse()?;
+    Ok((child, addr))
+}
+
+/// One run's measurements.
+struct Report {
+    policy: String,
+    ops_per_s: f64,
+    p50: u32,
+    p99: u32,
+    p999: u32,
+    cpu_us_per_req: f64,
+    allocs_per_req: f64,
+    writes_per_req: f64,
+    reads_per_req: f64,
+    errors: u64,
+}
+
+async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
+    if args.workload != Workload::Options {
+        create_schema(addr).await?;
+    }
+    let mut reports = Vec::new();
+    for (name, policy) in &args.policies {
+        let r = run_one(args, addr, name, *policy).await?;
+        if args.json {
+            println!(
+                "{{\"workload\":\"{:?}\",\"policy\":\"{}\",\"concurrency\":{},\"connections\":{},\"requests\":{},\"ops_per_s\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"cpu_us_per_req\":{:.3},\"allocs_per_req\":{:.3},\"writes_per_req\":{:.4},\"reads_per_req\":{:.4},\"errors\":{}}}",
+                args.workload, r.policy, args.concurrency, args.connections, args.requests,
+                r.ops_per_s, r.p50, r.p99, r.p999, r.cpu_us_per_req, r.allocs_per_req,
+                r.writes_per_req, r.reads_per_req, r.errors
+            );
+        }
+        reports.push(r);
+    }
+    if !args.json {
+        println!(
+            "workload {:?}, concurrency {}, {} connection(s), {} requests (+{} warm-up), {} client thread(s), server {}",
+            args.workload, args.concurrency, args.connections, args.requests, args.warmup,
+            args.threads, args.node.map_or("in-process test cluster (child process)".to_owned(), |a| a.to_string())
+        );
+        println!(
+            "{:<12} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            "coalescing",
+            "ops/s",
+            "p50 µs",
+            "p99 µs",
+            "p999 µs",
+            "cpu µs/r",
+            "allocs/r",
+            "writes/r",
+            "reads/r",
+            "errors"
+        );
+        for r in &reports {
+            println!(
+                "{:<12} {:>10.0} {:>8} {:>8} {:>8} {:>9.2} {:>9.3} {:>9.4} {:>9.4} {:>6}",
+                r.policy,
+                r.ops_per_s,
+                r.p50,
+                r.p99,
+                r.p999,
+                r.cpu_us_per_req,
+                r.allocs_per_req,
+                r.writes_per_req,
+                r.reads_per_req,
+                r.errors
+            );
+        }
+    }
+    Ok(())
+}
+
+fn opts() -> RequestOptions<'static> {
+    RequestOptions {
+        timeout: Some(Duration::from_secs(10)),
+        ..RequestOptions::default()
+    }
+}
+
+async fn simple_query(conn: &Connection, cql: &str) -> Result<ResultBody, BoxError> {
+    let q = Query {
+        contents: Cow::Borrowed(cql),
+        params: QueryParameters::default(),
+    };
+    match conn.request(&q, &opts()).await?.response {
+        Response::Result(r) => Ok(r),
+        other => Err(format!("{cql}: {other:?}").into()),
+    }
+}
+
+async fn create_schema(addr: SocketAddr) -> Result<(), BoxError> {
+    let conn = open(addr, None, &ConnectionConfig::default()).await?;
+    simple_query(&conn, "CREATE KEYSPACE IF NOT EXISTS tput WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").await?;
+    simple_query(
+        &conn,
+        "CREATE TABLE IF NOT EXISTS tput.kv (pk bigint PRIMARY KEY, v blob)",
+    )
+    .await?;
+    Ok(())
+}
+
+async fn prepare(conn: &Connection, cql: &str) -> Result<Bytes, BoxError> {
+    let p = Prepare {
+        query: Cow::Borrowed(cql),
+    };
+    match conn.request(&p, &opts()).await?.response {
+        Response::Result(ResultBody::Prepared(p)) => Ok(p.id),
+        other => Err(format!("PREPARE {cql}: {other:?}").into()),
+    }
+}
+
+/// What every task of a phase shares.
+struct Phase {
+    conns: Vec<Connection>,
+    workload: Workload,
+    insert_id: Bytes,
+    select_id: Bytes,
+    key_base: i64,
+    total: usize,
+    next: AtomicUsize,
+    latencies: Vec<AtomicU32>,
+    errors: AtomicU64,
+    go: AtomicBool,
+    ready: AtomicUsize,
+    done: AtomicUsize,
+}
+
+/// One request of the workload for key index `i`.
+async fn one_request(p: &Phase, i: usize, values: &mut SerializedValues) -> Result<(), String> {
+    let conn = &p.conns[i % p.conns.len()];
+    let (id, insert) = match p.workload {
+        Workload::Options => {
+            return match conn.request(&Options, &opts()).await.map(|f| f.response) {
+                Ok(Response::Supported(_)) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+        Workload::Insert => (&p.insert_id, true),
+        Workload::Select => (&p.select_id, false),
+    };
+    let key = p.key_base + i as i64;
+    values.clear();
+    let key_bytes = key.to_be_bytes();
+    values
+        .push(RawValue::Value(&key_bytes))
+        .map_err(|e| e.to_string())?;
+    if insert {
+        let v = [0xAB_u8; 100];
+        values
+            .push(RawValue::Value(&v))
+            .map_err(|e| e.to_string())?;
+    }
+    let exec = Execute {
+        id: Cow::Borrowed(id),
+        params: QueryParameters {
+            consistency: Consistency::One,
+            values: Cow::Borrowed(values),
+            skip_metadata: !insert,
+            ..QueryParameters::default()
+        },
+    };
+    match conn.request(&exec, &opts()).await.map(|f| f.response) {
+        Ok(Response::Result(ResultBody::Void)) if insert => Ok(()),
+        Ok(Response::Result(ResultBody::Rows(rows))) if !insert && rows.rows_count() == 1 => Ok(()),
+        other => Err(format!("key {key}: {other:?}")),
+    }
+}
+
+async fn worker(p: Arc<Phase>) {
+    let mut values = SerializedValues::new();
+    p.ready.fetch_add(1, Ordering::Release);
+    while !p.go.load(Ordering::Acquire) {
+        tokio::task::yield_now().await;
+    }
+    loop {
+        let i = p.next.fetch_add(1, Ordering::Relaxed);
+        if i >= p.total {
+            break;
+        }
+        let start = Instant::now();
+        if let Err(e) = one_request(&p, i, &mut values).await {
+            if p.errors.fetch_add(1, Ordering::Relaxed) < 3 {
+                eprintln!("request failed: {e}");
+            }
+        }
+        let us = u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX);
+        p.latencies[i].store(us, Ordering::Relaxed);
+    }
+    p.done.fetch_add(1, Ordering::Release);
+}
+
+/// What one phase measured.
+struct PhaseResult {
+    elapsed: Duration,
+    latencies: Vec<u32>,
+    errors: u64,
+    cpu: Duration,
+    allocs: usize,
+    io: IoSnapshot,
+}
+
+/// Runs `total` requests with `concurrency` tasks in a closed loop.
+async fn run_phase(
+    concurrency: usize,
+    template: &Phase,
+    workload: Workload,
+    key_base: i64,
+    total: usize,
+    counters: &IoCounters,
+) -> PhaseResult {
+    let p = Arc::new(Phase {
+        conns: template.conns.clone(),
+        workload,
+        insert_id: template.insert_id.clone(),
+        select_id: template.select_id.clone(),
+        key_base,
+        total,
+        next: AtomicUsize::new(0),
+        latencies: (0..total).map(|_| AtomicU32::new(0)).collect(),
+        errors: AtomicU64::new(0),
+        go: AtomicBool::new(false),
+        ready: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+    });
+    let handles: Vec<_> = (0..concurrency)
+        .map(|_| tokio::spawn(worker(p.clone())))
+        .collect();
+    while p.ready.load(Ordering::Acquire) < concurrency {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let cpu0 = cpu_time();
+    let alloc0 = GLOBAL.stats();
+    let io0 = counters.snapshot();
+    let start = Instant::now();
+    p.go.store(true, Ordering::Release);
+    while p.done.load(Ordering::Acquire) < concurrency {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let elapsed = start.elapsed();
+    let io = counters.snapshot().since(&io0);
+    let alloc1 = GLOBAL.stats();
+    let cpu = cpu_time().saturating_sub(cpu0);
+    for h in handles {
+        let _ = h.await;
+    }
+    PhaseResult {
+        elapsed,
+        latencies: p
+            .latencies
+            .iter()
+            .map(|l| l.load(Ordering::Relaxed))
+            .collect(),
+        errors: p.errors.load(Ordering::Relaxed),
+        cpu,
+        allocs: alloc1.allocations + alloc1.reallocations
+            - alloc0.allocations
+            - alloc0.reallocations,
+        io,
+    }
+}
+
+/// On-CPU time of every thread of this process, from the scheduler's
+/// statistics (nanosecond resolution).
+fn cpu_time() -> Duration {
+    let mut ns = 0u64;
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for e in dir.flatten() {
+            let path = e.path().join("schedstat");
+            if let Ok(s) = std::fs::read_to_string(path) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+fn percentile(sorted: &[u32], q: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+async fn run_one(
+    args: &Args,
+    addr: SocketAddr,
+    name: &str,
+    policy: Coalescing,
+) -> Result<Report, BoxError> {
+    let counters = Arc::new(IoCounters::default());
+    let cfg = ConnectionConfig {
+        coalescing: policy,
+        counters: counters.clone(),
+        ..ConnectionConfig::default()
+    };
+    let mut conns = Vec::with_capacity(args.connections);
+    for _ in 0..args.connections {
+        conns.push(open(addr, None, &cfg).await?);
+    }
+    let (insert_id, select_id) = if args.workload == Workload::Options {
+        (Bytes::new(), Bytes::new())
+    } else {
+        (
+            prepare(&conns[0], "INSERT INTO tput.kv (pk, v) VALUES (?, ?)").await?,
+            prepare(&conns[0], "SELECT v FROM tput.kv WHERE pk = ?").await?,
+        )
+    };
+    let template = Phase {
+        conns,
+        workload: args.workload,
+        insert_id,
+        select_id,
+        key_base: 0,
+        total: 0,
+        next: AtomicUsize::new(0),
+        latencies: Vec::new(),
+        errors: AtomicU64::new(0),
+        go: AtomicBool::new(false),
+        ready: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+    };
+    // Fresh keys for every run: microseconds since the epoch, times 1000.
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64 * 1000)
+        .unwrap_or(0);
+    let c = args.concurrency;
+    if args.workload == Workload::Select {
+        // The rows to read back (not measured).
+        let total = args.warmup + args.requests;
+        let r = run_phase(c, &template, Workload::Insert, base, total, &counters).await;
+        if r.errors > 0 {
+            return Err(format!("{} inserts failed while loading", r.errors).into());
+        }
+    }
+    if args.warmup > 0 {
+        run_phase(c, &template, args.workload, base, args.warmup, &counters).await;
+    }
+    let base = base + args.warmup as i64;
+    let r = run_phase(c, &template, args.workload, base, args.requests, &counters).await;
+    let mut lat = r.latencies;
+    lat.sort_unstable();
+    let n = args.requests as f64;
+    Ok(Report {
+        policy: name.to_owned(),
+        ops_per_s: n / r.elapsed.as_secs_f64(),
+        p50: percentile(&lat, 0.50),
+        p99: percentile(&lat, 0.99),
+        p999: percentile(&lat, 0.999),
+        cpu_us_per_req: r.cpu.as_secs_f64() * 1e6 / n,
+        allocs_per_req: r.allocs as f64 / n,
+        writes_per_req: r.io.write_syscalls as f64 / n,
+        reads_per_req: r.io.read_syscalls as f64 / n,
+        errors: r.errors,
+    })
+}
