@@ -88,7 +88,10 @@ duration=$(( 120 + rounds * n_conc * 4 * run_timeout / 10 ))
 
 if [[ -z "$node" ]]; then
     echo "== starting testbed: 1 node x 2 shards, at most ${duration}s"
-    "$testbed_bin" --nodes 1 --shards 2 --duration-secs "$duration" > "$work/testbed.out" 2>&1 &
+    # Run a private copy: the target dir may be shared with other checkouts
+    # whose builds would replace the binary under our feet.
+    cp "$testbed_bin" "$work/testbed"
+    "$work/testbed" --nodes 1 --shards 2 --duration-secs "$duration" > "$work/testbed.out" 2>&1 &
     server_pid=$!
     for _ in $(seq 1 100); do
         addr="$(grep -oP '^node 0: \K\S+' "$work/testbed.out" || true)"
