@@ -8,7 +8,8 @@
 # measurement), starts the testbed binary (1 node x 2 shards, bounded by
 # --duration-secs) unless --node names an external server, then runs, for each
 # concurrency, rounds of: ours insert, official insert, ours select, official
-# select (interleaved, so that drift in machine load hits both drivers alike).
+# select, with the order of the drivers swapped every other round (interleaved
+# ABBA, so that drift in machine or server load hits both drivers alike).
 # Prints every run's line and a table of medians with the ratio ours/official.
 #
 # usage: scripts/compare-drivers.sh [--node HOST:PORT] [--rounds R]
@@ -136,10 +137,20 @@ for c in $concurrencies; do
         ours_base=$base
         official_base=$(( base + (1 << 22) ))
         base=$(( base + (1 << 23) ))
-        run_one ours "$ours_bin" insert "$c" "$n" "$ours_base"
-        run_one official "$official_bin" insert "$c" "$n" "$official_base"
-        run_one ours "$ours_bin" select "$c" "$n" "$ours_base" --no-populate
-        run_one official "$official_bin" select "$c" "$n" "$official_base" --no-populate
+        # Alternate who goes first (ABBA): a server that is still busy with
+        # the previous run's work (memtable flushes, GC, compaction on a real
+        # Cassandra) must not always slow down the same driver.
+        if (( r % 2 == 1 )); then
+            run_one ours "$ours_bin" insert "$c" "$n" "$ours_base"
+            run_one official "$official_bin" insert "$c" "$n" "$official_base"
+            run_one ours "$ours_bin" select "$c" "$n" "$ours_base" --no-populate
+            run_one official "$official_bin" select "$c" "$n" "$official_base" --no-populate
+        else
+            run_one official "$official_bin" insert "$c" "$n" "$official_base"
+            run_one ours "$ours_bin" insert "$c" "$n" "$ours_base"
+            run_one official "$official_bin" select "$c" "$n" "$official_base" --no-populate
+            run_one ours "$ours_bin" select "$c" "$n" "$ours_base" --no-populate
+        fi
     done
 done
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
