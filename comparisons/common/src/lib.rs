@@ -82,7 +82,10 @@ pub fn parse_args(default_keyspace: &str) -> Args {
     }
 }
 
-fn parse_from(mut it: impl Iterator<Item = String>, default_keyspace: &str) -> Result<Args, String> {
+fn parse_from(
+    mut it: impl Iterator<Item = String>,
+    default_keyspace: &str,
+) -> Result<Args, String> {
     fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
         let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
         v.parse().map_err(|_| format!("{flag}: bad value '{v}'"))
@@ -377,9 +380,7 @@ fn report(args: &Args, driver: &str, p: &Phase) {
         percentile_us(&p.latencies_ns, 0.999),
     );
     // 1 tick = 10 ms (USER_HZ = 100).
-    let cpu_us = p
-        .cpu_ticks
-        .map(|t| t as f64 * 10_000.0 / p.requests as f64);
+    let cpu_us = p.cpu_ticks.map(|t| t as f64 * 10_000.0 / p.requests as f64);
     let sched_us = p
         .cpu_sched_ns
         .map(|n| n as f64 / 1000.0 / p.requests as f64);
@@ -395,7 +396,8 @@ fn report(args: &Args, driver: &str, p: &Phase) {
             args.threads,
             p.requests,
             p.errors,
-            p.cpu_ticks.map_or_else(|| "null".to_owned(), |t| t.to_string()),
+            p.cpu_ticks
+                .map_or_else(|| "null".to_owned(), |t| t.to_string()),
             opt(cpu_us),
             opt(sched_us),
         );
@@ -407,7 +409,8 @@ fn report(args: &Args, driver: &str, p: &Phase) {
             args.concurrency,
             p.requests,
             opt(cpu_us),
-            p.cpu_ticks.map_or_else(|| "?".to_owned(), |t| t.to_string()),
+            p.cpu_ticks
+                .map_or_else(|| "?".to_owned(), |t| t.to_string()),
             opt(sched_us),
             p.errors
         );
@@ -442,9 +445,17 @@ mod tests {
     #[test]
     fn args_parse() {
         let a = parse_from(
-            ["--node", "h:1", "--workload", "select", "--concurrency", "8", "--json"]
-                .into_iter()
-                .map(String::from),
+            [
+                "--node",
+                "h:1",
+                "--workload",
+                "select",
+                "--concurrency",
+                "8",
+                "--json",
+            ]
+            .into_iter()
+            .map(String::from),
             "ks",
         );
         let a = a.unwrap_or_else(|e| panic!("{e}"));

@@ -60,7 +60,11 @@ async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::E
         session.query_unpaged(cql, ()).await?;
     }
     session.await_schema_agreement().await?;
-    let insert = session.prepare(bench_common::insert_cql(&args.keyspace)).await?;
-    let select = session.prepare(bench_common::select_cql(&args.keyspace)).await?;
+    let insert = session
+        .prepare(bench_common::insert_cql(&args.keyspace))
+        .await?;
+    let select = session
+        .prepare(bench_common::select_cql(&args.keyspace))
+        .await?;
     Ok((Arc::new(session), Arc::new(insert), Arc::new(select)))
 }
