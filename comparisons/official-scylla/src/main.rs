@@ -1,0 +1,75 @@
+//! The comparison workload (see `comparisons/common`) on the official
+//! ScyllaDB Rust driver, with its default settings: token- and shard-aware
+//! routing, LOCAL_QUORUM. Only connecting, the schema and the two request
+//! closures live here; all timing is in `bench-common`.
+
+use std::sync::Arc;
+
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+
+fn main() {
+    let args = bench_common::parse_args("bench_official");
+    let rt = bench_common::runtime(args.threads);
+    let code = rt.block_on(async {
+        match setup(&args).await {
+            Ok((session, insert, select)) => {
+                let insert_op = {
+                    let (session, insert) = (session.clone(), insert.clone());
+                    move |k: i64| {
+                        let (session, insert) = (session.clone(), insert.clone());
+                        async move {
+                            let v = bench_common::value_for(k);
+                            session
+                                .execute_unpaged(&insert, (k, &v[..]))
+                                .await
+                                .map(|_| ())
+                                .map_err(|e| e.to_string())
+                        }
+                    }
+                };
+                let select_op = move |k: i64| {
+                    let (session, select) = (session.clone(), select.clone());
+                    async move {
+                        let res = session
+                            .execute_unpaged(&select, (k,))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let rows = res.into_rows_result().map_err(|e| e.to_string())?;
+                        let (v,) = rows
+                            .single_row::<(&[u8],)>()
+                            .map_err(|e| format!("key {k}: {e}"))?;
+                        bench_common::check_value(k, v)
+                    }
+                };
+                bench_common::run(&args, "official", insert_op, select_op).await
+            }
+            Err(e) => {
+                eprintln!("official: setup failed: {e}");
+                1
+            }
+        }
+    });
+    std::process::exit(code);
+}
+
+type Setup = (
+    Arc<Session>,
+    Arc<scylla::statement::prepared::PreparedStatement>,
+    Arc<scylla::statement::prepared::PreparedStatement>,
+);
+
+async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::Error>> {
+    let session = SessionBuilder::new().known_node(&args.node).build().await?;
+    for cql in bench_common::schema(&args.keyspace) {
+        session.query_unpaged(cql, &[]).await?;
+    }
+    session.await_schema_agreement().await?;
+    let insert = session
+        .prepare(bench_common::insert_cql(&args.keyspace))
+        .await?;
+    let select = session
+        .prepare(bench_common::select_cql(&args.keyspace))
+        .await?;
+    Ok((Arc::new(session), Arc::new(insert), Arc::new(select)))
+}

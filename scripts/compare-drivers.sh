@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Side-by-side comparison of this workspace's driver ("ours") with the official
+# ScyllaDB Rust driver (crate `scylla` 1.x, "official"), measured in one run
+# against one server.
+#
+# Builds comparisons/ours and comparisons/official-scylla in release (both use
+# comparisons/common for the command line, the closed loop and the
+# measurement), starts the testbed binary (1 node x 2 shards, bounded by
+# --duration-secs) unless --node names an external server, then runs, for each
+# concurrency, rounds of: ours insert, official insert, ours select, official
+# select, with the order of the drivers swapped every other round (interleaved
+# ABBA, so that drift in machine or server load hits both drivers alike).
+# Prints every run's line and a table of medians with the ratio ours/official.
+#
+# usage: scripts/compare-drivers.sh [--node HOST:PORT] [--rounds R]
+#          [--concurrency "1 64 512"] [--requests N] [--requests-c1 N]
+#          [--warmup N] [--threads T] [--out FILE.jsonl] [--no-build]
+#
+# Exit status: 0 if every run succeeded, 1 if a run failed, 2 on bad usage.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+node=""
+rounds=3
+concurrencies="1 64 512"
+requests=100000     # measured requests per run at concurrency > 1
+requests_c1=20000   # at concurrency 1 (each request waits for the previous)
+warmup=10000
+threads=2
+out=""
+build=1
+run_timeout=300     # seconds, per benchmark run
+
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --node) node="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
+        --concurrency) concurrencies="$2"; shift 2 ;;
+        --requests) requests="$2"; shift 2 ;;
+        --requests-c1) requests_c1="$2"; shift 2 ;;
+        --warmup) warmup="$2"; shift 2 ;;
+        --threads) threads="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        --no-build) build=0; shift ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        *) echo "compare-drivers: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+
+cmp_target="${COMPARE_TARGET_DIR:-$repo/comparisons/target}"
+main_target="${CARGO_TARGET_DIR:-$repo/target}"
+ours_bin="$cmp_target/release/compare-ours"
+official_bin="$cmp_target/release/compare-official-scylla"
+testbed_bin="$main_target/release/testbed"
+work="$(mktemp -d)"
+[[ -n "$out" ]] || out="$work/results.jsonl"
+: > "$out"
+server_pid=""
+
+cleanup() {
+    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+        kill "$server_pid" 2>/dev/null || true
+        # The testbed stops on SIGTERM's default action; give it a moment.
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -9 "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [[ "$build" == 1 ]]; then
+    echo "== building (release)"
+    for crate in ours official-scylla; do
+        (cd "$repo/comparisons/$crate" &&
+            CARGO_TARGET_DIR="$cmp_target" timeout 1800 cargo build --release --quiet)
+    done
+    if [[ -z "$node" ]]; then
+        (cd "$repo" && CARGO_TARGET_DIR="$main_target" timeout 1800 \
+            cargo build --release --quiet --bin testbed)
+    fi
+fi
+
+# Bench time is small; bound the server generously but finitely.
+n_conc=$(wc -w <<< "$concurrencies")
+duration=$(( 120 + rounds * n_conc * 4 * run_timeout / 10 ))
+
+if [[ -z "$node" ]]; then
+    echo "== starting testbed: 1 node x 2 shards, at most ${duration}s"
+    # Run a private copy: the target dir may be shared with other checkouts
+    # whose builds would replace the binary under our feet.
+    cp "$testbed_bin" "$work/testbed"
+    "$work/testbed" --nodes 1 --shards 2 --duration-secs "$duration" > "$work/testbed.out" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 100); do
+        addr="$(grep -oP '^node 0: \K\S+' "$work/testbed.out" || true)"
+        port="$(grep -oP '^node 0: \S+ port \K[0-9]+' "$work/testbed.out" || true)"
+        [[ -n "$addr" && -n "$port" ]] && break
+        kill -0 "$server_pid" 2>/dev/null || { cat "$work/testbed.out" >&2; exit 1; }
+        sleep 0.2
+    done
+    [[ -n "$addr" && -n "$port" ]] || { echo "testbed did not start" >&2; exit 1; }
+    node="$addr:$port"
+    server_desc="testbed (1 node x 2 shards, same machine)"
+else
+    server_desc="external server $node"
+fi
+echo "== server: $server_desc"
+echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
+
+failed=0
+run_one() { # driver bin workload conc n key_base extra...
+    local driver="$1" bin="$2" workload="$3" conc="$4" n="$5" base="$6"
+    shift 6
+    local line
+    if line="$(timeout "$run_timeout" "$bin" --node "$node" --workload "$workload" \
+        --concurrency "$conc" --requests "$n" --warmup "$warmup" --threads "$threads" \
+        --key-base "$base" --json "$@" 2> "$work/err")"; then
+        echo "$line" >> "$out"
+        echo "  $line"
+    else
+        failed=1
+        echo "  FAILED: $driver $workload c=$conc: $(tail -n 3 "$work/err" | tr '\n' ' ')"
+        echo "{\"driver\":\"$driver\",\"workload\":\"$workload\",\"concurrency\":$conc,\"failed\":true}" >> "$out"
+    fi
+}
+
+# Fresh keys per (run, driver): a base far from the previous ones.
+base=$(( $(date +%s) << 24 ))
+for c in $concurrencies; do
+    n=$requests
+    [[ "$c" == 1 ]] && n=$requests_c1
+    for r in $(seq 1 "$rounds"); do
+        echo "== concurrency $c, round $r/$rounds"
+        ours_base=$base
+        official_base=$(( base + (1 << 22) ))
+        base=$(( base + (1 << 23) ))
+        # Alternate who goes first (ABBA): a server that is still busy with
+        # the previous run's work (memtable flushes, GC, compaction on a real
+        # Cassandra) must not always slow down the same driver.
+        if (( r % 2 == 1 )); then
+            run_one ours "$ours_bin" insert "$c" "$n" "$ours_base"
+            run_one official "$official_bin" insert "$c" "$n" "$official_base"
+            run_one ours "$ours_bin" select "$c" "$n" "$ours_base" --no-populate
+            run_one official "$official_bin" select "$c" "$n" "$official_base" --no-populate
+        else
+            run_one official "$official_bin" insert "$c" "$n" "$official_base"
+            run_one ours "$ours_bin" insert "$c" "$n" "$ours_base"
+            run_one official "$official_bin" select "$c" "$n" "$official_base" --no-populate
+            run_one ours "$ours_bin" select "$c" "$n" "$ours_base" --no-populate
+        fi
+    done
+done
+echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+python3 - "$out" "$server_desc" "$threads" <<'EOF'
+import json, statistics, sys
+path, server, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+runs = [json.loads(l) for l in open(path) if l.strip()]
+fails = [r for r in runs if r.get("failed")]
+runs = [r for r in runs if not r.get("failed")]
+keys = sorted({(r["workload"], r["concurrency"]) for r in runs},
+              key=lambda k: (k[0] != "insert", k[1]))
+fields = [("ops_per_s", "ops/s", 0), ("p50_us", "p50 us", 1), ("p99_us", "p99 us", 1),
+          ("p999_us", "p999 us", 1), ("cpu_sched_us_per_req", "cpu us/req", 2)]
+def med(rs, f):
+    v = [r[f] for r in rs if r.get(f) is not None]
+    return statistics.median(v) if v else None
+print(f"server: {server}; client tokio worker threads: {threads}; medians of "
+      f"{max((sum(1 for r in runs if (r['workload'], r['concurrency'], r['driver']) == (w, c, 'ours')) for w, c in keys), default=0)} runs")
+print("cpu us/req: client process CPU (all threads, from /proc/self/task/*/schedstat) / requests")
+hdr = f"{'workload':<8} {'conc':>5} | " + " | ".join(
+    f"{name + ' ours':>16} {'official':>9} {'o/off':>6}" for _, name, _ in fields)
+print(hdr)
+print("-" * len(hdr))
+for w, c in keys:
+    cells = []
+    for f, name, prec in fields:
+        o = med([r for r in runs if (r["workload"], r["concurrency"], r["driver"]) == (w, c, "ours")], f)
+        x = med([r for r in runs if (r["workload"], r["concurrency"], r["driver"]) == (w, c, "official")], f)
+        fmt = lambda v: "-" if v is None else f"{v:.{prec}f}"
+        ratio = "-" if not o or not x else f"{o / x:.2f}"
+        cells.append(f"{fmt(o):>16} {fmt(x):>9} {ratio:>6}")
+    print(f"{w:<8} {c:>5} | " + " | ".join(cells))
+print("ratio o/off = ours / official: above 1 is better for ops/s, below 1 is better for latency and CPU.")
+if fails:
+    print(f"FAILED runs: {len(fails)}: " + ", ".join(f"{r['driver']} {r['workload']} c={r['concurrency']}" for r in fails))
+EOF
+exit "$failed"
