@@ -63,8 +63,12 @@ async fn read_loop(
                 Err(e) => return BrokenReason::Decode(e),
             }
         };
-        let want = wanted
-            .saturating_sub(buf.len())
+        // Grow towards the rest of a large frame only as fast as its bytes
+        // arrive (at most doubling what is buffered), so a header announcing
+        // a huge body cannot make us allocate it before the peer sends it.
+        let rest_of_frame = wanted.saturating_sub(buf.len());
+        let want = rest_of_frame
+            .min(buf.len().max(READ_CHUNK))
             .max(READ_CHUNK.min(shared.max_frame_len));
         buf.reserve(want);
         match socket.read_buf(&mut buf).await {

@@ -2,6 +2,7 @@
 //! [`Batch`]es, each with its [`StatementOptions`].
 
 mod batch;
+pub(crate) mod partition_key;
 pub(crate) mod prepared;
 
 use std::time::Duration;

@@ -94,8 +94,9 @@ impl PreparedStatement {
         &self,
         values: impl SerializeRow,
     ) -> Result<Option<Token>, crate::error::ExecutionError> {
-        let serialized = crate::session::values::serialize(self, &values)?;
-        Ok(crate::session::values::token_of(
+        let mut serialized = scylla_cql::types::SerializedValues::new();
+        values.serialize_row(self.bind_markers(), &mut serialized)?;
+        Ok(super::partition_key::token_of(
             self.pk_indexes(),
             &serialized,
         ))
