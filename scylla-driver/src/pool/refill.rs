@@ -107,7 +107,11 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
             }
             r
         } else {
-            let window = if recovering {
+            // Only the first round after the node came back is spread out:
+            // it is the one every client starts at the same moment. Later
+            // rounds (regular-port retries for shards still missing) are
+            // already desynchronised, and `max_concurrent_opens` bounds them.
+            let window = if std::mem::take(&mut recovering) {
                 inner.config.reconnect_spread
             } else {
                 Duration::ZERO
