@@ -91,16 +91,25 @@ impl Coalescing {
                 max_delay,
                 max_bytes,
             } => {
-                let idle = p.awaiting_responses == 0;
-                let first_look = p.rounds == 0;
-                if (idle && first_look)
-                    || p.bytes >= max_bytes
-                    || p.waited >= max_delay
-                    || (!first_look && !p.grew)
-                {
-                    Decision::Write
-                } else {
+                // Idle (nothing outstanding, so nothing is about to trigger
+                // more requests), full, or out of time: write.
+                if p.awaiting_responses == 0 || p.bytes >= max_bytes || p.waited >= max_delay {
+                    return Decision::Write;
+                }
+                // Busy: wait for the next frame only if it is expected soon,
+                // i.e. frames have been arriving at most `arrival_gap` apart
+                // and that gap still fits in the budget. Frames that trickle
+                // in one per scheduler round (a server answering one response
+                // at a time) are gathered too; a pause of two gaps without a
+                // new frame means the burst is over.
+                let gap = p.arrival_gap;
+                let expect_more = !gap.is_zero()
+                    && p.quiet < gap.saturating_mul(2)
+                    && p.waited + gap <= max_delay;
+                if expect_more || (p.rounds == 0 && gap.is_zero()) {
                     Decision::Yield
+                } else {
+                    Decision::Write
                 }
             }
         }
@@ -122,6 +131,11 @@ pub struct PendingWrites {
     pub rounds: u32,
     /// Whether frames were added during the last yield.
     pub grew: bool,
+    /// Time since a frame was last added (or since the first look).
+    pub quiet: Duration,
+    /// Recent typical time between two frames being submitted (an average
+    /// kept by the connection; zero when unknown).
+    pub arrival_gap: Duration,
 }
 
 /// The writer's next step.
@@ -147,6 +161,12 @@ mod tests {
             waited: Duration::from_micros(waited_us),
             rounds,
             grew,
+            quiet: if grew {
+                Duration::ZERO
+            } else {
+                Duration::from_micros(waited_us)
+            },
+            arrival_gap: Duration::from_micros(10),
         }
     }
 
@@ -163,8 +183,20 @@ mod tests {
         let a = Coalescing::ADAPTIVE;
         assert_eq!(a.decide(&p(10, 0, false, 0, 100)), Decision::Yield);
         assert_eq!(a.decide(&p(10, 1, true, 20, 500)), Decision::Yield);
-        // No growth in the last round: nothing more is coming right now.
+        // Quiet for two arrival gaps: the burst is over.
         assert_eq!(a.decide(&p(10, 2, false, 30, 500)), Decision::Write);
+        // Frames trickling in one per round: a round without one is not yet
+        // the end, while the next is expected within the budget.
+        let mut trickle = p(10, 3, false, 40, 500);
+        trickle.quiet = Duration::from_micros(5);
+        assert_eq!(a.decide(&trickle), Decision::Yield);
+        // ... but not past the budget.
+        trickle.waited = Duration::from_micros(245);
+        assert_eq!(a.decide(&trickle), Decision::Write);
+        // Rare arrivals (gap beyond the budget): write at once.
+        let mut rare = p(10, 0, false, 0, 100);
+        rare.arrival_gap = Duration::from_millis(1);
+        assert_eq!(a.decide(&rare), Decision::Write);
     }
 
     #[test]

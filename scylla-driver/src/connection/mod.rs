@@ -181,6 +181,11 @@ struct Shared {
     counters: Arc<IoCounters>,
     /// Nanoseconds after `epoch` of the last write.
     last_write: AtomicU64,
+    /// Nanoseconds after `epoch` of the last request submitted.
+    last_arrival: AtomicU64,
+    /// Moving average of the time between submissions, in nanoseconds: how
+    /// soon the coalescing writer can expect the next frame.
+    arrival_gap: AtomicU64,
     epoch: Instant,
     max_frame_len: usize,
     peer: SocketAddr,
@@ -199,6 +204,29 @@ impl Shared {
     fn mark_write(&self) {
         let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.last_write.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Records a submission and updates the average gap between them
+    /// (weight 1/8; a single long pause counts as at most 1 ms, so one idle
+    /// spell does not make the writer impatient for long).
+    fn note_arrival(&self) {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let prev = self.last_arrival.swap(now, Ordering::Relaxed);
+        if prev == 0 {
+            return;
+        }
+        let gap = now.saturating_sub(prev).min(1_000_000);
+        let old = self.arrival_gap.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            gap
+        } else {
+            old - old / 8 + gap / 8
+        };
+        self.arrival_gap.store(new, Ordering::Relaxed);
+    }
+
+    fn arrival_gap(&self) -> Duration {
+        Duration::from_nanos(self.arrival_gap.load(Ordering::Relaxed))
     }
 
     fn since_last_write(&self) -> Duration {
@@ -285,6 +313,7 @@ impl Shared {
             }
             ids.push(id);
             ends.push(buf.len());
+            self.note_arrival();
             was_empty
         };
         if wake_writer {
@@ -519,6 +548,8 @@ async fn open_inner(
         cancel: CancellationToken::new(),
         counters: config.counters.clone(),
         last_write: AtomicU64::new(0),
+        last_arrival: AtomicU64::new(0),
+        arrival_gap: AtomicU64::new(0),
         epoch: Instant::now(),
         max_frame_len: config.max_frame_len,
         peer: addr,

@@ -76,6 +76,7 @@ async fn write_loop(
 /// Waits as long as the policy wants more frames to join the pending ones.
 async fn coalesce(shared: &Shared, policy: Coalescing) {
     let first_seen = Instant::now();
+    let mut last_growth = first_seen;
     let mut rounds = 0u32;
     let mut last_bytes = 0usize;
     loop {
@@ -83,13 +84,20 @@ async fn coalesce(shared: &Shared, policy: Coalescing) {
             let p = shared.pending();
             (p.buf.len(), p.ids.len())
         };
+        let now = Instant::now();
+        let grew = rounds > 0 && bytes > last_bytes;
+        if grew {
+            last_growth = now;
+        }
         let state = PendingWrites {
             bytes,
             frames,
             awaiting_responses: shared.slots.in_use().saturating_sub(frames),
-            waited: first_seen.elapsed(),
+            waited: now - first_seen,
             rounds,
-            grew: rounds > 0 && bytes > last_bytes,
+            grew,
+            quiet: now - last_growth,
+            arrival_gap: shared.arrival_gap(),
         };
         last_bytes = bytes;
         match policy.decide(&state) {
