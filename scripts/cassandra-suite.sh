@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the real-server suite (tests/cassandra) against Apache Cassandra:
-#   (a) 1 node:            cargo test --test cassandra   with SCYLLA_URI
+#   (a) 1 node:            cargo test --test cassandra (and cassandra_metadata,
+#                          and the quickstart example) with SCYLLA_URI
 #   (b) 1 node with --auth: the auth/LZ4 tests           with SCYLLA_AUTH_URI
 #   (c) --three-nodes:     3 nodes, the three_nodes tests with SCYLLA_THREE_NODES=1
 # The tests are compiled before any JVM starts (they would compete for the
@@ -38,7 +39,8 @@ cleanup() {
 trap cleanup EXIT
 
 log "compiling the tests"
-cargo test --test cassandra --no-run
+cargo test --test cassandra --test cassandra_metadata --no-run
+cargo build --example quickstart
 phase "compiling"
 
 log "(a) 1 node"
@@ -46,6 +48,9 @@ started=1
 bash "$C" start 1
 phase "(a) start"
 SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra -- --test-threads 2
+SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra_metadata
+log "(a) the README's quick start against the real server"
+SCYLLA_URI="$(bash "$C" uri)" cargo run --example quickstart
 phase "(a) tests"
 bash "$C" stop
 phase "(a) stop"
