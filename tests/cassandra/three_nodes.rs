@@ -129,9 +129,14 @@ async fn discovery_replication_and_routing() {
         .prepare(format!("INSERT INTO {ks1}.t (k, v) VALUES (?, ?)"))
         .await
         .unwrap();
+    // The token comes from a statement binding only the key.
+    let key1 = session
+        .prepare(format!("SELECT v FROM {ks1}.t WHERE k = ?"))
+        .await
+        .unwrap();
     let mut owners = std::collections::HashSet::new();
     for k in 0..12 {
-        let ours = driver_replicas(&session, &ks1, &insert1, k);
+        let ours = driver_replicas(&session, &ks1, &key1, k);
         assert_eq!(ours.len(), 1);
         assert_eq!(server_replicas(&ks1, k), ours, "key {k}");
         let r = session.execute_unpaged(&insert1, (k, k)).await.unwrap();
@@ -143,7 +148,7 @@ async fn discovery_replication_and_routing() {
         owners.insert(ours[0]);
     }
     for k in 12..300 {
-        let ours = driver_replicas(&session, &ks1, &insert1, k);
+        let ours = driver_replicas(&session, &ks1, &key1, k);
         let r = session.execute_unpaged(&insert1, (k, k)).await.unwrap();
         assert_eq!(
             r.coordinator.unwrap().ip(),
