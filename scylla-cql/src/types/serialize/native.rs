@@ -246,28 +246,28 @@ impl SerializeValue for Ipv6Addr {
     }
 }
 
-impl SerializeValue for Counter {
-    fn serialize(
-        &self,
-        typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Counter))?;
-        out.extend_from_slice(&self.0.to_be_bytes());
-        Ok(Written::Value)
-    }
+/// Newtypes over a big-endian number, written for one column type (the
+/// mirror of the deserializers' `impl_newtype!`).
+macro_rules! impl_newtype {
+    ($($t:ident => $ct:ident;)*) => {$(
+        impl SerializeValue for $t {
+            fn serialize(
+                &self,
+                typ: &ColumnType,
+                out: &mut Vec<u8>,
+            ) -> Result<Written, SerializationError> {
+                check::<Self>(typ, matches!(typ, ColumnType::$ct))?;
+                out.extend_from_slice(&self.0.to_be_bytes());
+                Ok(Written::Value)
+            }
+        }
+    )*};
 }
 
-impl SerializeValue for CqlDate {
-    fn serialize(
-        &self,
-        typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Date))?;
-        out.extend_from_slice(&self.0.to_be_bytes());
-        Ok(Written::Value)
-    }
+impl_newtype! {
+    Counter => Counter;
+    CqlDate => Date;
+    CqlTimestamp => Timestamp;
 }
 
 impl SerializeValue for CqlTime {
@@ -283,18 +283,6 @@ impl SerializeValue for CqlTime {
                 SerializationErrorKind::InvalidValue("time outside 0..86400 s"),
             ));
         }
-        out.extend_from_slice(&self.0.to_be_bytes());
-        Ok(Written::Value)
-    }
-}
-
-impl SerializeValue for CqlTimestamp {
-    fn serialize(
-        &self,
-        typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Timestamp))?;
         out.extend_from_slice(&self.0.to_be_bytes());
         Ok(Written::Value)
     }
