@@ -628,3 +628,109 @@ async fn dropping_the_last_handle_closes_the_socket() {
     drop(second);
     assert!(server.await.unwrap(), "the server did not see EOF");
 }
+
+// (i) ------------------------------------------------------------------------
+
+/// Answers OPTIONS after `delay`; the first answer's length field is damaged
+/// (it announces 1 MiB but 12 bytes follow), as a bit flip on the wire would.
+fn damaging_server(l: tokio::net::TcpListener, delay: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let (mut rd, wr) = accept_ready(&l, false).await;
+        let mut first = true;
+        while let Some(inc) = rd.next().await {
+            let mut bytes = fake_server::encode_response(inc.header.stream, &supported_response());
+            if std::mem::take(&mut first) {
+                bytes.truncate(9 + 12);
+                bytes[5..9].copy_from_slice(&(1u32 << 20).to_be_bytes());
+            }
+            let wr = wr.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                wr.send_raw(&bytes).await;
+            });
+        }
+    })
+}
+
+fn stall_config() -> ConnectionConfig {
+    ConnectionConfig {
+        stall_probe_after: Some(Duration::from_millis(200)),
+        stall_probe_timeout: Duration::from_millis(300),
+        timeout_tick: Duration::from_millis(10),
+        ..config()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_length_field_recycles_the_connection_within_the_probe_bound() {
+    let (l, addr) = listen().await;
+    let _server = damaging_server(l, Duration::ZERO);
+    let conn = open(addr, None, &stall_config()).await.unwrap();
+    let start = Instant::now();
+    // The first answer wedges the reader; later ones (the probe's too) vanish
+    // into the announced body.
+    let first = conn.request(&Options, &opts(Duration::from_secs(30))).await;
+    let elapsed = start.elapsed();
+    match &first {
+        Err(RequestError::Broken(b)) => assert!(
+            matches!(b.reason(), BrokenReason::ReadStalled { .. }),
+            "{b}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // probe_after + probe timeout + ticks; far below the request's 30 s.
+    assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+    assert!(elapsed >= Duration::from_millis(450), "{elapsed:?}");
+    assert!(!conn.is_usable());
+    // Every request ended: nothing is left in flight.
+    assert_eq!(conn.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_answers_with_a_responsive_server_are_not_a_stall() {
+    let (l, addr) = listen().await;
+    // Every answer takes 700 ms, longer than the probe's silence bound; the
+    // probe is answered (after 700 ms too, within its 1 s), so the
+    // connection stays.
+    let count = Arc::new(AtomicUsize::new(0));
+    let _server = options_server(l, Duration::from_millis(700), count.clone());
+    let cfg = ConnectionConfig {
+        stall_probe_timeout: Duration::from_secs(1),
+        ..stall_config()
+    };
+    let conn = open(addr, None, &cfg).await.unwrap();
+    let r = conn.request(&Options, &opts(Duration::from_secs(5))).await;
+    assert!(matches!(r.unwrap().response, Response::Supported(_)));
+    assert!(conn.is_usable(), "{:?}", conn.broken());
+    // The request plus one probe.
+    assert!(count.load(Ordering::SeqCst) >= 2);
+}
+
+#[tokio::test]
+async fn a_length_beyond_the_frame_cap_fails_at_once() {
+    let (l, addr) = listen().await;
+    let server = tokio::spawn(async move {
+        let (mut rd, wr) = accept_ready(&l, false).await;
+        let inc = rd.next().await.unwrap();
+        let mut bytes = fake_server::encode_response(inc.header.stream, &supported_response());
+        // 64 MiB: above the 16 MiB default cap.
+        bytes[5..9].copy_from_slice(&(64u32 << 20).to_be_bytes());
+        wr.send_raw(&bytes).await;
+        rd.drain_to_eof(Duration::from_secs(5)).await
+    });
+    assert_eq!(
+        ConnectionConfig::default().max_frame_len,
+        scylla_driver::connection::DEFAULT_MAX_FRAME_LEN
+    );
+    let conn = open(addr, None, &config()).await.unwrap();
+    let start = Instant::now();
+    let r = conn.request(&Options, &opts(Duration::from_secs(10))).await;
+    assert!(start.elapsed() < Duration::from_secs(1));
+    match r {
+        Err(RequestError::Broken(b)) => {
+            assert!(matches!(b.reason(), BrokenReason::Decode(_)), "{b}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(server.await.unwrap());
+}

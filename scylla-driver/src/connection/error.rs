@@ -162,6 +162,16 @@ pub enum BrokenReason {
     /// The heartbeat got no answer.
     #[error("heartbeat failed: {0}")]
     HeartbeatFailed(String),
+    /// Requests were in flight, no response frame arrived for `silent_for`,
+    /// and a probe went unanswered: the stream is wedged (typically a
+    /// damaged length field that the reader is still waiting to fill).
+    #[error("no response frame for {silent_for:?} with requests in flight, and the probe went unanswered ({probe}); recycling the connection")]
+    ReadStalled {
+        /// How long the reader had completed no frame when the probe failed.
+        silent_for: Duration,
+        /// Why the probe failed.
+        probe: String,
+    },
     /// Too many timed-out requests still hold stream ids.
     #[error("{0} requests timed out without a response; recycling the connection")]
     TooManyOrphans(usize),

@@ -1,10 +1,16 @@
-//! The connection's single tick: request deadlines, heartbeats, and
-//! recycling a connection that too many timed-out requests clog.
+//! The connection's single tick: request deadlines, heartbeats, stall
+//! probes, and recycling a connection that too many timed-out requests clog.
 //!
 //! Requests carry deadlines, not timers: while any request is in flight this
 //! task wakes every `tick` and expires the ones past their deadline (so a
 //! timeout fires at most one tick late). An idle connection sleeps until its
 //! heartbeat is due, so thousands of idle connections cost nothing.
+//!
+//! A busy connection whose reader has completed no frame for
+//! `stall_probe_after` gets a probe (OPTIONS): a healthy server answers it
+//! even while a slow query runs, but a stream wedged by a damaged length
+//! field swallows the answer too, and the connection is recycled when the
+//! probe times out. Watching costs the hot path one relaxed store per read.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,11 +27,43 @@ pub(super) struct TickConfig {
     pub(super) tick: Duration,
     pub(super) heartbeat_interval: Option<Duration>,
     pub(super) heartbeat_timeout: Duration,
+    pub(super) stall_probe_after: Option<Duration>,
+    pub(super) stall_probe_timeout: Duration,
     pub(super) max_orphans: usize,
 }
 
 /// A heartbeat in progress.
 type Heartbeat<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// Why the OPTIONS in flight was sent: it decides what its failure means.
+#[derive(Debug, Clone, Copy)]
+enum Probe {
+    /// The connection was idle.
+    Idle,
+    /// The reader had been silent since `since` with requests in flight.
+    Stall { since: Instant },
+}
+
+/// When the reader last made progress, as the tick sees it.
+#[derive(Debug)]
+struct Progress {
+    frames: u64,
+    since: Instant,
+}
+
+impl Progress {
+    /// Records the reader's frame count at `now`; returns how long it has
+    /// completed no frame while the connection was busy.
+    fn observe(&mut self, frames: u64, busy: bool, now: Instant) -> Duration {
+        if frames != self.frames || !busy {
+            // Progress, or nothing is awaited: silence only counts while
+            // answers are due.
+            self.frames = frames;
+            self.since = now;
+        }
+        now.saturating_duration_since(self.since)
+    }
+}
 
 /// How long an idle connection sleeps when heartbeats are disabled.
 const IDLE_SLEEP: Duration = Duration::from_secs(3600);
@@ -40,7 +78,11 @@ pub(super) async fn run(shared: Arc<Shared>, cfg: TickConfig) {
 }
 
 async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
-    let mut heartbeat: Option<Heartbeat<'_>> = None;
+    let mut heartbeat: Option<(Probe, Heartbeat<'_>)> = None;
+    let mut progress = Progress {
+        frames: 0,
+        since: Instant::now(),
+    };
     loop {
         let busy = shared.slots.in_use() > 0;
         let sleep_for = if busy {
@@ -56,29 +98,52 @@ async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
             _ = shared.tick_wake.notified() => {}
             result = async {
                 match heartbeat.as_mut() {
-                    Some(h) => h.await,
+                    Some((_, h)) => h.await,
                     None => std::future::pending().await,
                 }
             } => {
-                heartbeat = None;
+                let probe = heartbeat.take().map(|(p, _)| p);
                 if let Err(reason) = result {
-                    shared.fail(BrokenReason::HeartbeatFailed(reason));
+                    shared.fail(match probe {
+                        Some(Probe::Stall { since }) => BrokenReason::ReadStalled {
+                            silent_for: since.elapsed(),
+                            probe: reason,
+                        },
+                        _ => BrokenReason::HeartbeatFailed(reason),
+                    });
                     return;
                 }
             }
         }
-        if shared.slots.in_use() > 0 {
-            shared.slots.expire(Instant::now());
+        let now = Instant::now();
+        let busy = shared.slots.in_use() > 0;
+        if busy {
+            shared.slots.expire(now);
         }
         let orphans = shared.slots.orphans();
         if orphans > cfg.max_orphans {
             shared.fail(BrokenReason::TooManyOrphans(orphans));
             return;
         }
+        let silent_for = progress.observe(
+            shared.frames_in.load(std::sync::atomic::Ordering::Relaxed),
+            busy,
+            now,
+        );
+        if heartbeat.is_none() {
+            if let Some(after) = cfg.stall_probe_after.filter(|a| silent_for >= *a) {
+                tracing::debug!(peer = %shared.peer, ?silent_for, ?after, "no response frame with requests in flight; probing");
+                let since = now.checked_sub(silent_for).unwrap_or(now);
+                heartbeat = Some((
+                    Probe::Stall { since },
+                    Box::pin(send_heartbeat(shared, cfg.stall_probe_timeout)),
+                ));
+            }
+        }
         if let Some(interval) = cfg.heartbeat_interval {
             if heartbeat.is_none() && shared.since_last_write() >= interval {
                 let timeout = cfg.heartbeat_timeout;
-                heartbeat = Some(Box::pin(send_heartbeat(shared, timeout)));
+                heartbeat = Some((Probe::Idle, Box::pin(send_heartbeat(shared, timeout))));
             }
         }
     }

@@ -11,8 +11,10 @@
 //!   them, and completes the [`stream_slots`] of their stream ids (events go to
 //!   a channel);
 //! - the **tick** (`housekeeping`) times out requests past their deadline
-//!   (no timer per request), sends heartbeats on idle connections, and
-//!   recycles a connection with too many orphaned stream ids.
+//!   (no timer per request), sends heartbeats on idle connections, probes a
+//!   busy connection whose reader has completed no frame for a while (a
+//!   damaged length field makes the reader wait for bytes that never come),
+//!   and recycles a connection with too many orphaned stream ids.
 //!
 //! # The life of a request
 //! 1. [`Connection::request`] reserves a stream id and its slot (waiting, within
@@ -100,7 +102,22 @@ pub struct ConnectionConfig {
     pub heartbeat_interval: Option<Duration>,
     /// How long a heartbeat may take.
     pub heartbeat_timeout: Duration,
-    /// Largest frame body accepted or sent.
+    /// Stall detection: when requests are in flight and no response frame
+    /// has arrived for this long, an OPTIONS probe is sent; `None` disables.
+    ///
+    /// A length field damaged on the wire (v4 frames carry no checksum)
+    /// makes the reader wait for the body of a frame that never comes,
+    /// swallowing every later response; only a probe that goes unanswered
+    /// tells this apart from a slow query.
+    pub stall_probe_after: Option<Duration>,
+    /// How long the stall probe may take before the connection is recycled
+    /// ([`BrokenReason::ReadStalled`]). A stalled connection is therefore
+    /// closed within `stall_probe_after + stall_probe_timeout` (plus a tick).
+    pub stall_probe_timeout: Duration,
+    /// Largest frame body accepted or sent. The default, 16 MiB, is what
+    /// servers accept (Cassandra's `native_transport_max_frame_size`); a
+    /// larger announced length is a damaged or hostile frame and closes the
+    /// connection at once. Raise it for pages of very large rows.
     pub max_frame_len: usize,
     /// `DRIVER_NAME` sent in STARTUP.
     pub driver_name: String,
@@ -109,6 +126,9 @@ pub struct ConnectionConfig {
     /// I/O counters to update (share one among connections for totals).
     pub counters: Arc<IoCounters>,
 }
+
+/// The default of [`ConnectionConfig::max_frame_len`]: 16 MiB.
+pub const DEFAULT_MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
 
 impl Default for ConnectionConfig {
     fn default() -> Self {
@@ -126,7 +146,9 @@ impl Default for ConnectionConfig {
             timeout_tick: Duration::from_millis(10),
             heartbeat_interval: Some(Duration::from_secs(30)),
             heartbeat_timeout: Duration::from_secs(10),
-            max_frame_len: scylla_cql::frame::DEFAULT_MAX_BODY_LEN,
+            stall_probe_after: Some(Duration::from_secs(2)),
+            stall_probe_timeout: Duration::from_secs(3),
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
             driver_name: "scylla-driver (Rust)".to_owned(),
             driver_version: env!("CARGO_PKG_VERSION").to_owned(),
             counters: Arc::new(IoCounters::default()),
@@ -181,6 +203,9 @@ struct Shared {
     counters: Arc<IoCounters>,
     /// Nanoseconds after `epoch` of the last write.
     last_write: AtomicU64,
+    /// Response frames completed by the reader so far (written by the
+    /// reader only, once per read; the tick watches it for stalls).
+    frames_in: AtomicU64,
     /// Nanoseconds after `epoch` of the last request submitted.
     last_arrival: AtomicU64,
     /// Moving average of the time between submissions, in nanoseconds: how
@@ -548,6 +573,7 @@ async fn open_inner(
         cancel: CancellationToken::new(),
         counters: config.counters.clone(),
         last_write: AtomicU64::new(0),
+        frames_in: AtomicU64::new(0),
         last_arrival: AtomicU64::new(0),
         arrival_gap: AtomicU64::new(0),
         epoch: Instant::now(),
@@ -572,6 +598,8 @@ async fn open_inner(
             tick: config.timeout_tick,
             heartbeat_interval: config.heartbeat_interval,
             heartbeat_timeout: config.heartbeat_timeout,
+            stall_probe_after: config.stall_probe_after,
+            stall_probe_timeout: config.stall_probe_timeout,
             max_orphans: config.max_orphans,
         },
     ));

@@ -7,6 +7,7 @@
 //! malformed frame, a frame for a stream with no request, or end of file ends
 //! the connection, failing every request in flight with the reason.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -48,6 +49,7 @@ async fn read_loop(
     cfg: &ReaderConfig,
 ) -> BrokenReason {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut frames_in: u64 = 0;
     loop {
         // Handle every complete frame buffered so far.
         let wanted = loop {
@@ -57,9 +59,14 @@ async fn read_loop(
                     if let Err(reason) = dispatch(shared, cfg, header, frame) {
                         return reason;
                     }
+                    frames_in += 1;
                 }
                 // Incomplete: read at least the rest of this frame.
-                Ok(None) => break incomplete_frame_len(&buf, shared.max_frame_len),
+                Ok(None) => {
+                    // Once per read: the tick watches this for stalls.
+                    shared.frames_in.store(frames_in, Ordering::Relaxed);
+                    break incomplete_frame_len(&buf, shared.max_frame_len);
+                }
                 Err(e) => return BrokenReason::Decode(e),
             }
         };
