@@ -31,12 +31,12 @@ fn setup_tracing() {
         .try_init();
 }
 
-/// The node's address, or `None` (and a note) when `SCYLLA_URI` is unset.
+/// The node's address; panics when `SCYLLA_URI` is unset (these tests are
+/// `#[ignore]`d and run with `--ignored` by scripts/cassandra-suite.sh).
 fn node_addr() -> Option<SocketAddr> {
     setup_tracing();
     let Ok(uri) = std::env::var("SCYLLA_URI") else {
-        println!("skipped: SCYLLA_URI not set");
-        return None;
+        panic!("SCYLLA_URI is not set: this test needs a real Cassandra (run scripts/cassandra-suite.sh)");
     };
     let addr = uri
         .to_socket_addrs()
@@ -97,6 +97,7 @@ async fn start(
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn discovers_the_node() {
     let Some(addr) = node_addr() else { return };
     let (control, rx) = start(addr).await;
@@ -119,6 +120,7 @@ async fn discovers_the_node() {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn reads_keyspaces_and_partition_keys() {
     let Some(addr) = node_addr() else { return };
     let conn = session(addr).await;
@@ -159,6 +161,7 @@ async fn reads_keyspaces_and_partition_keys() {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn schema_change_event_refreshes() {
     let Some(addr) = node_addr() else { return };
     let conn = session(addr).await;
@@ -213,6 +216,7 @@ async fn schema_change_event_refreshes() {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn schema_agreement_after_ddl() {
     let Some(addr) = node_addr() else { return };
     let conn = session(addr).await;
@@ -227,6 +231,7 @@ async fn schema_agreement_after_ddl() {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn routing_table_from_metadata() {
     let Some(addr) = node_addr() else { return };
     let conn = session(addr).await;
@@ -244,6 +249,7 @@ async fn routing_table_from_metadata() {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn skips_unreachable_contact_points() {
     let Some(addr) = node_addr() else { return };
     // Port 1 on loopback refuses connections.
@@ -345,6 +351,7 @@ impl Drop for Proxy {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn reconnects_and_keeps_receiving_events() {
     let Some(addr) = node_addr() else { return };
     let proxy = Proxy::start(addr).await;
@@ -392,6 +399,7 @@ async fn reconnects_and_keeps_receiving_events() {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn moves_to_another_contact_point_when_its_node_dies() {
     let Some(addr) = node_addr() else { return };
     let a = Proxy::start(addr).await;
@@ -429,6 +437,7 @@ async fn moves_to_another_contact_point_when_its_node_dies() {
 }
 
 #[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn dropping_the_handle_closes_the_connection() {
     let Some(addr) = node_addr() else { return };
     let proxy = Proxy::start(addr).await;

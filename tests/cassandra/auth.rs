@@ -18,6 +18,7 @@ async fn login(uri: &str) -> Session {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Cassandra with --auth in SCYLLA_AUTH_URI: scripts/cassandra-suite.sh"]
 async fn good_bad_and_missing_credentials() {
     let uri = require!("SCYLLA_AUTH_URI");
     let session = login(&uri).await;
@@ -122,6 +123,7 @@ async fn client_options(session: &Session) -> HashMap<u16, (String, HashMap<Stri
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Cassandra with --auth in SCYLLA_AUTH_URI: scripts/cassandra-suite.sh"]
 async fn lz4_compression_is_negotiated_and_used() {
     let uri = require!("SCYLLA_AUTH_URI");
     let lz4 = builder(&uri)
@@ -189,6 +191,7 @@ async fn lz4_compression_is_negotiated_and_used() {
 
 /// LZ4 on the plain node (no AUTHENTICATE step: READY follows STARTUP).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn lz4_without_authentication() {
     let uri = require!("SCYLLA_URI");
     let session = builder(&uri)

@@ -1,8 +1,12 @@
 //! The driver against a real Apache Cassandra 5.0 (started by
 //! `scripts/cassandra.sh`), as one test binary with a module per area.
 //!
-//! - `SCYLLA_URI` (`host:port`): a plain node (no authentication). Without
-//!   it every test prints "skipped: SCYLLA_URI not set" and passes.
+//! - `SCYLLA_URI` (`host:port`): a plain node (no authentication).
+//!
+//! Every test here is `#[ignore]`d, so a plain `cargo test` lists them as
+//! ignored instead of reporting a pass for a test that ran nothing;
+//! `scripts/cassandra-suite.sh` runs them with `--ignored`, phase by phase.
+//! A test run without the variables it needs fails, saying which.
 //! - `SCYLLA_AUTH_URI`: a node started with `--auth` (cassandra/cassandra),
 //!   for the `auth` module.
 //! - `SCYLLA_THREE_NODES=1` with `SCYLLA_URI` on a 3-node cluster: the
@@ -36,27 +40,24 @@ pub fn setup_tracing() {
         .try_init();
 }
 
-/// The value of `var`, or `None` after printing why the test is skipped.
-pub fn env_uri(var: &str) -> Option<String> {
+/// The value of `var`; panics when it is unset (the test was asked to run,
+/// with `--ignored`, without the server it needs).
+pub fn env_uri(var: &str) -> String {
     setup_tracing();
     match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ => {
-            println!("skipped: {var} not set");
-            None
-        }
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!(
+            "{var} is not set: this test needs a real server (run scripts/cassandra-suite.sh)"
+        ),
     }
 }
 
-/// `let uri = require!("SCYLLA_URI");`: the variable's value, or return
-/// from the test (which then passes) with a note.
+/// `let uri = require!("SCYLLA_URI");`: the variable's value (see
+/// [`env_uri`]).
 #[macro_export]
 macro_rules! require {
     ($var:expr) => {
-        match $crate::env_uri($var) {
-            Some(v) => v,
-            None => return,
-        }
+        $crate::env_uri($var)
     };
 }
 

@@ -72,6 +72,7 @@ fn all_seen(seen: &[bool]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn ten_thousand_rows_in_pages() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
@@ -147,6 +148,7 @@ async fn ten_thousand_rows_in_pages() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn page_size_one_over_a_small_partition() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;

@@ -21,6 +21,7 @@ use scylla_cql::types::{CqlValue, Row};
 use crate::{create_keyspace, ddl, drop_keyspace, require, session};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn prepared_statements_survive_alter_and_drop() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
@@ -150,6 +151,7 @@ async fn prepared_statements_survive_alter_and_drop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn schema_changes_reach_other_sessions() {
     let uri = require!("SCYLLA_URI");
     let watcher = session(&uri).await;

@@ -15,11 +15,13 @@ use scylla_driver::{ExecutionError, Session};
 use crate::{create_keyspace, ddl, drop_keyspace, require, session};
 
 fn three_nodes() -> bool {
-    if std::env::var("SCYLLA_THREE_NODES").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: SCYLLA_THREE_NODES not set");
-    false
+    assert_eq!(
+        std::env::var("SCYLLA_THREE_NODES").as_deref(),
+        Ok("1"),
+        "SCYLLA_THREE_NODES=1 is not set: this test needs a 3-node cluster \
+         (run scripts/cassandra-suite.sh --three-nodes)"
+    );
+    true
 }
 
 /// Runs `scripts/cassandra.sh ARGS`, returning its standard output.
@@ -67,6 +69,7 @@ fn driver_replicas(
 // right after a node restart, gossip-based schema agreement can report
 // agreement before the restarted node applied a new table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a 3-node Cassandra (SCYLLA_URI, SCYLLA_THREE_NODES=1): scripts/cassandra-suite.sh --three-nodes"]
 async fn discovery_replication_and_routing() {
     let uri = require!("SCYLLA_URI");
     if !three_nodes() {
@@ -191,6 +194,7 @@ impl Tally {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a 3-node Cassandra (SCYLLA_URI, SCYLLA_THREE_NODES=1): scripts/cassandra-suite.sh --three-nodes"]
 async fn failover_node_killed_under_load_and_brought_back() {
     let uri = require!("SCYLLA_URI");
     if !three_nodes() {

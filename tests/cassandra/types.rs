@@ -339,6 +339,7 @@ async fn setup(session: &scylla_driver::Session, ks: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn every_type_round_trips() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
@@ -440,6 +441,7 @@ async fn every_type_round_trips() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn nulls_unset_and_counters() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;

@@ -12,6 +12,7 @@ use crate::{create_keyspace, ddl, drop_keyspace, require, session};
 type Values<'a> = &'a (dyn SerializeRow + Sync);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn batches() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
@@ -111,6 +112,7 @@ async fn batches() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn lightweight_transactions() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
@@ -164,6 +166,7 @@ async fn lightweight_transactions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn ttl_and_timestamps() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
@@ -273,6 +276,7 @@ async fn ttl_and_timestamps() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn use_and_switch_keyspaces() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
