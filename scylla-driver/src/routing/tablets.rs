@@ -1,0 +1,341 @@
+//! The tablets of one table: an immutable, sorted snapshot of token ranges
+//! `(first, last]` and their replicas as (node, shard). Pure data, no I/O.
+//!
+//! ScyllaDB splits a tablet table's token range into tablets that it places
+//! (and moves) on (node, shard) replicas; the token ring says nothing about
+//! them. A driver learns tablets from the `tablets-routing-v1` payload of
+//! misrouted requests, and eagerly from `system.tablets`.
+//!
+//! # Rules
+//! - Tablets never overlap: inserting one removes every tablet whose range
+//!   overlaps it (the protocol extension's rule), whatever its extent.
+//! - Replicas are learned as host ids and resolved to [`NodeIdx`]s by the
+//!   caller's resolver when the snapshot is built, so that lookups never hash
+//!   a uuid. A host the resolver does not know is skipped (the tablet keeps
+//!   its other replicas); a node named twice is kept once.
+//! - [`TabletMap::reresolve`] rebuilds the snapshot for another node
+//!   numbering (the cluster state was rebuilt), dropping the tablets that
+//!   name a node that no longer exists.
+//!
+//! # Cost
+//! A lookup is one binary search over a contiguous `Vec<i64>` of last
+//! tokens and two slices: no allocation, no lock, no hashing. Every update
+//! builds a new snapshot (`O(tablets)`): updates are rare (a misroute, a
+//! warm-up, a topology change), lookups are per request.
+
+use scylla_cql::sharding::Shard;
+use scylla_cql::token::Token;
+use uuid::Uuid;
+
+use super::topology::NodeIdx;
+
+/// One learned tablet: its range `(first_token, last_token]` and its replicas
+/// by host id, in the tablet's replica order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Tablet {
+    /// The range's exclusive start (`i64::MIN` for a table's first tablet,
+    /// which then also holds `i64::MIN`).
+    pub first_token: Token,
+    /// The range's inclusive end.
+    pub last_token: Token,
+    /// (host id, shard) of each replica.
+    pub replicas: Vec<(Uuid, Shard)>,
+}
+
+impl Tablet {
+    /// Whether the tablet's range holds `token`.
+    #[inline]
+    pub fn contains(&self, token: Token) -> bool {
+        contains(self.first_token.0, self.last_token.0, token.0)
+    }
+
+    /// Whether the ranges of `self` and `other` share a token.
+    pub fn overlaps(&self, other: &Tablet) -> bool {
+        // (a1, a2] and (b1, b2] meet iff a1 < b2 and b1 < a2 (the minimum
+        // token belongs to a range starting there: ranges are still
+        // half-open on the left otherwise, so this holds for it too).
+        self.first_token.0 < other.last_token.0 && other.first_token.0 < self.last_token.0
+    }
+}
+
+#[inline]
+fn contains(first: i64, last: i64, t: i64) -> bool {
+    (first < t || (first == i64::MIN && t == i64::MIN)) && t <= last
+}
+
+/// The replicas of one tablet: `nodes[i]` on shard `shards[i]`, in the
+/// tablet's replica order (the primary replica first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TabletReplicas<'a> {
+    /// The nodes.
+    pub nodes: &'a [NodeIdx],
+    /// Their shards, index for index.
+    pub shards: &'a [Shard],
+}
+
+impl TabletReplicas<'_> {
+    /// Number of replicas.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+/// The tablets known for one table (see the [module documentation](self)).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TabletMap {
+    /// Learned tablets, sorted by range (they never overlap).
+    tablets: Vec<Tablet>,
+    /// `tablets[i].last_token`, contiguous for the search.
+    last: Vec<i64>,
+    /// `tablets[i].first_token`.
+    first: Vec<i64>,
+    /// `tablets[i]`'s resolved replicas: `nodes[a..b]` / `shards[a..b]`.
+    spans: Vec<(u32, u32)>,
+    nodes: Vec<NodeIdx>,
+    shards: Vec<Shard>,
+}
+
+/// Inserts `t` into sorted, non-overlapping `tablets`, removing those it
+/// overlaps.
+fn insert_sorted(tablets: &mut Vec<Tablet>, t: Tablet) {
+    if t.first_token.0 >= t.last_token.0 {
+        return; // an empty range holds nothing
+    }
+    // Sorted and disjoint: both ends are monotonic, so the overlapping
+    // tablets are one run.
+    let start = tablets.partition_point(|x| x.last_token.0 <= t.first_token.0);
+    let end = tablets.partition_point(|x| x.first_token.0 < t.last_token.0);
+    let end = end.max(start);
+    tablets.splice(start..end, std::iter::once(t));
+}
+
+impl TabletMap {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A map of `tablets` (applied in order, later ones replacing earlier
+    /// ones they overlap), replicas resolved by `resolve`.
+    pub fn from_tablets(
+        tablets: impl IntoIterator<Item = Tablet>,
+        resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>,
+    ) -> Self {
+        let mut sorted = Vec::new();
+        for t in tablets {
+            insert_sorted(&mut sorted, t);
+        }
+        Self::index(sorted, resolve)
+    }
+
+    /// This map with `tablet` inserted (the tablets it overlaps removed).
+    pub fn with_tablet(
+        &self,
+        tablet: Tablet,
+        resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>,
+    ) -> Self {
+        let mut tablets = self.tablets.clone();
+        insert_sorted(&mut tablets, tablet);
+        Self::index(tablets, resolve)
+    }
+
+    /// This map resolved by `resolve` (a new node numbering), without the
+    /// tablets naming a host `resolve` does not know.
+    pub fn reresolve(&self, resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>) -> Self {
+        let kept = self
+            .tablets
+            .iter()
+            .filter(|t| t.replicas.iter().all(|(h, _)| resolve(h).is_some()))
+            .cloned()
+            .collect();
+        Self::index(kept, resolve)
+    }
+
+    fn index(tablets: Vec<Tablet>, resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>) -> Self {
+        let mut out = Self {
+            last: tablets.iter().map(|t| t.last_token.0).collect(),
+            first: tablets.iter().map(|t| t.first_token.0).collect(),
+            spans: Vec::with_capacity(tablets.len()),
+            nodes: Vec::with_capacity(tablets.len() * 3),
+            shards: Vec::with_capacity(tablets.len() * 3),
+            tablets: Vec::new(),
+        };
+        for t in &tablets {
+            let a = out.nodes.len();
+            for (host, shard) in &t.replicas {
+                let Some(node) = resolve(host) else { continue };
+                if out.nodes[a..].contains(&node) {
+                    continue;
+                }
+                out.nodes.push(node);
+                out.shards.push(*shard);
+            }
+            // Fewer than u32::MAX replicas in all: tablets have a handful each.
+            out.spans
+                .push((a as u32, out.nodes.len().min(u32::MAX as usize) as u32));
+        }
+        out.tablets = tablets;
+        out
+    }
+
+    /// The replicas of the tablet holding `token`, if that tablet is known.
+    #[inline]
+    pub fn lookup(&self, token: Token) -> Option<TabletReplicas<'_>> {
+        let i = self.last.partition_point(|&l| l < token.0);
+        let first = *self.first.get(i)?;
+        let last = *self.last.get(i)?;
+        if !contains(first, last, token.0) {
+            return None;
+        }
+        let (a, b) = *self.spans.get(i)?;
+        let (a, b) = (a as usize, b as usize);
+        Some(TabletReplicas {
+            nodes: self.nodes.get(a..b)?,
+            shards: self.shards.get(a..b)?,
+        })
+    }
+
+    /// The tablet holding `token`, as learned.
+    pub fn tablet(&self, token: Token) -> Option<&Tablet> {
+        let i = self.last.partition_point(|&l| l < token.0);
+        self.tablets.get(i).filter(|t| t.contains(token))
+    }
+
+    /// Every tablet, sorted by range.
+    pub fn tablets(&self) -> &[Tablet] {
+        &self.tablets
+    }
+
+    /// Number of tablets.
+    pub fn len(&self) -> usize {
+        self.tablets.len()
+    }
+
+    /// Whether no tablet is known.
+    pub fn is_empty(&self) -> bool {
+        self.tablets.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn host(i: u8) -> Uuid {
+        Uuid::from_u128(u128::from(i) + 1)
+    }
+
+    fn resolve(h: &Uuid) -> Option<NodeIdx> {
+        let i = h.as_u128();
+        (1..=8).contains(&i).then(|| NodeIdx(i as u32 - 1))
+    }
+
+    fn tablet(first: i64, last: i64, replicas: &[(u8, Shard)]) -> Tablet {
+        Tablet {
+            first_token: Token(first),
+            last_token: Token(last),
+            replicas: replicas.iter().map(|&(h, s)| (host(h), s)).collect(),
+        }
+    }
+
+    #[test]
+    fn lookup_and_overlap_replacement() {
+        let m = TabletMap::from_tablets(
+            [
+                tablet(i64::MIN, -100, &[(0, 1), (1, 2)]),
+                tablet(-100, 0, &[(1, 0)]),
+                tablet(0, 100, &[(2, 5)]),
+            ],
+            &resolve,
+        );
+        assert_eq!(m.len(), 3);
+        let r = m.lookup(Token(i64::MIN)).unwrap();
+        assert_eq!(r.nodes, &[NodeIdx(0), NodeIdx(1)]);
+        assert_eq!(r.shards, &[1, 2]);
+        assert_eq!(m.lookup(Token(-100)).unwrap().nodes, &[NodeIdx(0), NodeIdx(1)]);
+        assert_eq!(m.lookup(Token(-99)).unwrap().nodes, &[NodeIdx(1)]);
+        assert_eq!(m.lookup(Token(100)).unwrap().shards, &[5]);
+        assert!(m.lookup(Token(101)).is_none());
+        // A merge of the last two replaces both.
+        let m = m.with_tablet(tablet(-100, 100, &[(3, 7)]), &resolve);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m.lookup(Token(-5)).unwrap().nodes, &[NodeIdx(3)]);
+        // A split keeps the untouched half out: the old tablet goes entirely.
+        let m = m.with_tablet(tablet(-100, 0, &[(4, 0)]), &resolve);
+        assert_eq!(m.len(), 2);
+        assert!(m.lookup(Token(50)).is_none());
+        // Unknown hosts are skipped, duplicates kept once.
+        let m = m.with_tablet(tablet(200, 300, &[(9, 0), (2, 1), (2, 3)]), &resolve);
+        assert_eq!(m.lookup(Token(250)).unwrap().nodes, &[NodeIdx(2)]);
+        // ... and a re-resolution drops the tablet naming the unknown host.
+        let m = m.reresolve(&resolve);
+        assert!(m.lookup(Token(250)).is_none());
+        assert_eq!(m.len(), 2);
+    }
+
+    /// The reference model: a plain list, the overlap rule applied by a scan.
+    fn model_insert(model: &mut Vec<Tablet>, t: Tablet) {
+        if t.first_token.0 >= t.last_token.0 {
+            return;
+        }
+        model.retain(|x| !x.overlaps(&t));
+        model.push(t);
+    }
+
+    fn arb_tablet() -> impl Strategy<Value = Tablet> {
+        (
+            -50i64..50,
+            1i64..30,
+            proptest::collection::vec((0u8..10, 0u16..4), 0..4),
+        )
+            .prop_map(|(first, len, r)| tablet(first, first + len, &r))
+    }
+
+    proptest! {
+        #[test]
+        fn matches_the_reference_model(
+            inserts in proptest::collection::vec(arb_tablet(), 0..40),
+            probes in proptest::collection::vec(-60i64..90, 1..40),
+        ) {
+            let mut model = Vec::new();
+            let mut map = TabletMap::new();
+            for t in inserts {
+                model_insert(&mut model, t.clone());
+                map = map.with_tablet(t, &resolve);
+            }
+            prop_assert_eq!(map.len(), model.len());
+            for p in probes {
+                let want = model.iter().find(|t| t.contains(Token(p)));
+                prop_assert_eq!(map.tablet(Token(p)), want);
+                let got = map.lookup(Token(p));
+                match want {
+                    None => prop_assert!(got.is_none()),
+                    Some(t) => {
+                        let mut nodes = Vec::new();
+                        let mut shards = Vec::new();
+                        for (h, s) in &t.replicas {
+                            if let Some(n) = resolve(h) {
+                                if !nodes.contains(&n) {
+                                    nodes.push(n);
+                                    shards.push(*s);
+                                }
+                            }
+                        }
+                        let got = got.unwrap();
+                        prop_assert_eq!(got.nodes, &nodes[..]);
+                        prop_assert_eq!(got.shards, &shards[..]);
+                    }
+                }
+            }
+            // Bulk building agrees with one-by-one insertion.
+            let bulk = TabletMap::from_tablets(map.tablets().to_vec(), &resolve);
+            prop_assert_eq!(&bulk, &map);
+        }
+    }
+}
