@@ -134,11 +134,7 @@ impl TabletMap {
     }
 
     /// This map with `tablet` inserted (the tablets it overlaps removed).
-    pub fn with_tablet(
-        &self,
-        tablet: Tablet,
-        resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>,
-    ) -> Self {
+    pub fn with_tablet(&self, tablet: Tablet, resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>) -> Self {
         let mut tablets = self.tablets.clone();
         insert_sorted(&mut tablets, tablet);
         Self::index(tablets, resolve)
@@ -258,7 +254,10 @@ mod tests {
         let r = m.lookup(Token(i64::MIN)).unwrap();
         assert_eq!(r.nodes, &[NodeIdx(0), NodeIdx(1)]);
         assert_eq!(r.shards, &[1, 2]);
-        assert_eq!(m.lookup(Token(-100)).unwrap().nodes, &[NodeIdx(0), NodeIdx(1)]);
+        assert_eq!(
+            m.lookup(Token(-100)).unwrap().nodes,
+            &[NodeIdx(0), NodeIdx(1)]
+        );
         assert_eq!(m.lookup(Token(-99)).unwrap().nodes, &[NodeIdx(1)]);
         assert_eq!(m.lookup(Token(100)).unwrap().shards, &[5]);
         assert!(m.lookup(Token(101)).is_none());

@@ -599,7 +599,10 @@ proptest! {
 mod tablet_plans {
     use super::*;
 
-    fn arb_case() -> impl Strategy<Value = (usize, Vec<(u32, u16)>, Vec<bool>, bool, bool, u64)> {
+    /// (nodes, tablet replicas as (node, shard), up, lwt, with a local dc, seed).
+    type Case = (usize, Vec<(u32, u16)>, Vec<bool>, bool, bool, u64);
+
+    fn arb_case() -> impl Strategy<Value = Case> {
         (2usize..9).prop_flat_map(|n| {
             (
                 Just(n),

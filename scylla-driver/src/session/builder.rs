@@ -11,6 +11,7 @@ use scylla_cql::Consistency;
 use super::Session;
 use crate::cluster::control::{ControlHandle, ControlOptions};
 use crate::cluster::state::Cluster;
+use crate::cluster::TabletWarmup;
 use crate::connection::{Authenticator, Coalescing, PasswordAuthenticator};
 use crate::error::NewSessionError;
 use crate::metrics::Metrics;
@@ -54,6 +55,9 @@ pub struct SessionConfig {
     /// change while the session runs: protocol v4 cannot tell that a
     /// `SELECT *` gained a column after `ALTER TABLE`. Default: off.
     pub skip_result_metadata: bool,
+    /// Which tablets to read from `system.tablets` ahead of requests
+    /// (default: the keyspaces the session uses).
+    pub tablet_warmup: TabletWarmup,
 }
 
 impl Default for SessionConfig {
@@ -72,6 +76,7 @@ impl Default for SessionConfig {
             initial_connect_timeout: Duration::from_secs(5),
             control: ControlOptions::default(),
             skip_result_metadata: false,
+            tablet_warmup: TabletWarmup::default(),
         }
     }
 }
@@ -246,6 +251,17 @@ impl SessionBuilder {
         self
     }
 
+    /// Which tablet tables to read from `system.tablets` in the
+    /// background (at start, after topology changes, for newly used
+    /// keyspaces), so that their first requests already reach the right
+    /// replica and shard: [`TabletWarmup::UsedKeyspaces`] (default),
+    /// [`TabletWarmup::All`] or [`TabletWarmup::Off`].
+    #[must_use]
+    pub fn tablet_warmup(mut self, mode: TabletWarmup) -> Self {
+        self.config.tablet_warmup = mode;
+        self
+    }
+
     /// Bound on waiting for schema agreement after DDL.
     #[must_use]
     pub fn schema_agreement_timeout(mut self, d: Duration) -> Self {
@@ -289,7 +305,11 @@ impl SessionBuilder {
             config.pool.clone(),
             metrics.clone(),
             config.local_datacenter.clone(),
+            config.tablet_warmup,
         );
+        if config.tablet_warmup == TabletWarmup::All {
+            cluster.tablets.request_warmup();
+        }
         let missing = cluster.wait_for_pools(config.initial_connect_timeout).await;
         for addr in &missing {
             tracing::warn!(node = %addr, "no connection to this node yet; its pool keeps trying");

@@ -32,12 +32,24 @@ pub(super) async fn prepare_everywhere(
             Ok(frame) => match frame.response {
                 Response::Result(ResultBody::Prepared(p)) => {
                     let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;
-                    let keyspace = p
-                        .metadata
-                        .global_table_spec
-                        .as_ref()
-                        .map(|t| t.keyspace.clone())
-                        .or_else(|| p.metadata.col_specs.first().map(|c| c.keyspace.clone()));
+                    let (keyspace, table) = match (
+                        p.metadata.global_table_spec.as_ref(),
+                        p.metadata.col_specs.first(),
+                    ) {
+                        (Some(t), _) => (Some(t.keyspace.clone()), Some(t.table.clone())),
+                        (None, Some(c)) => (Some(c.keyspace.clone()), Some(c.table.clone())),
+                        (None, None) => (None, None),
+                    };
+                    let tablets = match (&keyspace, &table) {
+                        (Some(ks), Some(t)) => {
+                            let store = &inner.cluster.tablets;
+                            if store.use_keyspace(ks) {
+                                store.request_warmup();
+                            }
+                            Some(store.table(ks, t))
+                        }
+                        _ => None,
+                    };
                     Ok(PreparedStatement::new(PreparedShared {
                         is_lwt: p.metadata.is_lwt(ctx_mask),
                         result_specs: p.result_metadata.col_specs.clone().map(Into::into),
@@ -45,6 +57,8 @@ pub(super) async fn prepare_everywhere(
                         contents: text.to_owned(),
                         metadata: p.metadata,
                         keyspace,
+                        table,
+                        tablets,
                     }))
                 }
                 Response::Error(e) => Err(ExecutionError::server(e.error, e.message, node.address)),

@@ -35,6 +35,7 @@ use uuid::Uuid;
 pub use self::agreement::{
     local_schema_version, schema_versions, wait_for_schema_agreement, AgreementOptions,
 };
+pub(crate) use self::query::for_each_page;
 pub use self::query::QueryOptions;
 
 use crate::connection::{Connection, RequestError};

@@ -304,10 +304,7 @@ mod tests {
             ("initial_tablets", ColumnType::Int),
         ];
         let rows = entries.iter().map(|(name, initial)| {
-            vec![
-                text(name),
-                initial.and_then(|i| cell(&i, &ColumnType::Int)),
-            ]
+            vec![text(name), initial.and_then(|i| cell(&i, &ColumnType::Int))]
         });
         build(&specs, rows.collect())
     }

@@ -135,7 +135,10 @@ mod tests {
     use super::*;
     use scylla_cql::types::ColumnType;
 
-    fn rows(entries: &[(u128, &str, &str, i64, &[(u128, i32)])]) -> Rows {
+    /// (table id, keyspace, table, last token, replicas as (host, shard)).
+    type FakeRow<'a> = (u128, &'a str, &'a str, i64, &'a [(u128, i32)]);
+
+    fn rows(entries: &[FakeRow<'_>]) -> Rows {
         let replicas_type = ColumnType::List(Box::new(ColumnType::Tuple(vec![
             ColumnType::Uuid,
             ColumnType::Int,
@@ -184,7 +187,10 @@ mod tests {
             .unwrap();
         assert_eq!(reader.rows, 7);
         let t = &reader.tables[&("ks".to_owned(), "t".to_owned())];
-        let ranges: Vec<(i64, i64)> = t.iter().map(|t| (t.first_token.0, t.last_token.0)).collect();
+        let ranges: Vec<(i64, i64)> = t
+            .iter()
+            .map(|t| (t.first_token.0, t.last_token.0))
+            .collect();
         assert_eq!(ranges, vec![(i64::MIN, -100), (-100, 0), (0, i64::MAX)]);
         assert_eq!(
             t[0].replicas,
@@ -193,7 +199,10 @@ mod tests {
         // A negative shard is dropped, its tablet kept.
         assert_eq!(t[1].replicas, vec![(Uuid::from_u128(12), 1)]);
         let u = &reader.tables[&("ks".to_owned(), "u".to_owned())];
-        let ranges: Vec<(i64, i64)> = u.iter().map(|t| (t.first_token.0, t.last_token.0)).collect();
+        let ranges: Vec<(i64, i64)> = u
+            .iter()
+            .map(|t| (t.first_token.0, t.last_token.0))
+            .collect();
         assert_eq!(ranges, vec![(i64::MIN, -5), (-5, 9)]);
         assert!(!reader.tables.keys().any(|(ks, _)| ks == "other"));
     }

@@ -1,0 +1,428 @@
+//! Tablet routing state of the session: per (keyspace, table) a slot
+//! holding an immutable [`TabletMap`] snapshot, kept current by three
+//! sources, and the eager warm-up.
+//!
+//! - **Learning** ([`TabletStore::learn`]): a `tablets-routing-v1` payload on
+//!   a response (the request was misrouted) replaces the overlapping tablets.
+//! - **Warm-up** ([`warm_up`]): reading `system.tablets` through the control
+//!   connection, at session start, after a topology change, after a schema
+//!   change in a keyspace the session uses, and when a statement of a new
+//!   keyspace is prepared, so that the first requests are routed right.
+//!   Which keyspaces: see [`TabletWarmup`]. Failures only log.
+//! - **Invalidation** ([`TabletStore::sync`], [`TabletStore::drop_keyspace`],
+//!   [`TabletStore::drop_table`]): DROP TABLE / DROP KEYSPACE empty the
+//!   slots; a new node numbering (the cluster state was rebuilt with other
+//!   nodes) re-resolves every map, dropping tablets that name a removed node.
+//!
+//! Requests read a slot with one `ArcSwap` load (no lock, no allocation):
+//! the slot is resolved once per prepared statement, and a snapshot's node
+//! indices are only trusted when its `layout` matches the cluster state's
+//! (otherwise the tablet counts as unknown until the re-resolution lands).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::control::ControlHandle;
+use super::metadata::tablets::{TabletRowsReader, TABLETS_QUERY};
+use super::metadata::{Metadata, MetadataError, QueryOptions};
+use super::state::ClusterState;
+use crate::metrics::Metrics;
+use crate::routing::{Tablet, TabletMap, TabletReplicas};
+use scylla_cql::token::Token;
+
+/// Which keyspaces' tablets the session reads from `system.tablets` ahead
+/// of the first requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TabletWarmup {
+    /// Every keyspace that uses tablets.
+    All,
+    /// The session's keyspace and the keyspaces of prepared statements (the
+    /// default).
+    #[default]
+    UsedKeyspaces,
+    /// None: tablets are only learned from misrouted requests.
+    Off,
+}
+
+/// A tablet map resolved against one node numbering.
+#[derive(Debug, Default)]
+pub struct ResolvedTablets {
+    /// The [`ClusterState::layout`] the node indices belong to.
+    pub layout: u64,
+    /// The tablets.
+    pub map: TabletMap,
+}
+
+impl ResolvedTablets {
+    /// The replicas of `token`'s tablet, if known and resolved against a
+    /// state with `layout`.
+    #[inline]
+    pub fn lookup(&self, layout: u64, token: Token) -> Option<TabletReplicas<'_>> {
+        if self.layout != layout {
+            return None;
+        }
+        self.map.lookup(token)
+    }
+}
+
+/// The tablet routing slot of one table.
+#[derive(Debug)]
+pub struct TabletTable {
+    keyspace: String,
+    table: String,
+    /// Whether the keyspace uses tablets (from the metadata, or learned
+    /// from a payload).
+    enabled: AtomicBool,
+    map: ArcSwap<ResolvedTablets>,
+}
+
+impl TabletTable {
+    /// Whether requests to this table route by tablets.
+    #[inline]
+    pub fn uses_tablets(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// The current snapshot (an `Arc` clone: lock-free, no allocation).
+    #[inline]
+    pub fn snapshot(&self) -> Arc<ResolvedTablets> {
+        self.map.load_full()
+    }
+
+    /// The keyspace.
+    pub fn keyspace(&self) -> &str {
+        &self.keyspace
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+}
+
+/// Every tablet slot of a session.
+#[derive(Debug)]
+pub struct TabletStore {
+    tables: RwLock<HashMap<(String, String), Arc<TabletTable>>>,
+    /// Keyspaces the session uses (its keyspace, prepared statements').
+    used: Mutex<BTreeSet<String>>,
+    state: Arc<ArcSwap<ClusterState>>,
+    metrics: Arc<Metrics>,
+    warmup: Notify,
+    /// A topology refresh asked for an unknown host is under way.
+    refreshing: AtomicBool,
+}
+
+/// What learning a tablet found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Learned {
+    /// A replica names a host the cluster state does not know (refresh the
+    /// topology; the replica was skipped).
+    pub unknown_host: bool,
+}
+
+impl TabletStore {
+    pub(crate) fn new(state: Arc<ArcSwap<ClusterState>>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            tables: RwLock::new(HashMap::new()),
+            used: Mutex::new(BTreeSet::new()),
+            state,
+            metrics,
+            warmup: Notify::new(),
+            refreshing: AtomicBool::new(false),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(String, String), Arc<TabletTable>>> {
+        // Critical sections are single map operations: a poisoned map is
+        // still consistent.
+        self.tables.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, HashMap<(String, String), Arc<TabletTable>>> {
+        self.tables.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The slot of `keyspace.table`, created if new (empty, enabled if the
+    /// metadata says the keyspace uses tablets). Called once per prepared
+    /// statement, not per request.
+    pub fn table(&self, keyspace: &str, table: &str) -> Arc<TabletTable> {
+        let key = (keyspace.to_owned(), table.to_owned());
+        if let Some(t) = self.read().get(&key) {
+            return t.clone();
+        }
+        let enabled = self
+            .state
+            .load()
+            .metadata
+            .keyspaces
+            .get(keyspace)
+            .is_some_and(|k| k.tablets);
+        self.write()
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(TabletTable {
+                    keyspace: keyspace.to_owned(),
+                    table: table.to_owned(),
+                    enabled: AtomicBool::new(enabled),
+                    map: ArcSwap::from_pointee(ResolvedTablets::default()),
+                })
+            })
+            .clone()
+    }
+
+    /// Records that the session uses `keyspace`; returns whether it is new
+    /// (the caller then asks for a warm-up).
+    pub(crate) fn use_keyspace(&self, keyspace: &str) -> bool {
+        self.used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(keyspace.to_owned())
+    }
+
+    /// The keyspaces the session uses.
+    pub fn used_keyspaces(&self) -> BTreeSet<String> {
+        self.used.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Asks the warm-up task for a warm-up (coalesced with pending ones).
+    pub(crate) fn request_warmup(&self) {
+        self.warmup.notify_one();
+    }
+
+    /// Number of tablets known over all tables.
+    pub fn tablets_known(&self) -> usize {
+        self.read().values().map(|t| t.map.load().map.len()).sum()
+    }
+
+    fn update_known(&self, before: usize, after: usize) {
+        // Two's complement: adding the wrapped difference subtracts.
+        let delta = (after as u64).wrapping_sub(before as u64);
+        self.metrics
+            .tablets_known
+            .fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// Replaces `slot`'s map by `f(current map, state)`, resolved against
+    /// the current cluster state.
+    fn update(&self, slot: &TabletTable, f: impl Fn(&TabletMap, &ClusterState) -> TabletMap) {
+        let mut sizes = (0, 0);
+        slot.map.rcu(|current| {
+            let state = self.state.load();
+            let resolve = |h: &uuid::Uuid| state.node_of_host(h);
+            // A snapshot of another numbering is re-resolved first.
+            let base = if current.layout == state.layout {
+                None
+            } else {
+                Some(current.map.reresolve(&resolve))
+            };
+            let map = f(base.as_ref().unwrap_or(&current.map), &state);
+            sizes = (current.map.len(), map.len());
+            ResolvedTablets {
+                layout: state.layout,
+                map,
+            }
+        });
+        self.update_known(sizes.0, sizes.1);
+    }
+
+    /// Inserts a tablet learned from a response for `slot`'s table (the
+    /// tablets it overlaps go). Marks the table as a tablet table.
+    pub fn learn(&self, slot: &TabletTable, tablet: Tablet) -> Learned {
+        slot.enabled.store(true, Ordering::Relaxed);
+        let unknown_host = {
+            let state = self.state.load();
+            tablet
+                .replicas
+                .iter()
+                .any(|(h, _)| state.node_of_host(h).is_none())
+        };
+        self.update(slot, |map, state| {
+            map.with_tablet(tablet.clone(), &|h| state.node_of_host(h))
+        });
+        Learned { unknown_host }
+    }
+
+    /// Replaces the tablets of `keyspace.table` (a warm-up read them all).
+    pub fn replace(&self, keyspace: &str, table: &str, tablets: Vec<Tablet>) {
+        let slot = self.table(keyspace, table);
+        slot.enabled.store(true, Ordering::Relaxed);
+        self.update(&slot, |_, state| {
+            TabletMap::from_tablets(tablets.iter().cloned(), &|h| state.node_of_host(h))
+        });
+    }
+
+    fn clear(&self, slot: &TabletTable) {
+        let before = slot
+            .map
+            .swap(Arc::new(ResolvedTablets::default()))
+            .map
+            .len();
+        self.update_known(before, 0);
+    }
+
+    /// Forgets the tablets of `keyspace.table` (DROP TABLE).
+    pub fn drop_table(&self, keyspace: &str, table: &str) {
+        let slot = self
+            .read()
+            .get(&(keyspace.to_owned(), table.to_owned()))
+            .cloned();
+        if let Some(slot) = slot {
+            tracing::debug!(%keyspace, %table, "table dropped; forgetting its tablets");
+            self.clear(&slot);
+        }
+    }
+
+    /// Forgets the tablets of every table of `keyspace` (DROP KEYSPACE).
+    pub fn drop_keyspace(&self, keyspace: &str) {
+        let slots: Vec<Arc<TabletTable>> = self
+            .read()
+            .values()
+            .filter(|t| t.keyspace == keyspace)
+            .cloned()
+            .collect();
+        for slot in slots {
+            self.clear(&slot);
+        }
+    }
+
+    /// Follows a new cluster state: which keyspaces use tablets, which
+    /// tables are gone (their tablets dropped), and a new node numbering
+    /// (every map re-resolved, tablets naming removed nodes dropped).
+    pub(crate) fn sync(&self, previous: &ClusterState, state: &ClusterState) {
+        let slots: Vec<Arc<TabletTable>> = self.read().values().cloned().collect();
+        for slot in slots {
+            let ks = state.metadata.keyspaces.get(&slot.keyspace);
+            if let Some(ks) = ks {
+                // A payload may have enabled it before the metadata knew.
+                if ks.tablets {
+                    slot.enabled.store(true, Ordering::Relaxed);
+                }
+            }
+            let exists = |s: &ClusterState| s.metadata.table(&slot.keyspace, &slot.table).is_some();
+            // Only a disappearance counts (a table created since the state's
+            // metadata was read is not gone).
+            if exists(previous) && !exists(state) {
+                if !slot.map.load().map.is_empty() {
+                    tracing::debug!(keyspace = %slot.keyspace, table = %slot.table, "table gone; forgetting its tablets");
+                    self.clear(&slot);
+                }
+                continue;
+            }
+            if slot.map.load().layout != state.layout {
+                self.update(&slot, |map, _| map.clone());
+            }
+        }
+    }
+
+    /// Starts a topology refresh (one at a time) because a payload named a
+    /// host the cluster state does not know.
+    pub(crate) fn refresh_for_unknown_host(self: &Arc<Self>, control: &ControlHandle) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let control = control.clone();
+        let me = self.clone();
+        tokio::spawn(async move {
+            tracing::debug!("a tablet names an unknown host; refreshing the topology");
+            if let Err(e) = control.refresh().await {
+                tracing::warn!(error = %e, "topology refresh for an unknown tablet replica failed");
+            }
+            me.refreshing.store(false, Ordering::Release);
+        });
+    }
+}
+
+/// Reads `system.tablets` through the control connection and fills the maps
+/// of the keyspaces `mode` selects (`UsedKeyspaces` for `Off`: an explicit
+/// warm-up still reads the used ones). Returns the rows read.
+pub(crate) async fn warm_up(
+    store: &TabletStore,
+    control: &ControlHandle,
+    mode: TabletWarmup,
+    query: &QueryOptions,
+) -> Result<u64, MetadataError> {
+    let metadata: Arc<Metadata> = control.metadata();
+    let tablet_keyspaces: BTreeSet<String> = metadata
+        .keyspaces
+        .iter()
+        .filter(|(_, k)| k.tablets)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let wanted: BTreeSet<String> = match mode {
+        TabletWarmup::All => tablet_keyspaces,
+        TabletWarmup::UsedKeyspaces | TabletWarmup::Off => store
+            .used_keyspaces()
+            .intersection(&tablet_keyspaces)
+            .cloned()
+            .collect(),
+    };
+    if wanted.is_empty() {
+        return Ok(0);
+    }
+    let Some(conn) = control.connection() else {
+        tracing::debug!("tablet warm-up skipped: the control connection is down");
+        return Ok(0);
+    };
+    let keep = |ks: &str| wanted.contains(ks);
+    let mut reader = TabletRowsReader::new(&keep);
+    super::metadata::for_each_page(&conn, TABLETS_QUERY, query, |page| reader.page(&page)).await?;
+    let rows = reader.rows;
+    let tables = reader.tables;
+    store
+        .metrics
+        .tablet_warmup_rows
+        .fetch_add(rows, Ordering::Relaxed);
+    for ((ks, table), tablets) in tables {
+        tracing::debug!(keyspace = %ks, %table, tablets = tablets.len(), "tablets warmed up");
+        store.replace(&ks, &table, tablets);
+    }
+    Ok(rows)
+}
+
+/// The background warm-up: runs [`warm_up`] whenever asked
+/// ([`TabletStore::request_warmup`]), coalescing requests that arrive
+/// within a short delay. Failures are logged.
+pub(crate) async fn warmup_task(
+    store: Arc<TabletStore>,
+    control: ControlHandle,
+    mode: TabletWarmup,
+    query: QueryOptions,
+    cancel: CancellationToken,
+) {
+    if mode == TabletWarmup::Off {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = store.warmup.notified() => {}
+        }
+        // Let a burst of triggers (DDL, prepares) settle into one read.
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        let run = warm_up(&store, &control, mode, &query);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            result = run => match result {
+                Ok(rows) => tracing::debug!(rows, "tablet warm-up done"),
+                Err(e) => tracing::warn!(error = %e, "tablet warm-up failed"),
+            },
+        }
+    }
+}
+
+/// Counts tablets learned from payloads (misroutes observed).
+pub(crate) fn count_payload(metrics: &Metrics) {
+    metrics.tablet_payloads.fetch_add(1, Ordering::Relaxed);
+}
