@@ -24,4 +24,4 @@ pub use control::{
     ContactError, ContactFailure, ControlError, ControlHandle, ControlOptions, NodeEvent,
 };
 pub use metadata::{KeyspaceMeta, Metadata, MetadataError, NodeMeta, TableMeta};
-pub use tablets::{TabletStore, TabletTable, TabletWarmup};
+pub use tablets::{TabletStore, TabletWarmup};

@@ -4,12 +4,12 @@
 //!
 //! - **Learning** ([`TabletStore::learn`]): a `tablets-routing-v1` payload on
 //!   a response (the request was misrouted) replaces the overlapping tablets.
-//! - **Warm-up** ([`warm_up`]): reading `system.tablets` through the control
+//! - **Warm-up** (`warm_up`): reading `system.tablets` through the control
 //!   connection, at session start, after a topology change, after a schema
 //!   change in a keyspace the session uses, and when a statement of a new
 //!   keyspace is prepared, so that the first requests are routed right.
 //!   Which keyspaces: see [`TabletWarmup`]. Failures only log.
-//! - **Invalidation** ([`TabletStore::sync`], [`TabletStore::drop_keyspace`],
+//! - **Invalidation** (`TabletStore::sync`, [`TabletStore::drop_keyspace`],
 //!   [`TabletStore::drop_table`]): DROP TABLE / DROP KEYSPACE empty the
 //!   slots; a new node numbering (the cluster state was rebuilt with other
 //!   nodes) re-resolves every map, dropping tablets that name a removed node.
@@ -33,8 +33,8 @@ use super::metadata::tablets::{TabletRowsReader, TABLETS_QUERY};
 use super::metadata::{Metadata, MetadataError, QueryOptions};
 use super::state::ClusterState;
 use crate::metrics::Metrics;
-use crate::routing::{Tablet, TabletMap, TabletReplicas};
-use scylla_cql::token::Token;
+use crate::routing::tablets::{ResolvedTablets, TabletTable};
+use crate::routing::{Tablet, TabletMap};
 
 /// Which keyspaces' tablets the session reads from `system.tablets` ahead
 /// of the first requests.
@@ -48,62 +48,6 @@ pub enum TabletWarmup {
     UsedKeyspaces,
     /// None: tablets are only learned from misrouted requests.
     Off,
-}
-
-/// A tablet map resolved against one node numbering.
-#[derive(Debug, Default)]
-pub struct ResolvedTablets {
-    /// The [`ClusterState::layout`] the node indices belong to.
-    pub layout: u64,
-    /// The tablets.
-    pub map: TabletMap,
-}
-
-impl ResolvedTablets {
-    /// The replicas of `token`'s tablet, if known and resolved against a
-    /// state with `layout`.
-    #[inline]
-    pub fn lookup(&self, layout: u64, token: Token) -> Option<TabletReplicas<'_>> {
-        if self.layout != layout {
-            return None;
-        }
-        self.map.lookup(token)
-    }
-}
-
-/// The tablet routing slot of one table.
-#[derive(Debug)]
-pub struct TabletTable {
-    keyspace: String,
-    table: String,
-    /// Whether the keyspace uses tablets (from the metadata, or learned
-    /// from a payload).
-    enabled: AtomicBool,
-    map: ArcSwap<ResolvedTablets>,
-}
-
-impl TabletTable {
-    /// Whether requests to this table route by tablets.
-    #[inline]
-    pub fn uses_tablets(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed)
-    }
-
-    /// The current snapshot (an `Arc` clone: lock-free, no allocation).
-    #[inline]
-    pub fn snapshot(&self) -> Arc<ResolvedTablets> {
-        self.map.load_full()
-    }
-
-    /// The keyspace.
-    pub fn keyspace(&self) -> &str {
-        &self.keyspace
-    }
-
-    /// The table.
-    pub fn table(&self) -> &str {
-        &self.table
-    }
 }
 
 /// Every tablet slot of a session.
@@ -168,14 +112,7 @@ impl TabletStore {
             .is_some_and(|k| k.tablets);
         self.write()
             .entry(key)
-            .or_insert_with(|| {
-                Arc::new(TabletTable {
-                    keyspace: keyspace.to_owned(),
-                    table: table.to_owned(),
-                    enabled: AtomicBool::new(enabled),
-                    map: ArcSwap::from_pointee(ResolvedTablets::default()),
-                })
-            })
+            .or_insert_with(|| Arc::new(TabletTable::new(keyspace, table, enabled)))
             .clone()
     }
 
@@ -200,7 +137,7 @@ impl TabletStore {
 
     /// Number of tablets known over all tables.
     pub fn tablets_known(&self) -> usize {
-        self.read().values().map(|t| t.map.load().map.len()).sum()
+        self.read().values().map(|t| t.snapshot().map.len()).sum()
     }
 
     fn update_known(&self, before: usize, after: usize) {
@@ -214,8 +151,7 @@ impl TabletStore {
     /// Replaces `slot`'s map by `f(current map, state)`, resolved against
     /// the current cluster state.
     fn update(&self, slot: &TabletTable, f: impl Fn(&TabletMap, &ClusterState) -> TabletMap) {
-        let mut sizes = (0, 0);
-        slot.map.rcu(|current| {
+        let sizes = slot.update(|current| {
             let state = self.state.load();
             let resolve = |h: &uuid::Uuid| state.node_of_host(h);
             // A snapshot of another numbering is re-resolved first.
@@ -225,7 +161,6 @@ impl TabletStore {
                 Some(current.map.reresolve(&resolve))
             };
             let map = f(base.as_ref().unwrap_or(&current.map), &state);
-            sizes = (current.map.len(), map.len());
             ResolvedTablets {
                 layout: state.layout,
                 map,
@@ -237,7 +172,7 @@ impl TabletStore {
     /// Inserts a tablet learned from a response for `slot`'s table (the
     /// tablets it overlaps go). Marks the table as a tablet table.
     pub fn learn(&self, slot: &TabletTable, tablet: Tablet) -> Learned {
-        slot.enabled.store(true, Ordering::Relaxed);
+        slot.set_uses_tablets(true);
         let unknown_host = {
             let state = self.state.load();
             tablet
@@ -254,18 +189,14 @@ impl TabletStore {
     /// Replaces the tablets of `keyspace.table` (a warm-up read them all).
     pub fn replace(&self, keyspace: &str, table: &str, tablets: Vec<Tablet>) {
         let slot = self.table(keyspace, table);
-        slot.enabled.store(true, Ordering::Relaxed);
+        slot.set_uses_tablets(true);
         self.update(&slot, |_, state| {
             TabletMap::from_tablets(tablets.iter().cloned(), &|h| state.node_of_host(h))
         });
     }
 
     fn clear(&self, slot: &TabletTable) {
-        let before = slot
-            .map
-            .swap(Arc::new(ResolvedTablets::default()))
-            .map
-            .len();
+        let before = slot.clear();
         self.update_known(before, 0);
     }
 
@@ -286,7 +217,7 @@ impl TabletStore {
         let slots: Vec<Arc<TabletTable>> = self
             .read()
             .values()
-            .filter(|t| t.keyspace == keyspace)
+            .filter(|t| t.keyspace() == keyspace)
             .cloned()
             .collect();
         for slot in slots {
@@ -300,24 +231,23 @@ impl TabletStore {
     pub(crate) fn sync(&self, previous: &ClusterState, state: &ClusterState) {
         let slots: Vec<Arc<TabletTable>> = self.read().values().cloned().collect();
         for slot in slots {
-            let ks = state.metadata.keyspaces.get(&slot.keyspace);
-            if let Some(ks) = ks {
-                // A payload may have enabled it before the metadata knew.
-                if ks.tablets {
-                    slot.enabled.store(true, Ordering::Relaxed);
-                }
+            let ks = state.metadata.keyspaces.get(slot.keyspace());
+            // A payload may have enabled it before the metadata knew.
+            if ks.is_some_and(|k| k.tablets) {
+                slot.set_uses_tablets(true);
             }
-            let exists = |s: &ClusterState| s.metadata.table(&slot.keyspace, &slot.table).is_some();
+            let exists =
+                |s: &ClusterState| s.metadata.table(slot.keyspace(), slot.table()).is_some();
             // Only a disappearance counts (a table created since the state's
             // metadata was read is not gone).
             if exists(previous) && !exists(state) {
-                if !slot.map.load().map.is_empty() {
-                    tracing::debug!(keyspace = %slot.keyspace, table = %slot.table, "table gone; forgetting its tablets");
+                if !slot.snapshot().map.is_empty() {
+                    tracing::debug!(keyspace = %slot.keyspace(), table = %slot.table(), "table gone; forgetting its tablets");
                     self.clear(&slot);
                 }
                 continue;
             }
-            if slot.map.load().layout != state.layout {
+            if slot.snapshot().layout != state.layout {
                 self.update(&slot, |map, _| map.clone());
             }
         }
@@ -389,7 +319,7 @@ pub(crate) async fn warm_up(
 }
 
 /// The background warm-up: runs [`warm_up`] whenever asked
-/// ([`TabletStore::request_warmup`]), coalescing requests that arrive
+/// (`TabletStore::request_warmup`), coalescing requests that arrive
 /// within a short delay. Failures are logged.
 pub(crate) async fn warmup_task(
     store: Arc<TabletStore>,

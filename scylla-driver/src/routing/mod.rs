@@ -64,7 +64,7 @@ use scylla_cql::token::Token;
 
 pub use directory::DcId;
 pub use plan::{Plan, RoutingRequest, Target};
-pub use tablets::{Tablet, TabletMap, TabletReplicas};
+pub use tablets::{ResolvedTablets, Tablet, TabletMap, TabletReplicas, TabletTable};
 pub use topology::{NodeIdx, NodeInfo, ReplicationParseError, ReplicationStrategy, TopologyInput};
 
 use directory::Directory;

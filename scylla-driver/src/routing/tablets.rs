@@ -23,6 +23,10 @@
 //! builds a new snapshot (`O(tablets)`): updates are rare (a misroute, a
 //! warm-up, a topology change), lookups are per request.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use scylla_cql::sharding::Shard;
 use scylla_cql::token::Token;
 use uuid::Uuid;
@@ -215,6 +219,98 @@ impl TabletMap {
     /// Whether no tablet is known.
     pub fn is_empty(&self) -> bool {
         self.tablets.is_empty()
+    }
+}
+
+/// A tablet map resolved against one node numbering.
+#[derive(Debug, Default)]
+pub struct ResolvedTablets {
+    /// Fingerprint of the node numbering the indices belong to (the
+    /// cluster layer's layout).
+    pub layout: u64,
+    /// The tablets.
+    pub map: TabletMap,
+}
+
+impl ResolvedTablets {
+    /// The replicas of `token`'s tablet, if known and resolved against the
+    /// node numbering `layout`.
+    #[inline]
+    pub fn lookup(&self, layout: u64, token: Token) -> Option<TabletReplicas<'_>> {
+        if self.layout != layout {
+            return None;
+        }
+        self.map.lookup(token)
+    }
+}
+
+/// The tablet routing slot of one table: whether it routes by tablets, and
+/// its current [`ResolvedTablets`] snapshot, swapped atomically. Requests
+/// read it with one `ArcSwap` load; the cluster layer updates it.
+#[derive(Debug)]
+pub struct TabletTable {
+    keyspace: String,
+    table: String,
+    enabled: AtomicBool,
+    map: ArcSwap<ResolvedTablets>,
+}
+
+impl TabletTable {
+    /// An empty slot for `keyspace.table`.
+    pub fn new(keyspace: &str, table: &str, uses_tablets: bool) -> Self {
+        Self {
+            keyspace: keyspace.to_owned(),
+            table: table.to_owned(),
+            enabled: AtomicBool::new(uses_tablets),
+            map: ArcSwap::from_pointee(ResolvedTablets::default()),
+        }
+    }
+
+    /// Whether requests to this table route by tablets.
+    #[inline]
+    pub fn uses_tablets(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Sets whether the table routes by tablets.
+    pub fn set_uses_tablets(&self, yes: bool) {
+        self.enabled.store(yes, Ordering::Relaxed);
+    }
+
+    /// The current snapshot (an `Arc` clone: lock-free, no allocation).
+    #[inline]
+    pub fn snapshot(&self) -> Arc<ResolvedTablets> {
+        self.map.load_full()
+    }
+
+    /// Replaces the snapshot by `f(current)`, retrying if another update
+    /// raced; returns the tablet counts before and after.
+    pub fn update(&self, f: impl Fn(&ResolvedTablets) -> ResolvedTablets) -> (usize, usize) {
+        let mut sizes = (0, 0);
+        self.map.rcu(|current| {
+            let next = f(current);
+            sizes = (current.map.len(), next.map.len());
+            next
+        });
+        sizes
+    }
+
+    /// Empties the slot; returns how many tablets it held.
+    pub fn clear(&self) -> usize {
+        self.map
+            .swap(Arc::new(ResolvedTablets::default()))
+            .map
+            .len()
+    }
+
+    /// The keyspace.
+    pub fn keyspace(&self) -> &str {
+        &self.keyspace
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
     }
 }
 

@@ -31,12 +31,12 @@ use scylla_cql::EncodeError;
 use tracing::Instrument;
 
 use crate::cluster::state::ClusterState;
-use crate::cluster::tablets::{count_payload, TabletTable};
+use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::ExecutionError;
 use crate::metrics::Metrics;
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision};
-use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, Target};
+use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
 use scylla_cql::frame::CustomPayload;
 use std::sync::Arc;

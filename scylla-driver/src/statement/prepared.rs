@@ -35,7 +35,7 @@ pub(crate) struct PreparedShared {
     /// The bound table (for tablet routing).
     pub(crate) table: Option<String>,
     /// The table's tablet slot in the session that prepared it.
-    pub(crate) tablets: Option<Arc<crate::cluster::TabletTable>>,
+    pub(crate) tablets: Option<Arc<crate::routing::TabletTable>>,
 }
 
 impl PreparedStatement {
