@@ -73,7 +73,7 @@ impl ClusterState {
         self.host_index.get(host).copied()
     }
 
-    fn build(
+    pub(super) fn build(
         metadata: Arc<Metadata>,
         previous: Option<&ClusterState>,
         pool_config: &PoolConfig,

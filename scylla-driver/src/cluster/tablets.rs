@@ -356,3 +356,126 @@ pub(crate) async fn warmup_task(
 pub(crate) fn count_payload(metrics: &Metrics) {
     metrics.tablet_payloads.fetch_add(1, Ordering::Relaxed);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::net::SocketAddr;
+
+    use scylla_cql::token::Token;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::cluster::metadata::{KeyspaceMeta, NodeMeta, TableMeta};
+    use crate::pool::PoolConfig;
+    use crate::routing::{NodeIdx, ReplicationStrategy};
+
+    fn metadata(hosts: &[u128], with_table: bool) -> Arc<Metadata> {
+        let nodes = hosts
+            .iter()
+            .map(|&h| NodeMeta {
+                host_id: Uuid::from_u128(h),
+                // Nothing listens there: the pools just keep backing off.
+                address: SocketAddr::from(([127, 0, 0, 1], 1)),
+                datacenter: "dc1".into(),
+                rack: "r1".into(),
+                tokens: vec![Token(h as i64)],
+                schema_version: None,
+                release_version: None,
+            })
+            .collect();
+        let mut tables = BTreeMap::new();
+        if with_table {
+            tables.insert("t".to_owned(), TableMeta::default());
+        }
+        let mut keyspaces = BTreeMap::new();
+        keyspaces.insert(
+            "ks".to_owned(),
+            KeyspaceMeta {
+                strategy: ReplicationStrategy::Simple { rf: 3 },
+                tables,
+                tablets: true,
+            },
+        );
+        Arc::new(Metadata { nodes, keyspaces })
+    }
+
+    fn tablet(first: i64, last: i64, hosts: &[(u128, u16)]) -> Tablet {
+        Tablet {
+            first_token: Token(first),
+            last_token: Token(last),
+            replicas: hosts
+                .iter()
+                .map(|&(h, s)| (Uuid::from_u128(h), s))
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn learn_reresolve_and_invalidate() {
+        let metrics = Arc::new(Metrics::default());
+        let config = PoolConfig::default();
+        let first = ClusterState::build(metadata(&[1, 2, 3], true), None, &config, &metrics, None);
+        let swap = Arc::new(ArcSwap::from_pointee(first));
+        let store = TabletStore::new(swap.clone(), metrics.clone());
+        let slot = store.table("ks", "t");
+        assert!(slot.uses_tablets());
+        assert!(Arc::ptr_eq(&slot, &store.table("ks", "t")));
+
+        let layout = swap.load().layout;
+        let learned = store.learn(&slot, tablet(0, 100, &[(2, 5), (9, 1)]));
+        assert!(learned.unknown_host);
+        let learned = store.learn(&slot, tablet(100, 200, &[(1, 0), (3, 7)]));
+        assert!(!learned.unknown_host);
+        let snap = slot.snapshot();
+        let r = snap.lookup(layout, Token(50)).unwrap();
+        assert_eq!((r.nodes, r.shards), (&[NodeIdx(1)][..], &[5u16][..]));
+        assert!(snap.lookup(layout.wrapping_add(1), Token(50)).is_none());
+        assert_eq!(metrics.tablets_known.load(Ordering::Relaxed), 2);
+
+        // Node 2 leaves: its tablet goes, the other is renumbered.
+        let previous = swap.load_full();
+        let next = ClusterState::build(
+            metadata(&[1, 3], true),
+            Some(&previous),
+            &config,
+            &metrics,
+            None,
+        );
+        assert_ne!(next.layout, previous.layout);
+        let next = Arc::new(next);
+        swap.store(next.clone());
+        store.sync(&previous, &next);
+        let snap = slot.snapshot();
+        assert_eq!(snap.layout, next.layout);
+        assert!(snap.lookup(next.layout, Token(50)).is_none());
+        let r = snap.lookup(next.layout, Token(150)).unwrap();
+        assert_eq!(r.nodes, &[NodeIdx(0), NodeIdx(1)]);
+        assert_eq!(r.shards, &[0, 7]);
+        assert_eq!(metrics.tablets_known.load(Ordering::Relaxed), 1);
+
+        // DROP TABLE.
+        store.drop_table("ks", "t");
+        assert!(slot.snapshot().map.is_empty());
+        assert_eq!(metrics.tablets_known.load(Ordering::Relaxed), 0);
+
+        // A table that disappears from the metadata is forgotten too.
+        store.replace("ks", "t", vec![tablet(i64::MIN, 0, &[(1, 1)])]);
+        assert_eq!(store.tablets_known(), 1);
+        let previous = swap.load_full();
+        let next = Arc::new(ClusterState::build(
+            metadata(&[1, 3], false),
+            Some(&previous),
+            &config,
+            &metrics,
+            None,
+        ));
+        swap.store(next.clone());
+        store.sync(&previous, &next);
+        assert_eq!(store.tablets_known(), 0);
+        assert_eq!(metrics.tablets_known.load(Ordering::Relaxed), 0);
+        for n in &next.nodes {
+            n.pool.shutdown();
+        }
+    }
+}
