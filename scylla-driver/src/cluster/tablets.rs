@@ -232,9 +232,11 @@ impl TabletStore {
         let slots: Vec<Arc<TabletTable>> = self.read().values().cloned().collect();
         for slot in slots {
             let ks = state.metadata.keyspaces.get(slot.keyspace());
-            // A payload may have enabled it before the metadata knew.
-            if ks.is_some_and(|k| k.tablets) {
-                slot.set_uses_tablets(true);
+            // The metadata decides for the keyspaces it knows (a keyspace
+            // recreated with vnodes stops routing by tablets); a payload
+            // enables the others.
+            if let Some(ks) = ks {
+                slot.set_uses_tablets(ks.tablets);
             }
             let exists =
                 |s: &ClusterState| s.metadata.table(slot.keyspace(), slot.table()).is_some();
