@@ -90,15 +90,20 @@ impl TabletReplicas<'_> {
 }
 
 /// The tablets known for one table (see the [module documentation](self)).
+///
+/// Stored as flat arrays (no allocation per tablet), so that an update
+/// copies contiguous runs and resolves only the new tablet.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TabletMap {
-    /// Learned tablets, sorted by range (they never overlap).
-    tablets: Vec<Tablet>,
-    /// `tablets[i].last_token`, contiguous for the search.
+    /// Last token of each tablet, sorted (tablets never overlap): the
+    /// search key, contiguous.
     last: Vec<i64>,
-    /// `tablets[i].first_token`.
+    /// First token of each tablet.
     first: Vec<i64>,
-    /// `tablets[i]`'s resolved replicas: `nodes[a..b]` / `shards[a..b]`.
+    /// Tablet `i`'s learned replicas: `hosts[a..b]`.
+    host_spans: Vec<(u32, u32)>,
+    hosts: Vec<(Uuid, Shard)>,
+    /// Tablet `i`'s resolved replicas: `nodes[a..b]` on `shards[a..b]`.
     spans: Vec<(u32, u32)>,
     nodes: Vec<NodeIdx>,
     shards: Vec<Shard>,
@@ -118,10 +123,84 @@ fn insert_sorted(tablets: &mut Vec<Tablet>, t: Tablet) {
     tablets.splice(start..end, std::iter::once(t));
 }
 
+/// `v` as a `u32` offset. Maps hold far fewer than 2^32 replicas (a few per
+/// tablet); saturating keeps a violation from wrapping.
+fn offset(v: usize) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
 impl TabletMap {
     /// An empty map.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn with_capacity(tablets: usize, replicas: usize) -> Self {
+        Self {
+            last: Vec::with_capacity(tablets),
+            first: Vec::with_capacity(tablets),
+            host_spans: Vec::with_capacity(tablets),
+            hosts: Vec::with_capacity(replicas),
+            spans: Vec::with_capacity(tablets),
+            nodes: Vec::with_capacity(replicas),
+            shards: Vec::with_capacity(replicas),
+        }
+    }
+
+    /// Appends a tablet (after every tablet already in `self`), resolving
+    /// its replicas.
+    fn push(
+        &mut self,
+        first: i64,
+        last: i64,
+        hosts: &[(Uuid, Shard)],
+        resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>,
+    ) {
+        self.first.push(first);
+        self.last.push(last);
+        let h = self.hosts.len();
+        self.hosts.extend_from_slice(hosts);
+        self.host_spans.push((offset(h), offset(self.hosts.len())));
+        let a = self.nodes.len();
+        for (host, shard) in hosts {
+            let Some(node) = resolve(host) else { continue };
+            if self.nodes[a..].contains(&node) {
+                continue;
+            }
+            self.nodes.push(node);
+            self.shards.push(*shard);
+        }
+        self.spans.push((offset(a), offset(self.nodes.len())));
+    }
+
+    /// Appends tablets `range` of `other` as they are (already resolved).
+    fn copy_run(&mut self, other: &TabletMap, range: std::ops::Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        let (i, j) = (range.start, range.end - 1);
+        self.first.extend_from_slice(&other.first[range.clone()]);
+        self.last.extend_from_slice(&other.last[range.clone()]);
+        let (h0, h1) = (other.host_spans[i].0, other.host_spans[j].1);
+        let hd = offset(self.hosts.len()).wrapping_sub(h0);
+        self.hosts
+            .extend_from_slice(&other.hosts[h0 as usize..h1 as usize]);
+        self.host_spans.extend(
+            other.host_spans[range.clone()]
+                .iter()
+                .map(|&(a, b)| (a.wrapping_add(hd), b.wrapping_add(hd))),
+        );
+        let (n0, n1) = (other.spans[i].0, other.spans[j].1);
+        let nd = offset(self.nodes.len()).wrapping_sub(n0);
+        self.nodes
+            .extend_from_slice(&other.nodes[n0 as usize..n1 as usize]);
+        self.shards
+            .extend_from_slice(&other.shards[n0 as usize..n1 as usize]);
+        self.spans.extend(
+            other.spans[range]
+                .iter()
+                .map(|&(a, b)| (a.wrapping_add(nd), b.wrapping_add(nd))),
+        );
     }
 
     /// A map of `tablets` (applied in order, later ones replacing earlier
@@ -134,64 +213,65 @@ impl TabletMap {
         for t in tablets {
             insert_sorted(&mut sorted, t);
         }
-        Self::index(sorted, resolve)
+        let replicas = sorted.iter().map(|t| t.replicas.len()).sum();
+        let mut out = Self::with_capacity(sorted.len(), replicas);
+        for t in &sorted {
+            out.push(t.first_token.0, t.last_token.0, &t.replicas, resolve);
+        }
+        out
     }
 
     /// This map with `tablet` inserted (the tablets it overlaps removed).
+    /// Copies the other tablets as they are and resolves only the new one.
     pub fn with_tablet(&self, tablet: Tablet, resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>) -> Self {
-        let mut tablets = self.tablets.clone();
-        insert_sorted(&mut tablets, tablet);
-        Self::index(tablets, resolve)
+        let (first, last) = (tablet.first_token.0, tablet.last_token.0);
+        if first >= last {
+            return self.clone(); // an empty range holds nothing
+        }
+        // Sorted and disjoint: the overlapping tablets are one run.
+        let start = self.last.partition_point(|&l| l <= first);
+        let end = self.first.partition_point(|&f| f < last).max(start);
+        let mut out = Self::with_capacity(
+            self.len() + 1 - (end - start),
+            self.hosts.len() + tablet.replicas.len(),
+        );
+        out.copy_run(self, 0..start);
+        out.push(first, last, &tablet.replicas, resolve);
+        out.copy_run(self, end..self.len());
+        out
     }
 
     /// This map resolved by `resolve` (a new node numbering), without the
     /// tablets naming a host `resolve` does not know.
     pub fn reresolve(&self, resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>) -> Self {
-        let kept = self
-            .tablets
-            .iter()
-            .filter(|t| t.replicas.iter().all(|(h, _)| resolve(h).is_some()))
-            .cloned()
-            .collect();
-        Self::index(kept, resolve)
+        let mut out = Self::with_capacity(self.len(), self.hosts.len());
+        for i in 0..self.len() {
+            let hosts = self.hosts_of(i);
+            if hosts.iter().all(|(h, _)| resolve(h).is_some()) {
+                out.push(self.first[i], self.last[i], hosts, resolve);
+            }
+        }
+        out
     }
 
-    fn index(tablets: Vec<Tablet>, resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>) -> Self {
-        let mut out = Self {
-            last: tablets.iter().map(|t| t.last_token.0).collect(),
-            first: tablets.iter().map(|t| t.first_token.0).collect(),
-            spans: Vec::with_capacity(tablets.len()),
-            nodes: Vec::with_capacity(tablets.len() * 3),
-            shards: Vec::with_capacity(tablets.len() * 3),
-            tablets: Vec::new(),
-        };
-        for t in &tablets {
-            let a = out.nodes.len();
-            for (host, shard) in &t.replicas {
-                let Some(node) = resolve(host) else { continue };
-                if out.nodes[a..].contains(&node) {
-                    continue;
-                }
-                out.nodes.push(node);
-                out.shards.push(*shard);
-            }
-            // Fewer than u32::MAX replicas in all: tablets have a handful each.
-            out.spans
-                .push((a as u32, out.nodes.len().min(u32::MAX as usize) as u32));
-        }
-        out.tablets = tablets;
-        out
+    fn hosts_of(&self, i: usize) -> &[(Uuid, Shard)] {
+        let (a, b) = self.host_spans.get(i).copied().unwrap_or((0, 0));
+        self.hosts.get(a as usize..b as usize).unwrap_or(&[])
+    }
+
+    /// The index of the tablet holding `token`.
+    #[inline]
+    fn position(&self, token: Token) -> Option<usize> {
+        let i = self.last.partition_point(|&l| l < token.0);
+        let first = *self.first.get(i)?;
+        let last = *self.last.get(i)?;
+        contains(first, last, token.0).then_some(i)
     }
 
     /// The replicas of the tablet holding `token`, if that tablet is known.
     #[inline]
     pub fn lookup(&self, token: Token) -> Option<TabletReplicas<'_>> {
-        let i = self.last.partition_point(|&l| l < token.0);
-        let first = *self.first.get(i)?;
-        let last = *self.last.get(i)?;
-        if !contains(first, last, token.0) {
-            return None;
-        }
+        let i = self.position(token)?;
         let (a, b) = *self.spans.get(i)?;
         let (a, b) = (a as usize, b as usize);
         Some(TabletReplicas {
@@ -200,25 +280,32 @@ impl TabletMap {
         })
     }
 
-    /// The tablet holding `token`, as learned.
-    pub fn tablet(&self, token: Token) -> Option<&Tablet> {
-        let i = self.last.partition_point(|&l| l < token.0);
-        self.tablets.get(i).filter(|t| t.contains(token))
+    fn tablet_at(&self, i: usize) -> Tablet {
+        Tablet {
+            first_token: Token(self.first[i]),
+            last_token: Token(self.last[i]),
+            replicas: self.hosts_of(i).to_vec(),
+        }
     }
 
-    /// Every tablet, sorted by range.
-    pub fn tablets(&self) -> &[Tablet] {
-        &self.tablets
+    /// The tablet holding `token`, as learned (a copy).
+    pub fn tablet(&self, token: Token) -> Option<Tablet> {
+        self.position(token).map(|i| self.tablet_at(i))
+    }
+
+    /// Every tablet as learned, sorted by range (copies).
+    pub fn to_tablets(&self) -> Vec<Tablet> {
+        (0..self.len()).map(|i| self.tablet_at(i)).collect()
     }
 
     /// Number of tablets.
     pub fn len(&self) -> usize {
-        self.tablets.len()
+        self.last.len()
     }
 
     /// Whether no tablet is known.
     pub fn is_empty(&self) -> bool {
-        self.tablets.is_empty()
+        self.last.is_empty()
     }
 }
 
@@ -407,7 +494,7 @@ mod tests {
             prop_assert_eq!(map.len(), model.len());
             for p in probes {
                 let want = model.iter().find(|t| t.contains(Token(p)));
-                prop_assert_eq!(map.tablet(Token(p)), want);
+                prop_assert_eq!(map.tablet(Token(p)), want.cloned());
                 let got = map.lookup(Token(p));
                 match want {
                     None => prop_assert!(got.is_none()),
@@ -429,8 +516,12 @@ mod tests {
                 }
             }
             // Bulk building agrees with one-by-one insertion.
-            let bulk = TabletMap::from_tablets(map.tablets().to_vec(), &resolve);
+            let bulk = TabletMap::from_tablets(map.to_tablets(), &resolve);
             prop_assert_eq!(&bulk, &map);
+            // Re-resolution keeps exactly the tablets whose hosts all resolve.
+            model.sort_by_key(|t| t.last_token.0);
+            model.retain(|t| t.replicas.iter().all(|(h, _)| resolve(h).is_some()));
+            prop_assert_eq!(map.reresolve(&resolve).to_tablets(), model);
         }
     }
 }
