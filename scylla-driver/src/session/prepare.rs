@@ -23,6 +23,7 @@ pub(super) async fn prepare_everywhere(
         ..RequestOptions::default()
     };
     let mut first: Option<Result<PreparedStatement, ExecutionError>> = None;
+    let mut new_keyspace = false;
     for node in &state.nodes {
         let Some(conn) = node.pool.connection_for(None) else {
             continue;
@@ -43,9 +44,7 @@ pub(super) async fn prepare_everywhere(
                     let tablets = match (&keyspace, &table) {
                         (Some(ks), Some(t)) => {
                             let store = &inner.cluster.tablets;
-                            if store.use_keyspace(ks) {
-                                store.request_warmup();
-                            }
+                            new_keyspace |= store.use_keyspace(ks);
                             Some(store.table(ks, t))
                         }
                         _ => None,
@@ -81,5 +80,33 @@ pub(super) async fn prepare_everywhere(
             break;
         }
     }
+    if new_keyspace {
+        warm_up_new_keyspace(inner).await;
+    }
     first.unwrap_or_else(|| Err(ExecutionError::NoConnection("no node is connected".into())))
+}
+
+/// The first statement of a keyspace the session did not use yet: read its
+/// tablets now (bounded), so that the statement's first executions already
+/// reach the right replicas and shards. Failures only log: the executions
+/// then learn the tablets from the responses.
+async fn warm_up_new_keyspace(inner: &SessionInner) {
+    let cluster = &inner.cluster;
+    if inner.config.tablet_warmup != crate::cluster::TabletWarmup::UsedKeyspaces {
+        // All: warmed up at start; Off: learn lazily.
+        return;
+    }
+    let read = crate::cluster::tablets::warm_up(
+        &cluster.tablets,
+        &cluster.control,
+        inner.config.tablet_warmup,
+        &inner.config.control.query,
+    );
+    match tokio::time::timeout(inner.config.request_timeout, read).await {
+        Ok(Ok(rows)) => tracing::debug!(rows, "tablets of a newly used keyspace warmed up"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "tablet warm-up for a new keyspace failed"),
+        Err(_) => {
+            tracing::warn!("tablet warm-up for a new keyspace timed out");
+        }
+    }
 }
