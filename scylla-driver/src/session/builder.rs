@@ -272,7 +272,10 @@ impl SessionBuilder {
     /// Connects: the control connection first (discovering the nodes), then a
     /// pool per node; returns once every node has a connection (nodes that
     /// do not answer within the initial connect timeout are left to their
-    /// pools' reconnect logic).
+    /// pools' reconnect logic) and, unless [`TabletWarmup::Off`], the
+    /// tablets of the session's keyspace (or of all tablet keyspaces) were
+    /// read, or that read failed or took longer than the request timeout
+    /// (it is logged, and tablets are then learned as requests go).
     pub async fn build(self) -> Result<Session, NewSessionError> {
         let mut config = self.config;
         if config.contact_points.is_empty() {
@@ -307,9 +310,6 @@ impl SessionBuilder {
             config.local_datacenter.clone(),
             config.tablet_warmup,
         );
-        if config.tablet_warmup == TabletWarmup::All {
-            cluster.tablets.request_warmup();
-        }
         let missing = cluster.wait_for_pools(config.initial_connect_timeout).await;
         for addr in &missing {
             tracing::warn!(node = %addr, "no connection to this node yet; its pool keeps trying");
@@ -322,6 +322,7 @@ impl SessionBuilder {
                 .await
                 .map_err(|e| NewSessionError::Keyspace(Box::new(e)))?;
         }
+        session.initial_tablet_warmup().await;
         Ok(session)
     }
 }

@@ -555,6 +555,21 @@ impl Session {
         .map_err(|e| ExecutionError::NoConnection(e.to_string()))
     }
 
+    /// The warm-up at session start: read inline (bounded by the request
+    /// timeout) so that the first requests are routed right; a failure only
+    /// logs.
+    pub(crate) async fn initial_tablet_warmup(&self) {
+        if self.inner.config.tablet_warmup == crate::cluster::TabletWarmup::Off {
+            return;
+        }
+        let timeout = self.inner.config.request_timeout;
+        match tokio::time::timeout(timeout, self.warm_up_tablets()).await {
+            Ok(Ok(rows)) => tracing::debug!(rows, "tablets warmed up at session start"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "tablet warm-up at session start failed"),
+            Err(_) => tracing::warn!("tablet warm-up at session start timed out"),
+        }
+    }
+
     /// The session's tablet maps.
     pub fn tablets(&self) -> &Arc<crate::cluster::TabletStore> {
         &self.inner.cluster.tablets
