@@ -233,10 +233,11 @@ impl TabletStore {
         for slot in slots {
             let ks = state.metadata.keyspaces.get(slot.keyspace());
             // The metadata decides for the keyspaces it knows (a keyspace
-            // recreated with vnodes stops routing by tablets); a payload
-            // enables the others.
+            // recreated with vnodes, its tablets forgotten by the DROP,
+            // stops routing by tablets), unless tablets were learned: the
+            // server sent them, whatever `scylla_keyspaces` said.
             if let Some(ks) = ks {
-                slot.set_uses_tablets(ks.tablets);
+                slot.set_uses_tablets(ks.tablets || !slot.snapshot().map.is_empty());
             }
             let exists =
                 |s: &ClusterState| s.metadata.table(slot.keyspace(), slot.table()).is_some();
