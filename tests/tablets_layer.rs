@@ -391,3 +391,81 @@ async fn warm_up_routes_the_first_requests() {
         assert_eq!(m.tablets_known, TABLETS as u64);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moves_under_load_cost_a_few_misroutes_per_session_and_no_failure() {
+    const SESSIONS: usize = 2;
+    const CONCURRENCY: i64 = 4;
+    const MOVED: usize = 8;
+    let (cluster, layer) = start().await;
+    let setup = session(&cluster, TabletWarmup::Off, None).await;
+    create_schema(&setup).await;
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        let s = session(&cluster, TabletWarmup::UsedKeyspaces, Some("tk")).await;
+        let insert = s
+            .prepare("INSERT INTO tk.t (pk, v) VALUES (?, ?)")
+            .await
+            .unwrap();
+        sessions.push((s, insert));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut load = tokio::task::JoinSet::new();
+    for (i, (s, insert)) in sessions.iter().enumerate() {
+        for w in 0..CONCURRENCY {
+            let (s, insert, stop) = (s.clone(), insert.clone(), stop.clone());
+            load.spawn(async move {
+                let mut rng = fastrand::Rng::with_seed((i as u64) << 8 | w as u64);
+                let mut done = 0u64;
+                // Bounded: the test stops it long before.
+                for _ in 0..10_000_000u64 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    s.execute_unpaged(&insert, (rng.i64(..), w)).await.unwrap();
+                    done += 1;
+                }
+                done
+            });
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before: Vec<u64> = sessions
+        .iter()
+        .map(|(s, _)| s.metrics().snapshot().tablet_payloads)
+        .collect();
+    let m0 = layer.misrouted.load(Ordering::Relaxed);
+    for k in 0..MOVED {
+        {
+            let mut tablets = layer.tablets.write().unwrap();
+            let t = &mut tablets[k * (TABLETS / MOVED)];
+            t.replicas[0].1 = (t.replicas[0].1 + 1) % SHARDS;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut requests = 0;
+    while let Some(r) = load.join_next().await {
+        requests += r.unwrap();
+    }
+    let per_session: Vec<u64> = sessions
+        .iter()
+        .zip(&before)
+        .map(|((s, _), b)| s.metrics().snapshot().tablet_payloads - b)
+        .collect();
+    let total = layer.misrouted.load(Ordering::Relaxed) - m0;
+    println!(
+        "moving {MOVED} tablets under load: {requests} requests, {total} misrouted, per session {per_session:?}"
+    );
+    assert!(total > 0, "the moves were observed");
+    for (s, _) in &sessions {
+        assert_eq!(s.metrics().snapshot().request_errors, 0);
+    }
+    for n in &per_session {
+        assert!(
+            *n <= MOVED as u64 * (CONCURRENCY as u64 + 2),
+            "{per_session:?}"
+        );
+    }
+}
