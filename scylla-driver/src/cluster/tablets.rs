@@ -20,7 +20,7 @@
 //! (otherwise the tablet counts as unknown until the re-resolution lands).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -59,6 +59,11 @@ pub struct TabletStore {
     state: Arc<ArcSwap<ClusterState>>,
     metrics: Arc<Metrics>,
     warmup: Notify,
+    /// Warm-ups asked for so far.
+    warmups_requested: AtomicU64,
+    /// `warmups_requested` when the latest warm-up started: a warm-up
+    /// asked for before that one started is served by it.
+    warmups_served: AtomicU64,
     /// A topology refresh asked for an unknown host is under way.
     refreshing: AtomicBool,
 }
@@ -79,6 +84,8 @@ impl TabletStore {
             state,
             metrics,
             warmup: Notify::new(),
+            warmups_requested: AtomicU64::new(0),
+            warmups_served: AtomicU64::new(0),
             refreshing: AtomicBool::new(false),
         }
     }
@@ -132,7 +139,20 @@ impl TabletStore {
 
     /// Asks the warm-up task for a warm-up (coalesced with pending ones).
     pub(crate) fn request_warmup(&self) {
+        self.warmups_requested.fetch_add(1, Ordering::AcqRel);
         self.warmup.notify_one();
+    }
+
+    /// Records that a warm-up starts now (serving every request so far).
+    fn warmup_starts(&self) {
+        let requested = self.warmups_requested.load(Ordering::Acquire);
+        self.warmups_served.fetch_max(requested, Ordering::AcqRel);
+    }
+
+    /// Whether every requested warm-up has started since it was requested.
+    fn warmups_served(&self) -> bool {
+        self.warmups_served.load(Ordering::Acquire)
+            >= self.warmups_requested.load(Ordering::Acquire)
     }
 
     /// Number of tablets known over all tables.
@@ -283,6 +303,7 @@ pub(crate) async fn warm_up(
     mode: TabletWarmup,
     query: &QueryOptions,
 ) -> Result<u64, MetadataError> {
+    store.warmup_starts();
     let metadata: Arc<Metadata> = control.metadata();
     let tablet_keyspaces: BTreeSet<String> = metadata
         .keyspaces
@@ -343,6 +364,9 @@ pub(crate) async fn warmup_task(
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        if store.warmups_served() {
+            continue; // a warm-up started meanwhile (e.g. inline at start)
         }
         let run = warm_up(&store, &control, mode, &query);
         tokio::select! {
