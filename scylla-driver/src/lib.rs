@@ -56,6 +56,7 @@ pub mod routing;
 pub mod session;
 pub mod statement;
 
+pub use cluster::TabletWarmup;
 pub use error::{ExecutionError, NewSessionError};
 pub use result::QueryResult;
 pub use session::{Session, SessionBuilder, SessionConfig};

@@ -45,6 +45,15 @@ pub struct Metrics {
     pub retries: AtomicU64,
     /// Speculative attempts started.
     pub speculative_attempts: AtomicU64,
+    /// `tablets-routing-v1` payloads received: requests the server saw
+    /// misrouted (wrong node or shard for a tablet table).
+    pub tablet_payloads: AtomicU64,
+    /// `tablets-routing-v1` payloads that did not decode (ignored).
+    pub tablet_payload_errors: AtomicU64,
+    /// Tablets currently known, over all tables.
+    pub tablets_known: AtomicU64,
+    /// Rows of `system.tablets` read by warm-ups.
+    pub tablet_warmup_rows: AtomicU64,
     /// Request latency histogram (log-linear buckets of microseconds).
     pub latency: LatencyHistogram,
 }
@@ -69,6 +78,10 @@ pub struct MetricsSnapshot {
     pub request_errors: u64,
     pub retries: u64,
     pub speculative_attempts: u64,
+    pub tablet_payloads: u64,
+    pub tablet_payload_errors: u64,
+    pub tablets_known: u64,
+    pub tablet_warmup_rows: u64,
 }
 
 impl MetricsSnapshot {
@@ -106,6 +119,10 @@ impl Metrics {
             request_errors: r(&self.request_errors),
             retries: r(&self.retries),
             speculative_attempts: r(&self.speculative_attempts),
+            tablet_payloads: r(&self.tablet_payloads),
+            tablet_payload_errors: r(&self.tablet_payload_errors),
+            tablets_known: r(&self.tablets_known),
+            tablet_warmup_rows: r(&self.tablet_warmup_rows),
         }
     }
 }

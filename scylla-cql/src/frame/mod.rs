@@ -7,6 +7,7 @@
 //! - [`wire`]: the spec's notation types (`[short]`, `[string]`, `[value]`, ...).
 //! - [`request`]: messages a client sends (STARTUP, OPTIONS, QUERY, ...).
 //! - [`response`]: messages a server sends (ERROR, READY, RESULT, EVENT, ...).
+//! - [`tablets`]: ScyllaDB's `tablets-routing-v1` custom payload.
 //!
 //! Encoding appends to a caller-owned `BytesMut` (the connection writer's
 //! reusable buffer); decoding reads from a slice or a shared `Bytes` and
@@ -16,6 +17,7 @@ pub mod envelope;
 pub mod header;
 pub mod request;
 pub mod response;
+pub mod tablets;
 pub mod wire;
 
 pub use envelope::{

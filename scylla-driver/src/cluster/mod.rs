@@ -7,6 +7,9 @@
 //!   with their pools and the routing table, swapped atomically.
 //! - [`control`]: the control connection ([`ControlHandle`]): events,
 //!   debounced and periodic refreshes, reconnection to another node.
+//! - [`tablets`]: the tablet maps of tablet tables ([`TabletStore`]):
+//!   learned from responses, warmed up from `system.tablets`, invalidated by
+//!   schema and topology changes.
 //!
 //! Layering: this module uses `connection` (to query), `routing` (the
 //! replication parser and [`TopologyInput`](crate::routing::TopologyInput))
@@ -15,8 +18,10 @@
 pub mod control;
 pub mod metadata;
 pub mod state;
+pub mod tablets;
 
 pub use control::{
     ContactError, ContactFailure, ControlError, ControlHandle, ControlOptions, NodeEvent,
 };
 pub use metadata::{KeyspaceMeta, Metadata, MetadataError, NodeMeta, TableMeta};
+pub use tablets::{TabletStore, TabletWarmup};

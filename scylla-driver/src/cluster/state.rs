@@ -21,9 +21,11 @@ use uuid::Uuid;
 
 use super::control::{ControlHandle, NodeEvent};
 use super::metadata::Metadata;
+use super::tablets::{TabletStore, TabletWarmup};
 use crate::metrics::Metrics;
 use crate::pool::{NodePool, PoolConfig};
 use crate::routing::{DcId, NodeIdx, RoutingTable};
+use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 
 /// One node and its pool.
 #[derive(Debug)]
@@ -52,6 +54,12 @@ pub struct ClusterState {
     pub metadata: Arc<Metadata>,
     /// The local datacenter's id in the routing table.
     pub local_dc: Option<DcId>,
+    /// Fingerprint of the node numbering (host ids in `NodeIdx` order):
+    /// tablet maps resolved against another layout are not used.
+    pub layout: u64,
+    /// Host id -> node index, for resolving tablet replicas (off the
+    /// request path).
+    host_index: HashMap<Uuid, NodeIdx>,
 }
 
 impl ClusterState {
@@ -60,7 +68,12 @@ impl ClusterState {
         self.nodes.get(idx.0 as usize)
     }
 
-    fn build(
+    /// The index of the node with host id `host`.
+    pub fn node_of_host(&self, host: &Uuid) -> Option<NodeIdx> {
+        self.host_index.get(host).copied()
+    }
+
+    pub(super) fn build(
         metadata: Arc<Metadata>,
         previous: Option<&ClusterState>,
         pool_config: &PoolConfig,
@@ -102,13 +115,33 @@ impl ClusterState {
             metadata.to_topology_input(&|host| by_host.get(host).and_then(|n| n.pool.sharder()));
         let routing = RoutingTable::build(&input);
         let local_dc = local_dc.and_then(|dc| routing.dc_id(dc));
+        let host_index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.host_id, NodeIdx(i as u32)))
+            .collect();
+        let layout = layout_of(&nodes);
         ClusterState {
             nodes,
             routing,
             metadata,
             local_dc,
+            layout,
+            host_index,
         }
     }
+}
+
+/// FNV-1a of the host ids in node order.
+fn layout_of(nodes: &[Arc<Node>]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for n in nodes {
+        for &b in n.host_id.as_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// The control connection, the pools and the current [`ClusterState`].
@@ -116,6 +149,7 @@ impl ClusterState {
 pub(crate) struct Cluster {
     pub(crate) state: Arc<ArcSwap<ClusterState>>,
     pub(crate) control: ControlHandle,
+    pub(crate) tablets: Arc<TabletStore>,
     _stop: DropGuard,
 }
 
@@ -128,6 +162,7 @@ impl Cluster {
         pool_config: PoolConfig,
         metrics: Arc<Metrics>,
         local_dc: Option<String>,
+        warmup: TabletWarmup,
     ) -> Cluster {
         let first = ClusterState::build(
             control.metadata(),
@@ -138,16 +173,32 @@ impl Cluster {
         );
         let state = Arc::new(ArcSwap::from_pointee(first));
         let cancel = CancellationToken::new();
+        let tablets = Arc::new(TabletStore::new(state.clone(), metrics.clone()));
+        let query = control.options().query;
+        tokio::spawn(super::tablets::warmup_task(
+            tablets.clone(),
+            control.clone(),
+            warmup,
+            query,
+            cancel.clone(),
+        ));
         let worker = Worker {
             state: state.clone(),
             pool_config,
             metrics,
             local_dc,
+            tablets: tablets.clone(),
         };
-        tokio::spawn(worker.run(updates, control.node_events(), cancel.clone()));
+        tokio::spawn(worker.run(
+            updates,
+            control.node_events(),
+            control.schema_changes(),
+            cancel.clone(),
+        ));
         Cluster {
             state,
             control,
+            tablets,
             _stop: cancel.drop_guard(),
         }
     }
@@ -178,6 +229,7 @@ struct Worker {
     pool_config: PoolConfig,
     metrics: Arc<Metrics>,
     local_dc: Option<String>,
+    tablets: Arc<TabletStore>,
 }
 
 impl Worker {
@@ -185,6 +237,7 @@ impl Worker {
         self,
         mut updates: watch::Receiver<Arc<Metadata>>,
         mut events: broadcast::Receiver<NodeEvent>,
+        mut schema: broadcast::Receiver<SchemaChange>,
         cancel: CancellationToken,
     ) {
         // Pools learn each node's sharding after their first connection; the
@@ -209,6 +262,11 @@ impl Worker {
                         }
                     }
                     Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                change = schema.recv() => match change {
+                    Ok(change) => self.on_schema_change(&change),
                     Err(broadcast::error::RecvError::Lagged(_)) => {}
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
@@ -237,6 +295,32 @@ impl Worker {
             &self.metrics,
             self.local_dc.as_deref(),
         );
-        self.state.store(Arc::new(next));
+        let layout_changed = next.layout != previous.layout;
+        let next = Arc::new(next);
+        self.state.store(next.clone());
+        self.tablets.sync(&previous, &next);
+        if layout_changed {
+            // Nodes came or went: tablets moved; read them again.
+            self.tablets.request_warmup();
+        }
+    }
+
+    /// DROP TABLE / DROP KEYSPACE forget tablets at once (a table recreated
+    /// under the same name before the next refresh must not inherit them);
+    /// a created or altered table of a used keyspace is warmed up.
+    fn on_schema_change(&self, change: &SchemaChange) {
+        let (keyspace, table) = match &change.target {
+            SchemaChangeTarget::Keyspace { keyspace } => (keyspace, None),
+            SchemaChangeTarget::Table { keyspace, name } => (keyspace, Some(name)),
+            _ => return,
+        };
+        match (change.change, table) {
+            (SchemaChangeType::Dropped, Some(t)) => self.tablets.drop_table(keyspace, t),
+            (SchemaChangeType::Dropped, None) => self.tablets.drop_keyspace(keyspace),
+            (_, Some(_)) if self.tablets.used_keyspaces().contains(keyspace) => {
+                self.tablets.request_warmup()
+            }
+            _ => {}
+        }
     }
 }

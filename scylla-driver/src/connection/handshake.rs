@@ -197,6 +197,10 @@ fn startup_message<'a>(
     if ext.rate_limit_error_code.is_some() {
         options.push(("SCYLLA_RATE_LIMIT_ERROR".into(), "".into()));
     }
+    // Tablet routing payloads on misrouted requests (routing learns from them).
+    if ext.tablets_routing_v1 {
+        options.push(("TABLETS_ROUTING_V1".into(), "".into()));
+    }
     Startup { options }
 }
 

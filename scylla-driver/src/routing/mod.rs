@@ -16,6 +16,9 @@
 //!   strategy (SimpleStrategy, NetworkTopologyStrategy, Everywhere).
 //! - [`plan`]: the allocation-free [`Plan`] iterator of [`Target`]s for one
 //!   request ([`RoutingRequest`]), with the cost model.
+//! - [`tablets`]: [`TabletMap`], the tablets of one tablet table (token
+//!   ranges with (node, shard) replicas), searched by binary search; plans
+//!   over a tablet's replicas come from [`RoutingTable::plan_tablet`].
 //!
 //! # Example
 //! ```
@@ -49,6 +52,7 @@ mod directory;
 pub mod plan;
 mod replicas;
 mod ring;
+pub mod tablets;
 #[cfg(test)]
 mod tests;
 pub mod topology;
@@ -60,6 +64,7 @@ use scylla_cql::token::Token;
 
 pub use directory::DcId;
 pub use plan::{Plan, RoutingRequest, Target};
+pub use tablets::{ResolvedTablets, Tablet, TabletMap, TabletReplicas, TabletTable};
 pub use topology::{NodeIdx, NodeInfo, ReplicationParseError, ReplicationStrategy, TopologyInput};
 
 use directory::Directory;
@@ -240,6 +245,45 @@ impl RoutingTable {
             _ => no_replicas,
         };
         Plan::new(&self.dir, replicas, request, local_dc, is_up)
+    }
+
+    /// The plan of a request to a tablet table whose token falls in a known
+    /// tablet with `replicas` (from [`TabletMap::lookup`], resolved against
+    /// this table's node numbering): the tablet's replicas with their shards
+    /// (local datacenter first, rotated by `seed`; replica order for LWT),
+    /// then the other nodes as in [`plan`](Self::plan). `request.keyspace`
+    /// is not used. When the tablet is not known, use
+    /// [`plan`](Self::plan) without a keyspace instead (any node, local
+    /// datacenter first). Allocation-free, like every plan.
+    #[inline]
+    pub fn plan_tablet<'a, F>(
+        &'a self,
+        request: &RoutingRequest,
+        replicas: TabletReplicas<'a>,
+        is_up: &'a F,
+    ) -> Plan<'a, F>
+    where
+        F: Fn(NodeIdx) -> bool,
+    {
+        let local_dc = request
+            .local_dc
+            .filter(|dc| (dc.0 as usize) < self.dir.dc_count());
+        // Replicas past the node count cannot be routed to; a resolver that
+        // matches this table never produces them, but stay safe.
+        let n = replicas
+            .nodes
+            .iter()
+            .take_while(|x| x.index() < self.dir.node_count())
+            .count()
+            .min(replicas.shards.len());
+        Plan::with_tablet(
+            &self.dir,
+            &replicas.nodes[..n],
+            &replicas.shards[..n],
+            request,
+            local_dc,
+            is_up,
+        )
     }
 }
 

@@ -23,6 +23,14 @@
 //! (`sharder.shard_of(token)`), for replicas and fallback nodes alike;
 //! `None` when there is no token or the node does not shard.
 //!
+//! # Tablet tables
+//! For a table whose keyspace uses tablets, the replicas come from the
+//! tablet holding the token ([`RoutingTable::plan_tablet`](super::RoutingTable::plan_tablet))
+//! and carry their own shards: a replica target has the shard the tablet
+//! names, not the token's shard. Steps and order are the same (local
+//! replicas first, rotated by `seed`, the tablet's replica order for LWT),
+//! and the fallback steps yield shard `None` (any shard will do).
+//!
 //! # Cost model
 //! Precomputed by [`RoutingTable::build`](super::RoutingTable::build): the
 //! sorted ring, the replica list of every ring position for every distinct
@@ -118,8 +126,11 @@ pub struct Plan<'a, F> {
     /// The replicas, local ones first when `local_replicas` is known.
     replicas: &'a [NodeIdx],
     /// The range of local replicas in `replicas`; `None`: find them by
-    /// scanning (SimpleStrategy over several datacenters).
+    /// scanning (SimpleStrategy over several datacenters, tablets).
     local_replicas: Option<(usize, usize)>,
+    /// Tablets: `replica_shards[i]` is the shard of `replicas[i]`. Empty for
+    /// ring replicas (their shard is the token's).
+    replica_shards: &'a [Shard],
     /// The local datacenter's range of `dir.dc_nodes()` (all of it without a
     /// local datacenter).
     local_nodes: (usize, usize),
@@ -176,6 +187,7 @@ where
             local_dc,
             replicas: replicas.list,
             local_replicas: replicas.local,
+            replica_shards: &[],
             local_nodes,
             step: Step::Start,
             list: &[],
@@ -186,6 +198,32 @@ where
             len: 0,
             pos: 0,
         }
+    }
+
+    /// A plan over the replicas of a tablet (`nodes[i]` on `shards[i]`,
+    /// in the tablet's replica order): the replica steps walk them by
+    /// scanning (tablet replica lists are not grouped by datacenter), and
+    /// targets carry the tablet's shards.
+    pub(crate) fn with_tablet(
+        dir: &'a Directory,
+        nodes: &'a [NodeIdx],
+        shards: &'a [Shard],
+        request: &RoutingRequest,
+        local_dc: Option<DcId>,
+        is_up: &'a F,
+    ) -> Self {
+        let view = ReplicaView {
+            list: nodes,
+            local: match local_dc {
+                Some(_) => None,
+                None => Some((0, nodes.len())),
+            },
+        };
+        let mut plan = Self::new(dir, view, request, local_dc, is_up);
+        // The token's shard means nothing on a tablet table.
+        plan.token = None;
+        plan.replica_shards = shards;
+        plan
     }
 
     #[inline]
@@ -300,7 +338,7 @@ where
     /// The `i`-th candidate of the current walk, if it qualifies (apart from
     /// being up).
     #[inline]
-    fn candidate(&self, i: usize) -> Option<NodeIdx> {
+    fn candidate(&self, i: usize) -> Option<(usize, NodeIdx)> {
         let (a, b) = self.hole;
         let index = if self.inside {
             a + i
@@ -316,11 +354,19 @@ where
             Filter::Remote => !self.is_local(node),
             Filter::NotReplica => !self.replicas.contains(&node),
         };
-        qualifies.then_some(node)
+        qualifies.then_some((index, node))
     }
 
+    /// The target for `node`, found at `index` of the current walk's list.
     #[inline]
-    fn target(&self, node: NodeIdx) -> Target {
+    fn target(&self, index: usize, node: NodeIdx) -> Target {
+        let in_replicas = matches!(self.step, Step::LocalReplicas | Step::RemoteReplicas);
+        if in_replicas && !self.replica_shards.is_empty() {
+            return Target {
+                node,
+                shard: self.replica_shards.get(index).copied(),
+            };
+        }
         let shard = match (self.token, self.dir.sharder_of(node)) {
             (Some(token), Some(sharder)) => Some(sharder.shard_of(token)),
             _ => None,
@@ -344,9 +390,9 @@ where
                     i -= self.len;
                 }
                 self.pos += 1;
-                if let Some(node) = self.candidate(i) {
+                if let Some((index, node)) = self.candidate(i) {
                     if (self.is_up)(node) {
-                        return Some(self.target(node));
+                        return Some(self.target(index, node));
                     }
                 }
             }

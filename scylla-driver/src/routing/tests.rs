@@ -592,3 +592,95 @@ proptest! {
         }
     }
 }
+
+/// Tablet plans: replicas first with the tablet's shards, no duplicates,
+/// down nodes skipped, every up node once, local replicas first, LWT in the
+/// tablet's replica order.
+mod tablet_plans {
+    use super::*;
+
+    /// (nodes, tablet replicas as (node, shard), up, lwt, with a local dc, seed).
+    type Case = (usize, Vec<(u32, u16)>, Vec<bool>, bool, bool, u64);
+
+    fn arb_case() -> impl Strategy<Value = Case> {
+        (2usize..9).prop_flat_map(|n| {
+            (
+                Just(n),
+                proptest::sample::subsequence((0..n as u32).collect::<Vec<_>>(), 0..=n.min(4))
+                    .prop_shuffle()
+                    .prop_flat_map(|nodes| {
+                        let k = nodes.len();
+                        (Just(nodes), proptest::collection::vec(0u16..8, k))
+                    })
+                    .prop_map(|(nodes, shards)| nodes.into_iter().zip(shards).collect()),
+                proptest::collection::vec(proptest::bool::weighted(0.8), n),
+                any::<bool>(),
+                any::<bool>(),
+                any::<u64>(),
+            )
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn tablet_plan_invariants((n, replicas, up, lwt, with_dc, seed) in arb_case()) {
+            let sharder = NonZeroU16::new(8).map(|s| Sharder::new(s, 12));
+            let nodes = (0..n)
+                .map(|i| NodeInfo {
+                    datacenter: format!("dc{}", i % 2),
+                    rack: "r".into(),
+                    tokens: vec![Token(i as i64 * 1000)],
+                    sharder,
+                })
+                .collect();
+            let table = RoutingTable::build(&input(nodes, &[]));
+            let local_dc = if with_dc { table.dc_id("dc0") } else { None };
+            let map = TabletMap::from_tablets(
+                [Tablet {
+                    first_token: Token(-10),
+                    last_token: Token(10),
+                    replicas: replicas
+                        .iter()
+                        .map(|&(node, s)| (uuid::Uuid::from_u128(u128::from(node)), s))
+                        .collect(),
+                }],
+                &|h| Some(NodeIdx(h.as_u128() as u32)),
+            );
+            let tablet = map.lookup(Token(3)).unwrap();
+            let request = RoutingRequest { keyspace: None, token: Some(Token(3)), lwt, local_dc, seed };
+            let is_up = |x: NodeIdx| up[x.index()];
+            let targets: Vec<Target> = table.plan_tablet(&request, tablet, &is_up).collect();
+
+            let mut seen = HashSet::new();
+            for t in &targets {
+                prop_assert!(seen.insert(t.node), "duplicate {:?}", t.node);
+                prop_assert!(up[t.node.index()]);
+            }
+            prop_assert_eq!(seen.len(), up.iter().filter(|&&u| u).count());
+            let shard_of: BTreeMap<NodeIdx, u16> =
+                replicas.iter().map(|&(x, s)| (NodeIdx(x), s)).collect();
+            let up_replicas: Vec<(u32, u16)> =
+                replicas.iter().copied().filter(|&(x, _)| up[x as usize]).collect();
+            let k = up_replicas.len();
+            for t in &targets[..k] {
+                prop_assert_eq!(Some(&t.shard.unwrap()), shard_of.get(&t.node));
+            }
+            for t in &targets[k..] {
+                prop_assert!(!shard_of.contains_key(&t.node));
+                prop_assert_eq!(t.shard, None);
+            }
+            let is_local = |x: NodeIdx| local_dc.is_none() || table.node_dc(x) == local_dc;
+            let local_count = up_replicas.iter().filter(|&&(x, _)| is_local(NodeIdx(x))).count();
+            prop_assert!(targets[..local_count].iter().all(|t| is_local(t.node)));
+            if lwt {
+                let want: Vec<NodeIdx> = up_replicas
+                    .iter()
+                    .map(|&(x, _)| NodeIdx(x))
+                    .filter(|&x| is_local(x))
+                    .collect();
+                let got: Vec<NodeIdx> = targets[..local_count].iter().map(|t| t.node).collect();
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+}

@@ -11,6 +11,7 @@ use scylla_cql::Consistency;
 use super::Session;
 use crate::cluster::control::{ControlHandle, ControlOptions};
 use crate::cluster::state::Cluster;
+use crate::cluster::TabletWarmup;
 use crate::connection::{Authenticator, Coalescing, PasswordAuthenticator};
 use crate::error::NewSessionError;
 use crate::metrics::Metrics;
@@ -54,6 +55,9 @@ pub struct SessionConfig {
     /// change while the session runs: protocol v4 cannot tell that a
     /// `SELECT *` gained a column after `ALTER TABLE`. Default: off.
     pub skip_result_metadata: bool,
+    /// Which tablets to read from `system.tablets` ahead of requests
+    /// (default: the keyspaces the session uses).
+    pub tablet_warmup: TabletWarmup,
 }
 
 impl Default for SessionConfig {
@@ -72,6 +76,7 @@ impl Default for SessionConfig {
             initial_connect_timeout: Duration::from_secs(5),
             control: ControlOptions::default(),
             skip_result_metadata: false,
+            tablet_warmup: TabletWarmup::default(),
         }
     }
 }
@@ -246,6 +251,17 @@ impl SessionBuilder {
         self
     }
 
+    /// Which tablet tables to read from `system.tablets` in the
+    /// background (at start, after topology changes, for newly used
+    /// keyspaces), so that their first requests already reach the right
+    /// replica and shard: [`TabletWarmup::UsedKeyspaces`] (default),
+    /// [`TabletWarmup::All`] or [`TabletWarmup::Off`].
+    #[must_use]
+    pub fn tablet_warmup(mut self, mode: TabletWarmup) -> Self {
+        self.config.tablet_warmup = mode;
+        self
+    }
+
     /// Bound on waiting for schema agreement after DDL.
     #[must_use]
     pub fn schema_agreement_timeout(mut self, d: Duration) -> Self {
@@ -256,7 +272,10 @@ impl SessionBuilder {
     /// Connects: the control connection first (discovering the nodes), then a
     /// pool per node; returns once every node has a connection (nodes that
     /// do not answer within the initial connect timeout are left to their
-    /// pools' reconnect logic).
+    /// pools' reconnect logic) and, unless [`TabletWarmup::Off`], the
+    /// tablets of the session's keyspace (or of all tablet keyspaces) were
+    /// read, or that read failed or took longer than the request timeout
+    /// (it is logged, and tablets are then learned as requests go).
     pub async fn build(self) -> Result<Session, NewSessionError> {
         let mut config = self.config;
         if config.contact_points.is_empty() {
@@ -289,6 +308,7 @@ impl SessionBuilder {
             config.pool.clone(),
             metrics.clone(),
             config.local_datacenter.clone(),
+            config.tablet_warmup,
         );
         let missing = cluster.wait_for_pools(config.initial_connect_timeout).await;
         for addr in &missing {
@@ -302,6 +322,7 @@ impl SessionBuilder {
                 .await
                 .map_err(|e| NewSessionError::Keyspace(Box::new(e)))?;
         }
+        session.initial_tablet_warmup().await;
         Ok(session)
     }
 }

@@ -31,20 +31,26 @@ use scylla_cql::EncodeError;
 use tracing::Instrument;
 
 use crate::cluster::state::ClusterState;
+use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::ExecutionError;
 use crate::metrics::Metrics;
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision};
-use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Target};
+use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
+use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
+use scylla_cql::frame::CustomPayload;
+use std::sync::Arc;
 
 use super::SessionInner;
 
 /// Where a request should go.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct RoutingInfo {
     pub(crate) keyspace: Option<KeyspaceId>,
     pub(crate) token: Option<Token>,
     pub(crate) lwt: bool,
+    /// The statement's table's tablet slot (resolved when prepared).
+    pub(crate) tablets: Option<Arc<TabletTable>>,
 }
 
 /// How a request runs.
@@ -134,7 +140,29 @@ async fn run_in_span(
         local_dc: state.local_dc,
         seed: inner.seed.fetch_add(1, Ordering::Relaxed),
     };
-    let plan = Mutex::new(state.routing.plan(&request, &is_up));
+    // A tablet table routes by its tablet: the tablet's replicas with their
+    // shards when the tablet is known; otherwise any node, local datacenter
+    // first (the ring's replicas mean nothing there), and the answer's
+    // payload teaches the tablet.
+    let tablets = routing
+        .tablets
+        .as_ref()
+        .filter(|t| t.uses_tablets())
+        .map(|t| t.snapshot());
+    let plan = match (&tablets, routing.token) {
+        (Some(snapshot), Some(token)) => match snapshot.lookup(state.layout, token) {
+            Some(replicas) => state.routing.plan_tablet(&request, replicas, &is_up),
+            None => state.routing.plan(
+                &RoutingRequest {
+                    keyspace: None,
+                    ..request
+                },
+                &is_up,
+            ),
+        },
+        _ => state.routing.plan(&request, &is_up),
+    };
+    let plan = Mutex::new(plan);
     let next_target = || plan.lock().unwrap_or_else(|e| e.into_inner()).next();
 
     let result = match inner.config.speculative {
@@ -277,6 +305,9 @@ async fn attempt_chain(
         let (decision, error) = match outcome {
             Ok(frame) => {
                 let Response::Error(e) = &frame.response else {
+                    if let Some(payload) = &frame.custom_payload {
+                        learn_tablet(inner, routing, payload);
+                    }
                     return Ok(Answer {
                         frame,
                         node: node.address,
@@ -338,6 +369,41 @@ async fn attempt_chain(
             "no node is available for this request (all are down or not yet connected)".into(),
         )
     }))
+}
+
+/// Learns the tablet of a `tablets-routing-v1` payload (the request was
+/// misrouted) for the statement's table. A malformed payload is logged and
+/// ignored; a replica on a host the cluster state does not know starts a
+/// topology refresh.
+fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo, payload: &CustomPayload) {
+    let Some(value) = payload.get(TABLETS_ROUTING_V1_KEY) else {
+        return;
+    };
+    count_payload(&inner.metrics);
+    let info = match TabletRoutingInfo::decode_entry(value.as_deref()) {
+        Ok(info) => info,
+        Err(e) => {
+            Metrics::inc(&inner.metrics.tablet_payload_errors);
+            tracing::warn!(error = %e, "ignoring a malformed tablet routing payload");
+            return;
+        }
+    };
+    let Some(slot) = &routing.tablets else {
+        tracing::debug!("tablet routing payload for a statement without a known table; ignored");
+        return;
+    };
+    let tablets = &inner.cluster.tablets;
+    let learned = tablets.learn(
+        slot,
+        Tablet {
+            first_token: info.first_token,
+            last_token: info.last_token,
+            replicas: info.replicas,
+        },
+    );
+    if learned.unknown_host {
+        tablets.refresh_for_unknown_host(&inner.cluster.control);
+    }
 }
 
 enum AttemptError {

@@ -26,6 +26,7 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use scylla_cql::frame::request::{Query, QueryParameters};
+use scylla_cql::frame::response::result::SchemaChange;
 use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::types::{SerializeRow, SerializedValues};
 
@@ -168,10 +169,14 @@ impl SessionInner {
             }
             Response::Result(ResultBody::SetKeyspace(ks)) => {
                 tracing::debug!(keyspace = %ks, "session keyspace changed");
+                if self.cluster.tablets.use_keyspace(&ks) {
+                    self.cluster.tablets.request_warmup();
+                }
                 self.keyspace.store(Some(Arc::new(ks)));
             }
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
+                self.forget_dropped_tablets(&change);
                 self.after_schema_change(Some(answer.node)).await?;
             }
             Response::Result(_) => {}
@@ -183,6 +188,24 @@ impl SessionInner {
             }
         }
         Ok(result)
+    }
+
+    /// DROP TABLE / DROP KEYSPACE run by this session forget the tablets at
+    /// once (the control connection's event does it for other sessions).
+    fn forget_dropped_tablets(&self, change: &SchemaChange) {
+        use scylla_cql::frame::response::result::{SchemaChangeTarget, SchemaChangeType};
+        if change.change != SchemaChangeType::Dropped {
+            return;
+        }
+        match &change.target {
+            SchemaChangeTarget::Table { keyspace, name } => {
+                self.cluster.tablets.drop_table(keyspace, name)
+            }
+            SchemaChangeTarget::Keyspace { keyspace } => {
+                self.cluster.tablets.drop_keyspace(keyspace)
+            }
+            _ => {}
+        }
     }
 
     /// Waits for schema agreement (on the coordinator's new version, when the
@@ -513,6 +536,43 @@ impl Session {
             .await
             .map(|_| ())
             .map_err(|e| ExecutionError::NoConnection(e.to_string()))
+    }
+
+    /// Reads the tablets of the keyspaces the session uses (or of every
+    /// tablet keyspace, with [`TabletWarmup::All`](crate::cluster::TabletWarmup::All))
+    /// from `system.tablets` now, and returns the rows read. The session
+    /// does this by itself in the background at start, after topology
+    /// changes and for new keyspaces; this waits for a fresh read.
+    pub async fn warm_up_tablets(&self) -> Result<u64, ExecutionError> {
+        let inner = &self.inner;
+        crate::cluster::tablets::warm_up(
+            &inner.cluster.tablets,
+            &inner.cluster.control,
+            inner.config.tablet_warmup,
+            &inner.config.control.query,
+        )
+        .await
+        .map_err(|e| ExecutionError::NoConnection(e.to_string()))
+    }
+
+    /// The warm-up at session start: read inline (bounded by the request
+    /// timeout) so that the first requests are routed right; a failure only
+    /// logs.
+    pub(crate) async fn initial_tablet_warmup(&self) {
+        if self.inner.config.tablet_warmup == crate::cluster::TabletWarmup::Off {
+            return;
+        }
+        let timeout = self.inner.config.request_timeout;
+        match tokio::time::timeout(timeout, self.warm_up_tablets()).await {
+            Ok(Ok(rows)) => tracing::debug!(rows, "tablets warmed up at session start"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "tablet warm-up at session start failed"),
+            Err(_) => tracing::warn!("tablet warm-up at session start timed out"),
+        }
+    }
+
+    /// The session's tablet maps.
+    pub fn tablets(&self) -> &Arc<crate::cluster::TabletStore> {
+        &self.inner.cluster.tablets
     }
 
     /// The session's counters.

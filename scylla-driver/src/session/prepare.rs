@@ -23,6 +23,7 @@ pub(super) async fn prepare_everywhere(
         ..RequestOptions::default()
     };
     let mut first: Option<Result<PreparedStatement, ExecutionError>> = None;
+    let mut new_keyspace = false;
     for node in &state.nodes {
         let Some(conn) = node.pool.connection_for(None) else {
             continue;
@@ -32,12 +33,22 @@ pub(super) async fn prepare_everywhere(
             Ok(frame) => match frame.response {
                 Response::Result(ResultBody::Prepared(p)) => {
                     let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;
-                    let keyspace = p
-                        .metadata
-                        .global_table_spec
-                        .as_ref()
-                        .map(|t| t.keyspace.clone())
-                        .or_else(|| p.metadata.col_specs.first().map(|c| c.keyspace.clone()));
+                    let (keyspace, table) = match (
+                        p.metadata.global_table_spec.as_ref(),
+                        p.metadata.col_specs.first(),
+                    ) {
+                        (Some(t), _) => (Some(t.keyspace.clone()), Some(t.table.clone())),
+                        (None, Some(c)) => (Some(c.keyspace.clone()), Some(c.table.clone())),
+                        (None, None) => (None, None),
+                    };
+                    let tablets = match (&keyspace, &table) {
+                        (Some(ks), Some(t)) => {
+                            let store = &inner.cluster.tablets;
+                            new_keyspace |= store.use_keyspace(ks);
+                            Some(store.table(ks, t))
+                        }
+                        _ => None,
+                    };
                     Ok(PreparedStatement::new(PreparedShared {
                         is_lwt: p.metadata.is_lwt(ctx_mask),
                         result_specs: p.result_metadata.col_specs.clone().map(Into::into),
@@ -45,6 +56,8 @@ pub(super) async fn prepare_everywhere(
                         contents: text.to_owned(),
                         metadata: p.metadata,
                         keyspace,
+                        table,
+                        tablets,
                     }))
                 }
                 Response::Error(e) => Err(ExecutionError::server(e.error, e.message, node.address)),
@@ -67,5 +80,33 @@ pub(super) async fn prepare_everywhere(
             break;
         }
     }
+    if new_keyspace {
+        warm_up_new_keyspace(inner).await;
+    }
     first.unwrap_or_else(|| Err(ExecutionError::NoConnection("no node is connected".into())))
+}
+
+/// The first statement of a keyspace the session did not use yet: read its
+/// tablets now (bounded), so that the statement's first executions already
+/// reach the right replicas and shards. Failures only log: the executions
+/// then learn the tablets from the responses.
+async fn warm_up_new_keyspace(inner: &SessionInner) {
+    let cluster = &inner.cluster;
+    if inner.config.tablet_warmup != crate::cluster::TabletWarmup::UsedKeyspaces {
+        // All: warmed up at start; Off: learn lazily.
+        return;
+    }
+    let read = crate::cluster::tablets::warm_up(
+        &cluster.tablets,
+        &cluster.control,
+        inner.config.tablet_warmup,
+        &inner.config.control.query,
+    );
+    match tokio::time::timeout(inner.config.request_timeout, read).await {
+        Ok(Ok(rows)) => tracing::debug!(rows, "tablets of a newly used keyspace warmed up"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "tablet warm-up for a new keyspace failed"),
+        Err(_) => {
+            tracing::warn!("tablet warm-up for a new keyspace timed out");
+        }
+    }
 }

@@ -92,5 +92,6 @@ pub(crate) fn routing(
             .and_then(|ks| state.routing.keyspace_id(ks)),
         token: token_of(prepared.pk_indexes(), values),
         lwt: prepared.is_lwt(),
+        tablets: prepared.shared.tablets.clone(),
     }
 }

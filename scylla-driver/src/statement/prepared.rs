@@ -32,6 +32,10 @@ pub(crate) struct PreparedShared {
     pub(crate) is_lwt: bool,
     /// Keyspace of the bound table (for routing).
     pub(crate) keyspace: Option<String>,
+    /// The bound table (for tablet routing).
+    pub(crate) table: Option<String>,
+    /// The table's tablet slot in the session that prepared it.
+    pub(crate) tablets: Option<Arc<crate::routing::TabletTable>>,
 }
 
 impl PreparedStatement {
@@ -77,6 +81,11 @@ impl PreparedStatement {
     /// The keyspace of the table it binds, if known.
     pub fn keyspace(&self) -> Option<&str> {
         self.shared.keyspace.as_deref()
+    }
+
+    /// The table it binds, if known (from its bind markers).
+    pub fn table(&self) -> Option<&str> {
+        self.shared.table.as_deref()
     }
 
     /// The token of the partition that executing this statement with

@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use scylla_cql::frame::request::EventType;
+use scylla_cql::frame::response::result::SchemaChange;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
@@ -190,6 +191,7 @@ struct Shared {
     metadata: ArcSwap<Metadata>,
     watch: watch::Sender<Arc<Metadata>>,
     node_events: broadcast::Sender<NodeEvent>,
+    schema_changes: broadcast::Sender<SchemaChange>,
     /// The current connection; `None` while reconnecting.
     connection: ArcSwapOption<Connection>,
     /// IPs that STATUS_CHANGE last reported down.
@@ -291,10 +293,12 @@ impl ControlHandle {
         let metadata = Arc::new(metadata);
         let (watch_tx, watch_rx) = watch::channel(metadata.clone());
         let (node_events, _) = broadcast::channel(options.node_event_buffer.max(1));
+        let (schema_changes, _) = broadcast::channel(options.node_event_buffer.max(1));
         let shared = Arc::new(Shared {
             metadata: ArcSwap::new(metadata),
             watch: watch_tx,
             node_events,
+            schema_changes,
             connection: ArcSwapOption::new(Some(Arc::new(conn.clone()))),
             down: Mutex::new(HashSet::new()),
             options,
@@ -321,6 +325,11 @@ impl ControlHandle {
         ))
     }
 
+    /// The options it runs with.
+    pub(crate) fn options(&self) -> &ControlOptions {
+        &self.shared.options
+    }
+
     /// The current snapshot (lock-free).
     pub fn metadata(&self) -> Arc<Metadata> {
         self.shared.metadata.load_full()
@@ -334,6 +343,17 @@ impl ControlHandle {
     /// A receiver of node up/down events from now on.
     pub fn node_events(&self) -> broadcast::Receiver<NodeEvent> {
         self.shared.node_events.subscribe()
+    }
+
+    /// A receiver of SCHEMA_CHANGE events (keyspaces and tables) from now on.
+    pub fn schema_changes(&self) -> broadcast::Receiver<SchemaChange> {
+        self.shared.schema_changes.subscribe()
+    }
+
+    /// The control connection, if connected (for reads besides the
+    /// metadata, such as the tablet warm-up).
+    pub(crate) fn connection(&self) -> Option<Arc<Connection>> {
+        self.shared.connection.load_full().filter(|c| c.is_usable())
     }
 
     /// The node the control connection is on, if connected.

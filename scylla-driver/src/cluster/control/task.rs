@@ -199,8 +199,10 @@ impl ControlTask {
                     schema: false,
                 })
             }
-            Event::SchemaChange(change) => match change.target {
+            Event::SchemaChange(change) => match change.clone().target {
                 SchemaChangeTarget::Keyspace { .. } | SchemaChangeTarget::Table { .. } => {
+                    // No subscriber is not an error.
+                    let _ = self.shared.schema_changes.send(change);
                     Some(Refresh {
                         nodes: false,
                         schema: true,

@@ -44,6 +44,7 @@ fn task(nodes: Vec<NodeMeta>, contact_points: Vec<SocketAddr>) -> ControlTask {
         metadata: ArcSwap::new(metadata.clone()),
         watch: watch::channel(metadata).0,
         node_events: broadcast::channel(16).0,
+        schema_changes: broadcast::channel(16).0,
         connection: ArcSwapOption::empty(),
         down: Mutex::new(HashSet::new()),
         options,

@@ -5,6 +5,8 @@
 //!   `system.peers` ([`NodeMeta`]).
 //! - `schema.rs`: keyspaces with their replication and tables with their
 //!   partition keys, from `system_schema` ([`KeyspaceMeta`], [`TableMeta`]).
+//! - `tablets.rs`: the tablets of tablet tables, from `system.tablets`
+//!   (read by the tablet warm-up, not part of the snapshot).
 //! - [`agreement`]: waiting until every node reports the same schema version.
 //! - `query.rs`: paged SELECTs with a timeout per page ([`QueryOptions`]).
 //!
@@ -16,6 +18,7 @@
 pub mod agreement;
 mod query;
 mod schema;
+pub(crate) mod tablets;
 #[cfg(test)]
 mod test_rows;
 mod topology;
@@ -32,6 +35,7 @@ use uuid::Uuid;
 pub use self::agreement::{
     local_schema_version, schema_versions, wait_for_schema_agreement, AgreementOptions,
 };
+pub(crate) use self::query::for_each_page;
 pub use self::query::QueryOptions;
 
 use crate::connection::{Connection, RequestError};
@@ -73,6 +77,9 @@ pub struct KeyspaceMeta {
     pub strategy: ReplicationStrategy,
     /// Its tables and views, by name.
     pub tables: BTreeMap<String, TableMeta>,
+    /// Whether it uses tablets (ScyllaDB): its tables are then routed by
+    /// their tablets, not by the token ring.
+    pub tablets: bool,
 }
 
 /// An immutable snapshot of the cluster's topology and schema.
@@ -221,6 +228,19 @@ pub async fn read_schema(
     let columns = query::select_all(conn, schema::COLUMNS_QUERY, opts).await?;
     let mut keyspaces = schema::keyspaces(&keyspaces)?;
     schema::tables(&mut keyspaces, &tables, &columns)?;
+    // ScyllaDB only: elsewhere the table is missing (a server error), and
+    // every keyspace uses vnodes. Only a broken connection fails the read.
+    match query::select_all(conn, schema::SCYLLA_KEYSPACES_QUERY, opts).await {
+        Ok(pages) => {
+            if let Err(e) = schema::mark_tablet_keyspaces(&mut keyspaces, &pages) {
+                tracing::warn!(error = %e, "system_schema.scylla_keyspaces unusable; assuming no tablets");
+            }
+        }
+        Err(e @ MetadataError::Request { .. }) => return Err(e),
+        Err(e) => {
+            tracing::debug!(error = %e, "no system_schema.scylla_keyspaces; assuming no tablets")
+        }
+    }
     Ok(keyspaces)
 }
 
@@ -255,6 +275,7 @@ mod tests {
             KeyspaceMeta {
                 strategy: ReplicationStrategy::Simple { rf: 1 },
                 tables: BTreeMap::new(),
+                tablets: false,
             },
         );
         let md = Metadata {

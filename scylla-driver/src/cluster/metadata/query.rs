@@ -49,6 +49,22 @@ pub(crate) async fn select_all(
     opts: &QueryOptions,
 ) -> Result<Vec<Rows>, MetadataError> {
     let mut pages = Vec::new();
+    for_each_page(conn, cql, opts, |rows| {
+        pages.push(rows);
+        Ok(())
+    })
+    .await?;
+    Ok(pages)
+}
+
+/// Runs `cql` and hands each page of its rows to `f` as it arrives (memory
+/// stays bounded by one page); stops at the first error of `f`.
+pub(crate) async fn for_each_page(
+    conn: &Connection,
+    cql: &'static str,
+    opts: &QueryOptions,
+    mut f: impl FnMut(Rows) -> Result<(), MetadataError>,
+) -> Result<(), MetadataError> {
     let mut paging_state: Option<Vec<u8>> = None;
     for _ in 0..MAX_PAGES {
         let query = Query {
@@ -79,9 +95,9 @@ pub(crate) async fn select_all(
             }
         };
         paging_state = rows.paging_state().map(|p| p.to_vec());
-        pages.push(rows);
+        f(rows)?;
         if paging_state.is_none() {
-            return Ok(pages);
+            return Ok(());
         }
     }
     Err(MetadataError::TooManyPages { query: cql })

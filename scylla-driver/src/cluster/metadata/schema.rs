@@ -1,5 +1,6 @@
 //! Keyspaces and tables, read from `system_schema`: each keyspace's
-//! replication (for replica placement) and each table's partition key (for
+//! replication (for replica placement), whether it uses tablets (ScyllaDB's
+//! `system_schema.scylla_keyspaces`), and each table's partition key (for
 //! computing the token of a statement's bound values).
 //!
 //! Only what routing needs is read. Bad entries are skipped with a warning:
@@ -29,6 +30,20 @@ pub(crate) const TABLES_QUERY: &str = "SELECT keyspace_name, table_name FROM sys
 /// need ALLOW FILTERING, and would scan the table anyway).
 pub(crate) const COLUMNS_QUERY: &str = "SELECT keyspace_name, table_name, column_name, kind, \
      position, type FROM system_schema.columns";
+
+/// ScyllaDB's per-keyspace extras: a keyspace uses tablets when its row
+/// has a non-null `initial_tablets`. Cassandra has no such table.
+pub(crate) const SCYLLA_KEYSPACES_QUERY: &str =
+    "SELECT keyspace_name, initial_tablets FROM system_schema.scylla_keyspaces";
+
+struct ScyllaKeyspaceRow {
+    keyspace_name: String,
+    initial_tablets: Option<i32>,
+}
+scylla_cql::impl_deserialize_row!(ScyllaKeyspaceRow {
+    keyspace_name: String,
+    initial_tablets: Option<i32>,
+});
 
 struct KeyspaceRow {
     keyspace_name: String,
@@ -106,6 +121,7 @@ pub(crate) fn keyspaces(pages: &[Rows]) -> Result<BTreeMap<String, KeyspaceMeta>
                         KeyspaceMeta {
                             strategy,
                             tables: BTreeMap::new(),
+                            tablets: false,
                         },
                     );
                 }
@@ -116,6 +132,25 @@ pub(crate) fn keyspaces(pages: &[Rows]) -> Result<BTreeMap<String, KeyspaceMeta>
         }
     })?;
     Ok(out)
+}
+
+/// Marks the keyspaces of `keyspaces` that `system_schema.scylla_keyspaces`
+/// (`pages`) says use tablets (`initial_tablets` not null). Keyspaces
+/// without a row use vnodes.
+pub(crate) fn mark_tablet_keyspaces(
+    keyspaces: &mut BTreeMap<String, KeyspaceMeta>,
+    pages: &[Rows],
+) -> Result<(), MetadataError> {
+    for_each_row::<ScyllaKeyspaceRow>(pages, SCYLLA_KEYSPACES_QUERY, |row| match row {
+        Err(e) => {
+            tracing::warn!(error = %e, "system_schema.scylla_keyspaces: skipping a row that does not deserialize")
+        }
+        Ok(row) => {
+            if let Some(ks) = keyspaces.get_mut(&row.keyspace_name) {
+                ks.tablets = row.initial_tablets.is_some();
+            }
+        }
+    })
 }
 
 /// A partition-key column on its way into a table's key.
@@ -261,6 +296,41 @@ mod tests {
             ReplicationStrategy::NetworkTopology { dc_rfs }
         );
         assert_eq!(ks["system"].strategy, ReplicationStrategy::Local);
+    }
+
+    fn scylla_keyspace_rows(entries: &[(&str, Option<i32>)]) -> Rows {
+        let specs = [
+            ("keyspace_name", ColumnType::Text),
+            ("initial_tablets", ColumnType::Int),
+        ];
+        let rows = entries.iter().map(|(name, initial)| {
+            vec![text(name), initial.and_then(|i| cell(&i, &ColumnType::Int))]
+        });
+        build(&specs, rows.collect())
+    }
+
+    #[test]
+    fn tablet_keyspaces_are_those_with_initial_tablets() {
+        let simple = [("class", "NetworkTopologyStrategy"), ("dc1", "3")];
+        let mut ks = keyspaces(&[keyspace_rows(&[
+            ("tab", &simple),
+            ("auto", &simple),
+            ("vnodes", &simple),
+            ("no_row", &simple),
+        ])])
+        .unwrap();
+        let rows = scylla_keyspace_rows(&[
+            ("tab", Some(64)),
+            ("auto", Some(0)),
+            ("vnodes", None),
+            ("unknown", Some(8)),
+        ]);
+        mark_tablet_keyspaces(&mut ks, &[rows]).unwrap();
+        assert!(ks["tab"].tablets);
+        assert!(ks["auto"].tablets);
+        assert!(!ks["vnodes"].tablets);
+        assert!(!ks["no_row"].tablets);
+        assert!(!ks.contains_key("unknown"));
     }
 
     fn column_rows(cols: &[(&str, &str, &str, &str, i32, &str)]) -> Rows {

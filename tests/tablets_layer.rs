@@ -1,0 +1,471 @@
+//! Tablet routing end to end through a test-local tablet layer wrapped
+//! around the test cluster's default CQL handler (independent of the test
+//! cluster's own tablet support): the layer owns a tablet map of `tk.t`,
+//! answers `system_schema.scylla_keyspaces` and `system.tablets` from it,
+//! and, like ScyllaDB, attaches a `tablets-routing-v1` payload to the answer
+//! of every EXECUTE that reached a node or shard not holding the token's
+//! tablet, counting it. That count is the judge.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, BytesMut};
+use scylla_cql::frame::header::{Flags, Opcode};
+use scylla_cql::frame::response::result::{ResultBody, ResultMetadata, Rows};
+use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
+use scylla_cql::frame::{wire, MessageBody};
+use scylla_cql::token::murmur3::murmur3_token;
+use scylla_cql::token::Token;
+use scylla_cql::types::{ColumnSpec, ColumnType, SerializeValue};
+use scylla_driver::{PreparedStatement, Session, SessionBuilder, TabletWarmup};
+use scylla_testbed::{
+    ConnCtx, CqlHandler, HandlerFuture, Reply, Request, RequestHandler, Response,
+};
+use scylla_testbed::{TestCluster, Topology};
+use uuid::Uuid;
+
+const TABLETS: usize = 16;
+const SHARDS: u16 = 4;
+
+/// One tablet: `(first, last]` and its replicas as (node index, shard).
+#[derive(Debug, Clone)]
+struct FakeTablet {
+    first: i64,
+    last: i64,
+    replicas: Vec<(usize, u16)>,
+}
+
+/// The tablet layer: the default handler plus a tablet map of `tk.t`.
+struct TabletLayer {
+    inner: CqlHandler,
+    tablets: RwLock<Vec<FakeTablet>>,
+    misrouted: AtomicU64,
+    /// Send malformed payloads instead.
+    garbage: AtomicBool,
+}
+
+fn initial_tablets() -> Vec<FakeTablet> {
+    let step = u64::MAX / TABLETS as u64;
+    (0..TABLETS)
+        .map(|k| FakeTablet {
+            first: i64::MIN.wrapping_add((k as u64 * step) as i64),
+            last: if k + 1 == TABLETS {
+                i64::MAX
+            } else {
+                i64::MIN.wrapping_add(((k as u64 + 1) * step) as i64)
+            },
+            replicas: (0..3)
+                .map(|j| ((k + j) % 3, ((k * 3 + j) % SHARDS as usize) as u16))
+                .collect(),
+        })
+        .collect()
+}
+
+fn host(topology: &Topology, node: usize) -> Uuid {
+    topology.node(node).unwrap().host_id
+}
+
+fn rows_body(specs: &[(&str, ColumnType)], rows: Vec<Vec<Option<Vec<u8>>>>) -> BytesMut {
+    let specs = specs
+        .iter()
+        .map(|(n, t)| ColumnSpec {
+            keyspace: "system".into(),
+            table: "t".into(),
+            name: (*n).into(),
+            typ: t.clone(),
+        })
+        .collect();
+    let rows = Rows::build(ResultMetadata::with_columns(specs), rows).unwrap();
+    let mut out = BytesMut::new();
+    ResultBody::Rows(rows).encode_body(&mut out).unwrap();
+    out
+}
+
+fn cell<T: SerializeValue>(v: &T, t: &ColumnType) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    v.serialize(t, &mut out).unwrap();
+    Some(out)
+}
+
+/// The first bound value of an EXECUTE body, if any.
+fn first_value(body: &[u8]) -> Option<Vec<u8>> {
+    let mut b = body;
+    let id_len = b.try_get_u16().ok()? as usize;
+    b.advance(id_len.min(b.len()));
+    let _consistency = b.try_get_u16().ok()?;
+    let flags = b.try_get_u8().ok()?;
+    if flags & 0x01 == 0 || flags & 0x40 != 0 {
+        return None;
+    }
+    let _n = b.try_get_u16().ok()?;
+    let len = b.try_get_i32().ok()?;
+    let len = usize::try_from(len).ok()?;
+    (b.len() >= len).then(|| b[..len].to_vec())
+}
+
+/// The query text of a QUERY body.
+fn query_text(body: &[u8]) -> Option<String> {
+    let mut b = body;
+    let len = usize::try_from(b.try_get_i32().ok()?).ok()?;
+    (b.len() >= len).then(|| String::from_utf8_lossy(&b[..len]).into_owned())
+}
+
+impl TabletLayer {
+    fn system_query(&self, ctx: &ConnCtx, text: &str) -> Option<Response> {
+        let body = if text.contains("system_schema.scylla_keyspaces") {
+            rows_body(
+                &[
+                    ("keyspace_name", ColumnType::Text),
+                    ("initial_tablets", ColumnType::Int),
+                ],
+                vec![vec![
+                    cell(&"tk".to_owned(), &ColumnType::Text),
+                    cell(&(TABLETS as i32), &ColumnType::Int),
+                ]],
+            )
+        } else if text.contains("FROM system.tablets") {
+            let replicas_type = ColumnType::List(Box::new(ColumnType::Tuple(vec![
+                ColumnType::Uuid,
+                ColumnType::Int,
+            ])));
+            let tablets = self.tablets.read().unwrap();
+            let rows = tablets
+                .iter()
+                .map(|t| {
+                    let r: Vec<(Uuid, i32)> = t
+                        .replicas
+                        .iter()
+                        .map(|&(n, s)| (host(ctx.topology(), n), i32::from(s)))
+                        .collect();
+                    vec![
+                        cell(&Uuid::from_u128(7), &ColumnType::Uuid),
+                        cell(&"tk".to_owned(), &ColumnType::Text),
+                        cell(&"t".to_owned(), &ColumnType::Text),
+                        cell(&t.last, &ColumnType::BigInt),
+                        cell(&r, &replicas_type),
+                    ]
+                })
+                .collect();
+            rows_body(
+                &[
+                    ("table_id", ColumnType::Uuid),
+                    ("keyspace_name", ColumnType::Text),
+                    ("table_name", ColumnType::Text),
+                    ("last_token", ColumnType::BigInt),
+                    ("replicas", replicas_type),
+                ],
+                rows,
+            )
+        } else {
+            return None;
+        };
+        Some(Response::new(Opcode::Result, body.freeze()))
+    }
+
+    /// The routing payload for an EXECUTE of key `pk` that reached `ctx`,
+    /// if it was misrouted.
+    fn misroute_payload(&self, ctx: &ConnCtx, pk: &[u8]) -> Option<Vec<u8>> {
+        let token = murmur3_token(pk);
+        let tablets = self.tablets.read().unwrap();
+        let t = tablets
+            .iter()
+            .find(|t| (t.first < token.0 || t.first == i64::MIN) && token.0 <= t.last)?;
+        let here = (ctx.node_index(), ctx.shard());
+        if t.replicas.contains(&here) {
+            return None;
+        }
+        self.misrouted.fetch_add(1, Ordering::Relaxed);
+        if self.garbage.load(Ordering::Relaxed) {
+            return Some(vec![0, 0, 0, 8, 1, 2]);
+        }
+        let info = TabletRoutingInfo {
+            first_token: Token(t.first),
+            last_token: Token(t.last),
+            replicas: t
+                .replicas
+                .iter()
+                .map(|&(n, s)| (host(ctx.topology(), n), s))
+                .collect(),
+        };
+        Some(info.encode().unwrap())
+    }
+}
+
+impl RequestHandler for TabletLayer {
+    fn handle<'a>(&'a self, ctx: &'a ConnCtx, request: Request) -> HandlerFuture<'a> {
+        Box::pin(async move {
+            if request.header.opcode == Opcode::Query {
+                if let Some(r) = query_text(&request.body).and_then(|q| self.system_query(ctx, &q))
+                {
+                    return Reply::Respond(r);
+                }
+            }
+            let payload = (request.header.opcode == Opcode::Execute)
+                .then(|| first_value(&request.body))
+                .flatten()
+                .filter(|v| v.len() == 8)
+                .and_then(|pk| self.misroute_payload(ctx, &pk));
+            let reply = self.inner.handle(ctx, request).await;
+            match (reply, payload) {
+                (Reply::Respond(r), Some(p))
+                    if r.opcode == Opcode::Result && !r.flags.contains(Flags::COMPRESSION) =>
+                {
+                    let mut body = BytesMut::new();
+                    let entries = [(TABLETS_ROUTING_V1_KEY, Some(&p[..]))];
+                    wire::put_bytes_map(&mut body, entries.into_iter(), "payload").unwrap();
+                    body.put_slice(&r.body);
+                    Reply::Respond(Response {
+                        opcode: r.opcode,
+                        flags: r.flags.with(Flags::CUSTOM_PAYLOAD),
+                        body: body.freeze(),
+                    })
+                }
+                (reply, _) => reply,
+            }
+        })
+    }
+}
+
+async fn start() -> (TestCluster, Arc<TabletLayer>) {
+    let layer = Arc::new(TabletLayer {
+        inner: CqlHandler::new(),
+        tablets: RwLock::new(initial_tablets()),
+        misrouted: AtomicU64::new(0),
+        garbage: AtomicBool::new(false),
+    });
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .shards(SHARDS)
+        .handler(layer.clone())
+        .start()
+        .await
+        .unwrap();
+    (cluster, layer)
+}
+
+async fn session(cluster: &TestCluster, warmup: TabletWarmup, keyspace: Option<&str>) -> Session {
+    let mut b = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .tablet_warmup(warmup);
+    if let Some(ks) = keyspace {
+        b = b.use_keyspace(ks);
+    }
+    let s = b.build().await.unwrap();
+    assert!(s.wait_for_all_shards(Duration::from_secs(20)).await);
+    s
+}
+
+async fn create_schema(s: &Session) {
+    s.query_unpaged(
+        "CREATE KEYSPACE tk WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
+        (),
+    )
+    .await
+    .unwrap();
+    s.query_unpaged("CREATE TABLE tk.t (pk bigint PRIMARY KEY, v bigint)", ())
+        .await
+        .unwrap();
+}
+
+async fn run(s: &Session, insert: &PreparedStatement, base: i64, n: i64, concurrency: i64) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..concurrency {
+        let (s, insert) = (s.clone(), insert.clone());
+        tasks.spawn(async move {
+            let mut k = w;
+            while k < n {
+                s.execute_unpaged(&insert, (base + k, k)).await.unwrap();
+                k += concurrency;
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learns_tablets_from_payloads_then_routes_right() {
+    let (cluster, layer) = start().await;
+    let s = session(&cluster, TabletWarmup::Off, None).await;
+    create_schema(&s).await;
+    let insert = s
+        .prepare("INSERT INTO tk.t (pk, v) VALUES (?, ?)")
+        .await
+        .unwrap();
+    assert_eq!((insert.keyspace(), insert.table()), (Some("tk"), Some("t")));
+    let m0 = layer.misrouted.load(Ordering::Relaxed);
+    run(&s, &insert, 0, 2_000, 8).await;
+    let learning = layer.misrouted.load(Ordering::Relaxed) - m0;
+    let m = s.metrics().snapshot();
+    println!(
+        "lazy learning: {learning} of 2000 misrouted, {} payloads, {} tablets known",
+        m.tablet_payloads, m.tablets_known
+    );
+    assert!(learning > 0, "a guess misroutes sometimes");
+    assert!(learning <= (TABLETS as u64) * 8, "{learning}");
+    assert_eq!(m.tablet_payloads, learning);
+    assert_eq!(m.tablet_payload_errors, 0);
+    assert_eq!(m.tablets_known, TABLETS as u64);
+
+    let m1 = layer.misrouted.load(Ordering::Relaxed);
+    run(&s, &insert, 10_000, 2_000, 8).await;
+    assert_eq!(layer.misrouted.load(Ordering::Relaxed) - m1, 0);
+    assert_eq!(s.metrics().snapshot().request_errors, 0);
+
+    // Moving replicas: each move costs at most a few misroutes.
+    {
+        let mut tablets = layer.tablets.write().unwrap();
+        for t in tablets.iter_mut().step_by(4) {
+            t.replicas[0].1 = (t.replicas[0].1 + 1) % SHARDS;
+            t.replicas[1].1 = (t.replicas[1].1 + 1) % SHARDS;
+            t.replicas[2].1 = (t.replicas[2].1 + 1) % SHARDS;
+        }
+    }
+    let m2 = layer.misrouted.load(Ordering::Relaxed);
+    run(&s, &insert, 20_000, 2_000, 8).await;
+    let moved = layer.misrouted.load(Ordering::Relaxed) - m2;
+    println!("after moving {} tablets: {moved} misrouted", TABLETS / 4);
+    assert!(moved > 0 && moved <= (TABLETS as u64 / 4) * 8, "{moved}");
+
+    // Malformed payloads are counted and ignored; requests still succeed.
+    layer.garbage.store(true, Ordering::Relaxed);
+    {
+        let mut tablets = layer.tablets.write().unwrap();
+        for r in &mut tablets[1].replicas {
+            r.1 = (r.1 + 1) % SHARDS;
+        }
+    }
+    run(&s, &insert, 30_000, 500, 4).await;
+    let m = s.metrics().snapshot();
+    assert!(m.tablet_payload_errors > 0);
+    assert_eq!(m.request_errors, 0);
+    layer.garbage.store(false, Ordering::Relaxed);
+
+    // DROP TABLE forgets them.
+    s.query_unpaged("DROP TABLE tk.t", ()).await.unwrap();
+    assert_eq!(s.tablets().tablets_known(), 0);
+    assert_eq!(s.metrics().snapshot().tablets_known, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_up_routes_the_first_requests() {
+    let (cluster, layer) = start().await;
+    let setup = session(&cluster, TabletWarmup::Off, None).await;
+    create_schema(&setup).await;
+    for (name, warmup, keyspace) in [
+        (
+            "used keyspaces, USE tk",
+            TabletWarmup::UsedKeyspaces,
+            Some("tk"),
+        ),
+        ("used keyspaces, prepare", TabletWarmup::UsedKeyspaces, None),
+        ("all", TabletWarmup::All, None),
+    ] {
+        let s = session(&cluster, warmup, keyspace).await;
+        if warmup == TabletWarmup::All {
+            // The start-up warm-up runs in the background.
+            for _ in 0..200 {
+                if s.tablets().tablets_known() == TABLETS {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let insert = s
+            .prepare("INSERT INTO tk.t (pk, v) VALUES (?, ?)")
+            .await
+            .unwrap();
+        let m0 = layer.misrouted.load(Ordering::Relaxed);
+        run(&s, &insert, 0, 2_000, 8).await;
+        let n = layer.misrouted.load(Ordering::Relaxed) - m0;
+        let m = s.metrics().snapshot();
+        println!(
+            "warm-up {name}: {n} of 2000 misrouted, {} warm-up rows, {} tablets known",
+            m.tablet_warmup_rows, m.tablets_known
+        );
+        assert!(n <= 20, "{name}: {n} misrouted");
+        assert!(m.tablet_warmup_rows >= TABLETS as u64);
+        assert_eq!(m.tablets_known, TABLETS as u64);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moves_under_load_cost_a_few_misroutes_per_session_and_no_failure() {
+    const SESSIONS: usize = 2;
+    const CONCURRENCY: i64 = 4;
+    const MOVED: usize = 8;
+    let (cluster, layer) = start().await;
+    let setup = session(&cluster, TabletWarmup::Off, None).await;
+    create_schema(&setup).await;
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        let s = session(&cluster, TabletWarmup::UsedKeyspaces, Some("tk")).await;
+        let insert = s
+            .prepare("INSERT INTO tk.t (pk, v) VALUES (?, ?)")
+            .await
+            .unwrap();
+        sessions.push((s, insert));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut load = tokio::task::JoinSet::new();
+    for (i, (s, insert)) in sessions.iter().enumerate() {
+        for w in 0..CONCURRENCY {
+            let (s, insert, stop) = (s.clone(), insert.clone(), stop.clone());
+            load.spawn(async move {
+                let mut rng = fastrand::Rng::with_seed((i as u64) << 8 | w as u64);
+                let mut done = 0u64;
+                // Bounded: the test stops it long before.
+                for _ in 0..10_000_000u64 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    s.execute_unpaged(&insert, (rng.i64(..), w)).await.unwrap();
+                    done += 1;
+                }
+                done
+            });
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before: Vec<u64> = sessions
+        .iter()
+        .map(|(s, _)| s.metrics().snapshot().tablet_payloads)
+        .collect();
+    let m0 = layer.misrouted.load(Ordering::Relaxed);
+    for k in 0..MOVED {
+        {
+            let mut tablets = layer.tablets.write().unwrap();
+            let t = &mut tablets[k * (TABLETS / MOVED)];
+            t.replicas[0].1 = (t.replicas[0].1 + 1) % SHARDS;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut requests = 0;
+    while let Some(r) = load.join_next().await {
+        requests += r.unwrap();
+    }
+    let per_session: Vec<u64> = sessions
+        .iter()
+        .zip(&before)
+        .map(|((s, _), b)| s.metrics().snapshot().tablet_payloads - b)
+        .collect();
+    let total = layer.misrouted.load(Ordering::Relaxed) - m0;
+    println!(
+        "moving {MOVED} tablets under load: {requests} requests, {total} misrouted, per session {per_session:?}"
+    );
+    assert!(total > 0, "the moves were observed");
+    for (s, _) in &sessions {
+        assert_eq!(s.metrics().snapshot().request_errors, 0);
+    }
+    for n in &per_session {
+        assert!(
+            *n <= MOVED as u64 * (CONCURRENCY as u64 + 2),
+            "{per_session:?}"
+        );
+    }
+}
