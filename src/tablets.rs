@@ -11,6 +11,9 @@
 
 use std::fmt;
 
+use scylla_cql::types::serialize::SerializeValue;
+use scylla_cql::types::{ColumnType, CqlValue};
+
 /// One tablet as a test sees it (host ids, in token order from
 /// `TestCluster::tablets`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +88,47 @@ pub fn initial_tablets(initial: usize) -> usize {
         .checked_next_power_of_two()
         .unwrap_or(1 << 30)
         .min(1 << 30)
+}
+
+/// The `tablets-routing-v1` custom payload key.
+pub const ROUTING_PAYLOAD_KEY: &str = "tablets-routing-v1";
+
+/// The CQL type of the routing payload value:
+/// `tuple<bigint, bigint, list<frozen<tuple<uuid, int>>>>`.
+pub fn routing_payload_type() -> ColumnType {
+    ColumnType::Tuple(vec![
+        ColumnType::BigInt,
+        ColumnType::BigInt,
+        ColumnType::List(Box::new(ColumnType::Tuple(vec![
+            ColumnType::Uuid,
+            ColumnType::Int,
+        ]))),
+    ])
+}
+
+/// The `tablets-routing-v1` payload value for `tablet`, serialized with the
+/// protocol crate's generic [`CqlValue`] serializer (independent of the
+/// driver's dedicated decoder, so the two cross-check).
+pub fn routing_payload(tablet: &TabletInfo) -> Result<Vec<u8>, String> {
+    let replicas = tablet
+        .replicas
+        .iter()
+        .map(|(h, s)| {
+            CqlValue::Tuple(vec![
+                Some(CqlValue::Uuid(*h)),
+                Some(CqlValue::Int(i32::from(*s))),
+            ])
+        })
+        .collect();
+    let v = CqlValue::Tuple(vec![
+        Some(CqlValue::BigInt(tablet.first_token)),
+        Some(CqlValue::BigInt(tablet.last_token)),
+        Some(CqlValue::List(replicas)),
+    ]);
+    let mut out = Vec::new();
+    v.serialize(&routing_payload_type(), &mut out)
+        .map_err(|e| e.to_string())?;
+    Ok(out)
 }
 
 /// The tablets of one table, in token order.
@@ -238,6 +282,32 @@ mod tests {
             assert_eq!(w[0].last_token, w[1].first_token, "gap or overlap");
             assert!(w[0].first_token < w[0].last_token);
         }
+    }
+
+    #[test]
+    fn routing_payload_round_trips_through_the_generic_decoder() {
+        use scylla_cql::types::deserialize::DeserializeValue;
+        let h = uuid::Uuid::from_u128(0x1234);
+        let t = TabletInfo {
+            first_token: -5,
+            last_token: 77,
+            replicas: vec![(h, 3), (uuid::Uuid::from_u128(9), 0)],
+        };
+        let b = routing_payload(&t).unwrap();
+        let v = CqlValue::deserialize(&routing_payload_type(), Some(&b)).unwrap();
+        let CqlValue::Tuple(parts) = v else {
+            panic!("not a tuple: {v:?}")
+        };
+        assert_eq!(parts[0], Some(CqlValue::BigInt(-5)));
+        assert_eq!(parts[1], Some(CqlValue::BigInt(77)));
+        let Some(CqlValue::List(reps)) = &parts[2] else {
+            panic!("not a list")
+        };
+        assert_eq!(
+            reps[0],
+            CqlValue::Tuple(vec![Some(CqlValue::Uuid(h)), Some(CqlValue::Int(3))])
+        );
+        assert_eq!(reps.len(), 2);
     }
 
     #[test]
