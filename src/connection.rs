@@ -257,6 +257,7 @@ impl Conn {
         self.ctx.update(|s| {
             s.compression = compression;
             s.cql_version = opts.get("CQL_VERSION").cloned();
+            s.tablets_routing_v1 = opts.contains_key(crate::supported::TABLETS_ROUTING_V1);
         });
         let stats = self.node.stats.clone();
         let shard = self.ctx.shard as usize;

@@ -140,6 +140,9 @@ pub struct SessionState {
     pub keyspace: Option<String>,
     /// The authenticated user, if authentication is on.
     pub user: Option<String>,
+    /// Whether STARTUP asked for `TABLETS_ROUTING_V1` (tablet routing
+    /// payloads go only to such connections).
+    pub tablets_routing_v1: bool,
 }
 
 /// Which listener accepted a connection.
@@ -249,6 +252,19 @@ impl ConnCtx {
         bump_both(&self.stats, self.shard as usize, |s| {
             &s.requests_wrong_shard
         });
+    }
+
+    /// Counts a request for a tablet table that reached a non-replica node
+    /// or the wrong shard of a replica node.
+    pub fn record_tablet_misrouted(&self) {
+        bump_both(&self.stats, self.shard as usize, |s| {
+            &s.requests_tablet_misrouted
+        });
+    }
+
+    /// Whether this connection negotiated `TABLETS_ROUTING_V1` at STARTUP.
+    pub fn tablets_routing_v1(&self) -> bool {
+        self.state.lock().is_ok_and(|s| s.tablets_routing_v1)
     }
 
     /// Counts a request that reached a node which is not one of its replicas.

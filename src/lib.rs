@@ -30,6 +30,7 @@
 //! - [`cql`]: the CQL layer, [`CqlHandler`] (the default handler): system
 //!   tables, schema, rows in memory, paging, routing accounting.
 //! - [`supported`]: the SUPPORTED options (ScyllaDB's extension keys).
+//! - [`tablets`]: tablet maps (placement, lookup, split, migration).
 //! - [`admission`]: handshake CPU-stage limit, modelled cost, shedding.
 //! - [`faults`]: [`Faults`] a test sets per node at run time.
 //! - [`events`]: [`EventKind`] and delivery to registered connections.
@@ -47,6 +48,7 @@ mod node;
 mod shard;
 pub mod stats;
 pub mod supported;
+pub mod tablets;
 pub mod topology;
 
 pub use admission::{AdmissionConfig, HandshakeCost};
@@ -60,4 +62,5 @@ pub use handler::{
     Request, RequestHandler, Response, SessionState,
 };
 pub use stats::{ClusterStats, NodeStatsSnapshot, StatsCounters};
+pub use tablets::TabletInfo;
 pub use topology::{NodeInfo, Topology};

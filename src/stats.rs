@@ -77,6 +77,7 @@ pub(crate) struct ShardStats {
     pub(crate) requests_served: AtomicU64,
     pub(crate) requests_wrong_shard: AtomicU64,
     pub(crate) requests_non_replica: AtomicU64,
+    pub(crate) requests_tablet_misrouted: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
 }
 
@@ -102,6 +103,7 @@ impl ShardStats {
             requests_served: r(&self.requests_served),
             requests_wrong_shard: r(&self.requests_wrong_shard),
             requests_non_replica: r(&self.requests_non_replica),
+            requests_tablet_misrouted: r(&self.requests_tablet_misrouted),
             protocol_errors: r(&self.protocol_errors),
         }
     }
@@ -173,6 +175,10 @@ pub struct StatsCounters {
     pub requests_wrong_shard: u64,
     /// Requests the CQL layer found on a node that is not a replica.
     pub requests_non_replica: u64,
+    /// Requests for a tablet table that reached a node which is not one of
+    /// the tablet's replicas, or a replica node on a shard other than the
+    /// tablet's shard there.
+    pub requests_tablet_misrouted: u64,
     /// Malformed frames answered with a protocol error.
     pub protocol_errors: u64,
 }

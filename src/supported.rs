@@ -19,6 +19,9 @@ pub const LWT_OPTIMIZATION_META_BIT_MASK: u32 = 0x8000_0000;
 /// ScyllaDB's error code for the rate-limit error.
 pub const RATE_LIMIT_ERROR_CODE: i32 = 0xF000;
 
+/// The SUPPORTED/STARTUP key of the tablets routing v1 extension.
+pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
+
 /// The SUPPORTED options of a connection on `shard` of a node with
 /// `nr_shards` shards and (maybe) a shard-aware port.
 pub fn supported_options(
@@ -52,6 +55,9 @@ pub fn supported_options(
             "SCYLLA_RATE_LIMIT_ERROR",
             one(format!("ERROR_CODE={RATE_LIMIT_ERROR_CODE}")),
         ),
+        // As ScyllaDB: the key with one empty value; a client that puts the
+        // key in its STARTUP gets `tablets-routing-v1` custom payloads.
+        (TABLETS_ROUTING_V1, one(String::new())),
     ];
     if let Some(p) = shard_aware_port {
         v.push(("SCYLLA_SHARD_AWARE_PORT", one(p.to_string())));
@@ -90,6 +96,7 @@ mod tests {
             vec!["LWT_OPTIMIZATION_META_BIT_MASK=2147483648"]
         );
         assert_eq!(m["SCYLLA_RATE_LIMIT_ERROR"], vec!["ERROR_CODE=61440"]);
+        assert_eq!(m["TABLETS_ROUTING_V1"], vec![""]);
         let r = supported_response(0, 1, None);
         let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
         assert!(!m.contains_key("SCYLLA_SHARD_AWARE_PORT"));

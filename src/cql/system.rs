@@ -287,7 +287,7 @@ fn schema_columns(schema: &Schema) -> View {
     view("system_schema", "columns", &COLUMNS_COLS, rows)
 }
 
-const STATS_COLS: [(&str, &str); 14] = [
+const STATS_COLS: [(&str, &str); 15] = [
     ("node", "int"),
     ("shard", "int"),
     ("accepted_regular", "bigint"),
@@ -300,6 +300,7 @@ const STATS_COLS: [(&str, &str); 14] = [
     ("protocol_errors", "bigint"),
     ("requests_non_replica", "bigint"),
     ("requests_served", "bigint"),
+    ("requests_tablet_misrouted", "bigint"),
     ("requests_wrong_shard", "bigint"),
     ("up", "boolean"),
 ];
@@ -323,6 +324,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 big(c.protocol_errors),
                 big(c.requests_non_replica),
                 big(c.requests_served),
+                big(c.requests_tablet_misrouted),
                 big(c.requests_wrong_shard),
                 Some(CqlValue::Boolean(node.up)),
             ]);

@@ -1,0 +1,424 @@
+//! The tablet map of one table: token ranges and their (node, shard) replicas.
+//!
+//! Pure data, no I/O: how a table of a tablets keyspace is split
+//! ([`initial_tablets`]), where its replicas go ([`TabletMap::place`]),
+//! which tablet owns a token ([`TabletMap::find`]), and the two changes a
+//! test can make ([`TabletMap::split`], [`TabletMap::migrate`]).
+//!
+//! Tablet `i` covers the tokens `(first_token, last_token]`; the first tablet
+//! starts at the minimum token (`i64::MIN`) and the last ends at `i64::MAX`,
+//! so the tablets cover the whole ring without gaps.
+
+use std::fmt;
+
+use scylla_cql::types::serialize::SerializeValue;
+use scylla_cql::types::{ColumnType, CqlValue};
+
+/// One tablet as a test sees it (host ids, in token order from
+/// `TestCluster::tablets`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabletInfo {
+    /// Exclusive start of the token range.
+    pub first_token: i64,
+    /// Inclusive end of the token range.
+    pub last_token: i64,
+    /// Replicas as (host id, shard).
+    pub replicas: Vec<(uuid::Uuid, u16)>,
+}
+
+/// One tablet with replicas as (node index, shard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tablet {
+    /// Exclusive start of the token range.
+    pub first_token: i64,
+    /// Inclusive end of the token range.
+    pub last_token: i64,
+    /// Replicas as (node index, shard).
+    pub replicas: Vec<(usize, u16)>,
+}
+
+/// A node as placement sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementNode {
+    /// The node's datacenter.
+    pub datacenter: String,
+    /// The node's shard count (at least 1).
+    pub shards: u16,
+}
+
+/// Why a tablet change was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TabletError {
+    /// No tablet with this index.
+    NoSuchTablet(usize),
+    /// The tablet has no replica with this index.
+    NoSuchReplica(usize),
+    /// The target node is not in the cluster.
+    NoSuchNode(usize),
+    /// The target shard is not below the node's shard count.
+    NoSuchShard(u16),
+    /// The target node already holds another replica of this tablet.
+    AlreadyReplica(usize),
+    /// Splitting would need tablets narrower than one token.
+    TooNarrow,
+}
+
+impl fmt::Display for TabletError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TabletError::NoSuchTablet(i) => write!(f, "no tablet with index {i}"),
+            TabletError::NoSuchReplica(i) => write!(f, "the tablet has no replica with index {i}"),
+            TabletError::NoSuchNode(i) => write!(f, "no node with index {i}"),
+            TabletError::NoSuchShard(s) => write!(f, "the node has no shard {s}"),
+            TabletError::AlreadyReplica(n) => {
+                write!(f, "node {n} already holds a replica of this tablet")
+            }
+            TabletError::TooNarrow => write!(f, "a tablet is too narrow to split"),
+        }
+    }
+}
+
+impl std::error::Error for TabletError {}
+
+/// The tablet count for a requested `initial`: rounded up to a power of two,
+/// at least 1 (ScyllaDB's rule).
+pub fn initial_tablets(initial: usize) -> usize {
+    initial
+        .max(1)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 30)
+        .min(1 << 30)
+}
+
+/// The `tablets-routing-v1` custom payload key.
+pub const ROUTING_PAYLOAD_KEY: &str = "tablets-routing-v1";
+
+/// The CQL type of the routing payload value:
+/// `tuple<bigint, bigint, list<frozen<tuple<uuid, int>>>>`.
+pub fn routing_payload_type() -> ColumnType {
+    ColumnType::Tuple(vec![
+        ColumnType::BigInt,
+        ColumnType::BigInt,
+        ColumnType::List(Box::new(ColumnType::Tuple(vec![
+            ColumnType::Uuid,
+            ColumnType::Int,
+        ]))),
+    ])
+}
+
+/// The `tablets-routing-v1` payload value for `tablet`, serialized with the
+/// protocol crate's generic [`CqlValue`] serializer (independent of the
+/// driver's dedicated decoder, so the two cross-check).
+pub fn routing_payload(tablet: &TabletInfo) -> Result<Vec<u8>, String> {
+    let replicas = tablet
+        .replicas
+        .iter()
+        .map(|(h, s)| {
+            CqlValue::Tuple(vec![
+                Some(CqlValue::Uuid(*h)),
+                Some(CqlValue::Int(i32::from(*s))),
+            ])
+        })
+        .collect();
+    let v = CqlValue::Tuple(vec![
+        Some(CqlValue::BigInt(tablet.first_token)),
+        Some(CqlValue::BigInt(tablet.last_token)),
+        Some(CqlValue::List(replicas)),
+    ]);
+    let mut out = Vec::new();
+    v.serialize(&routing_payload_type(), &mut out)
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// The tablets of one table, in token order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabletMap {
+    tablets: Vec<Tablet>,
+}
+
+impl TabletMap {
+    /// `count` tablets (rounded as [`initial_tablets`]) splitting the ring
+    /// evenly, with `rf` replicas per datacenter (clamped to the nodes of that
+    /// datacenter) placed deterministically from `seed` (mix in the table's
+    /// identity so tables differ), balanced across nodes and, on each node,
+    /// across shards.
+    pub fn place(seed: u64, count: usize, nodes: &[PlacementNode], rf: &[(String, usize)]) -> Self {
+        let count = initial_tablets(count);
+        let mut rng = fastrand::Rng::with_seed(seed);
+        // Per node: how many replicas it has got so far and a seeded shard offset.
+        let mut load: Vec<u64> = vec![0; nodes.len()];
+        let shard_offset: Vec<u16> = nodes.iter().map(|n| rng.u16(0..n.shards.max(1))).collect();
+        let mut per_dc: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (dc, f) in rf {
+            let mut members: Vec<usize> = nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| &n.datacenter == dc)
+                .map(|(i, _)| i)
+                .collect();
+            rng.shuffle(&mut members);
+            let f = (*f).min(members.len());
+            if f > 0 {
+                per_dc.push((f, members));
+            }
+        }
+        let width = (1u128 << 64) / count as u128;
+        let mut tablets = Vec::with_capacity(count);
+        for i in 0..count {
+            let first = (i64::MIN as i128 + (width * i as u128) as i128) as i64;
+            let last = if i + 1 == count {
+                i64::MAX
+            } else {
+                (i64::MIN as i128 + (width * (i as u128 + 1)) as i128) as i64
+            };
+            let mut replicas = Vec::new();
+            for (f, members) in &per_dc {
+                for k in 0..*f {
+                    let node = members[(i + k) % members.len()];
+                    let shards = nodes[node].shards.max(1);
+                    let shard =
+                        ((load[node] + u64::from(shard_offset[node])) % u64::from(shards)) as u16;
+                    load[node] += 1;
+                    replicas.push((node, shard));
+                }
+            }
+            tablets.push(Tablet {
+                first_token: first,
+                last_token: last,
+                replicas,
+            });
+        }
+        TabletMap { tablets }
+    }
+
+    /// The tablets in token order.
+    pub fn tablets(&self) -> &[Tablet] {
+        &self.tablets
+    }
+
+    /// The index of the tablet owning `token` (the first whose `last_token >=
+    /// token`; `i64::MIN` belongs to the first tablet).
+    pub fn find(&self, token: i64) -> usize {
+        self.tablets
+            .partition_point(|t| t.last_token < token)
+            .min(self.tablets.len().saturating_sub(1))
+    }
+
+    /// Every tablet split in two at its midpoint, with the same replicas.
+    pub fn split(&mut self) -> Result<(), TabletError> {
+        let mut out = Vec::with_capacity(self.tablets.len() * 2);
+        for t in &self.tablets {
+            let mid = ((t.first_token as i128 + t.last_token as i128).div_euclid(2)) as i64;
+            if mid <= t.first_token || mid >= t.last_token {
+                return Err(TabletError::TooNarrow);
+            }
+            out.push(Tablet {
+                first_token: t.first_token,
+                last_token: mid,
+                replicas: t.replicas.clone(),
+            });
+            out.push(Tablet {
+                first_token: mid,
+                last_token: t.last_token,
+                replicas: t.replicas.clone(),
+            });
+        }
+        self.tablets = out;
+        Ok(())
+    }
+
+    /// Moves replica `replica` of tablet `tablet` to `(node, shard)`. Moving
+    /// to a node that holds another replica of the tablet is refused; moving
+    /// to another shard of the same node is allowed.
+    pub fn migrate(
+        &mut self,
+        tablet: usize,
+        replica: usize,
+        to: (usize, u16),
+        nodes: &[PlacementNode],
+    ) -> Result<(), TabletError> {
+        let node = nodes.get(to.0).ok_or(TabletError::NoSuchNode(to.0))?;
+        if to.1 >= node.shards.max(1) {
+            return Err(TabletError::NoSuchShard(to.1));
+        }
+        let t = self
+            .tablets
+            .get_mut(tablet)
+            .ok_or(TabletError::NoSuchTablet(tablet))?;
+        if replica >= t.replicas.len() {
+            return Err(TabletError::NoSuchReplica(replica));
+        }
+        if t.replicas
+            .iter()
+            .enumerate()
+            .any(|(k, r)| k != replica && r.0 == to.0)
+        {
+            return Err(TabletError::AlreadyReplica(to.0));
+        }
+        t.replicas[replica] = to;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes(n: usize, shards: u16) -> Vec<PlacementNode> {
+        (0..n)
+            .map(|_| PlacementNode {
+                datacenter: "dc1".into(),
+                shards,
+            })
+            .collect()
+    }
+
+    fn covers_ring(m: &TabletMap) {
+        let t = m.tablets();
+        assert_eq!(t[0].first_token, i64::MIN);
+        assert_eq!(t[t.len() - 1].last_token, i64::MAX);
+        for w in t.windows(2) {
+            assert_eq!(w[0].last_token, w[1].first_token, "gap or overlap");
+            assert!(w[0].first_token < w[0].last_token);
+        }
+    }
+
+    #[test]
+    fn routing_payload_round_trips_through_the_generic_decoder() {
+        use scylla_cql::types::deserialize::DeserializeValue;
+        let h = uuid::Uuid::from_u128(0x1234);
+        let t = TabletInfo {
+            first_token: -5,
+            last_token: 77,
+            replicas: vec![(h, 3), (uuid::Uuid::from_u128(9), 0)],
+        };
+        let b = routing_payload(&t).unwrap();
+        let v = CqlValue::deserialize(&routing_payload_type(), Some(&b)).unwrap();
+        let CqlValue::Tuple(parts) = v else {
+            panic!("not a tuple: {v:?}")
+        };
+        assert_eq!(parts[0], Some(CqlValue::BigInt(-5)));
+        assert_eq!(parts[1], Some(CqlValue::BigInt(77)));
+        let Some(CqlValue::List(reps)) = &parts[2] else {
+            panic!("not a list")
+        };
+        assert_eq!(
+            reps[0],
+            CqlValue::Tuple(vec![Some(CqlValue::Uuid(h)), Some(CqlValue::Int(3))])
+        );
+        assert_eq!(reps.len(), 2);
+    }
+
+    #[test]
+    fn initial_rounds_up_to_a_power_of_two() {
+        assert_eq!(initial_tablets(0), 1);
+        assert_eq!(initial_tablets(1), 1);
+        assert_eq!(initial_tablets(5), 8);
+        assert_eq!(initial_tablets(16), 16);
+    }
+
+    #[test]
+    fn placement_is_deterministic_balanced_and_covers_the_ring() {
+        let ns = nodes(3, 4);
+        let rf = vec![("dc1".to_string(), 3)];
+        let a = TabletMap::place(7, 12, &ns, &rf);
+        assert_eq!(a, TabletMap::place(7, 12, &ns, &rf));
+        assert_eq!(a.tablets().len(), 16);
+        covers_ring(&a);
+        let mut per_node = [0usize; 3];
+        let mut per_shard = vec![[0usize; 4]; 3];
+        for t in a.tablets() {
+            assert_eq!(t.replicas.len(), 3);
+            let mut ids: Vec<_> = t.replicas.iter().map(|r| r.0).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), 3, "a node holds two replicas of one tablet");
+            for &(n, s) in &t.replicas {
+                per_node[n] += 1;
+                per_shard[n][s as usize] += 1;
+            }
+        }
+        assert_eq!(per_node, [16, 16, 16]);
+        for s in per_shard {
+            assert_eq!(s, [4, 4, 4, 4]);
+        }
+        // RF 1 on 3 nodes: leaders spread across nodes.
+        let b = TabletMap::place(7, 16, &ns, &[("dc1".to_string(), 1)]);
+        let mut c = [0usize; 3];
+        for t in b.tablets() {
+            c[t.replicas[0].0] += 1;
+        }
+        assert!(c.iter().all(|&x| (5..=6).contains(&x)), "{c:?}");
+    }
+
+    #[test]
+    fn rf_is_clamped_per_datacenter() {
+        let mut ns = nodes(2, 2);
+        ns.push(PlacementNode {
+            datacenter: "dc2".into(),
+            shards: 2,
+        });
+        let m = TabletMap::place(1, 4, &ns, &[("dc1".into(), 3), ("dc2".into(), 3)]);
+        for t in m.tablets() {
+            assert_eq!(t.replicas.len(), 3);
+            assert_eq!(t.replicas.iter().filter(|r| r.0 == 2).count(), 1);
+        }
+    }
+
+    #[test]
+    fn find_locates_the_owner() {
+        let m = TabletMap::place(3, 8, &nodes(3, 2), &[("dc1".into(), 1)]);
+        for (i, t) in m.tablets().iter().enumerate() {
+            assert_eq!(m.find(t.last_token), i);
+            if t.first_token != i64::MIN {
+                assert_eq!(m.find(t.first_token), i - 1);
+            }
+            assert_eq!(m.find(t.first_token.saturating_add(1)), i);
+        }
+        assert_eq!(m.find(i64::MIN), 0);
+    }
+
+    #[test]
+    fn split_doubles_and_keeps_replicas() {
+        let mut m = TabletMap::place(3, 4, &nodes(3, 2), &[("dc1".into(), 2)]);
+        let before = m.clone();
+        m.split().unwrap();
+        assert_eq!(m.tablets().len(), 8);
+        covers_ring(&m);
+        for (i, t) in before.tablets().iter().enumerate() {
+            assert_eq!(m.tablets()[2 * i].replicas, t.replicas);
+            assert_eq!(m.tablets()[2 * i + 1].replicas, t.replicas);
+            assert_eq!(m.tablets()[2 * i].first_token, t.first_token);
+            assert_eq!(m.tablets()[2 * i + 1].last_token, t.last_token);
+        }
+    }
+
+    #[test]
+    fn migrate_moves_and_refuses_duplicates() {
+        let ns = nodes(3, 2);
+        let mut m = TabletMap::place(3, 2, &ns, &[("dc1".into(), 2)]);
+        let reps = m.tablets()[0].replicas.clone();
+        let free = (0..3).find(|n| reps.iter().all(|r| r.0 != *n)).unwrap();
+        m.migrate(0, 1, (free, 1), &ns).unwrap();
+        assert_eq!(m.tablets()[0].replicas[1], (free, 1));
+        assert_eq!(
+            m.migrate(0, 1, (reps[0].0, 0), &ns),
+            Err(TabletError::AlreadyReplica(reps[0].0))
+        );
+        // Same node, other shard: allowed.
+        m.migrate(0, 1, (free, 0), &ns).unwrap();
+        assert_eq!(
+            m.migrate(5, 0, (0, 0), &ns),
+            Err(TabletError::NoSuchTablet(5))
+        );
+        assert_eq!(
+            m.migrate(0, 0, (9, 0), &ns),
+            Err(TabletError::NoSuchNode(9))
+        );
+        assert_eq!(
+            m.migrate(0, 0, (free, 7), &ns),
+            Err(TabletError::NoSuchShard(7))
+        );
+    }
+}
