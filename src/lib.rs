@@ -31,6 +31,7 @@
 //!   tables, schema, rows in memory, paging, routing accounting.
 //! - [`supported`]: the SUPPORTED options (ScyllaDB's extension keys).
 //! - [`admission`]: handshake CPU-stage limit, modelled cost, shedding.
+//! - [`tls`]: [`TlsOptions`], certificates made at start, TLS ports.
 //! - [`faults`]: [`Faults`] a test sets per node at run time.
 //! - [`events`]: [`EventKind`] and delivery to registered connections.
 //! - [`stats`]: [`ClusterStats`] snapshots of the counters.
@@ -47,6 +48,7 @@ mod node;
 mod shard;
 pub mod stats;
 pub mod supported;
+pub mod tls;
 pub mod topology;
 
 pub use admission::{AdmissionConfig, HandshakeCost};
@@ -60,4 +62,5 @@ pub use handler::{
     Request, RequestHandler, Response, SessionState,
 };
 pub use stats::{ClusterStats, NodeStatsSnapshot, StatsCounters};
+pub use tls::{TlsOptions, TlsSetupError};
 pub use topology::{NodeInfo, Topology};

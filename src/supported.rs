@@ -26,6 +26,18 @@ pub fn supported_options(
     nr_shards: u16,
     shard_aware_port: Option<u16>,
 ) -> Vec<(&'static str, Vec<String>)> {
+    supported_options_with_ssl(shard, nr_shards, shard_aware_port, None)
+}
+
+/// [`supported_options`] plus `SCYLLA_SHARD_AWARE_PORT_SSL` when the node
+/// has a TLS shard-aware port (ScyllaDB advertises both ports on every
+/// connection, plain or TLS).
+pub fn supported_options_with_ssl(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+) -> Vec<(&'static str, Vec<String>)> {
     let one = |s: String| vec![s];
     let mut v = vec![
         ("CQL_VERSION", one(CQL_VERSION.into())),
@@ -56,12 +68,25 @@ pub fn supported_options(
     if let Some(p) = shard_aware_port {
         v.push(("SCYLLA_SHARD_AWARE_PORT", one(p.to_string())));
     }
+    if let Some(p) = shard_aware_port_ssl {
+        v.push(("SCYLLA_SHARD_AWARE_PORT_SSL", one(p.to_string())));
+    }
     v
 }
 
 /// The SUPPORTED response.
 pub fn supported_response(shard: Shard, nr_shards: u16, shard_aware_port: Option<u16>) -> Response {
-    let opts = supported_options(shard, nr_shards, shard_aware_port);
+    supported_response_with_ssl(shard, nr_shards, shard_aware_port, None)
+}
+
+/// The SUPPORTED response with the TLS shard-aware port, if any.
+pub fn supported_response_with_ssl(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+) -> Response {
+    let opts = supported_options_with_ssl(shard, nr_shards, shard_aware_port, shard_aware_port_ssl);
     let mut b = BytesMut::with_capacity(512);
     // Cannot fail: a dozen short keys and values, far below the [short] limits.
     let _ = wire::put_string_multimap(
