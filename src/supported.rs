@@ -103,6 +103,19 @@ mod tests {
     use scylla_cql::frame::wire::WireReader;
 
     #[test]
+    fn advertises_the_ssl_shard_aware_port_next_to_the_plain_one() {
+        let r = supported_response_with_ssl(1, 4, Some(19042), Some(19142));
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert_eq!(m["SCYLLA_SHARD_AWARE_PORT"], vec!["19042"]);
+        assert_eq!(m["SCYLLA_SHARD_AWARE_PORT_SSL"], vec!["19142"]);
+        let plain = supported_response(1, 4, Some(19042));
+        let m = WireReader::new(&plain.body)
+            .read_string_multimap("s")
+            .unwrap();
+        assert!(!m.contains_key("SCYLLA_SHARD_AWARE_PORT_SSL"));
+    }
+
+    #[test]
     fn carries_the_scylla_keys() {
         let r = supported_response(3, 8, Some(19042));
         let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
