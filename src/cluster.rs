@@ -21,6 +21,7 @@ use crate::events::EventKind;
 use crate::faults::{FaultState, Faults};
 use crate::node::{NodeRuntime, NodeShared};
 use crate::stats::{ClusterStats, NodeStats, NodeStatsSnapshot};
+use crate::tls::TlsMaterial;
 use crate::topology::{next_block, node_address, node_identity, NodeInfo, Topology};
 
 /// How many address blocks `start` tries when ports are taken.
@@ -77,6 +78,8 @@ pub struct TestCluster {
     config: Arc<ClusterConfig>,
     cancel: CancellationToken,
     nodes: Vec<NodeSlot>,
+    /// Certificates and the TLS server side, when TLS is on.
+    tls: Option<Arc<TlsMaterial>>,
 }
 
 fn validate(c: &ClusterConfig) -> Result<NonZeroU16, ClusterError> {
@@ -158,6 +161,15 @@ impl TestCluster {
         for _ in 0..attempts {
             let block = config.block.unwrap_or_else(next_block);
             let infos = node_infos(&config, shards, block);
+            let tls = match &config.tls {
+                Some(o) => {
+                    let ips: Vec<_> = infos.iter().map(|n| n.address).collect();
+                    let m = TlsMaterial::generate(o.clone(), &ips)
+                        .map_err(|e| ClusterError::InvalidConfig(e.to_string()))?;
+                    Some(Arc::new(m))
+                }
+                None => None,
+            };
             let topology = Arc::new(Topology::new(infos, config.cluster_name.clone()));
             let cluster = TestCluster {
                 nodes: (0..config.nodes)
@@ -178,6 +190,7 @@ impl TestCluster {
                 topology,
                 config: config.clone(),
                 cancel: CancellationToken::new(),
+                tls,
             };
             let mut result = Ok(());
             for i in 0..config.nodes {
@@ -232,6 +245,7 @@ impl TestCluster {
             slot.faults.clone(),
             self.config.clone(),
             &self.cancel,
+            self.tls.as_ref().map(|t| t.acceptor.clone()),
         )?;
         if let Ok(mut last) = slot.last.lock() {
             *last = Some(started.shared.clone());
@@ -357,6 +371,44 @@ impl TestCluster {
     /// The shard-aware port of nodes that have one.
     pub fn shard_aware_port(&self) -> Option<u16> {
         self.config.shard_aware_port
+    }
+
+    /// The CA certificate (PEM) that signed the servers' certificates, when TLS is on.
+    pub fn tls_ca_pem(&self) -> Option<&str> {
+        self.tls.as_deref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// A client certificate (PEM) signed by the CA, for mutual TLS.
+    pub fn tls_client_cert_pem(&self) -> Option<&str> {
+        self.tls.as_deref().map(|t| t.client_cert_pem.as_str())
+    }
+
+    /// The private key (PKCS#8 PEM) of [`TestCluster::tls_client_cert_pem`].
+    pub fn tls_client_key_pem(&self) -> Option<&str> {
+        self.tls.as_deref().map(|t| t.client_key_pem.as_str())
+    }
+
+    /// The regular TLS port of every node, when TLS is on.
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls.as_deref().map(|t| t.options.port)
+    }
+
+    /// The TLS shard-aware port, when TLS is on and nodes have one.
+    pub fn tls_shard_aware_port(&self) -> Option<u16> {
+        self.tls.as_deref().and_then(|t| t.options.shard_aware_port)
+    }
+
+    /// Every node's regular TLS address (empty without TLS).
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        match self.tls_port() {
+            Some(p) => self
+                .topology
+                .nodes()
+                .iter()
+                .map(|n| SocketAddr::new(n.address, p))
+                .collect(),
+            None => Vec::new(),
+        }
     }
 
     /// Shards per node.

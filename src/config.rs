@@ -7,6 +7,7 @@ use crate::admission::AdmissionConfig;
 use crate::cql::CqlHandler;
 use crate::faults::Faults;
 use crate::handler::RequestHandler;
+use crate::tls::TlsOptions;
 
 /// Username and password for `PasswordAuthenticator`.
 #[derive(Clone, PartialEq, Eq)]
@@ -63,6 +64,8 @@ pub struct ClusterConfig {
     pub initial_faults: Vec<(usize, Faults)>,
     /// A fixed `127.x.y.0/24` block instead of an allocated one.
     pub block: Option<(u8, u8)>,
+    /// TLS ports and certificates, if on (off by default).
+    pub tls: Option<TlsOptions>,
     /// Answers the CQL requests.
     pub handler: Arc<dyn RequestHandler>,
 }
@@ -78,6 +81,7 @@ impl fmt::Debug for ClusterConfig {
             .field("shard_aware_port", &self.shard_aware_port)
             .field("admission", &self.admission)
             .field("auth", &self.auth)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +106,7 @@ impl Default for ClusterConfig {
             max_silent_connections: 1024,
             initial_faults: Vec::new(),
             block: None,
+            tls: None,
             handler: Arc::new(CqlHandler::new()),
         }
     }
@@ -252,6 +257,16 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn handler(mut self, handler: Arc<dyn RequestHandler>) -> Self {
         self.config.handler = handler;
+        self
+    }
+
+    /// Serves TLS as well, as ScyllaDB does with client encryption on: each
+    /// node also listens on `options.port` (regular TLS port) and
+    /// `options.shard_aware_port`; certificates are made at start (see
+    /// [`crate::TestCluster::tls_ca_pem`]). The plain ports stay open.
+    #[must_use]
+    pub fn tls(mut self, options: TlsOptions) -> Self {
+        self.config.tls = Some(options);
         self
     }
 

@@ -22,9 +22,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use scylla_cql::frame::envelope::decode_envelope;
 use scylla_cql::frame::header::{Direction, Flags, FrameHeader, Opcode, HEADER_LEN};
 use scylla_cql::frame::wire::{self, WireReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+
+/// The read half of a connection (plain TCP or TLS).
+pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+/// The write half of a connection (plain TCP or TLS).
+pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -34,7 +38,7 @@ use crate::handler::{error_code, Compression, ConnCtx, Reply, Request, Response}
 use crate::node::NodeShared;
 use crate::shard::ShardConnection;
 use crate::stats::bump_both;
-use crate::supported::supported_response;
+use crate::supported::supported_response_with_ssl;
 
 /// Frames queued for the writer per connection.
 const OUT_QUEUE: usize = 1024;
@@ -50,12 +54,11 @@ const PASSWORD_AUTHENTICATOR: &str = "org.apache.cassandra.auth.PasswordAuthenti
 /// Serves one accepted connection until it closes or `cancel` fires.
 pub(crate) async fn serve(
     node: Arc<NodeShared>,
-    stream: TcpStream,
+    (rd, wr): (ReadHalf, WriteHalf),
     ctx: Arc<ConnCtx>,
     slot: ShardConnection,
     cancel: CancellationToken,
 ) {
-    let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Bytes>(OUT_QUEUE);
     let id = ctx.conn_id;
     let mask = node.events.add(id, tx.clone());
@@ -90,7 +93,7 @@ pub(crate) async fn serve(
 }
 
 /// Writes queued frames, batching whatever is queued into one write.
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Bytes>) {
+async fn write_loop(mut wr: WriteHalf, mut rx: mpsc::Receiver<Bytes>) {
     let mut batch = BytesMut::with_capacity(WRITE_BATCH);
     while let Some(first) = rx.recv().await {
         batch.clear();
@@ -134,7 +137,7 @@ struct Conn {
 }
 
 impl Conn {
-    async fn read_loop(&mut self, mut rd: OwnedReadHalf) {
+    async fn read_loop(&mut self, mut rd: ReadHalf) {
         let max_body = self.node.config.max_body_len;
         let mut buf = BytesMut::with_capacity(8 * 1024);
         loop {
@@ -199,10 +202,20 @@ impl Conn {
     async fn dispatch(&mut self, h: FrameHeader, body: Bytes) -> Next {
         match (h.opcode, self.phase) {
             (Opcode::Options, _) => {
-                let r = supported_response(
+                // ScyllaDB advertises the TLS shard-aware port on every
+                // connection of a node that has a shard-aware port.
+                let ssl = self.ctx.node.shard_aware_port.and_then(|_| {
+                    self.node
+                        .config
+                        .tls
+                        .as_ref()
+                        .and_then(|t| t.shard_aware_port)
+                });
+                let r = supported_response_with_ssl(
                     self.ctx.shard,
                     self.ctx.node.shards.get(),
                     self.ctx.node.shard_aware_port,
+                    ssl,
                 );
                 self.respond_later(h.stream, r);
                 Next::Continue

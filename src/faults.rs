@@ -55,6 +55,10 @@ pub struct Faults {
     /// How long a silent port holds a connection before closing it;
     /// `None` means until the node stops.
     pub silent_hold: Option<Duration>,
+    /// The TLS ports accept TCP and then never answer the ClientHello
+    /// (a handshake that stalls), until the node stops or
+    /// [`Faults::silent_hold`] passes.
+    pub tls_handshake_stall: bool,
 }
 
 impl Faults {
@@ -67,6 +71,13 @@ impl Faults {
     #[must_use]
     pub fn with_nat(mut self, nat: NatMode) -> Self {
         self.nat = Some(nat);
+        self
+    }
+
+    /// TLS handshakes stall (see [`Faults::tls_handshake_stall`]).
+    #[must_use]
+    pub fn with_tls_handshake_stall(mut self, on: bool) -> Self {
+        self.tls_handshake_stall = on;
         self
     }
 

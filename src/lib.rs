@@ -32,6 +32,7 @@
 //! - [`supported`]: the SUPPORTED options (ScyllaDB's extension keys).
 //! - [`tablets`]: tablet maps (placement, lookup, split, migration).
 //! - [`admission`]: handshake CPU-stage limit, modelled cost, shedding.
+//! - [`tls`]: [`TlsOptions`], certificates made at start, TLS ports.
 //! - [`faults`]: [`Faults`] a test sets per node at run time.
 //! - [`events`]: [`EventKind`] and delivery to registered connections.
 //! - [`stats`]: [`ClusterStats`] snapshots of the counters.
@@ -49,6 +50,7 @@ mod shard;
 pub mod stats;
 pub mod supported;
 pub mod tablets;
+pub mod tls;
 pub mod topology;
 
 pub use admission::{AdmissionConfig, HandshakeCost};
@@ -63,4 +65,5 @@ pub use handler::{
 };
 pub use stats::{ClusterStats, NodeStatsSnapshot, StatsCounters};
 pub use tablets::TabletInfo;
+pub use tls::{TlsOptions, TlsSetupError};
 pub use topology::{NodeInfo, Topology};

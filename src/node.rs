@@ -20,6 +20,7 @@ use std::time::Duration;
 use socket2::{Domain, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -31,7 +32,7 @@ use crate::events::EventRegistry;
 use crate::faults::{FaultState, ShardAwarePortMode};
 use crate::handler::{ConnCtx, PortKind, RequestHandler, SessionState};
 use crate::shard::{assign, ShardConnection};
-use crate::stats::NodeStats;
+use crate::stats::{bump_both, NodeStats};
 use crate::topology::{NodeInfo, Topology};
 
 /// How long `stop` waits for a node's tasks to end.
@@ -39,6 +40,9 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause after a failed `accept` (e.g. out of file descriptors), so the loop
 /// does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
+/// Longest a TLS handshake may take before the server gives up on the
+/// client (a plaintext client on a TLS port that waits for an answer).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every task of one node runtime shares.
 pub(crate) struct NodeShared {
@@ -49,6 +53,8 @@ pub(crate) struct NodeShared {
     pub(crate) config: Arc<ClusterConfig>,
     pub(crate) handler: Arc<dyn RequestHandler>,
     pub(crate) events: EventRegistry,
+    /// The TLS server side, when the cluster serves TLS.
+    tls: Option<TlsAcceptor>,
     admission: Box<[Admission]>,
     cancel: CancellationToken,
     tracker: TaskTracker,
@@ -77,9 +83,9 @@ impl NodeShared {
 #[derive(Debug)]
 pub(crate) struct NodeRuntime {
     pub(crate) shared: Arc<NodeShared>,
-    /// The shard-aware accept loop, stoppable alone (refuse fault): its
-    /// token is a child of the node's.
-    shard_aware: Option<(CancellationToken, JoinHandle<()>)>,
+    /// The shard-aware accept loops (plain and, with TLS, TLS), stoppable
+    /// alone (refuse fault): their token is a child of the node's.
+    shard_aware: Option<(CancellationToken, Vec<JoinHandle<()>>)>,
 }
 
 /// Binds a listener with `SO_REUSEADDR` (see the module doc).
@@ -104,8 +110,13 @@ impl NodeRuntime {
         faults: Arc<FaultState>,
         config: Arc<ClusterConfig>,
         parent: &CancellationToken,
+        tls: Option<TlsAcceptor>,
     ) -> Result<Self, ClusterError> {
         let regular = bind(info.cql_addr())?;
+        let tls_regular = match (&tls, &config.tls) {
+            (Some(_), Some(o)) => Some(bind(SocketAddr::new(info.address, o.port))?),
+            _ => None,
+        };
         let nr_shards = info.shards.get();
         let shared = Arc::new(NodeShared {
             stats: Arc::new(NodeStats::new(nr_shards)),
@@ -114,6 +125,7 @@ impl NodeRuntime {
                 .collect(),
             handler: config.handler.clone(),
             events: EventRegistry::default(),
+            tls,
             cancel: parent.child_token(),
             tracker: TaskTracker::new(),
             next_conn_id: AtomicU64::new(1),
@@ -133,8 +145,18 @@ impl NodeRuntime {
             shared.clone(),
             regular,
             PortKind::Regular,
+            false,
             shared.cancel.clone(),
         ));
+        if let Some(listener) = tls_regular {
+            shared.tracker.spawn(accept_loop(
+                shared.clone(),
+                listener,
+                PortKind::Regular,
+                true,
+                shared.cancel.clone(),
+            ));
+        }
         shared
             .topology
             .set_stats(shared.info.index, shared.stats.clone());
@@ -151,14 +173,32 @@ impl NodeRuntime {
             return Ok(());
         }
         let listener = bind(addr)?;
+        let tls_port = match (&self.shared.tls, &self.shared.config.tls) {
+            (Some(_), Some(o)) => o.shard_aware_port,
+            _ => None,
+        };
+        let tls_listener = match tls_port {
+            Some(p) => Some(bind(SocketAddr::new(addr.ip(), p))?),
+            None => None,
+        };
         let token = self.shared.cancel.child_token();
-        let handle = self.shared.tracker.spawn(accept_loop(
+        let mut handles = vec![self.shared.tracker.spawn(accept_loop(
             self.shared.clone(),
             listener,
             PortKind::ShardAware,
+            false,
             token.clone(),
-        ));
-        self.shard_aware = Some((token, handle));
+        ))];
+        if let Some(l) = tls_listener {
+            handles.push(self.shared.tracker.spawn(accept_loop(
+                self.shared.clone(),
+                l,
+                PortKind::ShardAware,
+                true,
+                token.clone(),
+            )));
+        }
+        self.shard_aware = Some((token, handles));
         Ok(())
     }
 
@@ -170,9 +210,11 @@ impl NodeRuntime {
         if !refuse {
             return self.open_shard_aware_if_wanted();
         }
-        if let Some((token, handle)) = self.shard_aware.take() {
+        if let Some((token, handles)) = self.shard_aware.take() {
             token.cancel();
-            let _ = tokio::time::timeout(STOP_TIMEOUT, handle).await;
+            for handle in handles {
+                let _ = tokio::time::timeout(STOP_TIMEOUT, handle).await;
+            }
         }
         Ok(())
     }
@@ -194,6 +236,7 @@ async fn accept_loop(
     node: Arc<NodeShared>,
     listener: TcpListener,
     kind: PortKind,
+    tls: bool,
     cancel: CancellationToken,
 ) {
     loop {
@@ -202,7 +245,7 @@ async fn accept_loop(
             a = listener.accept() => a,
         };
         match accepted {
-            Ok((stream, peer)) => on_accept(&node, stream, peer, kind),
+            Ok((stream, peer)) => on_accept(&node, stream, peer, kind, tls),
             Err(e) => {
                 tracing::debug!(node = node.info.index, ?kind, "accept failed: {e}");
                 tokio::select! {
@@ -214,8 +257,18 @@ async fn accept_loop(
     }
 }
 
-fn on_accept(node: &Arc<NodeShared>, stream: TcpStream, peer: SocketAddr, kind: PortKind) {
+fn on_accept(
+    node: &Arc<NodeShared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    kind: PortKind,
+    tls: bool,
+) {
     if kind == PortKind::ShardAware && node.faults.is_silent() {
+        hold_silently(node, stream);
+        return;
+    }
+    if tls && node.faults.get().tls_handshake_stall {
         hold_silently(node, stream);
         return;
     }
@@ -231,6 +284,9 @@ fn on_accept(node: &Arc<NodeShared>, stream: TcpStream, peer: SocketAddr, kind: 
     }
     let shard = assign(&node.stats, &node.info.sharder(), kind, seen_port);
     let slot = ShardConnection::join(node.stats.clone(), shard, kind);
+    if tls {
+        bump_both(&node.stats, shard as usize, |s| &s.accepted_tls);
+    }
     let ctx = Arc::new(ConnCtx {
         node: node.info.clone(),
         topology: node.topology.clone(),
@@ -242,8 +298,42 @@ fn on_accept(node: &Arc<NodeShared>, stream: TcpStream, peer: SocketAddr, kind: 
         state: Mutex::new(SessionState::default()),
     });
     let cancel = node.cancel.child_token();
-    node.tracker
-        .spawn(connection::serve(node.clone(), stream, ctx, slot, cancel));
+    let acceptor = match (tls, &node.tls) {
+        (false, _) => None,
+        (true, Some(a)) => Some(a.clone()),
+        // Cannot happen: TLS listeners exist only with an acceptor.
+        (true, None) => return,
+    };
+    let Some(acceptor) = acceptor else {
+        let (rd, wr) = stream.into_split();
+        let halves: (connection::ReadHalf, connection::WriteHalf) = (Box::new(rd), Box::new(wr));
+        node.tracker
+            .spawn(connection::serve(node.clone(), halves, ctx, slot, cancel));
+        return;
+    };
+    let n = node.clone();
+    node.tracker.spawn(async move {
+        // The handshake runs before the CQL handshake; a plaintext client
+        // (or one that never finishes) is logged and closed, bounded in time.
+        let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+        let tls_stream = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = handshake => match r {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(node = n.info.index, %peer, "TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(node = n.info.index, %peer, "TLS handshake timed out");
+                    return;
+                }
+            },
+        };
+        let (rd, wr) = tokio::io::split(tls_stream);
+        let halves: (connection::ReadHalf, connection::WriteHalf) = (Box::new(rd), Box::new(wr));
+        connection::serve(n, halves, ctx, slot, cancel).await;
+    });
 }
 
 /// The silent-port fault: keep the socket open, read nothing, answer

@@ -68,6 +68,7 @@ impl Drop for GaugeGuard<'_> {
 pub(crate) struct ShardStats {
     pub(crate) accepted_regular: AtomicU64,
     pub(crate) accepted_shard_aware: AtomicU64,
+    pub(crate) accepted_tls: AtomicU64,
     pub(crate) connections: Gauge,
     pub(crate) handshakes_started: AtomicU64,
     pub(crate) handshakes_finished: AtomicU64,
@@ -91,6 +92,7 @@ impl ShardStats {
         StatsCounters {
             accepted_regular: r(&self.accepted_regular),
             accepted_shard_aware: r(&self.accepted_shard_aware),
+            accepted_tls: r(&self.accepted_tls),
             connections: self.connections.current(),
             peak_connections: self.connections.peak(),
             handshakes_started: r(&self.handshakes_started),
@@ -151,6 +153,8 @@ pub struct StatsCounters {
     pub accepted_regular: u64,
     /// Connections accepted on the shard-aware port.
     pub accepted_shard_aware: u64,
+    /// Of the accepts above, those on a TLS port (regular or shard-aware).
+    pub accepted_tls: u64,
     /// Connections open now.
     pub connections: u64,
     /// Most connections open at once.

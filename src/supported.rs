@@ -29,6 +29,18 @@ pub fn supported_options(
     nr_shards: u16,
     shard_aware_port: Option<u16>,
 ) -> Vec<(&'static str, Vec<String>)> {
+    supported_options_with_ssl(shard, nr_shards, shard_aware_port, None)
+}
+
+/// [`supported_options`] plus `SCYLLA_SHARD_AWARE_PORT_SSL` when the node
+/// has a TLS shard-aware port (ScyllaDB advertises both ports on every
+/// connection, plain or TLS).
+pub fn supported_options_with_ssl(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+) -> Vec<(&'static str, Vec<String>)> {
     let one = |s: String| vec![s];
     let mut v = vec![
         ("CQL_VERSION", one(CQL_VERSION.into())),
@@ -62,12 +74,25 @@ pub fn supported_options(
     if let Some(p) = shard_aware_port {
         v.push(("SCYLLA_SHARD_AWARE_PORT", one(p.to_string())));
     }
+    if let Some(p) = shard_aware_port_ssl {
+        v.push(("SCYLLA_SHARD_AWARE_PORT_SSL", one(p.to_string())));
+    }
     v
 }
 
 /// The SUPPORTED response.
 pub fn supported_response(shard: Shard, nr_shards: u16, shard_aware_port: Option<u16>) -> Response {
-    let opts = supported_options(shard, nr_shards, shard_aware_port);
+    supported_response_with_ssl(shard, nr_shards, shard_aware_port, None)
+}
+
+/// The SUPPORTED response with the TLS shard-aware port, if any.
+pub fn supported_response_with_ssl(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+) -> Response {
+    let opts = supported_options_with_ssl(shard, nr_shards, shard_aware_port, shard_aware_port_ssl);
     let mut b = BytesMut::with_capacity(512);
     // Cannot fail: a dozen short keys and values, far below the [short] limits.
     let _ = wire::put_string_multimap(
@@ -82,6 +107,19 @@ pub fn supported_response(shard: Shard, nr_shards: u16, shard_aware_port: Option
 mod tests {
     use super::*;
     use scylla_cql::frame::wire::WireReader;
+
+    #[test]
+    fn advertises_the_ssl_shard_aware_port_next_to_the_plain_one() {
+        let r = supported_response_with_ssl(1, 4, Some(19042), Some(19142));
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert_eq!(m["SCYLLA_SHARD_AWARE_PORT"], vec!["19042"]);
+        assert_eq!(m["SCYLLA_SHARD_AWARE_PORT_SSL"], vec!["19142"]);
+        let plain = supported_response(1, 4, Some(19042));
+        let m = WireReader::new(&plain.body)
+            .read_string_multimap("s")
+            .unwrap();
+        assert!(!m.contains_key("SCYLLA_SHARD_AWARE_PORT_SSL"));
+    }
 
     #[test]
     fn carries_the_scylla_keys() {

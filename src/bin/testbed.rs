@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use scylla_testbed::{Faults, NatMode, TestCluster, TestClusterBuilder};
+use scylla_testbed::{Faults, NatMode, TestCluster, TestClusterBuilder, TlsOptions};
 
 const USAGE: &str = "\
 usage: testbed [options]
@@ -31,6 +31,9 @@ usage: testbed [options]
   --nat-offset N          rewrite source ports by adding N
   --latency-ms N          delay before each response
   --block X.Y             use addresses 127.X.Y.1.. instead of an allocated block
+  --tls-dir DIR           also serve TLS (port 9142, shard-aware 19142); write
+                          DIR/ca.pem, DIR/client.pem and DIR/client.key
+  --tls-client-auth       with --tls-dir: require a client certificate
   --duration-secs N       stop after N seconds (default: run until Ctrl-C)
   --help                  print this help";
 
@@ -38,6 +41,7 @@ struct Args {
     builder: TestClusterBuilder,
     faults: Faults,
     duration: Option<Duration>,
+    tls_dir: Option<std::path::PathBuf>,
 }
 
 fn parse_num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
@@ -50,6 +54,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
     let mut b = TestCluster::builder();
     let mut faults = Faults::none();
     let mut duration = None;
+    let mut tls_dir = None;
+    let mut tls_client_auth = false;
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--help" | "-h" => return Ok(None),
@@ -89,8 +95,19 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
                 );
             }
             "--duration-secs" => duration = Some(Duration::from_secs(parse_num(&flag, it.next())?)),
+            "--tls-dir" => {
+                tls_dir = Some(std::path::PathBuf::from(
+                    it.next().ok_or("--tls-dir needs a directory")?,
+                ))
+            }
+            "--tls-client-auth" => tls_client_auth = true,
             other => return Err(format!("unknown argument '{other}'")),
         }
+    }
+    if tls_dir.is_some() {
+        b = b.tls(TlsOptions::default().require_client_cert(tls_client_auth));
+    } else if tls_client_auth {
+        return Err("--tls-client-auth needs --tls-dir".into());
     }
     let nodes = b.config().nodes;
     for i in 0..nodes {
@@ -100,6 +117,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
         builder: b,
         faults,
         duration,
+        tls_dir,
     }))
 }
 
@@ -159,6 +177,33 @@ async fn run(args: Args) -> ExitCode {
             n.tokens.len()
         );
     }
+    if let Some(dir) = &args.tls_dir {
+        if let Err(e) = write_tls_files(&cluster, dir) {
+            eprintln!("testbed: cannot write TLS files to {}: {e}", dir.display());
+            cluster.shutdown().await;
+            return ExitCode::FAILURE;
+        }
+        println!(
+            "tls: port {} shard-aware port {} client certificate {}; CA {}",
+            cluster
+                .tls_port()
+                .map_or_else(|| "none".into(), |p| p.to_string()),
+            cluster
+                .tls_shard_aware_port()
+                .map_or_else(|| "none".into(), |p| p.to_string()),
+            if cluster
+                .config()
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.require_client_cert)
+            {
+                "required"
+            } else {
+                "optional"
+            },
+            dir.join("ca.pem").display()
+        );
+    }
     let wait = async {
         match args.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -184,4 +229,20 @@ async fn run(args: Args) -> ExitCode {
     );
     cluster.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// Writes the CA certificate and the client certificate and key (PEM).
+fn write_tls_files(cluster: &TestCluster, dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let files = [
+        ("ca.pem", cluster.tls_ca_pem()),
+        ("client.pem", cluster.tls_client_cert_pem()),
+        ("client.key", cluster.tls_client_key_pem()),
+    ];
+    for (name, pem) in files {
+        if let Some(pem) = pem {
+            std::fs::write(dir.join(name), pem)?;
+        }
+    }
+    Ok(())
 }
