@@ -6,7 +6,14 @@
 //! ```
 
 use scylla_driver::statement::Statement;
-use scylla_driver::SessionBuilder;
+use scylla_driver::{DeserializeRow, SessionBuilder};
+
+/// A row, matched to the selected columns by name; `name` borrows the frame.
+#[derive(DeserializeRow)]
+struct Person<'a> {
+    name: &'a str,
+    age: i32,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let result = session
         .query_unpaged("SELECT name, age FROM quickstart.people WHERE id = ?", (1,))
         .await?;
-    let (name, age): (&str, i32) = result.single_row()?;
+    let Person { name, age } = result.single_row()?;
     println!("id 1: {name}, {age}");
 
     // Every row, a page at a time, as owned values.

@@ -21,6 +21,21 @@ pub mod sharding;
 pub mod token;
 pub mod types;
 
+/// The items the derive macros of `scylla-driver-macros` generate code
+/// against. Not a stable API: use the traits from [`types`].
+#[doc(hidden)]
+pub mod _macro_internal {
+    pub use crate::types::deserialize::udt::UdtIterator;
+    pub use crate::types::deserialize::ColumnIterator;
+    pub use crate::types::serialize::row::serialize_value_to;
+    pub use crate::types::serialize::serialize_udt;
+    pub use crate::types::{
+        ColumnSpec, ColumnType, DeserializationError, DeserializationErrorKind, DeserializeRow,
+        DeserializeValue, SerializationError, SerializationErrorKind, SerializeRow, SerializeValue,
+        SerializedValues, TypeCheckError, TypeCheckErrorKind, Written,
+    };
+}
+
 pub use compression::Compression;
 pub use consistency::Consistency;
 pub use error::{DecodeError, EncodeError};

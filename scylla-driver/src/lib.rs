@@ -30,6 +30,37 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Rows, bound values and UDTs map to structs with derives:
+//!
+//! ```
+//! use scylla_driver::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
+//!
+//! /// A UDT `address (street text, number int)`, fields matched by name.
+//! #[derive(SerializeValue, DeserializeValue)]
+//! struct Address {
+//!     street: String,
+//!     number: Option<i32>,
+//! }
+//!
+//! /// A row, columns matched by name; `name` borrows the response frame.
+//! #[derive(DeserializeRow)]
+//! struct Person<'a> {
+//!     id: i32,
+//!     #[scylla(rename = "full_name")]
+//!     name: &'a str,
+//!     home: Option<Address>,
+//! }
+//!
+//! /// Bound values, matched to the bind markers by name.
+//! #[derive(SerializeRow)]
+//! struct NewPerson<'a> {
+//!     id: i32,
+//!     full_name: &'a str,
+//! }
+//! // session.execute_unpaged(&insert, NewPerson { id: 1, full_name: "Ada" }).await?;
+//! // let p: Person = result.single_row()?;
+//! ```
+//!
 //! # Layout
 //! - [`session`]: the public API ([`Session`], [`SessionBuilder`], paging).
 //! - [`statement`]: statements, prepared statements, batches, options.
@@ -59,5 +90,13 @@ pub mod statement;
 pub use cluster::TabletWarmup;
 pub use error::{ExecutionError, NewSessionError};
 pub use result::QueryResult;
+#[doc(hidden)]
+pub use scylla_cql::_macro_internal;
+/// The row and value traits, each with its derive macro of the same name
+/// (see `scylla-driver-macros`): `#[derive(DeserializeRow)]` on a struct
+/// reads rows into it, `#[derive(SerializeRow)]` binds its fields to bind
+/// markers, `#[derive(SerializeValue, DeserializeValue)]` maps it to a UDT.
+pub use scylla_cql::types::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
+pub use scylla_driver_macros::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 pub use session::{Session, SessionBuilder, SessionConfig};
 pub use statement::{Batch, BatchType, Consistency, PreparedStatement, Statement};

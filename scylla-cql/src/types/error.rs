@@ -210,6 +210,14 @@ pub enum SerializationErrorKind {
     /// A UDT value names a field its type does not have.
     #[error("the UDT has no field `{0}`")]
     UnknownUdtField(String),
+    /// A bind marker of the statement has no value of that name in the
+    /// Rust struct (derived [`SerializeRow`](crate::types::SerializeRow)).
+    #[error("no value for the bind marker `{0}`")]
+    MissingValueForMarker(String),
+    /// A value of the Rust struct has no bind marker of that name, or (in
+    /// order) is bound to a marker of another name.
+    #[error("no bind marker for the value `{0}`")]
+    NoMarkerForValue(String),
     /// A value outside the range of its CQL type.
     #[error("invalid value: {0}")]
     InvalidValue(&'static str),

@@ -1,0 +1,329 @@
+//! The four derives: each turns a parsed [`Struct`] into one trait impl.
+
+use proc_macro2::TokenStream as TokenStream2;
+use quote::quote;
+
+use crate::{Flavor, Struct};
+
+/// `where` clause of `generics` plus `extra` predicates.
+fn where_clause(generics: &syn::Generics, extra: Vec<TokenStream2>) -> TokenStream2 {
+    let existing = generics
+        .where_clause
+        .as_ref()
+        .map(|w| w.predicates.iter().map(|p| quote!(#p,)).collect::<Vec<_>>())
+        .unwrap_or_default();
+    quote!(where #(#existing)* #(#extra,)*)
+}
+
+/// Field initialisers for skipped fields.
+fn skipped_inits(s: &Struct<'_>) -> Vec<TokenStream2> {
+    s.fields
+        .iter()
+        .filter(|f| f.skip)
+        .map(|f| {
+            let id = f.ident;
+            quote!(#id: ::std::default::Default::default())
+        })
+        .collect()
+}
+
+pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+    let m = s.internal();
+    let (lt, generics) = s.frame_generics()?;
+    let (impl_g, _, _) = generics.split_for_impl();
+    let (_, ty_g, _) = s.input.generics.split_for_impl();
+    let name = &s.input.ident;
+    let bounds = s
+        .bound()
+        .map(|f| {
+            let ty = f.ty;
+            quote!(#ty: #m::DeserializeValue<#lt>)
+        })
+        .collect();
+    let wc = where_clause(&generics, bounds);
+    let fields: Vec<_> = s.bound().collect();
+    let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
+    let names: Vec<_> = fields.iter().map(|f| f.name.as_str()).collect();
+    let tys: Vec<_> = fields.iter().map(|f| f.ty).collect();
+    let skipped = skipped_inits(s);
+    let n = fields.len();
+
+    let (type_check, deserialize) = match s.flavor {
+        Flavor::MatchByName => (
+            quote! {
+                #(
+                    match specs.iter().find(|s| s.name == #names) {
+                        ::std::option::Option::Some(s) => {
+                            <#tys as #m::DeserializeValue<#lt>>::type_check(&s.typ)
+                                .map_err(|e| e.with_column(&s.name).with_rust_type::<Self>())?
+                        }
+                        ::std::option::Option::None => {
+                            return ::std::result::Result::Err(#m::TypeCheckError::new(
+                                #m::TypeCheckErrorKind::MissingColumn(::std::string::String::from(#names)),
+                            ).with_rust_type::<Self>());
+                        }
+                    }
+                )*
+                for s in specs {
+                    if ![#(#names),*].contains(&s.name.as_str()) {
+                        return ::std::result::Result::Err(#m::TypeCheckError::new(
+                            #m::TypeCheckErrorKind::UnexpectedColumn(s.name.clone()),
+                        ).with_rust_type::<Self>());
+                    }
+                }
+                ::std::result::Result::Ok(())
+            },
+            quote! {
+                #(let mut #idents: ::std::option::Option<#tys> = ::std::option::Option::None;)*
+                for col in row {
+                    let col = col?;
+                    match col.spec.name.as_str() {
+                        #(#names => #idents = ::std::option::Option::Some(col.get::<#tys>()?),)*
+                        other => {
+                            return ::std::result::Result::Err(#m::DeserializationError::new(
+                                #m::DeserializationErrorKind::TypeCheck(
+                                    #m::TypeCheckErrorKind::UnexpectedColumn(other.to_owned()),
+                                ),
+                            ));
+                        }
+                    }
+                }
+                ::std::result::Result::Ok(#name {
+                    #(#idents: #idents.ok_or_else(|| {
+                        #m::DeserializationError::new(#m::DeserializationErrorKind::MissingColumns)
+                            .with_column(#names)
+                    })?,)*
+                    #(#skipped,)*
+                })
+            },
+        ),
+        Flavor::EnforceOrder => {
+            let idx = 0..n;
+            (
+                quote! {
+                    if specs.len() != #n {
+                        return ::std::result::Result::Err(#m::TypeCheckError::new(
+                            #m::TypeCheckErrorKind::WrongArity { expected: #n, actual: specs.len() },
+                        ).with_rust_type::<Self>());
+                    }
+                    #(
+                        let s = &specs[#idx];
+                        if s.name != #names {
+                            return ::std::result::Result::Err(#m::TypeCheckError::new(
+                                #m::TypeCheckErrorKind::UnexpectedColumn(s.name.clone()),
+                            ).with_column(#names).with_rust_type::<Self>());
+                        }
+                        <#tys as #m::DeserializeValue<#lt>>::type_check(&s.typ)
+                            .map_err(|e| e.with_column(&s.name).with_rust_type::<Self>())?;
+                    )*
+                    ::std::result::Result::Ok(())
+                },
+                quote! {
+                    ::std::result::Result::Ok(#name {
+                        #(#idents: row.next_column()?.get::<#tys>()?,)*
+                        #(#skipped,)*
+                    })
+                },
+            )
+        }
+    };
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_g #m::DeserializeRow<#lt> for #name #ty_g #wc {
+            fn type_check(
+                specs: &[#m::ColumnSpec],
+            ) -> ::std::result::Result<(), #m::TypeCheckError> {
+                #type_check
+            }
+
+            fn deserialize(
+                row: &mut #m::ColumnIterator<#lt>,
+            ) -> ::std::result::Result<Self, #m::DeserializationError> {
+                #deserialize
+            }
+        }
+    })
+}
+
+pub(crate) fn serialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+    let m = s.internal();
+    let name = &s.input.ident;
+    let (impl_g, ty_g, _) = s.input.generics.split_for_impl();
+    let bounds = s
+        .bound()
+        .map(|f| {
+            let ty = f.ty;
+            quote!(#ty: #m::SerializeValue)
+        })
+        .collect();
+    let wc = where_clause(&s.input.generics, bounds);
+    let fields: Vec<_> = s.bound().collect();
+    let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
+    let names: Vec<_> = fields.iter().map(|f| f.name.as_str()).collect();
+    let n = fields.len();
+    let body = match s.flavor {
+        Flavor::MatchByName => quote! {
+            // A field no marker names would be silently dropped: refuse.
+            #(
+                if !specs.iter().any(|s| s.name == #names) {
+                    return ::std::result::Result::Err(#m::SerializationError::new(
+                        #m::SerializationErrorKind::NoMarkerForValue(::std::string::String::from(#names)),
+                    ).with_rust_type::<Self>());
+                }
+            )*
+            for spec in specs {
+                match spec.name.as_str() {
+                    #(#names => #m::serialize_value_to(&self.#idents, spec, out)?,)*
+                    other => {
+                        return ::std::result::Result::Err(#m::SerializationError::new(
+                            #m::SerializationErrorKind::MissingValueForMarker(other.to_owned()),
+                        ).with_rust_type::<Self>());
+                    }
+                }
+            }
+            ::std::result::Result::Ok(())
+        },
+        Flavor::EnforceOrder => {
+            let idx = 0..n;
+            quote! {
+                if specs.len() != #n {
+                    return ::std::result::Result::Err(#m::SerializationError::new(
+                        #m::SerializationErrorKind::WrongValueCount { expected: specs.len(), actual: #n },
+                    ).with_rust_type::<Self>());
+                }
+                #(
+                    let spec = &specs[#idx];
+                    if spec.name != #names {
+                        return ::std::result::Result::Err(#m::SerializationError::new(
+                            #m::SerializationErrorKind::NoMarkerForValue(::std::string::String::from(#names)),
+                        ).with_column(&spec.name).with_rust_type::<Self>());
+                    }
+                    #m::serialize_value_to(&self.#idents, spec, out)?;
+                )*
+                ::std::result::Result::Ok(())
+            }
+        }
+    };
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_g #m::SerializeRow for #name #ty_g #wc {
+            fn serialize_row(
+                &self,
+                specs: &[#m::ColumnSpec],
+                out: &mut #m::SerializedValues,
+            ) -> ::std::result::Result<(), #m::SerializationError> {
+                #body
+            }
+        }
+    })
+}
+
+pub(crate) fn serialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+    s.no_flavor("SerializeValue")?;
+    let m = s.internal();
+    let name = &s.input.ident;
+    let (impl_g, ty_g, _) = s.input.generics.split_for_impl();
+    let bounds = s
+        .bound()
+        .map(|f| {
+            let ty = f.ty;
+            quote!(#ty: #m::SerializeValue)
+        })
+        .collect();
+    let wc = where_clause(&s.input.generics, bounds);
+    let fields: Vec<_> = s.bound().collect();
+    let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
+    let names: Vec<_> = fields.iter().map(|f| f.name.as_str()).collect();
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_g #m::SerializeValue for #name #ty_g #wc {
+            fn serialize(
+                &self,
+                typ: &#m::ColumnType,
+                out: &mut ::std::vec::Vec<u8>,
+            ) -> ::std::result::Result<#m::Written, #m::SerializationError> {
+                #m::serialize_udt::<Self, &dyn #m::SerializeValue>(typ, out, [
+                    #((#names, &self.#idents as &dyn #m::SerializeValue),)*
+                ])
+            }
+        }
+    })
+}
+
+pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+    s.no_flavor("DeserializeValue")?;
+    let m = s.internal();
+    let (lt, generics) = s.frame_generics()?;
+    let (impl_g, _, _) = generics.split_for_impl();
+    let (_, ty_g, _) = s.input.generics.split_for_impl();
+    let name = &s.input.ident;
+    let bounds = s
+        .bound()
+        .map(|f| {
+            let ty = f.ty;
+            quote!(#ty: #m::DeserializeValue<#lt>)
+        })
+        .collect();
+    let wc = where_clause(&generics, bounds);
+    let fields: Vec<_> = s.bound().collect();
+    let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
+    let names: Vec<_> = fields.iter().map(|f| f.name.as_str()).collect();
+    let tys: Vec<_> = fields.iter().map(|f| f.ty).collect();
+    let skipped = skipped_inits(s);
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_g #m::DeserializeValue<#lt> for #name #ty_g #wc {
+            fn type_check(typ: &#m::ColumnType) -> ::std::result::Result<(), #m::TypeCheckError> {
+                let #m::ColumnType::Udt { fields, .. } = typ else {
+                    return ::std::result::Result::Err(#m::TypeCheckError::of::<Self>(
+                        typ,
+                        #m::TypeCheckErrorKind::Mismatch,
+                    ));
+                };
+                #(
+                    match fields.iter().find(|(n, _)| n == #names) {
+                        ::std::option::Option::Some((n, t)) => {
+                            <#tys as #m::DeserializeValue<#lt>>::type_check(t)
+                                .map_err(|e| e.with_column(n))?
+                        }
+                        ::std::option::Option::None => {
+                            return ::std::result::Result::Err(#m::TypeCheckError::of::<Self>(
+                                typ,
+                                #m::TypeCheckErrorKind::MissingColumn(::std::string::String::from(#names)),
+                            ));
+                        }
+                    }
+                )*
+                ::std::result::Result::Ok(())
+            }
+
+            fn deserialize(
+                typ: &#m::ColumnType,
+                v: ::std::option::Option<&#lt [u8]>,
+            ) -> ::std::result::Result<Self, #m::DeserializationError> {
+                #(let mut #idents: ::std::option::Option<#tys> = ::std::option::Option::None;)*
+                for field in #m::UdtIterator::new::<Self>(typ, v)? {
+                    let (fname, ftype, fvalue) = field?;
+                    match fname {
+                        #(#names => {
+                            #idents = ::std::option::Option::Some(
+                                <#tys as #m::DeserializeValue<#lt>>::deserialize(ftype, fvalue)
+                                    .map_err(|e| e.with_column(fname))?,
+                            )
+                        })*
+                        _ => {}
+                    }
+                }
+                ::std::result::Result::Ok(#name {
+                    // Only without a type check: the UDT lacks the field.
+                    #(#idents: #idents.ok_or_else(|| {
+                        #m::DeserializationError::new(#m::DeserializationErrorKind::TypeCheck(
+                            #m::TypeCheckErrorKind::MissingColumn(::std::string::String::from(#names)),
+                        ))
+                    })?,)*
+                    #(#skipped,)*
+                })
+            }
+        }
+    })
+}

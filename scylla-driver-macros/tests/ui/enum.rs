@@ -1,0 +1,8 @@
+use scylla_driver_macros::DeserializeRow;
+
+#[derive(DeserializeRow)]
+enum Row {
+    A,
+}
+
+fn main() {}

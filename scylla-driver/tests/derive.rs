@@ -1,0 +1,319 @@
+//! The derive macros (`scylla-driver-macros`), through their `scylla_driver`
+//! re-exports: round trips through the scylla-cql serializers and
+//! deserializers with hand-built column specs, and the errors that name the
+//! offending column, bind marker or UDT field.
+
+use proptest::prelude::*;
+use scylla_cql::frame::wire::RawValue;
+use scylla_cql::types::{
+    ColumnSpec, ColumnType, DeserializationErrorKind, RowIterator, SerializationErrorKind,
+    SerializedValues, TypeCheckErrorKind,
+};
+use scylla_driver::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
+
+fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
+    ColumnSpec {
+        keyspace: "ks".into(),
+        table: "t".into(),
+        name: name.into(),
+        typ,
+    }
+}
+
+/// The bound values as the cells of one row (`[bytes]` each).
+fn row_bytes(values: &SerializedValues) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (_, v) in values.iter() {
+        match v {
+            RawValue::Value(b) => {
+                out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                out.extend_from_slice(b);
+            }
+            RawValue::Null => out.extend_from_slice(&(-1i32).to_be_bytes()),
+            RawValue::Unset => out.extend_from_slice(&(-2i32).to_be_bytes()),
+        }
+    }
+    out
+}
+
+fn serialize<R: SerializeRow>(row: &R, specs: &[ColumnSpec]) -> SerializedValues {
+    let mut out = SerializedValues::default();
+    row.serialize_row(specs, &mut out).expect("serializes");
+    out
+}
+
+#[derive(Debug, PartialEq, SerializeRow, DeserializeRow)]
+struct Person {
+    id: i32,
+    #[scylla(rename = "full_name")]
+    name: String,
+    age: Option<i32>,
+    #[scylla(skip)]
+    cached: u64,
+}
+
+fn person_specs() -> Vec<ColumnSpec> {
+    // Not the field order: matching is by name.
+    vec![
+        spec("age", ColumnType::Int),
+        spec("id", ColumnType::Int),
+        spec("full_name", ColumnType::Text),
+    ]
+}
+
+#[test]
+fn row_round_trip_by_name_in_any_order() {
+    let specs = person_specs();
+    let p = Person {
+        id: 7,
+        name: "Ada".into(),
+        age: None,
+        cached: 99,
+    };
+    let values = serialize(&p, &specs);
+    assert_eq!(values.len(), 3);
+    let bytes = row_bytes(&values);
+    let rows: Vec<Person> = RowIterator::new(&specs, &bytes, 1)
+        .expect("type checks")
+        .collect::<Result<_, _>>()
+        .expect("deserializes");
+    // The skipped field comes back as its Default.
+    assert_eq!(rows, vec![Person { cached: 0, ..p }]);
+}
+
+#[test]
+fn row_missing_and_extra_columns_are_type_errors_naming_the_column() {
+    let specs = vec![spec("id", ColumnType::Int), spec("age", ColumnType::Int)];
+    let e = <Person as scylla_driver::DeserializeRow>::type_check(&specs).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &TypeCheckErrorKind::MissingColumn("full_name".into())
+    );
+    let mut specs = person_specs();
+    specs.push(spec("email", ColumnType::Text));
+    let e = <Person as scylla_driver::DeserializeRow>::type_check(&specs).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &TypeCheckErrorKind::UnexpectedColumn("email".into())
+    );
+    // A wrong type is caught at the type check too, naming the column.
+    let specs = vec![
+        spec("age", ColumnType::Int),
+        spec("id", ColumnType::Text),
+        spec("full_name", ColumnType::Text),
+    ];
+    let e = <Person as scylla_driver::DeserializeRow>::type_check(&specs).unwrap_err();
+    assert!(e.to_string().contains("id"), "{e}");
+}
+
+#[test]
+fn serialize_row_errors_name_the_marker() {
+    let p = Person {
+        id: 1,
+        name: "x".into(),
+        age: Some(2),
+        cached: 0,
+    };
+    let mut specs = person_specs();
+    specs.push(spec("email", ColumnType::Text));
+    let mut out = SerializedValues::default();
+    let e = p.serialize_row(&specs, &mut out).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &SerializationErrorKind::MissingValueForMarker("email".into())
+    );
+    let specs = vec![spec("id", ColumnType::Int), spec("age", ColumnType::Int)];
+    let e = p
+        .serialize_row(&specs, &mut SerializedValues::default())
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &SerializationErrorKind::NoMarkerForValue("full_name".into())
+    );
+}
+
+/// Borrows from the frame; columns in field order.
+#[derive(Debug, PartialEq, DeserializeRow, SerializeRow)]
+#[scylla(flavor = "enforce_order")]
+struct Borrowed<'a> {
+    key: &'a str,
+    blob: &'a [u8],
+    n: i64,
+}
+
+#[test]
+fn enforce_order_borrowing_round_trip_and_order_check() {
+    let specs = vec![
+        spec("key", ColumnType::Text),
+        spec("blob", ColumnType::Blob),
+        spec("n", ColumnType::BigInt),
+    ];
+    let v = Borrowed {
+        key: "k",
+        blob: &[1, 2, 3],
+        n: -5,
+    };
+    let bytes = row_bytes(&serialize(&v, &specs));
+    let mut it = RowIterator::<Borrowed<'_>>::new(&specs, &bytes, 1).expect("type checks");
+    let got = it.next().expect("one row").expect("deserializes");
+    assert_eq!(got, v);
+    // The key borrows the row bytes: no copy.
+    assert!(bytes.as_ptr_range().contains(&got.key.as_ptr()));
+
+    let swapped = vec![
+        spec("blob", ColumnType::Blob),
+        spec("key", ColumnType::Text),
+        spec("n", ColumnType::BigInt),
+    ];
+    let e = <Borrowed<'_> as scylla_driver::DeserializeRow>::type_check(&swapped).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &TypeCheckErrorKind::UnexpectedColumn("blob".into())
+    );
+    let e = v
+        .serialize_row(&swapped, &mut SerializedValues::default())
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &SerializationErrorKind::NoMarkerForValue("key".into())
+    );
+}
+
+#[derive(Debug, Clone, PartialEq, SerializeValue, DeserializeValue)]
+struct Address {
+    street: String,
+    #[scylla(rename = "no")]
+    number: Option<i32>,
+    #[scylla(skip)]
+    note: String,
+}
+
+fn address_type(extra: bool) -> ColumnType {
+    let mut fields = vec![
+        ("no".to_owned(), ColumnType::Int),
+        ("street".to_owned(), ColumnType::Text),
+    ];
+    if extra {
+        fields.push(("zip".to_owned(), ColumnType::Text));
+    }
+    ColumnType::Udt {
+        keyspace: "ks".into(),
+        name: "address".into(),
+        fields,
+    }
+}
+
+fn udt_round_trip(a: &Address, typ: &ColumnType) -> Address {
+    let mut buf = Vec::new();
+    a.serialize(typ, &mut buf).expect("serializes");
+    <Address as scylla_driver::DeserializeValue>::type_check(typ).expect("type checks");
+    <Address as scylla_driver::DeserializeValue>::deserialize(typ, Some(&buf))
+        .expect("deserializes")
+}
+
+#[test]
+fn udt_round_trip_in_type_order_with_extra_type_fields_null() {
+    let a = Address {
+        street: "Main".into(),
+        number: Some(12),
+        note: "not stored".into(),
+    };
+    let typ = address_type(true);
+    let mut buf = Vec::new();
+    a.serialize(&typ, &mut buf).expect("serializes");
+    // Type order: no, street, then the field the struct lacks as null.
+    let mut want = Vec::new();
+    want.extend_from_slice(&4i32.to_be_bytes());
+    want.extend_from_slice(&12i32.to_be_bytes());
+    want.extend_from_slice(&4i32.to_be_bytes());
+    want.extend_from_slice(b"Main");
+    want.extend_from_slice(&(-1i32).to_be_bytes());
+    assert_eq!(buf, want);
+    assert_eq!(
+        udt_round_trip(&a, &typ),
+        Address {
+            note: String::new(),
+            ..a
+        }
+    );
+}
+
+#[test]
+fn udt_type_check_names_the_missing_field() {
+    let typ = ColumnType::Udt {
+        keyspace: "ks".into(),
+        name: "address".into(),
+        fields: vec![("street".to_owned(), ColumnType::Text)],
+    };
+    let e = <Address as scylla_driver::DeserializeValue>::type_check(&typ).unwrap_err();
+    assert_eq!(e.kind(), &TypeCheckErrorKind::MissingColumn("no".into()));
+    let e =
+        <Address as scylla_driver::DeserializeValue>::type_check(&ColumnType::Text).unwrap_err();
+    assert_eq!(e.kind(), &TypeCheckErrorKind::Mismatch);
+    // Serializing a struct field the type lacks is refused.
+    let a = Address {
+        street: "s".into(),
+        number: None,
+        note: String::new(),
+    };
+    let e = a.serialize(&typ, &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &SerializationErrorKind::UnknownUdtField("no".into())
+    );
+}
+
+#[test]
+fn udt_value_shorter_than_its_type_reads_nulls() {
+    // Written before `no` was added at the end of the type.
+    let typ = ColumnType::Udt {
+        keyspace: "ks".into(),
+        name: "address".into(),
+        fields: vec![
+            ("street".to_owned(), ColumnType::Text),
+            ("no".to_owned(), ColumnType::Int),
+        ],
+    };
+    let mut buf = 3i32.to_be_bytes().to_vec();
+    buf.extend_from_slice(b"Elm");
+    let a = <Address as scylla_driver::DeserializeValue>::deserialize(&typ, Some(&buf))
+        .expect("deserializes");
+    assert_eq!((a.street.as_str(), a.number), ("Elm", None));
+    // A null UDT is an error for a plain struct, fine for an Option.
+    let e = <Address as scylla_driver::DeserializeValue>::deserialize(&typ, None).unwrap_err();
+    assert_eq!(e.kind(), &DeserializationErrorKind::UnexpectedNull);
+}
+
+/// A row holding a UDT: the derives compose.
+#[derive(Debug, PartialEq, SerializeRow, DeserializeRow)]
+struct Home {
+    id: i32,
+    address: Option<Address>,
+}
+
+proptest! {
+    #[test]
+    fn derived_row_with_udt_round_trips(
+        id in any::<i32>(),
+        name in ".{0,20}",
+        age in proptest::option::of(any::<i32>()),
+        street in ".{0,20}",
+        number in proptest::option::of(any::<i32>()),
+        has_address in any::<bool>(),
+    ) {
+        let specs = person_specs();
+        let p = Person { id, name, age, cached: 0 };
+        let bytes = row_bytes(&serialize(&p, &specs));
+        let got: Vec<Person> = RowIterator::new(&specs, &bytes, 1).unwrap().collect::<Result<_, _>>().unwrap();
+        prop_assert_eq!(got, vec![p]);
+
+        let specs = vec![spec("address", address_type(false)), spec("id", ColumnType::Int)];
+        let h = Home {
+            id,
+            address: has_address.then(|| Address { street, number, note: String::new() }),
+        };
+        let bytes = row_bytes(&serialize(&h, &specs));
+        let got: Vec<Home> = RowIterator::new(&specs, &bytes, 1).unwrap().collect::<Result<_, _>>().unwrap();
+        prop_assert_eq!(got, vec![h]);
+    }
+}
