@@ -242,6 +242,7 @@ async fn connects_and_requests_over_tls() {
     let leaf = ca.issue(&["127.0.0.1"], false, false);
     let addr = tls_server(server_config(&leaf, None)).await;
     let conn = open(addr, None, &client(&ca)).await.unwrap();
+    assert!(conn.info().tls);
     for _ in 0..3 {
         let r = conn.request(&Options, &opts()).await.unwrap();
         assert!(matches!(r.response, Response::Supported(_)), "{r:?}");

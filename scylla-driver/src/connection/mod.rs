@@ -408,6 +408,8 @@ pub struct ConnectionInfo {
     pub local: SocketAddr,
     /// What the handshake learned.
     pub server: ServerInfo,
+    /// Whether the connection is encrypted (TLS).
+    pub tls: bool,
 }
 
 struct CloseOnDrop(Arc<Shared>);
@@ -556,12 +558,12 @@ async fn open_streams(
             .await?;
         let server = cql_handshake(&mut stream, config).await?;
         let (rd, wr) = tokio::io::split(stream);
-        return Ok(start(addr, local, server, rd, wr, config));
+        return Ok(start(addr, local, server, rd, wr, true, config));
     }
     let server = cql_handshake(&mut stream, config).await?;
     // The owned halves of a TCP stream: no lock between reader and writer.
     let (rd, wr) = stream.into_split();
-    Ok(start(addr, local, server, rd, wr, config))
+    Ok(start(addr, local, server, rd, wr, false, config))
 }
 
 /// The CQL handshake, bounded by the handshake timeout.
@@ -608,6 +610,7 @@ fn start<R, W>(
     server: ServerInfo,
     rd: R,
     wr: W,
+    tls: bool,
     config: &ConnectionConfig,
 ) -> Connection
 where
@@ -660,6 +663,7 @@ where
             peer: addr,
             local,
             server,
+            tls,
         }),
         _close_on_drop: Arc::new(CloseOnDrop(shared.clone())),
         shared,
