@@ -115,14 +115,19 @@ fn supported() -> Supported {
 }
 
 /// Answers OPTIONS with SUPPORTED and STARTUP with READY until EOF.
-async fn serve_cql<S: AsyncRead + AsyncWrite + Unpin>(mut s: S) {
+async fn serve_cql<S: AsyncRead + AsyncWrite + Unpin>(s: S) {
+    serve_cql_with(s, supported()).await
+}
+
+/// [`serve_cql`] with a given SUPPORTED.
+async fn serve_cql_with<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, supported: Supported) {
     let mut buf = BytesMut::new();
     loop {
         while let Ok(Some((header, len))) = frame_len(&buf, 1 << 20) {
             let frame = buf.split_to(len).freeze();
             let env = decode_envelope(&header, frame.slice(HEADER_LEN..), None, 1 << 20).unwrap();
             let resp = match Request::decode(header.opcode, &env.body).unwrap() {
-                Request::Options(_) => Response::Supported(supported()),
+                Request::Options(_) => Response::Supported(supported.clone()),
                 Request::Startup(_) => Response::Ready(Ready),
                 other => panic!("unexpected request {other:?}"),
             };
@@ -486,4 +491,93 @@ fn builder_errors_name_the_file_and_the_problem() {
     let e = TlsConfig::builder().build().unwrap_err();
     assert!(matches!(e, TlsConfigError::NoRoots), "{e}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A ScyllaDB-like SUPPORTED of a 2-shard node.
+fn sharded_supported(shard: u16, plain_port: u16, ssl_port: u16) -> Supported {
+    let mut s = supported();
+    for (k, v) in [
+        ("SCYLLA_SHARD", shard.to_string()),
+        ("SCYLLA_NR_SHARDS", "2".to_owned()),
+        (
+            "SCYLLA_PARTITIONER",
+            "org.apache.cassandra.dht.Murmur3Partitioner".to_owned(),
+        ),
+        (
+            "SCYLLA_SHARDING_ALGORITHM",
+            "biased-token-round-robin".to_owned(),
+        ),
+        ("SCYLLA_SHARDING_IGNORE_MSB", "12".to_owned()),
+        ("SCYLLA_SHARD_AWARE_PORT", plain_port.to_string()),
+        ("SCYLLA_SHARD_AWARE_PORT_SSL", ssl_port.to_string()),
+    ] {
+        s.insert(k, vec![v]);
+    }
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_over_tls_use_the_ssl_shard_aware_port() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use scylla_driver::metrics::Metrics;
+    use scylla_driver::pool::{NodePool, PoolConfig};
+
+    let ca = Ca::new("test CA");
+    let leaf = ca.issue(&["127.0.0.1"], false, false);
+    let acceptor = TlsAcceptor::from(server_config(&leaf, None));
+    let regular = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let regular_addr = regular.local_addr().unwrap();
+    let ssl_sa = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The plaintext shard-aware port: a TLS pool must never use it.
+    let plain_sa = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (ssl_port, plain_port) = (
+        ssl_sa.local_addr().unwrap().port(),
+        plain_sa.local_addr().unwrap().port(),
+    );
+    let plain_accepts = Arc::new(AtomicUsize::new(0));
+    let counted = plain_accepts.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = plain_sa.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            held.push(s);
+        }
+    });
+    // `by_port`: the shard is the client's source port modulo 2 (the
+    // shard-aware port's rule); otherwise shard 0.
+    for (l, by_port) in [(regular, false), (ssl_sa, true)] {
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, peer)) = l.accept().await {
+                let shard = if by_port { peer.port() % 2 } else { 0 };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(tcp).await {
+                        serve_cql_with(tls, sharded_supported(shard, plain_port, ssl_port)).await;
+                    }
+                });
+            }
+        });
+    }
+    let metrics = Arc::new(Metrics::default());
+    let pool = NodePool::new(
+        regular_addr,
+        PoolConfig {
+            connection: client(&ca),
+            ..PoolConfig::default()
+        },
+        metrics.clone(),
+    );
+    assert!(pool.wait_until_full(Duration::from_secs(10)).await);
+    let snap = pool.snapshot();
+    assert_eq!(snap.covered_shards(), 2);
+    assert_eq!(snap.shards[0][0].info().peer.port(), regular_addr.port());
+    assert_eq!(snap.shards[1][0].info().peer.port(), ssl_port);
+    assert!(snap.shards[1][0].info().tls);
+    let m = metrics.snapshot();
+    assert_eq!(m.connects_shard_aware_ok, 1, "{m:?}");
+    assert_eq!(m.connect_attempts(), 2, "{m:?}");
+    assert_eq!(plain_accepts.load(Ordering::SeqCst), 0);
+    pool.shutdown();
 }
