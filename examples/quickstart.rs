@@ -4,7 +4,17 @@
 //! ```sh
 //! SCYLLA_URI=127.0.0.1:9042 cargo run --example quickstart
 //! ```
+//!
+//! With client encryption: `SCYLLA_TLS_CA` names the PEM file of the CA that
+//! signed the nodes' certificates (nodes are verified by IP address, or by
+//! `SCYLLA_TLS_SERVER_NAME` if set); `SCYLLA_TLS_CERT` and `SCYLLA_TLS_KEY`
+//! add a client certificate (mutual TLS).
+//!
+//! ```sh
+//! SCYLLA_URI=127.0.0.1:9142 SCYLLA_TLS_CA=ca.pem cargo run --example quickstart
+//! ```
 
+use scylla_driver::connection::tls::{ServerName, TlsConfig};
 use scylla_driver::statement::Statement;
 use scylla_driver::{DeserializeRow, SessionBuilder};
 
@@ -15,10 +25,32 @@ struct Person<'a> {
     age: i32,
 }
 
+/// TLS settings from the environment, if `SCYLLA_TLS_CA` is set.
+fn tls_from_env() -> Result<Option<TlsConfig>, Box<dyn std::error::Error>> {
+    let Ok(ca) = std::env::var("SCYLLA_TLS_CA") else {
+        return Ok(None);
+    };
+    let mut tls = TlsConfig::builder().ca_pem_file(ca)?;
+    if let (Ok(cert), Ok(key)) = (
+        std::env::var("SCYLLA_TLS_CERT"),
+        std::env::var("SCYLLA_TLS_KEY"),
+    ) {
+        tls = tls.client_cert_pem_files(cert, key)?;
+    }
+    if let Ok(name) = std::env::var("SCYLLA_TLS_SERVER_NAME") {
+        tls = tls.server_name(ServerName::Fixed(name));
+    }
+    Ok(Some(tls.build()?))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let uri = std::env::var("SCYLLA_URI").unwrap_or_else(|_| "127.0.0.1:9042".to_owned());
-    let session = SessionBuilder::new().known_node(uri).build().await?;
+    let mut builder = SessionBuilder::new().known_node(uri);
+    if let Some(tls) = tls_from_env()? {
+        builder = builder.tls(tls);
+    }
+    let session = builder.build().await?;
 
     session
         .query_unpaged(

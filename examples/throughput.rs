@@ -6,7 +6,16 @@
 //! ```text
 //! cargo run --release --example throughput -- --workload options --concurrency 1024 --coalescing all
 //! cargo run --release --example throughput -- --node 127.0.0.1:9042 --workload insert --coalescing all
+//! cargo run --release --example throughput -- --tls --workload options --concurrency 64
+//! cargo run --release --example throughput -- --node 127.0.0.1:9142 --tls --tls-ca ca.pem
 //! ```
+//!
+//! `--tls` encrypts the connections. With `--node`, the node's CA is given
+//! by `--tls-ca PATH`. Without, the child process puts a TLS-terminating
+//! front (tokio-rustls, a certificate made at start by rcgen) before its
+//! test node; `--front` puts the same front without TLS, so that
+//! `--front` vs `--tls` compares the client's cost of TLS alone (client CPU
+//! per request is what this measures; the extra hop costs the child).
 //!
 //! Without `--node` it starts the in-process test cluster (1 node) in a
 //! *child process* (this binary re-run with `--serve`), so that the CPU time
@@ -47,6 +56,7 @@ use scylla_cql::frame::request::{Execute, Options, Prepare, Query, QueryParamete
 use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::frame::wire::RawValue;
 use scylla_cql::types::SerializedValues;
+use scylla_driver::connection::tls::TlsConfig;
 use scylla_driver::connection::{
     open, Coalescing, Connection, ConnectionConfig, IoCounters, IoSnapshot, RequestOptions,
 };
@@ -57,7 +67,8 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const USAGE: &str = "usage: throughput [--node HOST:PORT] [--workload options|insert|select]
   [--concurrency C] [--requests N] [--warmup N] [--connections K]
-  [--coalescing off|fixed:<micros>|adaptive|adaptive:<max_micros>:<max_bytes>|all] [--threads T] [--json]";
+  [--coalescing off|fixed:<micros>|adaptive|adaptive:<max_micros>:<max_bytes>|all] [--threads T] [--json]
+  [--tls [--tls-ca PATH]] [--front]";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -79,6 +90,12 @@ struct Args {
     policies: Vec<(String, Coalescing)>,
     threads: usize,
     json: bool,
+    tls: bool,
+    /// Plaintext through the same in-child hop as `--tls` (a fair baseline).
+    plain_front: bool,
+    tls_ca: Option<String>,
+    /// The TLS configuration, once known (the child's CA).
+    tls_config: Option<TlsConfig>,
 }
 
 fn parse_policy(s: &str) -> Result<Vec<(String, Coalescing)>, String> {
@@ -131,6 +148,10 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         policies: parse_policy("adaptive")?,
         threads: 1,
         json: false,
+        tls: false,
+        plain_front: false,
+        tls_ca: None,
+        tls_config: None,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
@@ -152,6 +173,9 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--coalescing" => a.policies = parse_policy(&value()?)?,
             "--threads" => a.threads = num(value()?)?.max(1),
             "--json" => a.json = true,
+            "--tls" => a.tls = true,
+            "--front" => a.plain_front = true,
+            "--tls-ca" => a.tls_ca = Some(value()?),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -162,9 +186,16 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().map(String::as_str) == Some("--serve") {
-        return serve();
+        let front = if argv.iter().any(|a| a == "--tls") {
+            Front::Tls
+        } else if argv.iter().any(|a| a == "--front") {
+            Front::Plain
+        } else {
+            Front::None
+        };
+        return serve(front);
     }
-    let args = match parse_args(argv.into_iter()) {
+    let mut args = match parse_args(argv.into_iter()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{e}\n{USAGE}");
@@ -174,9 +205,12 @@ fn main() -> ExitCode {
     let mut child = None;
     let addr = match args.node {
         Some(a) => a,
-        None => match spawn_server() {
-            Ok((c, a)) => {
+        None => match spawn_server(args.front()) {
+            Ok((c, a, ca)) => {
                 child = Some(c);
+                if ca.is_some() {
+                    args.tls_ca = ca;
+                }
                 a
             }
             Err(e) => {
@@ -185,6 +219,28 @@ fn main() -> ExitCode {
             }
         },
     };
+    if args.tls {
+        let built = match &args.tls_ca {
+            Some(ca) => TlsConfig::builder()
+                .ca_pem_file(ca)
+                .and_then(|b| b.build())
+                .map_err(|e| e.to_string()),
+            None => Err("--tls with --node needs --tls-ca PATH".to_owned()),
+        };
+        match built {
+            Ok(t) => {
+                args.tls_config = Some(t);
+                if let (Some(ca), true) = (&args.tls_ca, child.is_some()) {
+                    // The child's CA file has served its purpose.
+                    let _ = std::fs::remove_file(ca);
+                }
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads)
         .enable_all()
@@ -212,7 +268,7 @@ fn main() -> ExitCode {
 }
 
 /// Child mode: run the test cluster until stdin closes; print its address.
-fn serve() -> ExitCode {
+fn serve(front: Front) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -237,7 +293,29 @@ fn serve() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        println!("ADDR {}", cluster.cql_addrs()[0]);
+        let node = cluster.cql_addrs()[0];
+        match front {
+            Front::None => println!("ADDR {node}"),
+            Front::Plain | Front::Tls => match start_front(node, front == Front::Tls).await {
+                Ok((addr, ca)) => {
+                    if let Some(pem) = ca {
+                        // The CA goes to a file the parent reads.
+                        let path = std::env::temp_dir()
+                            .join(format!("throughput-ca-{}.pem", std::process::id()));
+                        if let Err(e) = std::fs::write(&path, pem) {
+                            eprintln!("serve: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                        println!("CA {}", path.display());
+                    }
+                    println!("ADDR {addr}");
+                }
+                Err(e) => {
+                    eprintln!("serve: {e}");
+                    return ExitCode::FAILURE;
+                }
+            },
+        }
         let _ = std::io::stdout().flush();
         // Block a helper thread on stdin; EOF means the parent is done.
         let _ = tokio::task::spawn_blocking(|| {
@@ -254,21 +332,119 @@ fn serve() -> ExitCode {
     })
 }
 
-fn spawn_server() -> Result<(std::process::Child, SocketAddr), BoxError> {
-    let mut child = Command::new(std::env::current_exe()?)
-        .arg("--serve")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
+/// What the child puts before its test node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Front {
+    /// Nothing: the node's own port.
+    None,
+    /// A plaintext relay.
+    Plain,
+    /// A TLS-terminating relay.
+    Tls,
+}
+
+impl Args {
+    fn front(&self) -> Front {
+        if self.tls {
+            Front::Tls
+        } else if self.plain_front {
+            Front::Plain
+        } else {
+            Front::None
+        }
+    }
+}
+
+/// A relay on 127.0.0.1 to `node`, terminating TLS if `tls` (with a CA and
+/// certificate for 127.0.0.1 made here); its address and the CA's PEM.
+async fn start_front(
+    node: SocketAddr,
+    tls: bool,
+) -> Result<(SocketAddr, Option<String>), BoxError> {
+    let (acceptor, ca) = if tls {
+        let ca_key = rcgen::KeyPair::generate()?;
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = p.self_signed(&ca_key)?;
+        let key = rcgen::KeyPair::generate()?;
+        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])?
+            .signed_by(&key, &ca, &ca_key)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )?;
+        (
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(cfg))),
+            Some(ca.pem()),
+        )
+    } else {
+        (None, None)
+    };
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = l.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = l.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let _ = tcp.set_nodelay(true);
+                let Ok(mut up) = tokio::net::TcpStream::connect(node).await else {
+                    return;
+                };
+                let _ = up.set_nodelay(true);
+                match acceptor {
+                    Some(a) => {
+                        if let Ok(mut t) = a.accept(tcp).await {
+                            let _ = tokio::io::copy_bidirectional(&mut t, &mut up).await;
+                        }
+                    }
+                    None => {
+                        let mut tcp = tcp;
+                        let _ = tokio::io::copy_bidirectional(&mut tcp, &mut up).await;
+                    }
+                }
+            });
+        }
+    });
+    Ok((addr, ca))
+}
+
+/// Starts the child test cluster; returns it, its address and, with TLS,
+/// the path of its CA's PEM file.
+fn spawn_server(
+    front: Front,
+) -> Result<(std::process::Child, SocketAddr, Option<String>), BoxError> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("--serve");
+    match front {
+        Front::None => {}
+        Front::Plain => {
+            cmd.arg("--front");
+        }
+        Front::Tls => {
+            cmd.arg("--tls");
+        }
+    }
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
     let out = child.stdout.take().ok_or("no stdout")?;
+    let mut out = BufReader::new(out);
     let mut line = String::new();
-    BufReader::new(out).read_line(&mut line)?;
+    out.read_line(&mut line)?;
+    let mut ca = None;
+    if let Some(path) = line.trim().strip_prefix("CA ") {
+        ca = Some(path.to_owned());
+        line.clear();
+        out.read_line(&mut line)?;
+    }
     let addr = line
         .trim()
         .strip_prefix("ADDR ")
         .ok_or_else(|| format!("unexpected server output {line:?}"))?
         .parse()?;
-    Ok((child, addr))
+    Ok((child, addr, ca))
 }
 
 /// One run's measurements.
@@ -287,15 +463,15 @@ struct Report {
 
 async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
     if args.workload != Workload::Options {
-        create_schema(addr).await?;
+        create_schema(args, addr).await?;
     }
     let mut reports = Vec::new();
     for (name, policy) in &args.policies {
         let r = run_one(args, addr, name, *policy).await?;
         if args.json {
             println!(
-                "{{\"workload\":\"{:?}\",\"policy\":\"{}\",\"concurrency\":{},\"connections\":{},\"requests\":{},\"ops_per_s\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"cpu_us_per_req\":{:.3},\"allocs_per_req\":{:.3},\"writes_per_req\":{:.4},\"reads_per_req\":{:.4},\"errors\":{}}}",
-                args.workload, r.policy, args.concurrency, args.connections, args.requests,
+                "{{\"workload\":\"{:?}\",\"policy\":\"{}\",\"concurrency\":{},\"connections\":{},\"tls\":{},\"requests\":{},\"ops_per_s\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"cpu_us_per_req\":{:.3},\"allocs_per_req\":{:.3},\"writes_per_req\":{:.4},\"reads_per_req\":{:.4},\"errors\":{}}}",
+                args.workload, r.policy, args.concurrency, args.connections, args.tls, args.requests,
                 r.ops_per_s, r.p50, r.p99, r.p999, r.cpu_us_per_req, r.allocs_per_req,
                 r.writes_per_req, r.reads_per_req, r.errors
             );
@@ -304,8 +480,8 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
     }
     if !args.json {
         println!(
-            "workload {:?}, concurrency {}, {} connection(s), {} requests (+{} warm-up), {} client thread(s), server {}",
-            args.workload, args.concurrency, args.connections, args.requests, args.warmup,
+            "workload {:?}, concurrency {}, {} connection(s){}, {} requests (+{} warm-up), {} client thread(s), server {}",
+            args.workload, args.concurrency, args.connections, if args.tls { " over TLS" } else { "" }, args.requests, args.warmup,
             args.threads, args.node.map_or("in-process test cluster (child process)".to_owned(), |a| a.to_string())
         );
         println!(
@@ -358,8 +534,16 @@ async fn simple_query(conn: &Connection, cql: &str) -> Result<ResultBody, BoxErr
     }
 }
 
-async fn create_schema(addr: SocketAddr) -> Result<(), BoxError> {
-    let conn = open(addr, None, &ConnectionConfig::default()).await?;
+/// The connection settings every connection starts from (TLS or not).
+fn base_config(args: &Args) -> ConnectionConfig {
+    ConnectionConfig {
+        tls: args.tls_config.clone(),
+        ..ConnectionConfig::default()
+    }
+}
+
+async fn create_schema(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
+    let conn = open(addr, None, &base_config(args)).await?;
     simple_query(&conn, "CREATE KEYSPACE IF NOT EXISTS tput WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").await?;
     simple_query(
         &conn,
@@ -566,7 +750,7 @@ async fn run_one(
     let cfg = ConnectionConfig {
         coalescing: policy,
         counters: counters.clone(),
-        ..ConnectionConfig::default()
+        ..base_config(args)
     };
     let mut conns = Vec::with_capacity(args.connections);
     for _ in 0..args.connections {

@@ -11,6 +11,8 @@
 //!   for the `auth` module.
 //! - `SCYLLA_THREE_NODES=1` with `SCYLLA_URI` on a 3-node cluster: the
 //!   `three_nodes` module.
+//! - `SCYLLA_TLS_CA` with `SCYLLA_URI` on a node started with `--tls`: the
+//!   `tls` module (see it for the other `SCYLLA_TLS_*` variables).
 //!
 //! Each test creates its own keyspace (a unique name) and drops it at the
 //! end, so the tests run in parallel. `scripts/cassandra-suite.sh` runs all
@@ -21,6 +23,7 @@ mod auth;
 mod paging;
 mod schema;
 mod three_nodes;
+mod tls;
 mod tokens;
 mod types;
 mod writes;

@@ -22,6 +22,8 @@ use super::open::OpenError;
 pub enum SetupStep {
     /// TCP connect.
     Connect,
+    /// The TLS handshake.
+    Tls,
     /// OPTIONS -> SUPPORTED.
     Options,
     /// STARTUP -> READY / AUTHENTICATE.
@@ -38,6 +40,7 @@ impl fmt::Display for SetupStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             SetupStep::Connect => "connect",
+            SetupStep::Tls => "TLS handshake",
             SetupStep::Options => "OPTIONS",
             SetupStep::Startup => "STARTUP",
             SetupStep::Authenticate => "authentication",
@@ -122,9 +125,103 @@ pub enum ConnectionError {
     /// The authenticator failed.
     #[error(transparent)]
     Auth(#[from] AuthError),
+    /// TLS failed: a certificate problem, a TLS/plaintext mismatch, or a
+    /// handshake that did not finish.
+    #[error("TLS error during {step}: {kind}{}", detail(.source))]
+    Tls {
+        /// The step (the TLS handshake, or the first CQL exchange for a
+        /// client certificate rejected after a TLS 1.3 handshake).
+        step: SetupStep,
+        /// What went wrong.
+        kind: TlsErrorKind,
+        /// The rustls or I/O error, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+fn detail(source: &Option<Box<dyn std::error::Error + Send + Sync>>) -> String {
+    match source {
+        Some(e) => format!(" ({e})"),
+        None => String::new(),
+    }
+}
+
+/// What went wrong with TLS, in terms of what to fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsErrorKind {
+    /// The server's certificate is not signed by a trusted CA.
+    UnknownCa,
+    /// The server's certificate is not valid for the name verified.
+    NameMismatch,
+    /// The server's certificate has expired (or is not yet valid).
+    Expired,
+    /// The server's certificate was rejected for another reason.
+    BadCertificate,
+    /// The server did not answer in TLS (a plaintext port?).
+    NotTls,
+    /// The server speaks TLS but this connection does not use it.
+    ServerRequiresTls,
+    /// The server rejected or required a client certificate.
+    ClientCertRejected,
+    /// The server ended the connection during the TLS handshake.
+    ClosedDuringHandshake,
+    /// The TLS handshake did not finish in time.
+    HandshakeTimeout(Duration),
+    /// The configured server name is not a valid DNS name or IP address.
+    InvalidServerName,
+    /// Another TLS alert or protocol error.
+    Other,
+}
+
+impl fmt::Display for TlsErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsErrorKind::UnknownCa => f.write_str(
+                "the server's certificate is not signed by a trusted CA (check the CA file)",
+            ),
+            TlsErrorKind::NameMismatch => f.write_str(
+                "the server's certificate does not match the node's name (set the TLS server name)",
+            ),
+            TlsErrorKind::Expired => f.write_str("the server's certificate has expired or is not yet valid"),
+            TlsErrorKind::BadCertificate => f.write_str("the server's certificate was rejected"),
+            TlsErrorKind::NotTls => f.write_str(
+                "the server does not speak TLS on this port (a plaintext port? disable TLS or use the TLS port)",
+            ),
+            TlsErrorKind::ServerRequiresTls => {
+                f.write_str("the server speaks TLS on this port; enable TLS")
+            }
+            TlsErrorKind::ClientCertRejected => f.write_str(
+                "the server rejected the client certificate or requires one (configure a client certificate)",
+            ),
+            TlsErrorKind::ClosedDuringHandshake => f.write_str(
+                "the server closed the connection during the TLS handshake (a plaintext port, or a client certificate required?)",
+            ),
+            TlsErrorKind::HandshakeTimeout(d) => {
+                write!(f, "the TLS handshake did not finish within {d:?}")
+            }
+            TlsErrorKind::InvalidServerName => f.write_str("invalid TLS server name"),
+            TlsErrorKind::Other => f.write_str("TLS failed"),
+        }
+    }
+}
+
+/// Whether bytes a plaintext connection received look like a TLS record
+/// (an alert or a handshake record of TLS 1.0 to 1.3): the server expects TLS.
+pub(crate) fn looks_like_tls_record(buf: &[u8]) -> bool {
+    matches!(buf, [0x15 | 0x16, 0x03, 0x00..=0x04, ..])
 }
 
 impl ConnectionError {
+    /// What went wrong with TLS, if this is a TLS failure.
+    pub fn tls_kind(&self) -> Option<TlsErrorKind> {
+        match self {
+            ConnectionError::Tls { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
     /// The set-up step that failed.
     pub fn step(&self) -> SetupStep {
         match self {
@@ -135,7 +232,8 @@ impl ConnectionError {
             | ConnectionError::Server { step, .. }
             | ConnectionError::UnexpectedResponse { step, .. }
             | ConnectionError::Decode { step, .. }
-            | ConnectionError::Encode { step, .. } => *step,
+            | ConnectionError::Encode { step, .. }
+            | ConnectionError::Tls { step, .. } => *step,
             ConnectionError::AuthRequired { .. } | ConnectionError::Auth(_) => {
                 SetupStep::Authenticate
             }
@@ -231,5 +329,19 @@ impl RequestError {
     /// Whether the server certainly did not see the request.
     pub fn is_not_sent(&self) -> bool {
         matches!(self, RequestError::NotSent(_) | RequestError::Encode(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_records_are_recognised() {
+        assert!(looks_like_tls_record(&[0x15, 0x03, 0x03, 0x00, 0x02]));
+        assert!(looks_like_tls_record(&[0x16, 0x03, 0x01]));
+        // A CQL v4 response header.
+        assert!(!looks_like_tls_record(&[0x84, 0x00, 0x00, 0x00, 0x06]));
+        assert!(!looks_like_tls_record(&[0x15]));
     }
 }

@@ -16,10 +16,9 @@ use scylla_cql::frame::request::{AuthResponse, Options, Query, Register, Startup
 use scylla_cql::frame::response::supported::{ScyllaExtensions, ShardingInfo};
 use scylla_cql::frame::response::{Response, ResponseContext, ResultBody};
 use scylla_cql::frame::{Direction, MessageBody, HEADER_LEN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::error::{ConnectionError, SetupStep};
+use super::error::{looks_like_tls_record, ConnectionError, SetupStep, TlsErrorKind};
 use super::ConnectionConfig;
 
 /// What the handshake learned about the server.
@@ -36,12 +35,12 @@ pub struct ServerInfo {
     pub response_context: ResponseContext,
 }
 
-/// Runs the handshake on a freshly connected socket.
+/// Runs the handshake on a freshly connected socket (plain TCP or TLS).
 ///
 /// `progress` is updated before each step, so that a caller that times the
 /// handshake out can say which step was under way.
-pub(crate) async fn handshake(
-    stream: &mut TcpStream,
+pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     config: &ConnectionConfig,
     progress: &mut SetupStep,
 ) -> Result<ServerInfo, ConnectionError> {
@@ -245,8 +244,8 @@ pub(crate) fn response_name(r: &Response) -> &'static str {
 }
 
 /// One request, one response, on the raw socket.
-struct FrameIo<'s> {
-    stream: &'s mut TcpStream,
+struct FrameIo<'s, S> {
+    stream: &'s mut S,
     progress: &'s mut SetupStep,
     buf: BytesMut,
     compressor: Option<Compressor>,
@@ -257,7 +256,7 @@ struct FrameIo<'s> {
     context: ResponseContext,
 }
 
-impl FrameIo<'_> {
+impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
     async fn round_trip(
         &mut self,
         step: SetupStep,
@@ -276,8 +275,18 @@ impl FrameIo<'_> {
         )
         .map_err(|source| ConnectionError::Encode { step, source })?;
         self.stream.write_all(&out).await.map_err(io_err)?;
+        // A no-op on TCP; TLS may hold encrypted records until flushed.
+        self.stream.flush().await.map_err(io_err)?;
 
         loop {
+            if looks_like_tls_record(&self.buf) {
+                // A TLS server answering a plaintext client (with an alert).
+                return Err(ConnectionError::Tls {
+                    step,
+                    kind: TlsErrorKind::ServerRequiresTls,
+                    source: None,
+                });
+            }
             let decoded = frame_len(&self.buf, self.max_frame_len)
                 .map_err(|source| ConnectionError::Decode { step, source })?;
             if let Some((header, len)) = decoded {

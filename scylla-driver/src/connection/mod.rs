@@ -1,7 +1,8 @@
-//! One TCP connection to one shard of one node.
+//! One TCP connection to one shard of one node, in plaintext or over TLS.
 //!
 //! [`open()`](fn@open) connects ([`open`](mod@open) module: socket2, optional bind of a
-//! chosen source port), runs the [`handshake`], and spawns three tasks that own
+//! chosen source port), runs the TLS handshake if configured (`tls` module,
+//! feature `tls`), runs the [`handshake`], and spawns three tasks that own
 //! the socket; the caller gets a cheap, clonable [`Connection`] handle:
 //!
 //! - the **writer** (`writer`) takes the frames that requests encoded into the
@@ -42,6 +43,8 @@ pub mod open;
 mod reader;
 pub mod stats;
 pub mod stream_slots;
+#[cfg(feature = "tls")]
+pub mod tls;
 mod writer;
 
 use std::net::SocketAddr;
@@ -64,7 +67,9 @@ use uuid::Uuid;
 
 pub use self::auth::{AuthError, AuthSession, Authenticator, PasswordAuthenticator};
 pub use self::coalescing::Coalescing;
-pub use self::error::{BrokenConnection, BrokenReason, ConnectionError, RequestError, SetupStep};
+pub use self::error::{
+    BrokenConnection, BrokenReason, ConnectionError, RequestError, SetupStep, TlsErrorKind,
+};
 pub use self::handshake::ServerInfo;
 pub use self::open::SocketConfig;
 pub use self::stats::{IoCounters, IoSnapshot};
@@ -125,6 +130,24 @@ pub struct ConnectionConfig {
     pub driver_version: String,
     /// I/O counters to update (share one among connections for totals).
     pub counters: Arc<IoCounters>,
+    /// Encrypt the connection with TLS (the TLS handshake is bounded by the
+    /// connect timeout).
+    #[cfg(feature = "tls")]
+    pub tls: Option<tls::TlsConfig>,
+}
+
+impl ConnectionConfig {
+    /// Whether connections use TLS.
+    pub fn uses_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        {
+            self.tls.is_some()
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            false
+        }
+    }
 }
 
 /// The default of [`ConnectionConfig::max_frame_len`]: 16 MiB.
@@ -152,6 +175,8 @@ impl Default for ConnectionConfig {
             driver_name: "scylla-driver (Rust)".to_owned(),
             driver_version: env!("CARGO_PKG_VERSION").to_owned(),
             counters: Arc::new(IoCounters::default()),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -408,6 +433,8 @@ pub struct ConnectionInfo {
     pub local: SocketAddr,
     /// What the handshake learned.
     pub server: ServerInfo,
+    /// Whether the connection is encrypted (TLS).
+    pub tls: bool,
 }
 
 struct CloseOnDrop(Arc<Shared>);
@@ -516,7 +543,7 @@ pub async fn open(
     source: Option<SocketAddr>,
     config: &ConnectionConfig,
 ) -> Result<Connection, ConnectionError> {
-    let span = tracing::debug_span!("connection", peer = %addr);
+    let span = tracing::debug_span!("connection", peer = %addr, tls = config.uses_tls());
     open_inner(addr, source, config).instrument(span).await
 }
 
@@ -525,39 +552,96 @@ async fn open_inner(
     source: Option<SocketAddr>,
     config: &ConnectionConfig,
 ) -> Result<Connection, ConnectionError> {
-    let mut stream = match open::open_socket(addr, source, &config.socket).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::debug!(error = %e, "connect failed");
-            return Err(e.into());
-        }
-    };
+    let tls = config.uses_tls();
+    let result = open_streams(addr, source, config).await;
+    match &result {
+        Ok(conn) => tracing::debug!(
+            local = %conn.info.local,
+            shard = ?conn.shard(),
+            tls,
+            "connection opened"
+        ),
+        Err(e) => tracing::debug!(error = %e, tls, "connection failed"),
+    }
+    result
+}
+
+async fn open_streams(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+) -> Result<Connection, ConnectionError> {
+    let mut stream = open::open_socket(addr, source, &config.socket).await?;
     let local = open::local_addr(&stream).map_err(|source| ConnectionError::Io {
         step: SetupStep::Connect,
         source,
     })?;
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        let mut stream = tls
+            .connect(addr, stream, config.socket.connect_timeout)
+            .await?;
+        let server = cql_handshake(&mut stream, config).await?;
+        let (rd, wr) = tokio::io::split(stream);
+        return Ok(start(addr, local, server, rd, wr, true, config));
+    }
+    let server = cql_handshake(&mut stream, config).await?;
+    // The owned halves of a TCP stream: no lock between reader and writer.
+    let (rd, wr) = stream.into_split();
+    Ok(start(addr, local, server, rd, wr, false, config))
+}
+
+/// The CQL handshake, bounded by the handshake timeout.
+async fn cql_handshake<S>(
+    stream: &mut S,
+    config: &ConnectionConfig,
+) -> Result<ServerInfo, ConnectionError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut step = SetupStep::Options;
     let outcome = tokio::time::timeout(
         config.handshake_timeout,
-        handshake::handshake(&mut stream, config, &mut step),
+        handshake::handshake(stream, config, &mut step),
     )
     .await;
-    let server = match outcome {
-        Ok(Ok(server)) => server,
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "handshake failed");
-            return Err(e);
+    match outcome {
+        Ok(Ok(server)) => Ok(server),
+        #[cfg(feature = "tls")]
+        Ok(Err(ConnectionError::Io { step, source })) => {
+            // A TLS alert after the TLS handshake (TLS 1.3 servers reject a
+            // client certificate only then) arrives as an I/O error.
+            match tls::classify_io(&source) {
+                Some(kind) => Err(ConnectionError::Tls {
+                    step,
+                    kind,
+                    source: Some(Box::new(source)),
+                }),
+                None => Err(ConnectionError::Io { step, source }),
+            }
         }
-        Err(_) => {
-            tracing::debug!(after = ?config.handshake_timeout, "handshake timed out");
-            return Err(ConnectionError::Timeout {
-                step,
-                after: config.handshake_timeout,
-            });
-        }
-    };
-    tracing::debug!(%local, shard = ?server.sharding.as_ref().map(|s| s.shard), "connection opened");
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ConnectionError::Timeout {
+            step,
+            after: config.handshake_timeout,
+        }),
+    }
+}
 
+/// Spawns the connection's tasks on its read and write halves.
+fn start<R, W>(
+    addr: SocketAddr,
+    local: SocketAddr,
+    server: ServerInfo,
+    rd: R,
+    wr: W,
+    tls: bool,
+    config: &ConnectionConfig,
+) -> Connection
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let slots = Arc::new(StreamSlots::new(config.max_in_flight));
     let shared = Arc::new(Shared {
         slots,
@@ -581,7 +665,6 @@ async fn open_inner(
         peer: addr,
         keyspace: arc_swap::ArcSwapOption::new(config.keyspace.clone().map(Arc::new)),
     });
-    let (rd, wr) = stream.into_split();
     tokio::spawn(writer::run(shared.clone(), wr, config.coalescing));
     tokio::spawn(reader::run(
         shared.clone(),
@@ -603,13 +686,14 @@ async fn open_inner(
             max_orphans: config.max_orphans,
         },
     ));
-    Ok(Connection {
+    Connection {
         info: Arc::new(ConnectionInfo {
             peer: addr,
             local,
             server,
+            tls,
         }),
         _close_on_drop: Arc::new(CloseOnDrop(shared.clone())),
         shared,
-    })
+    }
 }

@@ -16,8 +16,7 @@ use scylla_cql::frame::envelope::{decode_envelope, frame_len};
 use scylla_cql::frame::response::event::Event;
 use scylla_cql::frame::response::{Response, ResponseContext};
 use scylla_cql::frame::{Direction, FrameHeader, HEADER_LEN};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
 use super::error::BrokenReason;
@@ -34,7 +33,11 @@ pub(super) struct ReaderConfig {
     pub(super) events: Option<mpsc::Sender<Event>>,
 }
 
-pub(super) async fn run(shared: Arc<Shared>, mut socket: OwnedReadHalf, cfg: ReaderConfig) {
+pub(super) async fn run<R: AsyncRead + Unpin>(
+    shared: Arc<Shared>,
+    mut socket: R,
+    cfg: ReaderConfig,
+) {
     let reason = tokio::select! {
         biased;
         _ = shared.cancel.cancelled() => return,
@@ -43,9 +46,9 @@ pub(super) async fn run(shared: Arc<Shared>, mut socket: OwnedReadHalf, cfg: Rea
     shared.fail(reason);
 }
 
-async fn read_loop(
+async fn read_loop<R: AsyncRead + Unpin>(
     shared: &Shared,
-    socket: &mut OwnedReadHalf,
+    socket: &mut R,
     cfg: &ReaderConfig,
 ) -> BrokenReason {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);

@@ -12,15 +12,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::coalescing::{Coalescing, Decision, PendingWrites};
 use super::error::BrokenReason;
 use super::stats::IoCounters;
 use super::Shared;
 
-pub(super) async fn run(shared: Arc<Shared>, mut socket: OwnedWriteHalf, policy: Coalescing) {
+pub(super) async fn run<W: AsyncWrite + Unpin>(
+    shared: Arc<Shared>,
+    mut socket: W,
+    policy: Coalescing,
+) {
     let mut out = BytesMut::with_capacity(8 * 1024);
     let mut ids: Vec<u16> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
@@ -35,9 +38,9 @@ pub(super) async fn run(shared: Arc<Shared>, mut socket: OwnedWriteHalf, policy:
     // Dropping the write half sends FIN.
 }
 
-async fn write_loop(
+async fn write_loop<W: AsyncWrite + Unpin>(
     shared: &Shared,
-    socket: &mut OwnedWriteHalf,
+    socket: &mut W,
     policy: Coalescing,
     out: &mut BytesMut,
     ids: &mut Vec<u16>,
@@ -65,6 +68,8 @@ async fn write_loop(
         } else {
             write_counted(socket, out, &shared.counters).await?;
         }
+        // A no-op on TCP (no extra syscall); TLS may hold records until flushed.
+        socket.flush().await?;
         IoCounters::add(&shared.counters.frames_written, ids.len() as u64);
         shared.mark_write();
         out.clear();
@@ -109,8 +114,8 @@ async fn coalesce(shared: &Shared, policy: Coalescing) {
     }
 }
 
-async fn write_counted(
-    socket: &mut OwnedWriteHalf,
+async fn write_counted<W: AsyncWrite + Unpin>(
+    socket: &mut W,
     mut buf: &[u8],
     counters: &IoCounters,
 ) -> std::io::Result<()> {

@@ -252,10 +252,16 @@ async fn fill_missing(
         return Round::Complete;
     }
     let sharding = slots.sharding.clone();
+    let tls = inner.config.connection.uses_tls();
     let shard_aware = sharding.as_ref().and_then(|s| {
-        let port = s
-            .shard_aware_port
-            .filter(|_| inner.config.shard_aware_port)?;
+        // The same selection either way; only the port differs: a TLS
+        // connection must reach the node's TLS shard-aware port.
+        let advertised = if tls {
+            s.shard_aware_port_ssl
+        } else {
+            s.shard_aware_port
+        };
+        let port = advertised.filter(|_| inner.config.shard_aware_port)?;
         Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
     });
     let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));

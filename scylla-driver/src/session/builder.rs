@@ -186,6 +186,33 @@ impl SessionBuilder {
         self
     }
 
+    /// Encrypts every connection (control and pools) with TLS.
+    ///
+    /// Give the nodes' TLS port as contact points (ScyllaDB: usually 9142;
+    /// Cassandra: 9042 with `client_encryption_options.optional: false`).
+    /// Shard-aware connections go to the node's `SCYLLA_SHARD_AWARE_PORT_SSL`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use scylla_driver::connection::tls::TlsConfig;
+    /// use scylla_driver::SessionBuilder;
+    ///
+    /// let tls = TlsConfig::builder().ca_pem_file("ca.pem")?.build()?;
+    /// let session = SessionBuilder::new()
+    ///     .known_node("127.0.0.1:9142")
+    ///     .tls(tls)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls(mut self, tls: crate::connection::tls::TlsConfig) -> Self {
+        tracing::debug!(config = ?tls, "TLS enabled");
+        self.config.pool.connection.tls = Some(tls);
+        self
+    }
+
     /// Whether to use ScyllaDB's shard-aware port.
     #[must_use]
     pub fn shard_aware_port(mut self, enabled: bool) -> Self {

@@ -1,0 +1,539 @@
+//! Client encryption (TLS) of a connection, through rustls with the `ring`
+//! crypto provider.
+//!
+//! A [`TlsConfig`] holds a ready [`rustls::ClientConfig`] and how to name each
+//! node for certificate verification ([`ServerName`]). Build it from a
+//! [`TlsConfigBuilder`] (PEM files, the OS trust store, an optional client
+//! certificate for mutual TLS) or from a `ClientConfig` you made yourself.
+//!
+//! The TLS handshake runs right after the TCP connect (from the chosen source
+//! port, so shard-aware routing is unchanged) and before the CQL handshake; it
+//! is bounded by the connect timeout. Failures are classified into a
+//! [`TlsErrorKind`] that says what to fix.
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use scylla_driver::connection::tls::{ServerName, TlsConfig};
+//!
+//! let tls = TlsConfig::builder()
+//!     .ca_pem_file("/etc/scylla/ca.pem")?
+//!     .client_cert_pem_files("/etc/scylla/client.pem", "/etc/scylla/client.key")?
+//!     .server_name(ServerName::Fixed("scylla.example.com".into()))
+//!     .build()?;
+//! # let _ = tls; Ok(()) }
+//! ```
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::{
+    AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore,
+};
+use tokio::net::TcpStream;
+
+use super::error::{ConnectionError, SetupStep, TlsErrorKind};
+
+/// A TLS stream over a TCP connection.
+pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
+
+/// How a node is named when its certificate is verified.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum ServerName {
+    /// The node's IP address, matched against the certificate's IP SANs
+    /// (nodes are usually known by address).
+    #[default]
+    PeerIp,
+    /// One name for every node (a DNS name or an IP address), e.g. the
+    /// cluster's wildcard certificate name.
+    Fixed(String),
+    /// A name computed from the node's address.
+    Custom(Arc<dyn Fn(SocketAddr) -> String + Send + Sync>),
+}
+
+impl fmt::Debug for ServerName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerName::PeerIp => f.write_str("PeerIp"),
+            ServerName::Fixed(n) => f.debug_tuple("Fixed").field(n).finish(),
+            ServerName::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+impl ServerName {
+    /// The name to verify for the node at `addr`.
+    pub fn for_addr(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<rustls::pki_types::ServerName<'static>, TlsConfigError> {
+        use rustls::pki_types::ServerName as Sn;
+        let name = match self {
+            ServerName::PeerIp => return Ok(Sn::IpAddress(addr.ip().into())),
+            ServerName::Fixed(n) => n.clone(),
+            ServerName::Custom(f) => f(addr),
+        };
+        Sn::try_from(name.clone()).map_err(|_| TlsConfigError::InvalidServerName(name))
+    }
+}
+
+/// TLS settings of the driver's connections.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct TlsConfig {
+    /// The rustls configuration.
+    pub client: Arc<ClientConfig>,
+    /// How each node is named for verification.
+    pub server_name: ServerName,
+    /// Where the trust roots came from, for logs (paths only).
+    pub description: String,
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("server_name", &self.server_name)
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// A builder from PEM files or the system trust store.
+    pub fn builder() -> TlsConfigBuilder {
+        TlsConfigBuilder::default()
+    }
+
+    /// Uses a ready rustls configuration (its crypto provider, roots, client
+    /// certificate and verifier). Nodes are named by IP address unless
+    /// [`TlsConfig::with_server_name`] says otherwise.
+    pub fn from_client_config(client: Arc<ClientConfig>) -> TlsConfig {
+        TlsConfig {
+            client,
+            server_name: ServerName::PeerIp,
+            description: "custom rustls ClientConfig".to_owned(),
+        }
+    }
+
+    /// Sets how nodes are named for verification.
+    pub fn with_server_name(mut self, server_name: ServerName) -> TlsConfig {
+        self.server_name = server_name;
+        self
+    }
+
+    /// Runs the TLS handshake on a connected socket, bounded by `timeout`.
+    pub(crate) async fn connect(
+        &self,
+        addr: SocketAddr,
+        tcp: TcpStream,
+        timeout: Duration,
+    ) -> Result<TlsStream, ConnectionError> {
+        let step = SetupStep::Tls;
+        let name = self
+            .server_name
+            .for_addr(addr)
+            .map_err(|e| ConnectionError::Tls {
+                step,
+                kind: TlsErrorKind::InvalidServerName,
+                source: Some(Box::new(e)),
+            })?;
+        let connector = tokio_rustls::TlsConnector::from(self.client.clone());
+        match tokio::time::timeout(timeout, connector.connect(name, tcp)).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(handshake_error(step, e)),
+            Err(_) => Err(ConnectionError::Tls {
+                step,
+                kind: TlsErrorKind::HandshakeTimeout(timeout),
+                source: None,
+            }),
+        }
+    }
+}
+
+/// Classifies an error of the TLS handshake (rustls errors arrive wrapped
+/// in `io::Error`).
+pub(crate) fn handshake_error(step: SetupStep, e: io::Error) -> ConnectionError {
+    let kind = classify_io(&e).unwrap_or(match e.kind() {
+        io::ErrorKind::UnexpectedEof
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe => TlsErrorKind::ClosedDuringHandshake,
+        _ => TlsErrorKind::Other,
+    });
+    ConnectionError::Tls {
+        step,
+        kind,
+        source: Some(Box::new(e)),
+    }
+}
+
+/// The TLS kind of an I/O error that wraps a rustls error, if it does.
+pub(crate) fn classify_io(e: &io::Error) -> Option<TlsErrorKind> {
+    let inner = e.get_ref()?.downcast_ref::<rustls::Error>()?;
+    Some(classify(inner))
+}
+
+fn classify(e: &rustls::Error) -> TlsErrorKind {
+    use rustls::Error as E;
+    match e {
+        E::InvalidCertificate(c) => match c {
+            CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+                TlsErrorKind::UnknownCa
+            }
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                TlsErrorKind::NameMismatch
+            }
+            CertificateError::Expired
+            | CertificateError::ExpiredContext { .. }
+            | CertificateError::NotValidYet
+            | CertificateError::NotValidYetContext { .. } => TlsErrorKind::Expired,
+            _ => TlsErrorKind::BadCertificate,
+        },
+        E::InvalidMessage(_) => TlsErrorKind::NotTls,
+        // A server rejecting (or missing) the client certificate. A bare
+        // `handshake_failure` is ambiguous (no common cipher suite...): Other.
+        E::AlertReceived(
+            AlertDescription::CertificateRequired
+            | AlertDescription::BadCertificate
+            | AlertDescription::UnknownCA
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::CertificateExpired
+            | AlertDescription::AccessDenied,
+        ) => TlsErrorKind::ClientCertRejected,
+        _ => TlsErrorKind::Other,
+    }
+}
+
+/// A TLS configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsConfigError {
+    /// A file could not be read.
+    #[error("cannot read {what} file {path}: {source}")]
+    Read {
+        /// What the file should hold.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file holds no usable PEM item of the expected kind.
+    #[error("{path}: no {what} found in PEM ({problem})")]
+    Pem {
+        /// What the file should hold.
+        what: &'static str,
+        /// The file (or `<memory>`).
+        path: PathBuf,
+        /// Why.
+        problem: String,
+    },
+    /// A CA certificate was rejected by rustls.
+    #[error("{path}: invalid CA certificate: {source}")]
+    BadCa {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The system trust store could not be loaded or is empty.
+    #[error("no usable certificates in the system trust store: {0}")]
+    NativeRoots(String),
+    /// No trust roots were given.
+    #[error(
+        "no trust roots: call ca_pem_file, ca_pem or native_roots (or danger_accept_invalid_certs)"
+    )]
+    NoRoots,
+    /// The client certificate and key do not form a usable pair.
+    #[error("client certificate {cert} / key {key}: {source}")]
+    ClientCert {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::Error,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Rustls(#[source] rustls::Error),
+    /// The server name is not a valid DNS name or IP address.
+    #[error("invalid TLS server name {0:?}")]
+    InvalidServerName(String),
+}
+
+/// Builds a [`TlsConfig`] from PEM files or the system trust store.
+#[derive(Debug, Default)]
+pub struct TlsConfigBuilder {
+    roots: Vec<CertificateDer<'static>>,
+    root_sources: Vec<String>,
+    client: Option<(
+        Vec<CertificateDer<'static>>,
+        PrivateKeyDer<'static>,
+        PathBuf,
+        PathBuf,
+    )>,
+    server_name: ServerName,
+    accept_invalid: bool,
+}
+
+impl TlsConfigBuilder {
+    /// Trusts the CA certificates in a PEM file.
+    pub fn ca_pem_file(mut self, path: impl AsRef<Path>) -> Result<Self, TlsConfigError> {
+        let path = path.as_ref();
+        let bytes = read(path, "CA certificate")?;
+        self.add_ca_pem(&bytes, path)?;
+        self.root_sources.push(path.display().to_string());
+        Ok(self)
+    }
+
+    /// Trusts the CA certificates in PEM text.
+    pub fn ca_pem(mut self, pem: &[u8]) -> Result<Self, TlsConfigError> {
+        self.add_ca_pem(pem, Path::new("<memory>"))?;
+        self.root_sources.push("<memory>".to_owned());
+        Ok(self)
+    }
+
+    /// Trusts the operating system's trust store (what operators configure),
+    /// in addition to any CA given.
+    pub fn native_roots(mut self) -> Result<Self, TlsConfigError> {
+        let found = rustls_native_certs::load_native_certs();
+        if found.certs.is_empty() {
+            let why = found
+                .errors
+                .first()
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "no certificates found".to_owned());
+            return Err(TlsConfigError::NativeRoots(why));
+        }
+        for e in &found.errors {
+            tracing::warn!(error = %e, "skipping part of the system trust store");
+        }
+        self.roots.extend(found.certs);
+        self.root_sources.push("system trust store".to_owned());
+        Ok(self)
+    }
+
+    /// Presents a client certificate (mutual TLS): a PEM certificate chain
+    /// and its PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub fn client_cert_pem_files(
+        mut self,
+        cert: impl AsRef<Path>,
+        key: impl AsRef<Path>,
+    ) -> Result<Self, TlsConfigError> {
+        let (cert, key) = (cert.as_ref(), key.as_ref());
+        let chain = parse_certs(
+            &read(cert, "client certificate")?,
+            cert,
+            "client certificate",
+        )?;
+        let key_bytes = read(key, "client key")?;
+        let key_der =
+            PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|e| TlsConfigError::Pem {
+                what: "private key",
+                path: key.to_owned(),
+                problem: e.to_string(),
+            })?;
+        self.client = Some((chain, key_der, cert.to_owned(), key.to_owned()));
+        Ok(self)
+    }
+
+    /// Presents a client certificate given as PEM text.
+    pub fn client_cert_pem(mut self, cert: &[u8], key: &[u8]) -> Result<Self, TlsConfigError> {
+        let mem = Path::new("<memory>");
+        let chain = parse_certs(cert, mem, "client certificate")?;
+        let key_der = PrivateKeyDer::from_pem_slice(key).map_err(|e| TlsConfigError::Pem {
+            what: "private key",
+            path: mem.to_owned(),
+            problem: e.to_string(),
+        })?;
+        self.client = Some((chain, key_der, mem.to_owned(), mem.to_owned()));
+        Ok(self)
+    }
+
+    /// How nodes are named for verification (default: their IP address).
+    pub fn server_name(mut self, name: ServerName) -> Self {
+        self.server_name = name;
+        self
+    }
+
+    /// **Disables server certificate verification.** Any certificate is
+    /// accepted, so the connection is open to interception: for tests only.
+    pub fn danger_accept_invalid_certs(mut self) -> Self {
+        self.accept_invalid = true;
+        self
+    }
+
+    /// Builds the configuration (TLS 1.2 and 1.3, the `ring` provider).
+    pub fn build(self) -> Result<TlsConfig, TlsConfigError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let versions = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(TlsConfigError::Rustls)?;
+        let with_verifier = if self.accept_invalid {
+            tracing::warn!(
+                "TLS certificate verification is DISABLED (danger_accept_invalid_certs)"
+            );
+            versions
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+        } else {
+            if self.roots.is_empty() {
+                return Err(TlsConfigError::NoRoots);
+            }
+            let mut store = RootCertStore::empty();
+            for c in self.roots {
+                store.add(c).map_err(|source| TlsConfigError::BadCa {
+                    path: PathBuf::from(self.root_sources.join(", ")),
+                    source,
+                })?;
+            }
+            versions.with_root_certificates(store)
+        };
+        let client = match self.client {
+            Some((chain, key, cert_path, key_path)) => with_verifier
+                .with_client_auth_cert(chain, key)
+                .map_err(|source| TlsConfigError::ClientCert {
+                    cert: cert_path,
+                    key: key_path,
+                    source,
+                })?,
+            None => with_verifier.with_no_client_auth(),
+        };
+        let description = if self.accept_invalid {
+            "certificate verification disabled".to_owned()
+        } else {
+            format!("roots: {}", self.root_sources.join(", "))
+        };
+        Ok(TlsConfig {
+            client: Arc::new(client),
+            server_name: self.server_name,
+            description,
+        })
+    }
+
+    fn add_ca_pem(&mut self, pem: &[u8], path: &Path) -> Result<(), TlsConfigError> {
+        let certs = parse_certs(pem, path, "CA certificate")?;
+        // Check each now, so the error names the file.
+        let mut probe = RootCertStore::empty();
+        for c in &certs {
+            probe
+                .add(c.clone())
+                .map_err(|source| TlsConfigError::BadCa {
+                    path: path.to_owned(),
+                    source,
+                })?;
+        }
+        self.roots.extend(certs);
+        Ok(())
+    }
+}
+
+fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, TlsConfigError> {
+    std::fs::read(path).map_err(|source| TlsConfigError::Read {
+        what,
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn parse_certs(
+    pem: &[u8],
+    path: &Path,
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsConfigError::Pem {
+            what,
+            path: path.to_owned(),
+            problem: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsConfigError::Pem {
+            what,
+            path: path.to_owned(),
+            problem: "no CERTIFICATE block".to_owned(),
+        });
+    }
+    Ok(certs)
+}
+
+/// Accepts any server certificate (still checks handshake signatures).
+#[derive(Debug)]
+struct AcceptAny(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_ip_is_the_default_name() {
+        let addr: SocketAddr = "127.0.0.2:9142".parse().unwrap();
+        let n = ServerName::default().for_addr(addr).unwrap();
+        assert_eq!(n.to_str(), "127.0.0.2");
+        let n = ServerName::Fixed("node.example".into())
+            .for_addr(addr)
+            .unwrap();
+        assert_eq!(n.to_str(), "node.example");
+        assert!(ServerName::Fixed("bad name!".into())
+            .for_addr(addr)
+            .is_err());
+    }
+}
