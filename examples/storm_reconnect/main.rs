@@ -32,7 +32,9 @@
 //! shard, and the table then says how far they got.
 //!
 //! Options: `--sessions N`, `--shards N`, `--rate N` (requests/s in total),
-//! `--down-ms N`, `--rf N`, `--no-shard-aware` (with `--nodes`).
+//! `--down-ms N`, `--rf N`, `--no-shard-aware` (with `--nodes`), `--tls`
+//! (the test cluster's TLS listeners, the driver over TLS: the same variants,
+//! each connection now also paying a real TLS handshake on both sides).
 
 mod progress;
 mod real;
@@ -63,7 +65,7 @@ fn usage() -> String {
     let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
     format!(
         "usage: storm_reconnect [VARIANT...] [--json] [--out DIR] [--sessions N] [--shards N] \
-         [--rate N] [--down-ms N] [--coverage-timeout SECS] [--rf N] [--nodes host:port,...] [--duration SECS] [--no-shard-aware]\n\
+         [--rate N] [--down-ms N] [--coverage-timeout SECS] [--rf N] [--nodes host:port,...] [--duration SECS] [--no-shard-aware] [--tls]\n\
          variants: {} (default: all)",
         names.join(", ")
     )
@@ -94,6 +96,7 @@ fn parse_args() -> Result<Args, String> {
             backoff_cap: Duration::from_secs(2),
             reconnect_spread: Duration::from_secs(1),
             request_timeout: Duration::from_secs(2),
+            tls: false,
         },
     };
     let mut it = std::env::args().skip(1);
@@ -128,6 +131,7 @@ fn parse_args() -> Result<Args, String> {
             "--down-ms" => a.params.down = Duration::from_millis(num(it.next(), "--down-ms")?),
             "--rf" => a.params.rf = num(it.next(), "--rf")?.clamp(1, 3) as usize,
             "--no-shard-aware" => a.shard_aware_port = false,
+            "--tls" => a.params.tls = true,
             "-h" | "--help" => return Err(usage()),
             name => match VARIANTS.iter().find(|v| v.name == name) {
                 Some(v) => a.variants.push(*v),
@@ -150,6 +154,10 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    if args.nodes.is_some() && args.params.tls {
+        eprintln!("--tls runs against the in-process test cluster only (not with --nodes)");
+        std::process::exit(2);
+    }
     let progress = Progress::new();
     let mut results = Vec::new();
     if let Some(nodes) = &args.nodes {

@@ -26,8 +26,15 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
     let _ = writeln!(
         o,
         "\nPhase 1, cold start: {} sessions x {} nodes x {} shards = {} pool connections ideal \
-         (+{} control connections); admission {} per shard, handshake cost {:?}",
-        p.sessions, p.nodes, p.shards, first.cold.ideal, p.sessions, p.cpu_concurrency, p.cost
+         (+{} control connections); admission {} per shard, handshake cost {:?}{}",
+        p.sessions,
+        p.nodes,
+        p.shards,
+        first.cold.ideal,
+        p.sessions,
+        p.cpu_concurrency,
+        p.cost,
+        if p.tls { "; over TLS" } else { "" }
     );
     let _ = writeln!(
         o,
@@ -242,6 +249,7 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
     j.num("sessions", p.sessions);
     j.num("rate_per_s", p.rate);
     j.num("rf", p.rf);
+    j.num("tls", p.tls);
     j.num("cpu_concurrency", p.cpu_concurrency);
     j.text("handshake_cost", &format!("{:?}", p.cost));
     j.num("down_ms", p.down.as_millis());

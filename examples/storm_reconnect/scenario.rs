@@ -8,11 +8,14 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use scylla_cql::frame::wire::{put_inet, put_string};
+use scylla_driver::connection::tls::TlsConfig;
 use scylla_driver::metrics::MetricsSnapshot;
 use scylla_driver::pool::backoff::{ExponentialBackoff, Jitter};
 use scylla_driver::pool::NodePool;
 use scylla_driver::{Session, SessionBuilder};
-use scylla_testbed::{AdmissionConfig, EventKind, Faults, HandshakeCost, NatMode, TestCluster};
+use scylla_testbed::{
+    AdmissionConfig, EventKind, Faults, HandshakeCost, NatMode, TestCluster, TlsOptions,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::progress::Progress;
@@ -80,6 +83,8 @@ pub(crate) struct Params {
     pub(crate) backoff_cap: Duration,
     pub(crate) reconnect_spread: Duration,
     pub(crate) request_timeout: Duration,
+    /// Every connection over TLS (the cluster's TLS ports and its CA).
+    pub(crate) tls: bool,
 }
 
 /// The node that is restarted in phase 2.
@@ -169,7 +174,12 @@ pub(crate) struct VariantResult {
     pub(crate) wall_ms: u64,
 }
 
-fn session_builder(contact: SocketAddr, v: Variant, p: &Params) -> SessionBuilder {
+fn session_builder(
+    contact: SocketAddr,
+    v: Variant,
+    p: &Params,
+    tls: Option<&TlsConfig>,
+) -> SessionBuilder {
     let mut backoff = ExponentialBackoff::new(p.backoff_base, p.backoff_cap);
     if v.lockstep {
         backoff = backoff.with_jitter(Jitter::None);
@@ -185,7 +195,10 @@ fn session_builder(contact: SocketAddr, v: Variant, p: &Params) -> SessionBuilde
         p.reconnect_spread
     };
     b.config.initial_connect_timeout = p.coverage_timeout;
-    b
+    match tls {
+        Some(t) => b.tls(t.clone()),
+        None => b,
+    }
 }
 
 /// Sums the sessions' driver metrics.
@@ -270,13 +283,25 @@ pub(crate) async fn run(
             cost: p.cost,
             shed_after: p.shed_after,
         });
+    if p.tls {
+        cb = cb.tls(TlsOptions::default());
+    }
     if v.nat {
         for i in 0..p.nodes {
             cb = cb.faults(i, Faults::none().with_nat(NatMode::Random));
         }
     }
     let cluster = Arc::new(cb.start().await.map_err(|e| format!("cluster: {e}"))?);
-    let addrs = cluster.cql_addrs();
+    let (addrs, tls) = if p.tls {
+        let ca = cluster.tls_ca_pem().ok_or("the cluster has no TLS CA")?;
+        let tls = TlsConfig::builder()
+            .ca_pem(ca.as_bytes())
+            .and_then(|b| b.build())
+            .map_err(|e| format!("TLS: {e}"))?;
+        (cluster.tls_addrs(), Some(tls))
+    } else {
+        (cluster.cql_addrs(), None)
+    };
     let restarted_addr = addrs[RESTARTED];
     let recorder = Recorder::new(Instant::now());
     let t0 = Instant::now();
@@ -346,7 +371,7 @@ pub(crate) async fn run(
         .map(|(_, a)| *a)
         .collect();
     for i in 0..p.sessions {
-        let b = session_builder(contacts[i % contacts.len()], v, p);
+        let b = session_builder(contacts[i % contacts.len()], v, p, tls.as_ref());
         let timeout = p.coverage_timeout;
         let watched = watched.clone();
         tasks.spawn(async move {
