@@ -3,7 +3,9 @@
 #   (a) 1 node:            cargo test --test cassandra (and cassandra_metadata,
 #                          and the quickstart example) with SCYLLA_URI
 #   (b) 1 node with --auth: the auth/LZ4 tests           with SCYLLA_AUTH_URI
-#   (c) --three-nodes:     3 nodes, the three_nodes tests with SCYLLA_THREE_NODES=1
+#   (c) 1 node with --tls-client-auth: the tls tests and the quick start over
+#                          TLS (SCYLLA_TLS_CA, SCYLLA_TLS_CERT/KEY)
+#   (d) --three-nodes:     3 nodes, the three_nodes tests with SCYLLA_THREE_NODES=1
 # The tests are compiled before any JVM starts (they would compete for the
 # cores), and Cassandra is always stopped on exit (trap).
 set -euo pipefail
@@ -68,15 +70,30 @@ phase "(b) tests"
 bash "$C" stop
 phase "(b) stop"
 
+log "(c) 1 node with TLS and client certificates"
+bash "$C" start 1 --tls-client-auth
+phase "(c) start"
+tls_dir="$(bash "$C" tls-dir)"
+SCYLLA_URI="$(bash "$C" uri)" SCYLLA_TLS_CA="$tls_dir/ca.pem" SCYLLA_TLS_CLIENT_AUTH=1 \
+    SCYLLA_TLS_CERT="$tls_dir/client.pem" SCYLLA_TLS_KEY="$tls_dir/client.key" \
+    cargo test --test cassandra -- --ignored tls::
+log "(c) the quick start over TLS with a client certificate"
+SCYLLA_URI="$(bash "$C" uri)" SCYLLA_TLS_CA="$tls_dir/ca.pem" \
+    SCYLLA_TLS_CERT="$tls_dir/client.pem" SCYLLA_TLS_KEY="$tls_dir/client.key" \
+    cargo run --example quickstart
+phase "(c) tests"
+bash "$C" stop
+phase "(c) stop"
+
 if ((three)); then
-    log "(c) 3 nodes"
+    log "(d) 3 nodes"
     bash "$C" start 3
-    phase "(c) start"
+    phase "(d) start"
     SCYLLA_URI="$(bash "$C" uri)" SCYLLA_THREE_NODES=1 \
         cargo test --test cassandra three_nodes:: -- --ignored --test-threads 1 --nocapture
-    phase "(c) tests"
+    phase "(d) tests"
     bash "$C" stop
-    phase "(c) stop"
+    phase "(d) stop"
 fi
 started=0
 log "all phases passed"

@@ -9,15 +9,22 @@ usage() {
     cat <<'EOF'
 usage: scripts/cassandra.sh COMMAND [options]
 
-  start [N] [--auth] [--keep-data] [--heap SIZE]
+  start [N] [--auth] [--tls] [--tls-client-auth] [--keep-data] [--heap SIZE]
             fetch the jars (first time), start N nodes (1 or 3; default 1) and
             wait until CQL answers on every node (3 nodes: also ring health).
             --auth       PasswordAuthenticator; superuser cassandra/cassandra
+            --tls        client encryption on the native port (TLS only:
+                         optional false); a CA, node keystore and truststore
+                         made with keytool in $CASSANDRA_DIR/tls, the CA as
+                         tls/ca.pem (see 'tls-dir')
+            --tls-client-auth  --tls, and clients must present a certificate
+                         signed by that CA (tls/client.pem, tls/client.key)
             --keep-data  reuse data dirs from the previous run (default: wipe)
             --heap SIZE  JVM heap per node (default 1G for 1 node, 512M for 3)
   stop      stop every node this script started (SIGTERM, then SIGKILL)
   status    show each node: process, CQL; exit 0 only if all are up
   uri       print the value for SCYLLA_URI (e.g. 127.0.0.1:9042)
+  tls-dir   print the directory holding ca.pem, client.pem, client.key
   health    check the running cluster's ring (peers, tokens, schema)
   cql CQL   run one statement on node 1 and print the rows
   fetch     only download the jars into the cache
@@ -98,6 +105,46 @@ state_get() {  # state_get KEY DEFAULT
     echo "${v:-$2}"
 }
 
+TLS_PASS=changeit
+
+# make_tls DIR: a CA, a node key pair (SANs 127.0.0.1-3, localhost) and a
+# client key pair signed by it, with the JDK's keytool: PKCS12 keystore and
+# truststore for the server, PEM files for clients. keytool cannot write a
+# private key as PEM, so openssl converts the client's (PKCS#8).
+make_tls() {
+    local dir=$1 kt=(keytool -storetype PKCS12 -storepass "$TLS_PASS" -keypass "$TLS_PASS")
+    local san="san=ip:127.0.0.1,ip:127.0.0.2,ip:127.0.0.3,dns:localhost"
+    rm -rf "$dir" && mkdir -p "$dir"
+    "${kt[@]}" -genkeypair -alias ca -keyalg RSA -keysize 2048 -validity 30 \
+        -dname "CN=scripts-cassandra test CA" -ext bc:c -keystore "$dir/ca.p12" 2>/dev/null
+    "${kt[@]}" -exportcert -rfc -alias ca -keystore "$dir/ca.p12" -file "$dir/ca.pem" 2>/dev/null
+    local who
+    for who in node client; do
+        "${kt[@]}" -genkeypair -alias "$who" -keyalg RSA -keysize 2048 -validity 30 \
+            -dname "CN=scripts-cassandra $who" -keystore "$dir/$who.p12" 2>/dev/null
+        "${kt[@]}" -certreq -alias "$who" -keystore "$dir/$who.p12" -file "$dir/$who.csr" 2>/dev/null
+        local ext=(-ext "$san")
+        [[ "$who" == client ]] && ext=(-ext eku=clientAuth)
+        "${kt[@]}" -gencert -alias ca -keystore "$dir/ca.p12" -rfc -validity 30 "${ext[@]}" \
+            -infile "$dir/$who.csr" -outfile "$dir/$who.pem" 2>/dev/null
+        "${kt[@]}" -importcert -noprompt -alias ca -file "$dir/ca.pem" -keystore "$dir/$who.p12" 2>/dev/null
+        "${kt[@]}" -importcert -noprompt -alias "$who" -file "$dir/$who.pem" -keystore "$dir/$who.p12" 2>/dev/null
+    done
+    "${kt[@]}" -importcert -noprompt -alias ca -file "$dir/ca.pem" -keystore "$dir/truststore.p12" 2>/dev/null
+    openssl pkcs12 -in "$dir/client.p12" -nocerts -nodes -passin "pass:$TLS_PASS" 2>/dev/null |
+        openssl pkey -out "$dir/client.key"
+    [[ -s "$dir/ca.pem" && -s "$dir/node.p12" && -s "$dir/client.key" ]] || die "making TLS certificates in $dir failed"
+    log "TLS: CA, node and client certificates in $dir (ca.pem, client.pem, client.key)"
+}
+
+# The probe speaks TLS to a node started with --tls.
+export_probe_tls() {
+    if [[ "$(state_get TLS 0)" != 0 ]]; then
+        export CQL_PROBE_TLS_CA="$CDIR/tls/ca.pem"
+        export CQL_PROBE_TLS_CERT="$CDIR/tls/client.pem" CQL_PROBE_TLS_KEY="$CDIR/tls/client.key"
+    fi
+}
+
 probe_auth_args() {
     if [[ "$(state_get AUTH 0)" == 1 ]]; then
         echo "--user cassandra --password cassandra"
@@ -160,8 +207,8 @@ write_logback() {
 EOF
 }
 
-write_yaml() {  # write_yaml K AUTH
-    local k=$1 auth=$2 d addr
+write_yaml() {  # write_yaml K AUTH TLS (0, 1, or 2 = with client auth)
+    local k=$1 auth=$2 tls=${3:-0} d addr
     d="$(node_dir "$k")"
     addr="$(node_addr "$k")"
     local authn=AllowAllAuthenticator authz=AllowAllAuthorizer
@@ -199,6 +246,23 @@ authorizer:
 role_manager:
   class_name: org.apache.cassandra.auth.CassandraRoleManager
 EOF
+    if [[ "$tls" != 0 ]]; then
+        local client_auth=false
+        [[ "$tls" == 2 ]] && client_auth=true
+        # Cassandra 5.0 serves TLS on native_transport_port itself when
+        # optional is false (native_transport_port_ssl is deprecated).
+        cat >>"$d/conf/cassandra.yaml" <<EOF
+client_encryption_options:
+  enabled: true
+  optional: false
+  keystore: $CDIR/tls/node.p12
+  keystore_password: $TLS_PASS
+  store_type: PKCS12
+  require_client_auth: $client_auth
+  truststore: $CDIR/tls/truststore.p12
+  truststore_password: $TLS_PASS
+EOF
+    fi
 }
 
 start_node() {  # start_node K HEAP
@@ -308,11 +372,13 @@ running_nodes() {
 }
 
 cmd_start() {
-    local n=1 auth=0 keep=0 heap=""
+    local n=1 auth=0 keep=0 heap="" tls=0
     while (($#)); do
         case "$1" in
             1 | 3) n=$1 ;;
             --auth) auth=1 ;;
+            --tls) ((tls == 2)) || tls=1 ;;
+            --tls-client-auth) tls=2 ;;
             --keep-data) keep=1 ;;
             --heap)
                 [[ $# -ge 2 ]] || die "--heap needs a size such as 512M"
@@ -330,7 +396,7 @@ cmd_start() {
     local running
     running="$(running_nodes)"
     if ((running > 0)); then
-        if ((running == n)) && [[ "$(state_get NODES 0)" == "$n" && "$(state_get AUTH 0)" == "$auth" ]]; then
+        if ((running == n)) && [[ "$(state_get NODES 0)" == "$n" && "$(state_get AUTH 0)" == "$auth" && "$(state_get TLS 0)" == "$tls" ]]; then
             log "already running ($n node(s), auth=$auth); nothing to do ('stop' first to restart)"
             return 0
         fi
@@ -354,11 +420,17 @@ cmd_start() {
     for ((k = n + 1; k <= 3; k++)); do
         ((keep == 1)) || rm -rf "$(node_dir "$k")"
     done
-    printf 'NODES=%s\nAUTH=%s\nVERSION=%s\nHEAP=%s\n' "$n" "$auth" "$VERSION" "$heap" >"$CDIR/state"
+    printf 'NODES=%s\nAUTH=%s\nVERSION=%s\nHEAP=%s\nTLS=%s\n' "$n" "$auth" "$VERSION" "$heap" "$tls" >"$CDIR/state"
+    if ((tls != 0)); then
+        need keytool "the JDK's keytool makes the TLS keystores"
+        need openssl "openssl writes the client key as PEM"
+        make_tls "$CDIR/tls"
+    fi
+    export_probe_tls
 
     for ((k = 1; k <= n; k++)); do
         d="$(node_dir "$k")"
-        write_yaml "$k" "$auth"
+        write_yaml "$k" "$auth" "$tls"
         write_logback "$d/conf/logback.xml"
         # Nodes join one at a time: Cassandra refuses concurrent bootstraps.
         local attempt rc
@@ -532,11 +604,13 @@ main() {
     [[ $# -ge 1 ]] || { usage >&2; exit 2; }
     local cmd=$1
     shift
+    export_probe_tls
     case "$cmd" in
         start) cmd_start "$@" ;;
         stop) cmd_stop ;;
         status) cmd_status ;;
         uri) cmd_uri ;;
+        tls-dir) echo "$CDIR/tls" ;;
         health) cmd_health ;;
         cql) cmd_cql "$@" ;;
         fetch) mkdir -p "$CDIR" && fetch ;;

@@ -19,6 +19,7 @@ Options: --user U --password P (or env CASSANDRA_USER / CASSANDRA_PASSWORD),
 import ipaddress
 import os
 import socket
+import ssl
 import struct
 import sys
 import uuid
@@ -113,6 +114,19 @@ class Connection:
         except OSError as e:
             raise CqlError(f"{addr}: cannot connect: {e}") from None
         self.sock.settimeout(timeout)
+        # A node started with `cassandra.sh start --tls`: the script exports
+        # the CA (and, with client authentication, a client certificate).
+        ca = os.environ.get("CQL_PROBE_TLS_CA")
+        if ca:
+            ctx = ssl.create_default_context(cafile=ca)
+            cert = os.environ.get("CQL_PROBE_TLS_CERT")
+            if cert:
+                ctx.load_cert_chain(cert, os.environ.get("CQL_PROBE_TLS_KEY"))
+            try:
+                self.sock = ctx.wrap_socket(self.sock, server_hostname=parse_addr(addr)[0])
+            except (OSError, ssl.SSLError) as e:
+                self.sock.close()
+                raise CqlError(f"{addr}: TLS handshake failed: {e}") from None
 
     def close(self):
         self.sock.close()
