@@ -16,6 +16,8 @@ from cassandra.cluster import Cluster, ExecutionProfile, EXEC_PROFILE_DEFAULT
 from cassandra.policies import TokenAwarePolicy, RoundRobinPolicy
 
 HOST, PORT, NODES, SHARDS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+# With a CA (the testbed's --tls-dir), connect over TLS on the TLS port.
+TLS_CA = sys.argv[5] if len(sys.argv) > 5 else None
 KEYS = 100
 DEADLINE = time.monotonic() + 90
 
@@ -39,9 +41,20 @@ def stats(session):
 profile = ExecutionProfile(
     load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()), request_timeout=10
 )
+tls_args = {}
+if TLS_CA:
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=TLS_CA)
+    # The Python driver uses SCYLLA_SHARD_AWARE_PORT_SSL only when
+    # `ssl_options` is set (pool.py: `if cluster.ssl_options and ...`); with
+    # an `ssl_context` alone it would open its shard-aware connections on the
+    # plaintext port. The server certificate names testbed.local.
+    tls_args = {"ssl_context": ctx, "ssl_options": {"server_hostname": "testbed.local"}}
 cluster = Cluster(
     [HOST],
     port=PORT,
+    **tls_args,
     protocol_version=4,
     compression=True,
     connect_timeout=10,
@@ -136,6 +149,12 @@ try:
         fail(f"{wrong} requests reached a wrong shard despite token-aware routing")
     if non_replica != 0:
         fail(f"{non_replica} requests reached a non-replica node despite token-aware routing")
+    if TLS_CA:
+        tls = sum(r.accepted_tls for r in after)
+        total = sum(r.accepted_regular + r.accepted_shard_aware for r in after)
+        step(f"TLS: {tls} of {total} accepted connections were TLS")
+        if tls != total:
+            fail(f"{total - tls} connections were not TLS")
     step("PASS")
 finally:
     cluster.shutdown()

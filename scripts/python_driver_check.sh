@@ -38,8 +38,9 @@ cleanup() {
 trap cleanup EXIT
 
 TARGET="${CARGO_TARGET_DIR:-target}"
+run_check() {  # run_check LABEL PORT [TLS_CA]
 "$TARGET/release/testbed" --nodes "$NODES" --shards "$SHARDS" --block "$BLOCK" \
-    --port "$PORT" --duration-secs 150 >"$LOG" 2>&1 &
+    --port "$PORT" --duration-secs 150 "${TB_ARGS[@]}" >"$LOG" 2>&1 &
 TB_PID=$!
 
 # Wait (bounded) until every node has printed its line, i.e. is listening.
@@ -54,9 +55,23 @@ if [ "$(grep -c '^node ' "$LOG" || true)" -lt "$NODES" ]; then
     echo "python_driver_check: FAIL: the testbed did not start in time:"; cat "$LOG"; exit 1
 fi
 
-echo "== python_driver_check: running the driver against $HOST:$PORT"
-if ! timeout 120 "$VENV/bin/python" scripts/python_driver_check.py "$HOST" "$PORT" "$NODES" "$SHARDS"; then
+echo "== python_driver_check: running the driver against $HOST:$2 ($1)"
+if ! timeout 120 "$VENV/bin/python" scripts/python_driver_check.py "$HOST" "$2" "$NODES" "$SHARDS" ${3:+"$3"}; then
     echo "python_driver_check: FAIL (testbed output follows)"
     cat "$LOG"
     exit 1
 fi
+kill "$TB_PID" 2>/dev/null || true
+wait "$TB_PID" 2>/dev/null || true
+}
+
+TB_ARGS=()
+run_check plain "$PORT"
+# TLS: the testbed writes its CA; the driver connects on the TLS port (9142)
+# and opens its shard-aware connections on SCYLLA_SHARD_AWARE_PORT_SSL.
+TLS_DIR=$(mktemp -d)
+TB_ARGS=(--tls-dir "$TLS_DIR")
+BLOCK="78.$((RANDOM % 200 + 1))"   # fresh addresses: no TIME_WAIT from the first run
+HOST="127.${BLOCK}.1"
+run_check TLS 9142 "$TLS_DIR/ca.pem"
+rm -rf "$TLS_DIR"

@@ -287,11 +287,12 @@ fn schema_columns(schema: &Schema) -> View {
     view("system_schema", "columns", &COLUMNS_COLS, rows)
 }
 
-const STATS_COLS: [(&str, &str); 15] = [
+const STATS_COLS: [(&str, &str); 16] = [
     ("node", "int"),
     ("shard", "int"),
     ("accepted_regular", "bigint"),
     ("accepted_shard_aware", "bigint"),
+    ("accepted_tls", "bigint"),
     ("connections", "bigint"),
     ("handshakes_finished", "bigint"),
     ("handshakes_shed", "bigint"),
@@ -316,6 +317,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 Some(CqlValue::Int(s as i32)),
                 big(c.accepted_regular),
                 big(c.accepted_shard_aware),
+                big(c.accepted_tls),
                 big(c.connections),
                 big(c.handshakes_finished),
                 big(c.handshakes_shed),
