@@ -137,11 +137,15 @@ make_tls() {
     log "TLS: CA, node and client certificates in $dir (ca.pem, client.pem, client.key)"
 }
 
-# The probe speaks TLS to a node started with --tls.
+# The probe speaks TLS to a node started with --tls, and plaintext otherwise
+# (`start` calls this again after writing the new state: the state read
+# before it may be a previous TLS run's).
 export_probe_tls() {
     if [[ "$(state_get TLS 0)" != 0 ]]; then
         export CQL_PROBE_TLS_CA="$CDIR/tls/ca.pem"
         export CQL_PROBE_TLS_CERT="$CDIR/tls/client.pem" CQL_PROBE_TLS_KEY="$CDIR/tls/client.key"
+    else
+        unset CQL_PROBE_TLS_CA CQL_PROBE_TLS_CERT CQL_PROBE_TLS_KEY
     fi
 }
 
