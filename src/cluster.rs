@@ -21,6 +21,7 @@ use crate::events::EventKind;
 use crate::faults::{FaultState, Faults};
 use crate::node::{NodeRuntime, NodeShared};
 use crate::stats::{ClusterStats, NodeStats, NodeStatsSnapshot};
+use crate::tablets::{TabletError, TabletInfo, TabletMap, TabletRegistry};
 use crate::tls::TlsMaterial;
 use crate::topology::{next_block, node_address, node_identity, NodeInfo, Topology};
 
@@ -170,7 +171,10 @@ impl TestCluster {
                 }
                 None => None,
             };
-            let topology = Arc::new(Topology::new(infos, config.cluster_name.clone()));
+            let topology = Arc::new(
+                Topology::new(infos, config.cluster_name.clone())
+                    .with_tablets(TabletRegistry::new(config.seed, config.tablets)),
+            );
             let cluster = TestCluster {
                 nodes: (0..config.nodes)
                     .map(|i| {
@@ -419,6 +423,66 @@ impl TestCluster {
     /// The configuration the cluster was started with.
     pub fn config(&self) -> &ClusterConfig {
         &self.config
+    }
+
+    /// The tablets of `keyspace.table` in token order, replicas as (host id,
+    /// shard), or `None` if it is not a tablet table.
+    pub fn tablets(&self, keyspace: &str, table: &str) -> Option<Vec<TabletInfo>> {
+        let map = self.topology.tablets().map(keyspace, table)?;
+        Some(
+            map.tablets()
+                .iter()
+                .map(|t| TabletInfo {
+                    first_token: t.first_token,
+                    last_token: t.last_token,
+                    replicas: t
+                        .replicas
+                        .iter()
+                        .filter_map(|&(n, s)| Some((self.topology.node(n)?.host_id, s)))
+                        .collect(),
+                })
+                .collect(),
+        )
+    }
+
+    /// Moves replica `replica` of tablet `tablet` (its index in token order)
+    /// of `keyspace.table` to `(node index, shard)`, at once (a real
+    /// migration streams first; the data here is shared by every node, so
+    /// only the routing changes). Drivers learn the move from the
+    /// `tablets-routing-v1` payload of their next misrouted request; no
+    /// event is sent, as on ScyllaDB.
+    pub fn migrate_tablet(
+        &self,
+        keyspace: &str,
+        table: &str,
+        tablet: usize,
+        replica: usize,
+        to: (usize, u16),
+    ) -> Result<(), TabletError> {
+        let nodes = self.topology.placement_nodes();
+        self.topology
+            .tablets()
+            .update(keyspace, table, |m| m.migrate(tablet, replica, to, &nodes))?;
+        tracing::info!(
+            keyspace,
+            table,
+            tablet,
+            replica,
+            node = to.0,
+            shard = to.1,
+            "tablet migrated"
+        );
+        Ok(())
+    }
+
+    /// Splits every tablet of `keyspace.table` in two (as ScyllaDB's resize
+    /// does when tables grow); the halves keep the replicas.
+    pub fn split_tablets(&self, keyspace: &str, table: &str) -> Result<(), TabletError> {
+        self.topology
+            .tablets()
+            .update(keyspace, table, TabletMap::split)?;
+        tracing::info!(keyspace, table, "tablets split");
+        Ok(())
     }
 
     /// Stops every node and waits (bounded) for all tasks to end.

@@ -51,6 +51,10 @@ pub struct ClusterConfig {
     pub locations: Vec<(usize, String, String)>,
     /// The cluster name.
     pub cluster_name: String,
+    /// Tablets by default: `Some(n)` makes new NetworkTopologyStrategy
+    /// keyspaces use tablets with `n` initial tablets per table (ScyllaDB's
+    /// default since 2025); `None` keeps vnodes unless a keyspace asks.
+    pub tablets: Option<usize>,
     /// Handshake admission.
     pub admission: AdmissionConfig,
     /// Password authentication, if on.
@@ -100,6 +104,7 @@ impl Default for ClusterConfig {
             rack: "rack1".into(),
             locations: Vec::new(),
             cluster_name: "Test Cluster".into(),
+            tablets: None,
             admission: AdmissionConfig::default(),
             auth: None,
             max_body_len: 16 * 1024 * 1024,
@@ -200,6 +205,15 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn cluster_name(mut self, name: impl Into<String>) -> Self {
         self.config.cluster_name = name.into();
+        self
+    }
+
+    /// New NetworkTopologyStrategy keyspaces use tablets, `initial` per
+    /// table (rounded up to a power of two; 0 = about one per shard of the
+    /// cluster), unless created with `AND tablets = {'enabled': false}`.
+    #[must_use]
+    pub fn tablets(mut self, initial: usize) -> Self {
+        self.config.tablets = Some(initial);
         self
     }
 

@@ -64,6 +64,6 @@ pub use handler::{
     Request, RequestHandler, Response, SessionState,
 };
 pub use stats::{ClusterStats, NodeStatsSnapshot, StatsCounters};
-pub use tablets::TabletInfo;
+pub use tablets::{TabletError, TabletInfo};
 pub use tls::{TlsOptions, TlsSetupError};
 pub use topology::{NodeInfo, Topology};

@@ -5,11 +5,19 @@
 //! which tablet owns a token ([`TabletMap::find`]), and the two changes a
 //! test can make ([`TabletMap::split`], [`TabletMap::migrate`]).
 //!
+//! [`TabletRegistry`] holds the maps of every tablet table of a cluster,
+//! shared by all its nodes (ScyllaDB keeps them in its token metadata, which
+//! every node has a copy of); the CQL layer creates and drops entries with
+//! the tables and asks it who owns a token, `TestCluster` moves and splits
+//! tablets through it.
+//!
 //! Tablet `i` covers the tokens `(first_token, last_token]`; the first tablet
 //! starts at the minimum token (`i64::MIN`) and the last ends at `i64::MAX`,
 //! so the tablets cover the whole ring without gaps.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use scylla_cql::types::serialize::SerializeValue;
 use scylla_cql::types::{ColumnType, CqlValue};
@@ -61,6 +69,8 @@ pub enum TabletError {
     AlreadyReplica(usize),
     /// Splitting would need tablets narrower than one token.
     TooNarrow,
+    /// No tablet table with this name (no such table, or a vnode table).
+    NoSuchTable(String, String),
 }
 
 impl fmt::Display for TabletError {
@@ -74,6 +84,7 @@ impl fmt::Display for TabletError {
                 write!(f, "node {n} already holds a replica of this tablet")
             }
             TabletError::TooNarrow => write!(f, "a tablet is too narrow to split"),
+            TabletError::NoSuchTable(ks, t) => write!(f, "{ks}.{t} is not a tablet table"),
         }
     }
 }
@@ -261,6 +272,139 @@ impl TabletMap {
     }
 }
 
+/// The tablet count of a table created with `initial = 0` ("auto") when the
+/// cluster has no default: about one tablet per shard of the cluster, which
+/// is where ScyllaDB's own sizing starts for an empty table.
+pub fn auto_tablets(nodes: &[PlacementNode]) -> usize {
+    initial_tablets(nodes.iter().map(|n| usize::from(n.shards.max(1))).sum())
+}
+
+/// The maps of every tablet table, by (keyspace, table).
+#[derive(Debug, Default)]
+struct Maps {
+    tables: BTreeMap<(String, String), TabletMap>,
+    /// Tables created so far: mixed into the placement seed, so a table that
+    /// is dropped and created again gets a fresh placement (as on ScyllaDB),
+    /// still deterministic for a given sequence of schema changes.
+    created: u64,
+}
+
+/// Every tablet map of a cluster (see the module docs).
+#[derive(Debug)]
+pub struct TabletRegistry {
+    seed: u64,
+    default_initial: Option<usize>,
+    maps: RwLock<Maps>,
+}
+
+impl TabletRegistry {
+    /// A registry placing replicas from `seed`; `default_initial` is the
+    /// cluster-wide default (`Some(n)`: new NetworkTopologyStrategy keyspaces
+    /// use tablets with `n` initial tablets per table).
+    pub fn new(seed: u64, default_initial: Option<usize>) -> Self {
+        TabletRegistry {
+            seed,
+            default_initial,
+            maps: RwLock::new(Maps::default()),
+        }
+    }
+
+    /// The cluster-wide default (see [`TabletRegistry::new`]).
+    pub fn default_initial(&self) -> Option<usize> {
+        self.default_initial
+    }
+
+    // A poisoned lock (a panic while writing, which the code avoids) still
+    // gives the maps: a test server keeps serving.
+    fn read(&self) -> RwLockReadGuard<'_, Maps> {
+        self.maps.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Maps> {
+        self.maps.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Places a new table's tablets (replacing any map under that name).
+    pub fn create(
+        &self,
+        keyspace: &str,
+        table: &str,
+        count: usize,
+        nodes: &[PlacementNode],
+        rf: &[(String, usize)],
+    ) {
+        let mut m = self.write();
+        m.created += 1;
+        let mut seed = self.seed ^ m.created.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for b in keyspace.bytes().chain([0]).chain(table.bytes()) {
+            seed = (seed ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
+        }
+        let map = TabletMap::place(seed, count, nodes, rf);
+        m.tables
+            .insert((keyspace.to_owned(), table.to_owned()), map);
+    }
+
+    /// Forgets a table's tablets.
+    pub fn drop_table(&self, keyspace: &str, table: &str) {
+        self.write()
+            .tables
+            .remove(&(keyspace.to_owned(), table.to_owned()));
+    }
+
+    /// Forgets the tablets of every table of a keyspace.
+    pub fn drop_keyspace(&self, keyspace: &str) {
+        self.write().tables.retain(|(ks, _), _| ks != keyspace);
+    }
+
+    /// Whether `keyspace.table` is a tablet table.
+    pub fn contains(&self, keyspace: &str, table: &str) -> bool {
+        self.read()
+            .tables
+            .contains_key(&(keyspace.to_owned(), table.to_owned()))
+    }
+
+    /// The tablet owning `token` in `keyspace.table`, if that is a tablet table.
+    pub fn owner(&self, keyspace: &str, table: &str, token: i64) -> Option<Tablet> {
+        let m = self.read();
+        // A map lookup by borrowed parts would need a custom key type; the
+        // test server can afford the two small strings.
+        let map = m.tables.get(&(keyspace.to_owned(), table.to_owned()))?;
+        map.tablets().get(map.find(token)).cloned()
+    }
+
+    /// A copy of one table's map.
+    pub fn map(&self, keyspace: &str, table: &str) -> Option<TabletMap> {
+        self.read()
+            .tables
+            .get(&(keyspace.to_owned(), table.to_owned()))
+            .cloned()
+    }
+
+    /// A copy of every map, by (keyspace, table).
+    pub fn all(&self) -> BTreeMap<(String, String), TabletMap> {
+        self.read().tables.clone()
+    }
+
+    /// Changes one table's map with `f` (a migration, a split).
+    pub fn update(
+        &self,
+        keyspace: &str,
+        table: &str,
+        f: impl FnOnce(&mut TabletMap) -> Result<(), TabletError>,
+    ) -> Result<(), TabletError> {
+        let mut m = self.write();
+        let map = m
+            .tables
+            .get_mut(&(keyspace.to_owned(), table.to_owned()))
+            .ok_or_else(|| TabletError::NoSuchTable(keyspace.to_owned(), table.to_owned()))?;
+        // Work on a copy so that a refused change leaves the map as it was.
+        let mut next = map.clone();
+        f(&mut next)?;
+        *map = next;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,6 +536,50 @@ mod tests {
             assert_eq!(m.tablets()[2 * i].first_token, t.first_token);
             assert_eq!(m.tablets()[2 * i + 1].last_token, t.last_token);
         }
+    }
+
+    #[test]
+    fn registry_creates_drops_and_updates() {
+        let ns = nodes(3, 2);
+        let rf = [("dc1".to_string(), 2)];
+        let r = TabletRegistry::new(5, Some(8));
+        assert_eq!(r.default_initial(), Some(8));
+        r.create("ks", "a", 4, &ns, &rf);
+        r.create("ks", "b", 4, &ns, &rf);
+        r.create("other", "a", 2, &ns, &rf);
+        assert!(r.contains("ks", "a"));
+        assert_ne!(
+            r.map("ks", "a"),
+            r.map("ks", "b"),
+            "tables are placed apart"
+        );
+        let t = r.owner("ks", "a", 0).unwrap();
+        assert!(t.first_token < 0 && t.last_token >= 0);
+        assert_eq!(r.owner("ks", "zz", 0), None);
+        // A refused change leaves the map alone; an accepted one sticks.
+        let before = r.map("ks", "a").unwrap();
+        assert_eq!(
+            r.update("ks", "a", |m| {
+                m.split()?;
+                m.migrate(99, 0, (0, 0), &ns)
+            }),
+            Err(TabletError::NoSuchTablet(99))
+        );
+        assert_eq!(r.map("ks", "a").unwrap(), before);
+        r.update("ks", "a", TabletMap::split).unwrap();
+        assert_eq!(r.map("ks", "a").unwrap().tablets().len(), 8);
+        assert_eq!(
+            r.update("ks", "zz", TabletMap::split),
+            Err(TabletError::NoSuchTable("ks".into(), "zz".into()))
+        );
+        r.drop_table("ks", "b");
+        assert!(!r.contains("ks", "b"));
+        r.drop_keyspace("ks");
+        assert_eq!(r.all().len(), 1);
+        // Created again: placed afresh.
+        r.create("ks", "a", 4, &ns, &rf);
+        assert_ne!(r.map("ks", "a").unwrap(), before);
+        assert_eq!(auto_tablets(&ns), 8);
     }
 
     #[test]

@@ -23,6 +23,7 @@ use scylla_cql::token::Token;
 use uuid::Uuid;
 
 use crate::stats::{ClusterStats, NodeStats};
+use crate::tablets::{PlacementNode, TabletRegistry};
 
 /// ScyllaDB's default `SCYLLA_SHARDING_IGNORE_MSB`.
 pub const SHARDING_IGNORE_MSB: u8 = 12;
@@ -78,6 +79,9 @@ pub struct Topology {
     /// The counters of each node's latest lifetime, so the CQL layer can
     /// serve every node's stats (`testbed.stats`) from any node.
     stats: Mutex<Vec<Option<Arc<NodeStats>>>>,
+    /// The tablet maps of tablet tables (ScyllaDB keeps them with the token
+    /// metadata: every node knows every table's tablets).
+    tablets: TabletRegistry,
 }
 
 impl Topology {
@@ -89,7 +93,30 @@ impl Topology {
             up,
             cluster_name,
             stats,
+            tablets: TabletRegistry::new(0, None),
         }
+    }
+
+    /// The same topology with `tablets` as its tablet registry.
+    pub(crate) fn with_tablets(mut self, tablets: TabletRegistry) -> Self {
+        self.tablets = tablets;
+        self
+    }
+
+    /// The tablet maps of the cluster's tablet tables.
+    pub fn tablets(&self) -> &TabletRegistry {
+        &self.tablets
+    }
+
+    /// The nodes as tablet placement sees them.
+    pub fn placement_nodes(&self) -> Vec<PlacementNode> {
+        self.nodes
+            .iter()
+            .map(|n| PlacementNode {
+                datacenter: n.datacenter.clone(),
+                shards: n.shards.get(),
+            })
+            .collect()
     }
 
     /// Records the counters of node `i`'s new lifetime.

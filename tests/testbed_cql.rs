@@ -5,157 +5,19 @@
 // Test helpers unwrap on purpose: a failure is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::borrow::Cow;
-use std::time::Duration;
+#[path = "common/raw_client.rs"]
+mod raw_client;
 
-use bytes::{Bytes, BytesMut};
-use scylla_cql::compression::{Compression, Compressor};
-use scylla_cql::frame::envelope::{decode_envelope, encode_frame, FrameExtras};
-use scylla_cql::frame::header::{Direction, Flags, FrameHeader, HEADER_LEN};
-use scylla_cql::frame::request::{Execute, Prepare, Query, QueryParameters, Request, Startup};
-use scylla_cql::frame::response::{DbError, Response, ResponseContext, ResultBody};
-use scylla_cql::frame::wire::RawValue;
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use scylla_cql::frame::request::{Execute, Prepare, QueryParameters, Request};
+use scylla_cql::frame::response::{DbError, Response, ResultBody};
 use scylla_cql::token::murmur3_token;
 use scylla_cql::types::SerializedValues;
 use scylla_testbed::TestCluster;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-const WAIT: Duration = Duration::from_secs(5);
-
-struct Client {
-    s: TcpStream,
-    comp: Option<Compressor>,
-    stream: i16,
-}
-
-impl Client {
-    async fn connect(addr: std::net::SocketAddr, lz4: bool) -> Client {
-        let s = tokio::time::timeout(WAIT, TcpStream::connect(addr))
-            .await
-            .unwrap()
-            .unwrap();
-        let mut c = Client {
-            s,
-            comp: None,
-            stream: 0,
-        };
-        let mut options = vec![(Cow::from("CQL_VERSION"), Cow::from("3.0.0"))];
-        if lz4 {
-            options.push((Cow::from("COMPRESSION"), Cow::from("lz4")));
-        }
-        let r = c.send(&Request::Startup(Startup { options })).await;
-        assert!(matches!(r, Response::Ready(_)), "{r:?}");
-        if lz4 {
-            c.comp = Some(Compressor::new(Compression::Lz4));
-        }
-        c
-    }
-
-    async fn send(&mut self, req: &Request<'_>) -> Response {
-        self.stream += 1;
-        let mut buf = BytesMut::new();
-        encode_frame(
-            &mut buf,
-            Direction::Request,
-            self.stream,
-            req,
-            &FrameExtras::NONE,
-            self.comp.as_mut(),
-        )
-        .unwrap();
-        self.s.write_all(&buf).await.unwrap();
-        let mut head = [0u8; HEADER_LEN];
-        tokio::time::timeout(WAIT, self.s.read_exact(&mut head))
-            .await
-            .unwrap()
-            .unwrap();
-        let h = FrameHeader::decode(&head, 1 << 24).unwrap().unwrap();
-        let mut body = vec![0u8; h.body_len as usize];
-        self.s.read_exact(&mut body).await.unwrap();
-        assert_eq!(h.stream, self.stream);
-        if self.comp.is_some() {
-            assert!(
-                h.flags.contains(Flags::COMPRESSION),
-                "response not compressed"
-            );
-        }
-        let env = decode_envelope(
-            &h,
-            Bytes::from(body),
-            self.comp.as_ref().map(|c| c.compression()),
-            1 << 24,
-        )
-        .unwrap();
-        Response::decode(h.opcode, env.body, &ResponseContext::default()).unwrap()
-    }
-
-    async fn query(&mut self, q: &str) -> Response {
-        self.query_with(q, SerializedValues::new(), None, None)
-            .await
-    }
-
-    async fn query_with(
-        &mut self,
-        q: &str,
-        values: SerializedValues,
-        page_size: Option<i32>,
-        paging_state: Option<Bytes>,
-    ) -> Response {
-        let params = QueryParameters {
-            values: Cow::Owned(values),
-            page_size,
-            paging_state: paging_state.map(|p| Cow::Owned(p.to_vec())),
-            ..Default::default()
-        };
-        self.send(&Request::Query(Query {
-            contents: Cow::Borrowed(q),
-            params,
-        }))
-        .await
-    }
-
-    async fn ok(&mut self, q: &str) -> ResultBody {
-        match self.query(q).await {
-            Response::Result(r) => r,
-            other => panic!("{q}: {other:?}"),
-        }
-    }
-}
-
-fn rows(r: Response) -> scylla_cql::frame::response::result::Rows {
-    match r {
-        Response::Result(ResultBody::Rows(rows)) => rows,
-        other => panic!("not rows: {other:?}"),
-    }
-}
-
-fn cells(rows: &scylla_cql::frame::response::result::Rows) -> Vec<Vec<Option<Vec<u8>>>> {
-    let n = rows.columns_count();
-    let mut r = scylla_cql::frame::wire::WireReader::new(rows.raw_rows());
-    (0..rows.rows_count())
-        .map(|_| {
-            (0..n)
-                .map(|_| r.read_bytes("c").unwrap().map(<[u8]>::to_vec))
-                .collect()
-        })
-        .collect()
-}
-
-fn error_code(r: &Response) -> i32 {
-    match r {
-        Response::Error(e) => e.error.code(),
-        other => panic!("not an error: {other:?}"),
-    }
-}
-
-fn vals(v: &[&[u8]]) -> SerializedValues {
-    let mut s = SerializedValues::new();
-    for x in v {
-        s.push(RawValue::Value(x)).unwrap();
-    }
-    s
-}
+use raw_client::{cells, error_code, rows, vals, Client};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ddl_prepared_paging_and_errors() {

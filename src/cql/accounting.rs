@@ -3,16 +3,51 @@
 //! ScyllaDB node (Murmur3 of the partition key, the node's [`Sharder`]) and
 //! the replica placement in [`super::replicas`].
 //!
+//! For a table of a tablets keyspace the owner is the tablet's replica set,
+//! each replica naming its shard: a request that reached any other (node,
+//! shard) is a misrouted tablet request. ScyllaDB serves it anyway (it
+//! forwards) and, on a connection that negotiated `TABLETS_ROUTING_V1`,
+//! attaches the `tablets-routing-v1` payload describing the tablet, so the
+//! driver learns where to go next time.
+//!
 //! [`Sharder`]: scylla_cql::sharding::Sharder
 
 use super::dml::Routing;
 use super::replicas::{replicas, Strategy};
 use super::store::Store;
 use crate::handler::ConnCtx;
+use crate::tablets::{routing_payload, TabletInfo};
 
-/// Bumps the wrong-shard and non-replica counters for a request that
-/// touched the partition at `r`.
-pub(crate) fn account(ctx: &ConnCtx, store: &Store, r: &Routing) {
+/// Bumps the routing counters for a request that touched the partition at
+/// `r`; returns the `tablets-routing-v1` payload value to attach, if any.
+pub(crate) fn account(ctx: &ConnCtx, store: &Store, r: &Routing) -> Option<Vec<u8>> {
+    let topo = ctx.topology();
+    if let Some(tablet) = topo.tablets().owner(&r.keyspace, &r.table, r.token.0) {
+        let here = (ctx.node_index(), ctx.shard());
+        if tablet.replicas.contains(&here) {
+            return None;
+        }
+        ctx.record_tablet_misrouted();
+        if !ctx.tablets_routing_v1() {
+            return None;
+        }
+        let info = TabletInfo {
+            first_token: tablet.first_token,
+            last_token: tablet.last_token,
+            replicas: tablet
+                .replicas
+                .iter()
+                .filter_map(|&(n, shard)| topo.node(n).map(|n| (n.host_id, shard)))
+                .collect(),
+        };
+        return match routing_payload(&info) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot encode a tablets-routing-v1 payload");
+                None
+            }
+        };
+    }
     if ctx.sharder().shard_of(r.token) != ctx.shard() {
         ctx.record_wrong_shard();
     }
@@ -21,7 +56,8 @@ pub(crate) fn account(ctx: &ConnCtx, store: &Store, r: &Routing) {
         .keyspaces
         .get(&r.keyspace)
         .map_or(Strategy::Everywhere, |k| Strategy::from_map(&k.replication));
-    if !replicas(ctx.topology().nodes(), &strategy, r.token).contains(&ctx.node_index()) {
+    if !replicas(topo.nodes(), &strategy, r.token).contains(&ctx.node_index()) {
         ctx.record_non_replica();
     }
+    None
 }

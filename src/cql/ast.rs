@@ -156,6 +156,8 @@ pub(crate) enum Statement {
         if_not_exists: bool,
         replication: Vec<(String, String)>,
         durable_writes: bool,
+        /// `AND tablets = {...}`, if given.
+        tablets: Option<TabletsOption>,
     },
     /// CREATE TABLE
     CreateTable {
@@ -174,4 +176,13 @@ pub(crate) enum Statement {
     },
     /// TRUNCATE [TABLE] t
     Truncate(QualifiedName),
+}
+
+/// ScyllaDB's keyspace option `tablets = {'enabled': bool, 'initial': n}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TabletsOption {
+    /// Whether the keyspace uses tablets (`'initial'` alone implies true).
+    pub(crate) enabled: bool,
+    /// Initial tablets per table (0 or absent: the cluster's default).
+    pub(crate) initial: Option<usize>,
 }

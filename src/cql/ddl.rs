@@ -7,12 +7,13 @@ use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, Sche
 use scylla_cql::frame::response::ResultBody;
 use scylla_cql::types::ColumnType;
 
-use super::ast::{ColumnDef, Statement};
+use super::ast::{ColumnDef, Statement, TabletsOption};
 use super::dml::keyspace_of;
 use super::error::{invalid, CqlError};
 use super::store::{random_uuid, Column, ColumnKind, Keyspace, Store, Table};
 use super::system::is_system;
 use crate::handler::ConnCtx;
+use crate::tablets::auto_tablets;
 
 fn change(change: SchemaChangeType, target: SchemaChangeTarget) -> ResultBody {
     ResultBody::SchemaChange(SchemaChange { change, target })
@@ -25,6 +26,72 @@ fn expand_class(class: &str) -> String {
     } else {
         format!("org.apache.cassandra.locator.{class}")
     }
+}
+
+/// NetworkTopologyStrategy's `replication_factor` shorthand expanded to every
+/// datacenter of the cluster (as Cassandra 4+ and ScyllaDB store it); an
+/// explicit datacenter factor wins.
+fn expand_replication_factor(repl: &mut BTreeMap<String, String>, ctx: &ConnCtx) {
+    let nts = repl
+        .get("class")
+        .is_some_and(|c| c.ends_with("NetworkTopologyStrategy"));
+    if !nts {
+        return;
+    }
+    if let Some(rf) = repl.remove("replication_factor") {
+        for n in ctx.topology().nodes() {
+            repl.entry(n.datacenter.clone())
+                .or_insert_with(|| rf.clone());
+        }
+    }
+}
+
+/// Whether a new keyspace uses tablets, and its initial count (0 = the
+/// cluster's default). As on ScyllaDB, the cluster default applies to
+/// NetworkTopologyStrategy keyspaces only, and asking for tablets with
+/// another strategy is refused (ScyllaDB 2025.x: tablets need
+/// NetworkTopologyStrategy).
+fn keyspace_tablets(
+    repl: &BTreeMap<String, String>,
+    option: Option<TabletsOption>,
+    ctx: &ConnCtx,
+) -> Result<Option<usize>, CqlError> {
+    let nts = repl
+        .get("class")
+        .is_some_and(|c| c.ends_with("NetworkTopologyStrategy"));
+    match option {
+        Some(TabletsOption { enabled: false, .. }) => Ok(None),
+        Some(TabletsOption { initial, .. }) => {
+            if !nts {
+                return invalid("Tablets are only supported with NetworkTopologyStrategy");
+            }
+            Ok(Some(initial.unwrap_or(0)))
+        }
+        None if nts => Ok(ctx.topology().tablets().default_initial().map(|_| 0)),
+        None => Ok(None),
+    }
+}
+
+/// Places the tablets of a new table of a tablets keyspace.
+fn place_tablets(ctx: &ConnCtx, k: &Keyspace, table: &str) {
+    let Some(initial) = k.tablets else { return };
+    let topo = ctx.topology();
+    let nodes = topo.placement_nodes();
+    let count = match initial {
+        0 => topo
+            .tablets()
+            .default_initial()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| auto_tablets(&nodes)),
+        n => n,
+    };
+    let rf: Vec<(String, usize)> = k
+        .replication
+        .iter()
+        .filter(|(key, _)| key.as_str() != "class")
+        .map(|(dc, f)| (dc.clone(), f.parse().unwrap_or(0)))
+        .collect();
+    topo.tablets().create(&k.name, table, count, &nodes, &rf);
 }
 
 fn build_table(
@@ -108,6 +175,7 @@ pub(crate) fn execute(
             if_not_exists,
             replication,
             durable_writes,
+            tablets,
         } => {
             let mut s = store.write();
             if is_system(name) || s.keyspaces.contains_key(name) {
@@ -125,12 +193,15 @@ pub(crate) fn execute(
                 Some(c) => repl.insert("class".into(), expand_class(&c)),
                 None => return invalid("Missing mandatory replication strategy class"),
             };
+            expand_replication_factor(&mut repl, ctx);
+            let tablets = keyspace_tablets(&repl, *tablets, ctx)?;
             s.keyspaces.insert(
                 name.clone(),
                 Keyspace {
                     name: name.clone(),
                     replication: repl,
                     durable_writes: *durable_writes,
+                    tablets,
                     tables: BTreeMap::new(),
                 },
             );
@@ -165,6 +236,7 @@ pub(crate) fn execute(
                     message: format!("Table {ks}.{} already exists", table.name),
                 });
             }
+            place_tablets(ctx, k, &table.name);
             k.tables.insert(table.name.clone(), t);
             s.bump_version();
             Ok(change(
@@ -183,6 +255,7 @@ pub(crate) fn execute(
                 }
                 return invalid(format!("Keyspace {name} does not exist"));
             }
+            ctx.topology().tablets().drop_keyspace(name);
             s.bump_version();
             Ok(change(
                 SchemaChangeType::Dropped,
@@ -204,6 +277,7 @@ pub(crate) fn execute(
                 }
                 return invalid(format!("unconfigured table {}", table.name));
             }
+            ctx.topology().tablets().drop_table(&ks, &table.name);
             s.bump_version();
             Ok(change(
                 SchemaChangeType::Dropped,

@@ -22,6 +22,7 @@ use crate::handler::ConnCtx;
 #[derive(Debug, Clone)]
 pub(crate) struct Routing {
     pub(crate) keyspace: String,
+    pub(crate) table: String,
     pub(crate) token: Token,
 }
 
@@ -194,6 +195,7 @@ fn run_select(
             if partitions.len() == 1 {
                 routing = Some(Routing {
                     keyspace: ks.to_owned(),
+                    table: sel.table.name.clone(),
                     token,
                 });
             }
@@ -266,6 +268,7 @@ pub(crate) fn execute(
     let (token, pk_bytes) = token_of(&pk)?;
     let routing = Some(Routing {
         keyspace: ks.clone(),
+        table: name.name.clone(),
         token,
     });
     let ck_end = t.pk_len + t.ck_len;

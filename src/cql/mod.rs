@@ -32,13 +32,13 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use scylla_cql::frame::envelope::decode_envelope;
-use scylla_cql::frame::header::{Opcode, DEFAULT_MAX_BODY_LEN};
+use scylla_cql::frame::header::{Flags, Opcode, DEFAULT_MAX_BODY_LEN};
 use scylla_cql::frame::request::{
     Batch, BatchStatementKind, QueryParameters, Request as CqlRequest,
 };
 use scylla_cql::frame::response::result::{Prepared, PreparedMetadata, ResultMetadata, TableSpec};
 use scylla_cql::frame::response::ResultBody;
-use scylla_cql::frame::MessageBody;
+use scylla_cql::frame::{wire, MessageBody};
 use scylla_cql::token::murmur3::hash3_x64_128;
 use scylla_cql::types::{ColumnType, SerializedValues};
 
@@ -47,6 +47,7 @@ pub use store::Store;
 use crate::handler::{
     Compression, ConnCtx, HandlerFuture, Reply, Request, RequestHandler, Response,
 };
+use crate::tablets::ROUTING_PAYLOAD_KEY;
 use ast::Statement;
 use dml::{keyspace_of, Outcome};
 use error::{invalid, CqlError};
@@ -91,6 +92,28 @@ fn result_response(body: &ResultBody) -> Response {
     }
 }
 
+/// `r` with the `tablets-routing-v1` custom payload in front of its body
+/// (flag CUSTOM_PAYLOAD), when there is one.
+fn with_tablet_payload(r: Response, payload: Option<Vec<u8>>) -> Response {
+    let Some(p) = payload else { return r };
+    if r.opcode != Opcode::Result {
+        return r;
+    }
+    let mut b =
+        BytesMut::with_capacity(2 + 2 + ROUTING_PAYLOAD_KEY.len() + 4 + p.len() + r.body.len());
+    let entry = [(ROUTING_PAYLOAD_KEY, Some(p.as_slice()))];
+    if let Err(e) = wire::put_bytes_map(&mut b, entry.into_iter(), "custom payload") {
+        tracing::warn!(error = %e, "cannot encode the custom payload; answering without it");
+        return r;
+    }
+    b.extend_from_slice(&r.body);
+    Response {
+        opcode: r.opcode,
+        flags: r.flags.with(Flags::CUSTOM_PAYLOAD),
+        body: b.freeze(),
+    }
+}
+
 fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
     PageOpts {
         page_size: p.page_size,
@@ -115,13 +138,17 @@ impl CqlHandler {
                 return CqlError::Protocol(what).into_response();
             }
         };
+        // The `tablets-routing-v1` payload value, when the request touched a
+        // tablet this (node, shard) does not hold.
+        let mut tablet_payload = None;
         let result = match &msg {
             CqlRequest::Query(q) => {
                 tracing::debug!(node = ctx.node_index(), query = %q.contents, "QUERY");
                 parse(&q.contents).and_then(|st| {
                     let ks = ctx.keyspace();
                     let values = &q.params.values;
-                    self.run(ctx, ks.as_deref(), &st, values, &page_opts(&q.params))
+                    let opts = page_opts(&q.params);
+                    self.run(ctx, ks.as_deref(), &st, values, &opts, &mut tablet_payload)
                 })
             }
             CqlRequest::Prepare(p) => {
@@ -139,17 +166,18 @@ impl CqlHandler {
                         &p.statement,
                         values,
                         &page_opts(&e.params),
+                        &mut tablet_payload,
                     )
                 }
             },
-            CqlRequest::Batch(b) => self.batch(ctx, b),
+            CqlRequest::Batch(b) => self.batch(ctx, b, &mut tablet_payload),
             other => Err(CqlError::Protocol(format!(
                 "unexpected {} message",
                 other.name()
             ))),
         };
         match result {
-            Ok(body) => result_response(&body),
+            Ok(body) => with_tablet_payload(result_response(&body), tablet_payload),
             Err(e) => {
                 tracing::debug!(node = ctx.node_index(), error = ?e, "CQL error");
                 e.into_response()
@@ -157,7 +185,8 @@ impl CqlHandler {
         }
     }
 
-    /// Runs one statement and accounts for its routing.
+    /// Runs one statement and accounts for its routing (`payload` gets the
+    /// tablet routing payload to attach, if any).
     fn run(
         &self,
         ctx: &ConnCtx,
@@ -165,10 +194,11 @@ impl CqlHandler {
         st: &Statement,
         values: &SerializedValues,
         opts: &PageOpts,
+        payload: &mut Option<Vec<u8>>,
     ) -> Result<ResultBody, CqlError> {
         let out = self.run_unaccounted(ctx, ks, st, values, opts)?;
         if let Some(r) = &out.routing {
-            accounting::account(ctx, &self.store, r);
+            *payload = accounting::account(ctx, &self.store, r);
         }
         Ok(out.result)
     }
@@ -260,7 +290,12 @@ impl CqlHandler {
         }))
     }
 
-    fn batch(&self, ctx: &ConnCtx, b: &Batch<'_>) -> Result<ResultBody, CqlError> {
+    fn batch(
+        &self,
+        ctx: &ConnCtx,
+        b: &Batch<'_>,
+        payload: &mut Option<Vec<u8>>,
+    ) -> Result<ResultBody, CqlError> {
         let mut routings = Vec::new();
         for s in b.statements.iter() {
             let (st, ks) = match &s.kind {
@@ -290,7 +325,7 @@ impl CqlHandler {
                     .is_some_and(|r| r.keyspace == first.keyspace && r.token == first.token)
             });
             if same {
-                accounting::account(ctx, &self.store, first);
+                *payload = accounting::account(ctx, &self.store, first);
             }
         }
         Ok(ResultBody::Void)

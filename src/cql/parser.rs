@@ -498,6 +498,7 @@ impl Parser {
         self.kw("WITH")?;
         let mut replication = None;
         let mut durable_writes = true;
+        let mut tablets = None;
         loop {
             let opt = self.ident()?;
             self.sym("=")?;
@@ -512,6 +513,7 @@ impl Parser {
                 }
                 ("durable_writes", Literal::Bool(b)) => durable_writes = b,
                 ("durable_writes", Literal::Str(s)) => durable_writes = s != "false",
+                ("tablets", Literal::Map(m)) => tablets = Some(tablets_option(&m)?),
                 _ => return Err(ParseError(format!("unknown keyspace option {opt}"))),
             }
             if !self.eat_kw("AND") {
@@ -525,6 +527,7 @@ impl Parser {
             if_not_exists,
             replication,
             durable_writes,
+            tablets,
         })
     }
 
@@ -637,6 +640,40 @@ impl Parser {
             clustering_key,
         })
     }
+}
+
+/// `{'enabled': true|false, 'initial': n}`, booleans and numbers also
+/// accepted as strings (ScyllaDB takes both).
+fn tablets_option(m: &[(Literal, Literal)]) -> PResult<TabletsOption> {
+    let mut enabled = None;
+    let mut initial = None;
+    for (k, v) in m {
+        let v = literal_text(v)?;
+        match literal_text(k)?.as_str() {
+            "enabled" => match v.to_ascii_lowercase().as_str() {
+                "true" => enabled = Some(true),
+                "false" => enabled = Some(false),
+                _ => {
+                    return Err(ParseError(format!(
+                        "tablets 'enabled' must be a boolean, not {v}"
+                    )))
+                }
+            },
+            "initial" => {
+                let n = v.parse::<usize>().map_err(|_| {
+                    ParseError(format!(
+                        "tablets 'initial' must be a non-negative integer, not {v}"
+                    ))
+                })?;
+                initial = Some(n);
+            }
+            other => return Err(ParseError(format!("unknown tablets option {other}"))),
+        }
+    }
+    Ok(TabletsOption {
+        enabled: enabled.unwrap_or(true),
+        initial,
+    })
 }
 
 fn literal_text(l: &Literal) -> PResult<String> {

@@ -83,6 +83,9 @@ pub(crate) struct Keyspace {
     /// The replication map as given (`class` included, class name expanded).
     pub(crate) replication: BTreeMap<String, String>,
     pub(crate) durable_writes: bool,
+    /// Tablets: `Some(initial)` (0 = the cluster's default) for a tablets
+    /// keyspace, `None` for vnodes.
+    pub(crate) tablets: Option<usize>,
     pub(crate) tables: BTreeMap<String, Table>,
 }
 

@@ -7,6 +7,8 @@
 //! other nodes that are up; everyone reports the store's schema version, so
 //! schema agreement holds. `system.peers_v2` does not exist (as on
 //! ScyllaDB), which makes drivers fall back to `system.peers`.
+//! `system_schema.scylla_keyspaces` and `system.tablets` tell which
+//! keyspaces use tablets and where every tablet is, as ScyllaDB's do.
 
 use std::collections::BTreeMap;
 
@@ -287,6 +289,100 @@ fn schema_columns(schema: &Schema) -> View {
     view("system_schema", "columns", &COLUMNS_COLS, rows)
 }
 
+/// ScyllaDB's per-keyspace extras; `initial_tablets` is set (0 = automatic)
+/// exactly for keyspaces that use tablets, which is how drivers tell them
+/// apart.
+fn scylla_keyspaces(schema: &Schema) -> View {
+    let rows = schema
+        .keyspaces
+        .values()
+        .map(|k| {
+            vec![
+                Some(text(&k.name)),
+                k.tablets
+                    .map(|n| CqlValue::Int(i32::try_from(n).unwrap_or(i32::MAX))),
+                None,
+                None,
+            ]
+        })
+        .collect();
+    view(
+        "system_schema",
+        "scylla_keyspaces",
+        &[
+            ("keyspace_name", "text"),
+            ("initial_tablets", "int"),
+            ("storage_options", "map<text, text>"),
+            ("storage_type", "text"),
+        ],
+        rows,
+    )
+}
+
+/// ScyllaDB's `system.tablets` columns (partition key `table_id`, clustering
+/// key `last_token`, the per-table columns static), in `SELECT *` order.
+const TABLETS_COLS: [(&str, &str); 12] = [
+    ("table_id", "uuid"),
+    ("last_token", "bigint"),
+    ("keyspace_name", "text"),
+    ("resize_seq_number", "bigint"),
+    ("resize_type", "text"),
+    ("table_name", "text"),
+    ("tablet_count", "int"),
+    ("new_replicas", "frozen<list<frozen<tuple<uuid, int>>>>"),
+    ("replicas", "frozen<list<frozen<tuple<uuid, int>>>>"),
+    ("session", "uuid"),
+    ("stage", "text"),
+    ("transition", "text"),
+];
+
+/// One row per tablet of every tablet table, a table's rows together in
+/// `last_token` order (the tables ordered by id; ScyllaDB orders them by the
+/// token of the id, which no reader may rely on either way).
+fn system_tablets(ctx: &ConnCtx, schema: &Schema) -> View {
+    let topo = ctx.topology();
+    let maps = topo.tablets().all();
+    let mut tables: Vec<&Table> = user_tables(schema)
+        .filter(|t| maps.contains_key(&(t.keyspace.clone(), t.name.clone())))
+        .collect();
+    tables.sort_by_key(|t| t.id);
+    let mut rows = Vec::new();
+    for t in tables {
+        let Some(map) = maps.get(&(t.keyspace.clone(), t.name.clone())) else {
+            continue;
+        };
+        let count = i32::try_from(map.tablets().len()).unwrap_or(i32::MAX);
+        for tablet in map.tablets() {
+            let replicas = tablet
+                .replicas
+                .iter()
+                .filter_map(|&(n, shard)| {
+                    let host = topo.node(n)?.host_id;
+                    Some(CqlValue::Tuple(vec![
+                        Some(CqlValue::Uuid(host)),
+                        Some(CqlValue::Int(i32::from(shard))),
+                    ]))
+                })
+                .collect();
+            rows.push(vec![
+                Some(CqlValue::Uuid(t.id)),
+                Some(CqlValue::BigInt(tablet.last_token)),
+                Some(text(&t.keyspace)),
+                Some(CqlValue::BigInt(0)),
+                Some(text("none")),
+                Some(text(&t.name)),
+                Some(CqlValue::Int(count)),
+                None,
+                Some(CqlValue::List(replicas)),
+                None,
+                None,
+                None,
+            ]);
+        }
+    }
+    view("system", "tablets", &TABLETS_COLS, rows)
+}
+
 const STATS_COLS: [(&str, &str); 16] = [
     ("node", "int"),
     ("shard", "int"),
@@ -371,6 +467,8 @@ pub(crate) fn system_view(
             )
         }
         ("system_schema", "tables") => schema_tables(schema),
+        ("system_schema", "scylla_keyspaces") => scylla_keyspaces(schema),
+        ("system", "tablets") => system_tablets(ctx, schema),
         ("system_schema", "columns") => schema_columns(schema),
         ("system_schema", "types") => empty(&[
             ("keyspace_name", "text"),

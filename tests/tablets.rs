@@ -1,8 +1,3 @@
-//! PENDING: needs the test cluster's tablet support (branch `tablets-testbed`, API
-//! `TestClusterBuilder::tablets`, `TestCluster::{tablets, migrate_tablet}`,
-//! `StatsCounters::requests_tablet_misrouted`). Not compiled from here (cargo
-//! only discovers `tests/*.rs`): move it to `tests/tablets.rs` after merging.
-//!
 //! Tablet routing end to end against the in-process test cluster serving
 //! tablets: the cluster's own `requests_tablet_misrouted` counter (requests
 //! that reached a node or shard not holding the token's tablet) is the judge.
