@@ -9,6 +9,7 @@ port and that token-aware routing sent no request to a wrong shard or a
 non-replica node. Exits non-zero with a message on the first failure.
 """
 
+import os
 import sys
 import time
 
@@ -17,7 +18,10 @@ from cassandra.policies import TokenAwarePolicy, RoundRobinPolicy
 
 HOST, PORT, NODES, SHARDS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 # With a CA (the testbed's --tls-dir), connect over TLS on the TLS port.
-TLS_CA = sys.argv[5] if len(sys.argv) > 5 else None
+TLS_CA = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
+# With PYCHECK_TABLETS=N (the testbed runs with --tablets N), also check
+# tablet routing: a NetworkTopologyStrategy keyspace gets tablets by default.
+TABLETS = int(os.environ.get("PYCHECK_TABLETS", "0"))
 KEYS = 100
 DEADLINE = time.monotonic() + 90
 
@@ -36,6 +40,48 @@ def stats(session):
     if len(rows) != NODES * SHARDS:
         fail(f"testbed.stats has {len(rows)} rows, expected {NODES * SHARDS}")
     return rows
+
+
+def check_tablets(session):
+    """A tablets keyspace (the testbed's default for NetworkTopologyStrategy):
+    the driver learns the tablets from the tablets-routing-v1 payloads of its
+    first requests; after that warm-up, no request is misrouted."""
+    session.execute(
+        "CREATE KEYSPACE IF NOT EXISTS pytablets WITH replication = "
+        "{'class': 'NetworkTopologyStrategy', 'replication_factor': 3}"
+    )
+    session.execute("CREATE TABLE IF NOT EXISTS pytablets.kv (k int PRIMARY KEY, v int)")
+    initial = [r for r in session.execute(
+        "SELECT keyspace_name, initial_tablets FROM system_schema.scylla_keyspaces"
+    ) if r.keyspace_name == "pytablets"]
+    if not initial or initial[0].initial_tablets is None:
+        fail(f"pytablets is not a tablets keyspace in system_schema.scylla_keyspaces: {initial}")
+    tablets = list(session.execute("SELECT table_name, last_token FROM system.tablets"))
+    tablets = [r for r in tablets if r.table_name == "kv"]
+    if len(tablets) != TABLETS:
+        fail(f"system.tablets has {len(tablets)} tablets of pytablets.kv, expected {TABLETS}")
+    ins = session.prepare("INSERT INTO pytablets.kv (k, v) VALUES (?, ?)")
+
+    def misrouted():
+        return sum(r.requests_tablet_misrouted for r in stats(session))
+
+    m0 = misrouted()
+    warm = 20 * TABLETS
+    for k in range(warm):
+        session.execute(ins, (k, k))
+    m1 = misrouted()
+    measured = 2000
+    for k in range(warm, warm + measured):
+        session.execute(ins, (k, k))
+    m2 = misrouted()
+    step(
+        f"tablets: {TABLETS} tablets RF 3; warm-up {warm} requests, {m1 - m0} misrouted "
+        f"(learned from payloads); then {measured} requests, {m2 - m1} misrouted"
+    )
+    if m1 - m0 == 0:
+        fail("no misroute during warm-up: the tablet path was not exercised")
+    if m2 - m1 != 0:
+        fail(f"{m2 - m1} requests misrouted after warm-up")
 
 
 profile = ExecutionProfile(
@@ -130,6 +176,9 @@ try:
     if sorted(r.k for r in all_rows) != list(range(KEYS)):
         fail(f"paged full scan returned {len(all_rows)} rows")
     step("paged scan (page size 30) returned every key once")
+
+    if TABLETS:
+        check_tablets(session)
 
     after = stats(session)
     wrong = sum(r.requests_wrong_shard - before[(r.node, r.shard)].requests_wrong_shard for r in after)

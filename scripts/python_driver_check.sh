@@ -2,7 +2,8 @@
 # Faithfulness check of the test cluster: the PyPI Python driver for ScyllaDB
 # (`scylla-driver`) connects to the `testbed` binary, discovers every node,
 # opens per-shard connections through the shard-aware port and runs prepared
-# statements; see python_driver_check.py for the assertions.
+# statements; see python_driver_check.py for the assertions. Three runs:
+# plain, TLS, and tablets (testbed --tablets 16).
 #
 # Creates .venv-testbed/ (gitignored) on first use. Bounded in time: the
 # testbed stops by itself (--duration-secs) and is killed on exit anyway.
@@ -75,3 +76,10 @@ BLOCK="78.$((RANDOM % 200 + 1))"   # fresh addresses: no TIME_WAIT from the firs
 HOST="127.${BLOCK}.1"
 run_check TLS 9142 "$TLS_DIR/ca.pem"
 rm -rf "$TLS_DIR"
+# Tablets: new NetworkTopologyStrategy keyspaces use 16 tablets per table;
+# the driver (it speaks TABLETS_ROUTING_V1) learns them from the payloads.
+TB_ARGS=(--tablets 16)
+BLOCK="79.$((RANDOM % 200 + 1))"
+HOST="127.${BLOCK}.1"
+export PYCHECK_TABLETS=16
+run_check tablets "$PORT"

@@ -49,6 +49,7 @@ mod node;
 mod shard;
 pub mod stats;
 pub mod supported;
+pub mod tablet_script;
 pub mod tablets;
 pub mod tls;
 pub mod topology;
@@ -64,6 +65,7 @@ pub use handler::{
     Request, RequestHandler, Response, SessionState,
 };
 pub use stats::{ClusterStats, NodeStatsSnapshot, StatsCounters};
+pub use tablet_script::{TabletAction, TabletScript};
 pub use tablets::{TabletError, TabletInfo};
 pub use tls::{TlsOptions, TlsSetupError};
 pub use topology::{NodeInfo, Topology};

@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use scylla_testbed::{Faults, NatMode, TestCluster, TestClusterBuilder, TlsOptions};
+use scylla_testbed::{Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions};
 
 const USAGE: &str = "\
 usage: testbed [options]
@@ -34,6 +34,10 @@ usage: testbed [options]
   --tls-dir DIR           also serve TLS (port 9142, shard-aware 19142); write
                           DIR/ca.pem, DIR/client.pem and DIR/client.key
   --tls-client-auth       with --tls-dir: require a client certificate
+  --tablets N             new NetworkTopologyStrategy keyspaces use tablets,
+                          N initial tablets per table (as ScyllaDB does)
+  --tablet-script FILE    timed tablet migrations and splits (lines like
+                          '5 migrate ks.t 3 0 1 2' or '10 split ks.t')
   --duration-secs N       stop after N seconds (default: run until Ctrl-C)
   --help                  print this help";
 
@@ -42,6 +46,7 @@ struct Args {
     faults: Faults,
     duration: Option<Duration>,
     tls_dir: Option<std::path::PathBuf>,
+    tablet_script: Option<TabletScript>,
 }
 
 fn parse_num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
@@ -56,6 +61,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
     let mut duration = None;
     let mut tls_dir = None;
     let mut tls_client_auth = false;
+    let mut tablet_script = None;
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--help" | "-h" => return Ok(None),
@@ -101,6 +107,14 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
                 ))
             }
             "--tls-client-auth" => tls_client_auth = true,
+            "--tablets" => b = b.tablets(parse_num(&flag, it.next())?),
+            "--tablet-script" => {
+                let path = it.next().ok_or("--tablet-script needs a file")?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--tablet-script: cannot read {path}: {e}"))?;
+                tablet_script =
+                    Some(TabletScript::parse(&text).map_err(|e| format!("{path}: {e}"))?);
+            }
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -118,6 +132,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
         faults,
         duration,
         tls_dir,
+        tablet_script,
     }))
 }
 
@@ -204,6 +219,18 @@ async fn run(args: Args) -> ExitCode {
             dir.join("ca.pem").display()
         );
     }
+    if let Some(n) = cluster.config().tablets {
+        println!(
+            "tablets: new NetworkTopologyStrategy keyspaces use tablets, {n} initial per table"
+        );
+    }
+    let script = async {
+        if let Some(s) = &args.tablet_script {
+            s.run(&cluster).await;
+        }
+        // The script is done; keep serving until the end.
+        std::future::pending::<()>().await
+    };
     let wait = async {
         match args.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -217,6 +244,7 @@ async fn run(args: Args) -> ExitCode {
             }
         }
         () = wait => {}
+        () = script => {}
     }
     println!(
         "{:#?}",
