@@ -90,7 +90,8 @@ pub(crate) async fn run(
 
     progress.phase("real", "workload");
     let rf = p.rf.min(node_count).max(1);
-    let statements = workload::prepare(&sessions, rf)
+    // No tablets table: a real Cassandra does not know the keyspace option.
+    let statements = workload::prepare(&sessions, rf, None)
         .await
         .map_err(|e| format!("schema: {e}"))?;
     let load = Workload::start(&sessions, &statements, p.rate, recorder.clone());

@@ -113,6 +113,26 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
     }
     let _ = writeln!(
         o,
+        "\nTablets: half the workload goes to storm_tablets.kv ({} tablets, RF {}); \
+         misrouted = requests the cluster saw at a node or shard not holding their tablet",
+        crate::scenario::WORKLOAD_TABLETS,
+        p.rf
+    );
+    for r in results {
+        let x = &r.restart;
+        let _ = writeln!(
+            o,
+            "{:<15} {:>7} tablet requests, {:>4} misrouted ({:.2}%; {} before the node went down), {:>4} routing payloads received",
+            r.variant.name,
+            x.tablet_requests,
+            x.tablet_misrouted,
+            100.0 * x.tablet_misrouted as f64 / x.tablet_requests.max(1) as f64,
+            x.tablet_misrouted_steady,
+            x.tablet_payloads
+        );
+    }
+    let _ = writeln!(
+        o,
         "\nLatency of successful requests, ms (p50 / p99 / max), by when they were issued:"
     );
     let _ = writeln!(
@@ -298,6 +318,10 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
         j.num("peak_handshakes_waiting", x.peak_waiting);
         j.num("peak_handshakes_in_progress", x.peak_in_progress);
         j.num("handshakes_shed", x.shed);
+        j.num("tablet_requests", x.tablet_requests);
+        j.num("tablet_misrouted", x.tablet_misrouted);
+        j.num("tablet_misrouted_before_stop", x.tablet_misrouted_steady);
+        j.num("tablet_payloads", x.tablet_payloads);
         j.num("failed_requests", x.failed_requests);
         j.num("skipped_ticks", x.skipped);
         j.latency("before", &x.before);

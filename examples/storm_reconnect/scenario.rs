@@ -89,6 +89,8 @@ pub(crate) struct Params {
 
 /// The node that is restarted in phase 2.
 pub(crate) const RESTARTED: usize = 1;
+/// Tablets of the workload's tablets table (`storm_tablets.kv`).
+pub(crate) const WORKLOAD_TABLETS: usize = 32;
 
 /// One 100 ms point of the timeline.
 #[derive(Debug, Clone, Copy, Default)]
@@ -157,6 +159,14 @@ pub(crate) struct Restart {
     pub(crate) shed: u64,
     pub(crate) failed_requests: u64,
     pub(crate) skipped: u64,
+    /// Requests to the tablets table, and how many of them the cluster saw
+    /// at a node or shard not holding their tablet (over the whole phase).
+    pub(crate) tablet_requests: u64,
+    pub(crate) tablet_misrouted: u64,
+    /// Of which before the node went down (the steady state).
+    pub(crate) tablet_misrouted_steady: u64,
+    /// `tablets-routing-v1` payloads the sessions received in the phase.
+    pub(crate) tablet_payloads: u64,
     pub(crate) before: LatencyStats,
     pub(crate) during: LatencyStats,
     pub(crate) after: LatencyStats,
@@ -217,6 +227,7 @@ pub(crate) fn driver_metrics(sessions: &[Session]) -> MetricsSnapshot {
         t.requests += m.requests;
         t.request_errors += m.request_errors;
         t.retries += m.retries;
+        t.tablet_payloads += m.tablet_payloads;
     }
     t
 }
@@ -424,7 +435,8 @@ pub(crate) async fn run(
 
     // Phase 2: steady workload, then the restart.
     progress.phase(v.name, "workload");
-    let statements = workload::prepare(&sessions, p.rf)
+    let phase2_start = driver_metrics(&sessions);
+    let statements = workload::prepare(&sessions, p.rf, Some(WORKLOAD_TABLETS))
         .await
         .map_err(|e| format!("schema: {e}"))?;
     let load = Workload::start(&sessions, &statements, p.rate, recorder.clone());
@@ -432,6 +444,11 @@ pub(crate) async fn run(
 
     progress.phase(v.name, "node down");
     let before_stop = driver_metrics(&sessions);
+    // The restarted node's counters start again from zero: keep its count.
+    let misrouted_before_stop = cluster
+        .node_stats(RESTARTED)
+        .map_or(0, |s| s.node.requests_tablet_misrouted);
+    let tablet_misrouted_steady = cluster.stats().total(|c| c.requests_tablet_misrouted);
     let t_stop = t0.elapsed();
     cluster
         .stop_node(RESTARTED)
@@ -470,6 +487,9 @@ pub(crate) async fn run(
         .node_stats(RESTARTED)
         .map(|s| s.node)
         .unwrap_or_default();
+    let tablet_misrouted =
+        cluster.stats().total(|c| c.requests_tablet_misrouted) + misrouted_before_stop;
+    let at_end = driver_metrics(&sessions);
 
     let ms = |d: Duration| d.as_millis() as u64;
     let records = recorder.records();
@@ -491,6 +511,10 @@ pub(crate) async fn run(
         shed: end_stats.handshakes_shed,
         failed_requests: during.failed + after.failed,
         skipped: recorder.skipped(),
+        tablet_requests: recorder.tablet_requests(),
+        tablet_misrouted,
+        tablet_misrouted_steady,
+        tablet_payloads: at_end.tablet_payloads - phase2_start.tablet_payloads,
         before: LatencyStats::of(&records, ms(t_stop.saturating_sub(p.steady)), ms(t_stop)),
         during,
         after,

@@ -40,6 +40,7 @@ pub(crate) struct Recorder {
     ok: AtomicU64,
     failed: AtomicU64,
     skipped: AtomicU64,
+    tablet_requests: AtomicU64,
 }
 
 impl Recorder {
@@ -50,6 +51,7 @@ impl Recorder {
             ok: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            tablet_requests: AtomicU64::new(0),
         })
     }
 
@@ -83,25 +85,57 @@ impl Recorder {
         )
     }
 
+    /// Requests issued to the tablets table.
+    pub(crate) fn tablet_requests(&self) -> u64 {
+        self.tablet_requests.load(Ordering::Relaxed)
+    }
+
     /// Ticks skipped because a session had too many requests in flight.
     pub(crate) fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
 }
 
-/// The statements every session runs.
+/// An INSERT and a SELECT of one table.
 #[derive(Debug, Clone)]
-pub(crate) struct Statements {
+struct Pair {
     insert: PreparedStatement,
     select: PreparedStatement,
 }
 
-/// Creates the keyspace and table (through the first session) and prepares
-/// the statements on every session. Both statements are idempotent, so a
-/// request caught on a node that goes down is retried on another replica.
+/// The statements every session runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    vnodes: Pair,
+    /// The tablets table's, when the workload has one.
+    tablets: Option<Pair>,
+}
+
+async fn prepare_pair(s: &Session, table: &str) -> Result<Pair, scylla_driver::ExecutionError> {
+    let insert = s
+        .prepare(
+            Statement::new(format!("INSERT INTO {table} (k, v) VALUES (?, ?)"))
+                .with_idempotent(true),
+        )
+        .await?;
+    let select = s
+        .prepare(
+            Statement::new(format!("SELECT k, v FROM {table} WHERE k = ?")).with_idempotent(true),
+        )
+        .await?;
+    Ok(Pair { insert, select })
+}
+
+/// Creates the keyspaces and tables (through the first session) and
+/// prepares the statements on every session: `storm.kv` (vnodes) and, with
+/// `tablets = Some(n)` (ScyllaDB and the test cluster only: Cassandra has no
+/// tablets), `storm_tablets.kv` with `n` tablets, which every other request
+/// uses. The statements are idempotent, so a request caught on a node that
+/// goes down is retried on another replica.
 pub(crate) async fn prepare(
     sessions: &[Session],
     rf: usize,
+    tablets: Option<usize>,
 ) -> Result<Vec<Statements>, scylla_driver::ExecutionError> {
     let Some(first) = sessions.first() else {
         return Ok(Vec::new());
@@ -122,20 +156,36 @@ pub(crate) async fn prepare(
             (),
         )
         .await?;
+    if let Some(n) = tablets {
+        first
+            .query_unpaged(
+                format!(
+                    "CREATE KEYSPACE IF NOT EXISTS storm_tablets WITH replication = \
+                     {{'class': 'NetworkTopologyStrategy', 'replication_factor': {rf}}} \
+                     AND tablets = {{'enabled': true, 'initial': {n}}}"
+                )
+                .as_str(),
+                (),
+            )
+            .await?;
+        first
+            .query_unpaged(
+                "CREATE TABLE IF NOT EXISTS storm_tablets.kv (k bigint PRIMARY KEY, v text)",
+                (),
+            )
+            .await?;
+    }
     let mut out = Vec::with_capacity(sessions.len());
     for s in sessions {
         // The other sessions learn the new keyspace's replication from their
         // metadata; refresh it now rather than wait for the event.
         s.refresh_metadata().await?;
-        let insert = s
-            .prepare(
-                Statement::new("INSERT INTO storm.kv (k, v) VALUES (?, ?)").with_idempotent(true),
-            )
-            .await?;
-        let select = s
-            .prepare(Statement::new("SELECT k, v FROM storm.kv WHERE k = ?").with_idempotent(true))
-            .await?;
-        out.push(Statements { insert, select });
+        let vnodes = prepare_pair(s, "storm.kv").await?;
+        let tablets = match tablets {
+            Some(_) => Some(prepare_pair(s, "storm_tablets.kv").await?),
+            None => None,
+        };
+        out.push(Statements { vnodes, tablets });
     }
     Ok(out)
 }
@@ -196,7 +246,9 @@ async fn session_loop(
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut rng = fastrand::Rng::new();
-    let mut write = true;
+    // Requests cycle: write, read, then (with a tablets table) the same there.
+    let mut turn = 0u8;
+    let cycle = if st.tablets.is_some() { 4 } else { 2 };
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -209,16 +261,24 @@ async fn session_loop(
         in_flight.fetch_add(1, Ordering::Relaxed);
         let (s, st, rec, in_flight) = (session.clone(), st.clone(), rec.clone(), in_flight.clone());
         let k = rng.i64(0..KEYS);
-        let is_write = write;
-        write = !write;
+        let is_write = turn.is_multiple_of(2);
+        let on_tablets = turn >= 2;
+        turn = (turn + 1) % cycle;
+        if on_tablets {
+            rec.tablet_requests.fetch_add(1, Ordering::Relaxed);
+        }
         tokio::spawn(async move {
             let issued = Instant::now();
+            let pair = match (&st.tablets, on_tablets) {
+                (Some(t), true) => t,
+                _ => &st.vnodes,
+            };
             let ok = if is_write {
-                s.execute_unpaged(&st.insert, (k, format!("value-{k}")))
+                s.execute_unpaged(&pair.insert, (k, format!("value-{k}")))
                     .await
                     .is_ok()
             } else {
-                s.execute_unpaged(&st.select, (k,)).await.is_ok()
+                s.execute_unpaged(&pair.select, (k,)).await.is_ok()
             };
             rec.push(issued, issued.elapsed(), ok);
             in_flight.fetch_sub(1, Ordering::Relaxed);

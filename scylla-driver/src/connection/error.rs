@@ -167,6 +167,11 @@ pub enum TlsErrorKind {
     ClientCertRejected,
     /// The server ended the connection during the TLS handshake.
     ClosedDuringHandshake,
+    /// The server ended the connection at the first CQL request after a TLS
+    /// handshake in which this client offered no certificate: what a server
+    /// requiring client certificates does under TLS 1.3 when its alert is
+    /// lost to the reset (Cassandra 5.0.6 here, sometimes).
+    ClosedAfterHandshakeWithoutClientCert,
     /// The TLS handshake did not finish in time.
     HandshakeTimeout(Duration),
     /// The configured server name is not a valid DNS name or IP address.
@@ -197,6 +202,10 @@ impl fmt::Display for TlsErrorKind {
             ),
             TlsErrorKind::ClosedDuringHandshake => f.write_str(
                 "the server closed the connection during the TLS handshake (a plaintext port, or a client certificate required?)",
+            ),
+            TlsErrorKind::ClosedAfterHandshakeWithoutClientCert => f.write_str(
+                "the server closed the connection right after the TLS handshake; it may require a \
+                 client certificate, and none is configured",
             ),
             TlsErrorKind::HandshakeTimeout(d) => {
                 write!(f, "the TLS handshake did not finish within {d:?}")

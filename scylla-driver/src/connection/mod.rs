@@ -581,7 +581,10 @@ async fn open_streams(
         let mut stream = tls
             .connect(addr, stream, config.socket.connect_timeout)
             .await?;
-        let server = cql_handshake(&mut stream, config).await?;
+        let offered_cert = tls.client.client_auth_cert_resolver.has_certs();
+        let server = cql_handshake(&mut stream, config)
+            .await
+            .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
         let (rd, wr) = tokio::io::split(stream);
         return Ok(start(addr, local, server, rd, wr, true, config));
     }

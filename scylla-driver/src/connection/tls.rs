@@ -175,6 +175,45 @@ pub(crate) fn handshake_error(step: SetupStep, e: io::Error) -> ConnectionError 
     }
 }
 
+/// An error of the first CQL exchange over a fresh TLS connection: when this
+/// client offered no certificate and the server just closed or reset the
+/// connection, the likely cause is a required client certificate whose
+/// rejection alert never arrived (TLS 1.3 rejects it only after the
+/// handshake, and a server that resets at once loses the alert). Other
+/// errors pass unchanged.
+pub(crate) fn closed_after_handshake(e: ConnectionError, offered_cert: bool) -> ConnectionError {
+    if offered_cert {
+        return e;
+    }
+    let closed = |k: io::ErrorKind| {
+        matches!(
+            k,
+            io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe
+        )
+    };
+    match e {
+        ConnectionError::Io {
+            step: step @ SetupStep::Options,
+            source,
+        } if closed(source.kind()) => ConnectionError::Tls {
+            step,
+            kind: TlsErrorKind::ClosedAfterHandshakeWithoutClientCert,
+            source: Some(Box::new(source)),
+        },
+        ConnectionError::Closed {
+            step: step @ SetupStep::Options,
+        } => ConnectionError::Tls {
+            step,
+            kind: TlsErrorKind::ClosedAfterHandshakeWithoutClientCert,
+            source: None,
+        },
+        other => other,
+    }
+}
+
 /// The TLS kind of an I/O error that wraps a rustls error, if it does.
 pub(crate) fn classify_io(e: &io::Error) -> Option<TlsErrorKind> {
     let inner = e.get_ref()?.downcast_ref::<rustls::Error>()?;
@@ -535,5 +574,42 @@ mod tests {
         assert!(ServerName::Fixed("bad name!".into())
             .for_addr(addr)
             .is_err());
+    }
+
+    #[test]
+    fn a_close_after_the_handshake_without_a_certificate_is_named() {
+        let reset = || ConnectionError::Io {
+            step: SetupStep::Options,
+            source: io::Error::from(io::ErrorKind::ConnectionReset),
+        };
+        let e = closed_after_handshake(reset(), false);
+        assert_eq!(
+            e.tls_kind(),
+            Some(TlsErrorKind::ClosedAfterHandshakeWithoutClientCert)
+        );
+        assert!(e.to_string().contains("client certificate"), "{e}");
+        let e = closed_after_handshake(
+            ConnectionError::Closed {
+                step: SetupStep::Options,
+            },
+            false,
+        );
+        assert_eq!(
+            e.tls_kind(),
+            Some(TlsErrorKind::ClosedAfterHandshakeWithoutClientCert)
+        );
+        // With a certificate offered, or another error, nothing is guessed.
+        assert!(matches!(
+            closed_after_handshake(reset(), true),
+            ConnectionError::Io { .. }
+        ));
+        let refused = ConnectionError::Io {
+            step: SetupStep::Options,
+            source: io::Error::from(io::ErrorKind::InvalidData),
+        };
+        assert!(matches!(
+            closed_after_handshake(refused, false),
+            ConnectionError::Io { .. }
+        ));
     }
 }
