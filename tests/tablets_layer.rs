@@ -4,12 +4,15 @@
 //! answers `system_schema.scylla_keyspaces` and `system.tablets` from it,
 //! and, like ScyllaDB, attaches a `tablets-routing-v1` payload to the answer
 //! of every EXECUTE that reached a node or shard not holding the token's
-//! tablet, counting it. That count is the judge.
+//! tablet, counting it. That count is the judge. It cross-checks the driver
+//! against a second server-side implementation (the test cluster's own
+//! tablets are exercised in `tests/tablets.rs`) and sends malformed payloads.
 #![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use bytes::{Buf, BufMut, BytesMut};
 use scylla_cql::frame::header::{Flags, Opcode};
@@ -19,12 +22,14 @@ use scylla_cql::frame::{wire, MessageBody};
 use scylla_cql::token::murmur3::murmur3_token;
 use scylla_cql::token::Token;
 use scylla_cql::types::{ColumnSpec, ColumnType, SerializeValue};
-use scylla_driver::{PreparedStatement, Session, SessionBuilder, TabletWarmup};
+use scylla_driver::{Session, TabletWarmup};
 use scylla_testbed::{
     ConnCtx, CqlHandler, HandlerFuture, Reply, Request, RequestHandler, Response,
 };
 use scylla_testbed::{TestCluster, Topology};
 use uuid::Uuid;
+
+use common::{run_inserts as run, tablet_session as session};
 
 const TABLETS: usize = 16;
 const SHARDS: u16 = 4;
@@ -245,18 +250,6 @@ async fn start() -> (TestCluster, Arc<TabletLayer>) {
     (cluster, layer)
 }
 
-async fn session(cluster: &TestCluster, warmup: TabletWarmup, keyspace: Option<&str>) -> Session {
-    let mut b = SessionBuilder::new()
-        .known_node(cluster.cql_addrs()[0].to_string())
-        .tablet_warmup(warmup);
-    if let Some(ks) = keyspace {
-        b = b.use_keyspace(ks);
-    }
-    let s = b.build().await.unwrap();
-    assert!(s.wait_for_all_shards(Duration::from_secs(20)).await);
-    s
-}
-
 async fn create_schema(s: &Session) {
     s.query_unpaged(
         "CREATE KEYSPACE tk WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
@@ -267,23 +260,6 @@ async fn create_schema(s: &Session) {
     s.query_unpaged("CREATE TABLE tk.t (pk bigint PRIMARY KEY, v bigint)", ())
         .await
         .unwrap();
-}
-
-async fn run(s: &Session, insert: &PreparedStatement, base: i64, n: i64, concurrency: i64) {
-    let mut tasks = tokio::task::JoinSet::new();
-    for w in 0..concurrency {
-        let (s, insert) = (s.clone(), insert.clone());
-        tasks.spawn(async move {
-            let mut k = w;
-            while k < n {
-                s.execute_unpaged(&insert, (base + k, k)).await.unwrap();
-                k += concurrency;
-            }
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.unwrap();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,124 +324,4 @@ async fn learns_tablets_from_payloads_then_routes_right() {
     s.query_unpaged("DROP TABLE tk.t", ()).await.unwrap();
     assert_eq!(s.tablets().tablets_known(), 0);
     assert_eq!(s.metrics().snapshot().tablets_known, 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn warm_up_routes_the_first_requests() {
-    let (cluster, layer) = start().await;
-    let setup = session(&cluster, TabletWarmup::Off, None).await;
-    create_schema(&setup).await;
-    for (name, warmup, keyspace) in [
-        (
-            "used keyspaces, USE tk",
-            TabletWarmup::UsedKeyspaces,
-            Some("tk"),
-        ),
-        ("used keyspaces, prepare", TabletWarmup::UsedKeyspaces, None),
-        ("all", TabletWarmup::All, None),
-    ] {
-        let s = session(&cluster, warmup, keyspace).await;
-        if warmup == TabletWarmup::All {
-            // The start-up warm-up runs in the background.
-            for _ in 0..200 {
-                if s.tablets().tablets_known() == TABLETS {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-        let insert = s
-            .prepare("INSERT INTO tk.t (pk, v) VALUES (?, ?)")
-            .await
-            .unwrap();
-        let m0 = layer.misrouted.load(Ordering::Relaxed);
-        run(&s, &insert, 0, 2_000, 8).await;
-        let n = layer.misrouted.load(Ordering::Relaxed) - m0;
-        let m = s.metrics().snapshot();
-        println!(
-            "warm-up {name}: {n} of 2000 misrouted, {} warm-up rows, {} tablets known",
-            m.tablet_warmup_rows, m.tablets_known
-        );
-        assert!(n <= 20, "{name}: {n} misrouted");
-        assert!(m.tablet_warmup_rows >= TABLETS as u64);
-        assert_eq!(m.tablets_known, TABLETS as u64);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn moves_under_load_cost_a_few_misroutes_per_session_and_no_failure() {
-    const SESSIONS: usize = 2;
-    const CONCURRENCY: i64 = 4;
-    const MOVED: usize = 8;
-    let (cluster, layer) = start().await;
-    let setup = session(&cluster, TabletWarmup::Off, None).await;
-    create_schema(&setup).await;
-    let mut sessions = Vec::new();
-    for _ in 0..SESSIONS {
-        let s = session(&cluster, TabletWarmup::UsedKeyspaces, Some("tk")).await;
-        let insert = s
-            .prepare("INSERT INTO tk.t (pk, v) VALUES (?, ?)")
-            .await
-            .unwrap();
-        sessions.push((s, insert));
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut load = tokio::task::JoinSet::new();
-    for (i, (s, insert)) in sessions.iter().enumerate() {
-        for w in 0..CONCURRENCY {
-            let (s, insert, stop) = (s.clone(), insert.clone(), stop.clone());
-            load.spawn(async move {
-                let mut rng = fastrand::Rng::with_seed((i as u64) << 8 | w as u64);
-                let mut done = 0u64;
-                // Bounded: the test stops it long before.
-                for _ in 0..10_000_000u64 {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    s.execute_unpaged(&insert, (rng.i64(..), w)).await.unwrap();
-                    done += 1;
-                }
-                done
-            });
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before: Vec<u64> = sessions
-        .iter()
-        .map(|(s, _)| s.metrics().snapshot().tablet_payloads)
-        .collect();
-    let m0 = layer.misrouted.load(Ordering::Relaxed);
-    for k in 0..MOVED {
-        {
-            let mut tablets = layer.tablets.write().unwrap();
-            let t = &mut tablets[k * (TABLETS / MOVED)];
-            t.replicas[0].1 = (t.replicas[0].1 + 1) % SHARDS;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut requests = 0;
-    while let Some(r) = load.join_next().await {
-        requests += r.unwrap();
-    }
-    let per_session: Vec<u64> = sessions
-        .iter()
-        .zip(&before)
-        .map(|((s, _), b)| s.metrics().snapshot().tablet_payloads - b)
-        .collect();
-    let total = layer.misrouted.load(Ordering::Relaxed) - m0;
-    println!(
-        "moving {MOVED} tablets under load: {requests} requests, {total} misrouted, per session {per_session:?}"
-    );
-    assert!(total > 0, "the moves were observed");
-    for (s, _) in &sessions {
-        assert_eq!(s.metrics().snapshot().request_errors, 0);
-    }
-    for n in &per_session {
-        assert!(
-            *n <= MOVED as u64 * (CONCURRENCY as u64 + 2),
-            "{per_session:?}"
-        );
-    }
 }

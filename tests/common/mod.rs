@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use scylla_driver::{Session, SessionBuilder};
+use scylla_driver::{PreparedStatement, Session, SessionBuilder, TabletWarmup};
 use scylla_testbed::TestCluster;
 
 /// A cluster of `nodes` x `shards`, and a session with every shard connected.
@@ -36,4 +36,47 @@ pub async fn create_keyspace(session: &Session, name: &str, rf: usize) {
         )
         .await
         .unwrap();
+}
+
+/// A session to `cluster` with tablet warm-up `warmup` (and `USE keyspace`),
+/// every shard connected.
+pub async fn tablet_session(
+    cluster: &TestCluster,
+    warmup: TabletWarmup,
+    keyspace: Option<&str>,
+) -> Session {
+    let mut b = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .tablet_warmup(warmup);
+    if let Some(ks) = keyspace {
+        b = b.use_keyspace(ks);
+    }
+    let s = b.build().await.unwrap();
+    assert!(s.wait_for_all_shards(Duration::from_secs(20)).await);
+    s
+}
+
+/// Runs `n` executions of `insert` (a `(bigint, bigint)` statement) with keys
+/// `base..base + n`, `concurrency` at a time; panics on any failure.
+pub async fn run_inserts(
+    s: &Session,
+    insert: &PreparedStatement,
+    base: i64,
+    n: i64,
+    concurrency: i64,
+) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..concurrency {
+        let (s, insert) = (s.clone(), insert.clone());
+        tasks.spawn(async move {
+            let mut k = w;
+            while k < n {
+                s.execute_unpaged(&insert, (base + k, k)).await.unwrap();
+                k += concurrency;
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
 }
