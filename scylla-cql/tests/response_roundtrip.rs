@@ -19,13 +19,13 @@ use scylla_cql::frame::response::event::{
 };
 use scylla_cql::frame::response::result::{
     Prepared, PreparedMetadata, ResultMetadata, Rows, SchemaChange, SchemaChangeTarget,
-    SchemaChangeType, TableSpec,
+    SchemaChangeType, SpecCache, TableSpec,
 };
 use scylla_cql::frame::response::{
     AuthChallenge, AuthSuccess, Authenticate, DbError, ErrorResponse, Event, OperationType, Ready,
     Response, ResponseContext, ResultBody, ScyllaExtensions, ShardingInfo, Supported, WriteType,
 };
-use scylla_cql::frame::MessageBody;
+use scylla_cql::frame::{MessageBody, Opcode};
 use scylla_cql::types::{ColumnSpec, ColumnType};
 use scylla_cql::Consistency;
 use uuid::Uuid;
@@ -131,8 +131,8 @@ fn result_metadata() -> impl Strategy<Value = ResultMetadata> {
         (col_specs(5), option::of(blob(16))).prop_map(|((global, specs), paging)| ResultMetadata {
             columns_count: specs.len(),
             paging_state: paging,
-            global_table_spec: global,
-            col_specs: Some(specs),
+            global_table_spec: global.map(Into::into),
+            col_specs: Some(specs.into()),
         });
     let no_metadata =
         (0usize..5, option::of(blob(16))).prop_map(|(columns_count, paging_state)| {
@@ -412,6 +412,31 @@ proptest! {
     fn errors((error, rate_code) in db_error(), message in name()) {
         let ctx = ResponseContext { rate_limit_error_code: Some(rate_code), lwt_metadata_mask: None };
         round_trip(&Response::Error(ErrorResponse { error, message }), &ctx)?;
+    }
+
+    /// Decoding through a shared spec cache gives what plain decoding gives,
+    /// for results seen once or again (hits), in any order.
+    #[test]
+    fn spec_cache_decodes_like_plain_decoding(
+        all in vec(rows(), 1..6),
+        order in vec(0usize..64, 1..24),
+    ) {
+        let mut cache = SpecCache::new();
+        for i in order {
+            let rows = &all[i % all.len()];
+            let mut body = BytesMut::new();
+            ResultBody::Rows(rows.clone()).encode_body(&mut body).unwrap();
+            let body = body.freeze();
+            let ctx = ResponseContext::default();
+            let plain = Response::decode(Opcode::Result, body.clone(), &ctx).unwrap();
+            let cached = Response::decode_cached(Opcode::Result, body, &ctx, Some(&mut cache)).unwrap();
+            prop_assert_eq!(&plain, &cached);
+            prop_assert_eq!(cached, Response::Result(ResultBody::Rows(rows.clone())));
+        }
+        // Each distinct column set is decoded at most once (the cache holds
+        // more entries than there are distinct results here).
+        let (_, misses) = cache.stats();
+        prop_assert!(misses as usize <= all.len(), "{} misses for {} results", misses, all.len());
     }
 
     #[test]

@@ -14,6 +14,7 @@ use bytes::BytesMut;
 use scylla_cql::compression::Compression;
 use scylla_cql::frame::envelope::{decode_envelope, frame_len};
 use scylla_cql::frame::response::event::Event;
+use scylla_cql::frame::response::result::SpecCache;
 use scylla_cql::frame::response::{Response, ResponseContext};
 use scylla_cql::frame::{Direction, FrameHeader, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -26,6 +27,8 @@ use super::{ResponseFrame, Shared};
 
 /// The read buffer grows in steps of at least this much.
 const READ_CHUNK: usize = 64 * 1024;
+/// A read is given at least this much free space (else the buffer grows).
+const MIN_READ_SPACE: usize = 16 * 1024;
 
 pub(super) struct ReaderConfig {
     pub(super) context: ResponseContext,
@@ -53,13 +56,16 @@ async fn read_loop<R: AsyncRead + Unpin>(
 ) -> BrokenReason {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut frames_in: u64 = 0;
+    // The column specs of results seen on this connection: a prepared
+    // SELECT's results decode without allocating after the first.
+    let mut specs = SpecCache::new();
     loop {
         // Handle every complete frame buffered so far.
         let wanted = loop {
             match frame_len(&buf, shared.max_frame_len) {
                 Ok(Some((header, len))) => {
                     let frame = buf.split_to(len).freeze();
-                    if let Err(reason) = dispatch(shared, cfg, header, frame) {
+                    if let Err(reason) = dispatch(shared, cfg, &mut specs, header, frame) {
                         return reason;
                     }
                     frames_in += 1;
@@ -77,10 +83,17 @@ async fn read_loop<R: AsyncRead + Unpin>(
         // arrive (at most doubling what is buffered), so a header announcing
         // a huge body cannot make us allocate it before the peer sends it.
         let rest_of_frame = wanted.saturating_sub(buf.len());
-        let want = rest_of_frame
-            .min(buf.len().max(READ_CHUNK))
-            .max(READ_CHUNK.min(shared.max_frame_len));
-        buf.reserve(want);
+        // Reserve only when the free space runs short: frames split off
+        // earlier may still be alive (a result's rows borrow from their
+        // frame), and reserving a full chunk then would move to a fresh
+        // allocation on every read instead of filling this one first.
+        let free = buf.capacity() - buf.len();
+        if free < rest_of_frame.max(MIN_READ_SPACE) {
+            let want = rest_of_frame
+                .min(buf.len().max(READ_CHUNK))
+                .max(READ_CHUNK.min(shared.max_frame_len));
+            buf.reserve(want);
+        }
         match socket.read_buf(&mut buf).await {
             Ok(0) => return BrokenReason::ClosedByPeer,
             Ok(n) => {
@@ -103,6 +116,7 @@ fn incomplete_frame_len(buf: &[u8], max: usize) -> usize {
 fn dispatch(
     shared: &Shared,
     cfg: &ReaderConfig,
+    specs: &mut SpecCache,
     header: FrameHeader,
     frame: bytes::Bytes,
 ) -> Result<(), BrokenReason> {
@@ -116,7 +130,7 @@ fn dispatch(
         shared.max_frame_len,
     )
     .map_err(BrokenReason::Decode)?;
-    let response = Response::decode(header.opcode, envelope.body, &cfg.context)
+    let response = Response::decode_cached(header.opcode, envelope.body, &cfg.context, Some(specs))
         .map_err(BrokenReason::Decode)?;
     IoCounters::add(&shared.counters.frames_read, 1);
     if header.stream < 0 {

@@ -51,7 +51,7 @@ pub(super) async fn prepare_everywhere(
                     };
                     Ok(PreparedStatement::new(PreparedShared {
                         is_lwt: p.metadata.is_lwt(ctx_mask),
-                        result_specs: p.result_metadata.col_specs.clone().map(Into::into),
+                        result_specs: p.result_metadata.col_specs.clone(),
                         id: p.id,
                         contents: text.to_owned(),
                         metadata: p.metadata,

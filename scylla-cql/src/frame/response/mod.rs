@@ -96,6 +96,20 @@ impl Response {
         body: Bytes,
         ctx: &ResponseContext,
     ) -> Result<Response, DecodeError> {
+        Self::decode_cached(opcode, body, ctx, None)
+    }
+
+    /// [`decode`](Self::decode), with the column specs of rows through
+    /// `cache`: a connection's reader keeps one, so results with columns it
+    /// has seen before decode without allocating (see [`SpecCache`]).
+    ///
+    /// [`SpecCache`]: result::SpecCache
+    pub fn decode_cached(
+        opcode: Opcode,
+        body: Bytes,
+        ctx: &ResponseContext,
+        cache: Option<&mut result::SpecCache>,
+    ) -> Result<Response, DecodeError> {
         if opcode.direction() != Direction::Response {
             return Err(DecodeError::WrongDirection {
                 expected: "response",
@@ -120,7 +134,7 @@ impl Response {
             Opcode::Supported => ("SUPPORTED", Response::Supported(Supported::decode(&mut r)?)),
             Opcode::Result => (
                 "RESULT",
-                Response::Result(ResultBody::decode(&body, &mut r)?),
+                Response::Result(ResultBody::decode_cached(&body, &mut r, cache)?),
             ),
             Opcode::Event => ("EVENT", Response::Event(Event::decode(&mut r)?)),
             Opcode::AuthChallenge => (

@@ -267,8 +267,8 @@ fn rows_with_two_columns_and_paging_state() {
     assert_eq!(rows.paging_state().unwrap().as_ref(), b"\x01\x02\x03");
     let md = rows.metadata();
     assert_eq!(
-        md.global_table_spec,
-        Some(TableSpec {
+        md.global_table_spec.as_deref(),
+        Some(&TableSpec {
             keyspace: "ks".into(),
             table: "t".into()
         })

@@ -8,6 +8,12 @@
 //! The same format describes the result of a prepared statement (the
 //! `<result_metadata>` of section 4.2.5.4). The column specs that share a
 //! global table spec share one decoding routine with the prepared metadata's.
+//!
+//! Decoded column specs are shared (`Arc`), and a [`SpecCache`] lets a
+//! connection decode the specs of a result it has seen before without
+//! allocating: the same bytes give the same specs.
+
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
@@ -41,9 +47,81 @@ pub struct ResultMetadata {
     pub paging_state: Option<Bytes>,
     /// The table all columns belong to, when sent once (`Global_tables_spec`).
     /// Each [`ColumnSpec`] carries its table either way.
-    pub global_table_spec: Option<TableSpec>,
+    pub global_table_spec: Option<Arc<TableSpec>>,
     /// The columns, or `None` when the server skipped them (`No_metadata`).
-    pub col_specs: Option<Vec<ColumnSpec>>,
+    pub col_specs: Option<Arc<[ColumnSpec]>>,
+}
+
+/// Column specs recently decoded on one connection, by their encoded bytes,
+/// so that the next result with the same columns reuses them instead of
+/// decoding (and allocating) them again. Safe by construction: an entry is
+/// used only when the input holds exactly its bytes (with the same flags
+/// and column count), and decoding the same bytes gives the same specs.
+///
+/// Bounded: [`SpecCache::ENTRIES`] entries of at most
+/// [`SpecCache::MAX_ENTRY_BYTES`] encoded bytes each, replaced round-robin.
+#[derive(Debug, Default)]
+pub struct SpecCache {
+    entries: Vec<SpecEntry>,
+    next: usize,
+    hits: u64,
+    misses: u64,
+}
+
+#[derive(Debug)]
+struct SpecEntry {
+    global: bool,
+    columns_count: usize,
+    raw: Box<[u8]>,
+    global_table_spec: Option<Arc<TableSpec>>,
+    col_specs: Arc<[ColumnSpec]>,
+}
+
+impl SpecCache {
+    /// How many distinct column sets are kept.
+    pub const ENTRIES: usize = 16;
+    /// Larger encodings are decoded every time, not kept.
+    pub const MAX_ENTRY_BYTES: usize = 4096;
+
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// (hits, misses) so far.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+
+    fn lookup(
+        &mut self,
+        global: bool,
+        columns_count: usize,
+        input: &[u8],
+    ) -> Option<(usize, Specs)> {
+        let e = self.entries.iter().find(|e| {
+            e.global == global && e.columns_count == columns_count && input.starts_with(&e.raw)
+        })?;
+        self.hits += 1;
+        Some((
+            e.raw.len(),
+            (e.global_table_spec.clone(), e.col_specs.clone()),
+        ))
+    }
+
+    fn insert(&mut self, entry: SpecEntry) {
+        self.misses += 1;
+        if entry.raw.len() > Self::MAX_ENTRY_BYTES {
+            return;
+        }
+        if self.entries.len() < Self::ENTRIES {
+            self.entries.push(entry);
+        } else {
+            let i = self.next % Self::ENTRIES;
+            self.entries[i] = entry;
+            self.next = i + 1;
+        }
+    }
 }
 
 impl ResultMetadata {
@@ -56,17 +134,27 @@ impl ResultMetadata {
     /// Metadata for `col_specs`, sent with a global table spec when every
     /// column belongs to the same table.
     pub fn with_columns(col_specs: Vec<ColumnSpec>) -> Self {
-        let global_table_spec = common_table(&col_specs);
+        let global_table_spec = common_table(&col_specs).map(Arc::new);
         Self {
             columns_count: col_specs.len(),
             paging_state: None,
             global_table_spec,
-            col_specs: Some(col_specs),
+            col_specs: Some(col_specs.into()),
         }
     }
 
     /// Decodes result metadata. The paging state shares `body`'s buffer.
     pub fn decode(body: &Bytes, r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
+        Self::decode_cached(body, r, None)
+    }
+
+    /// [`decode`](Self::decode), reusing the specs of `cache` when the input
+    /// holds bytes it has decoded before (and remembering new ones).
+    pub fn decode_cached(
+        body: &Bytes,
+        r: &mut WireReader<'_>,
+        cache: Option<&mut SpecCache>,
+    ) -> Result<Self, DecodeError> {
         let flags = r.read_int("result metadata flags")?;
         let columns_count = r.read_len("result metadata columns_count")?;
         let paging_state = if flags & HAS_MORE_PAGES != 0 {
@@ -83,12 +171,37 @@ impl ResultMetadata {
                 col_specs: None,
             });
         }
-        let global_table_spec = if flags & GLOBAL_TABLES_SPEC != 0 {
-            Some(TableSpec::decode(r)?)
-        } else {
-            None
+        let global = flags & GLOBAL_TABLES_SPEC != 0;
+        let Some(cache) = cache else {
+            let (global_table_spec, col_specs) = decode_specs(r, global, columns_count)?;
+            return Ok(Self {
+                columns_count,
+                paging_state,
+                global_table_spec,
+                col_specs: Some(col_specs),
+            });
         };
-        let col_specs = decode_col_specs(r, columns_count, global_table_spec.as_ref())?;
+        if let Some((len, (global_table_spec, col_specs))) =
+            cache.lookup(global, columns_count, r.rest())
+        {
+            r.take(len, "column specs")?;
+            return Ok(Self {
+                columns_count,
+                paging_state,
+                global_table_spec,
+                col_specs: Some(col_specs),
+            });
+        }
+        let start = r.rest();
+        let (global_table_spec, col_specs) = decode_specs(r, global, columns_count)?;
+        let used = start.len() - r.rest().len();
+        cache.insert(SpecEntry {
+            global,
+            columns_count,
+            raw: start[..used].into(),
+            global_table_spec: global_table_spec.clone(),
+            col_specs: col_specs.clone(),
+        });
         Ok(Self {
             columns_count,
             paging_state,
@@ -132,10 +245,28 @@ impl ResultMetadata {
             if let Some(g) = &self.global_table_spec {
                 g.encode(buf)?;
             }
-            encode_col_specs(buf, specs, self.global_table_spec.as_ref())?;
+            encode_col_specs(buf, specs, self.global_table_spec.as_deref())?;
         }
         Ok(())
     }
+}
+
+/// A result's table spec (if global) and column specs, shared.
+type Specs = (Option<Arc<TableSpec>>, Arc<[ColumnSpec]>);
+
+/// Decodes `[<global_table_spec>]<col_spec_1>...<col_spec_n>`.
+fn decode_specs(
+    r: &mut WireReader<'_>,
+    global: bool,
+    columns_count: usize,
+) -> Result<Specs, DecodeError> {
+    let global_table_spec = if global {
+        Some(TableSpec::decode(r)?)
+    } else {
+        None
+    };
+    let col_specs = decode_col_specs(r, columns_count, global_table_spec.as_ref())?;
+    Ok((global_table_spec.map(Arc::new), col_specs.into()))
 }
 
 impl TableSpec {

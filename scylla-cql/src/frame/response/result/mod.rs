@@ -12,7 +12,7 @@ pub mod rows;
 pub mod schema_change;
 mod set_keyspace;
 
-pub use metadata::{ResultMetadata, TableSpec};
+pub use metadata::{ResultMetadata, SpecCache, TableSpec};
 pub use prepared::{Prepared, PreparedMetadata};
 pub use rows::{RawRow, RawRowsIter, Rows};
 pub use schema_change::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
@@ -50,9 +50,19 @@ pub enum ResultBody {
 impl ResultBody {
     /// Decodes a RESULT body; rows, paging state and prepared id share `body`.
     pub fn decode(body: &Bytes, r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
+        Self::decode_cached(body, r, None)
+    }
+
+    /// [`decode`](Self::decode), with the column specs of rows through
+    /// `cache` (see [`SpecCache`]).
+    pub fn decode_cached(
+        body: &Bytes,
+        r: &mut WireReader<'_>,
+        cache: Option<&mut SpecCache>,
+    ) -> Result<Self, DecodeError> {
         Ok(match r.read_int("result kind")? {
             kind::VOID => ResultBody::Void,
-            kind::ROWS => ResultBody::Rows(Rows::decode(body, r)?),
+            kind::ROWS => ResultBody::Rows(Rows::decode_cached(body, r, cache)?),
             kind::SET_KEYSPACE => ResultBody::SetKeyspace(set_keyspace::decode(r)?),
             kind::PREPARED => ResultBody::Prepared(Prepared::decode(body, r)?),
             kind::SCHEMA_CHANGE => ResultBody::SchemaChange(SchemaChange::decode(r)?),

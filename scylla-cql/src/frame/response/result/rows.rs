@@ -9,7 +9,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::super::share;
-use super::metadata::ResultMetadata;
+use super::metadata::{ResultMetadata, SpecCache};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::wire::{self, WireReader};
 
@@ -47,7 +47,17 @@ impl Rows {
     /// Decodes a Rows result (after the kind). The cells share `body`'s buffer
     /// and must extend to the end of the body.
     pub fn decode(body: &Bytes, r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
-        let metadata = ResultMetadata::decode(body, r)?;
+        Self::decode_cached(body, r, None)
+    }
+
+    /// [`decode`](Self::decode), with the column specs through `cache`
+    /// (see [`SpecCache`]).
+    pub fn decode_cached(
+        body: &Bytes,
+        r: &mut WireReader<'_>,
+        cache: Option<&mut SpecCache>,
+    ) -> Result<Self, DecodeError> {
+        let metadata = ResultMetadata::decode_cached(body, r, cache)?;
         let rows_count = r.read_len("rows_count")?;
         let cells = r.rest();
         validate(cells, rows_count, metadata.columns_count)?;
