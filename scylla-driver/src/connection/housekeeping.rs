@@ -154,7 +154,7 @@ async fn send_heartbeat(shared: &Shared, timeout: Duration) -> Result<(), String
         timeout: Some(timeout),
         ..RequestOptions::default()
     };
-    match shared.request(&Options, &opts).await {
+    match shared.request(&Options, &opts, Instant::now()).await {
         Ok(frame) => match frame.response {
             Response::Supported(_) => Ok(()),
             other => Err(format!("unexpected answer to OPTIONS: {other:?}")),

@@ -259,8 +259,9 @@ impl Shared {
     /// Records a submission and updates the average gap between them
     /// (weight 1/8; a single long pause counts as at most 1 ms, so one idle
     /// spell does not make the writer impatient for long).
-    fn note_arrival(&self) {
-        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    fn note_arrival(&self, now: Instant) {
+        let since_epoch = now.saturating_duration_since(self.epoch);
+        let now = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
         let prev = self.last_arrival.swap(now, Ordering::Relaxed);
         if prev == 0 {
             return;
@@ -314,13 +315,17 @@ impl Shared {
         self.cancel.cancel();
     }
 
+    /// Sends `msg`; `now` is the caller's reading of the clock (the
+    /// deadline and the arrival statistics use it: one clock read serves
+    /// the whole submission).
     async fn request(
         &self,
         msg: &(impl MessageBody + ?Sized),
         opts: &RequestOptions<'_>,
+        now: Instant,
     ) -> Result<ResponseFrame, RequestError> {
         let timeout = opts.timeout;
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.map(|t| now + t);
         let id = match self.slots.try_alloc(deadline) {
             Some(id) => id,
             None => self.alloc_slow(deadline, timeout).await?,
@@ -363,7 +368,7 @@ impl Shared {
             }
             ids.push(id);
             ends.push(buf.len());
-            self.note_arrival();
+            self.note_arrival(now);
             was_empty
         };
         if wake_writer {
@@ -456,7 +461,18 @@ impl Connection {
         msg: &(impl MessageBody + ?Sized),
         opts: &RequestOptions<'_>,
     ) -> Result<ResponseFrame, RequestError> {
-        self.shared.request(msg, opts).await
+        self.shared.request(msg, opts, Instant::now()).await
+    }
+
+    /// [`request`](Self::request) with the caller's clock reading `now`
+    /// (the timeout counts from it), sparing a clock read per request.
+    pub(crate) async fn request_at(
+        &self,
+        msg: &(impl MessageBody + ?Sized),
+        opts: &RequestOptions<'_>,
+        now: Instant,
+    ) -> Result<ResponseFrame, RequestError> {
+        self.shared.request(msg, opts, now).await
     }
 
     /// What was learned at set-up.

@@ -117,6 +117,11 @@ pub(crate) async fn run(
     opts: RunOptions,
 ) -> Result<Answer, ExecutionError> {
     let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
+    // Without a subscriber interested in the span, skip the instrumentation
+    // (entering and leaving a span on every poll of the request).
+    if span.is_disabled() {
+        return run_in_span(inner, state, routing, msg, opts).await;
+    }
     run_in_span(inner, state, routing, msg, opts)
         .instrument(span)
         .await
@@ -179,7 +184,18 @@ async fn run_in_span(
             )
             .await
         }
-        _ => attempt_chain(inner, state, &routing, msg, opts, deadline, &next_target).await,
+        _ => {
+            attempt_chain(
+                inner,
+                state,
+                &routing,
+                msg,
+                opts,
+                (started, deadline),
+                &next_target,
+            )
+            .await
+        }
     };
     inner.metrics.latency.record(started.elapsed());
     if let Err(e) = &result {
@@ -211,7 +227,7 @@ async fn speculate(
         routing,
         msg,
         opts,
-        deadline,
+        (Instant::now(), deadline),
         next_target,
     )));
     let mut next_start = Instant::now() + spec.delay;
@@ -250,7 +266,7 @@ async fn speculate(
                     routing,
                     msg,
                     opts,
-                    deadline,
+                    (Instant::now(), deadline),
                     next_target,
                 )));
                 next_start += spec.delay;
@@ -267,9 +283,11 @@ async fn attempt_chain(
     routing: &RoutingInfo,
     msg: &dyn MessageFor,
     opts: RunOptions,
-    deadline: Instant,
+    (started, deadline): (Instant, Instant),
     next_target: &(dyn Fn() -> Option<Target> + Sync),
 ) -> Result<Answer, ExecutionError> {
+    // The first attempt starts at the clock reading the caller took.
+    let mut first_now = Some(started);
     let mut consistency = opts.consistency;
     let mut retries = 0u32;
     let mut last_error: Option<ExecutionError> = None;
@@ -291,12 +309,15 @@ async fn attempt_chain(
             target = next_target();
             continue;
         };
-        let now = Instant::now();
+        let now = match first_now.take() {
+            Some(t) => t,
+            None => Instant::now(),
+        };
         if now >= deadline {
             return Err(ExecutionError::Timeout(opts.timeout));
         }
         inner.ensure_keyspace(&conn).await;
-        let outcome = attempt(&conn, msg, consistency, deadline - now, opts.tracing).await;
+        let outcome = attempt(&conn, msg, consistency, now, deadline - now, opts.tracing).await;
         let ctx = RetryContext {
             idempotent: opts.idempotent,
             retries,
@@ -416,6 +437,7 @@ async fn attempt(
     conn: &Connection,
     msg: &dyn MessageFor,
     consistency: Consistency,
+    now: Instant,
     timeout: Duration,
     tracing: bool,
 ) -> Result<ResponseFrame, AttemptError> {
@@ -426,7 +448,7 @@ async fn attempt(
     };
     let body = AtConsistency { msg, consistency };
     let frame = conn
-        .request(&body, &opts)
+        .request_at(&body, &opts, now)
         .await
         .map_err(AttemptError::Request)?;
     let Response::Error(e) = &frame.response else {
