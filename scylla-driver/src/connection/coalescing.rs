@@ -64,6 +64,13 @@ impl Coalescing {
         matches!(self, Coalescing::Off)
     }
 
+    /// Whether a frame submitted to an idle connection (nothing in flight,
+    /// nothing pending) is written at once. Then the requester writes it
+    /// itself, sparing the writer task's wake-up; `Fixed` always waits.
+    pub fn writes_when_idle(&self) -> bool {
+        !matches!(self, Coalescing::Fixed(_))
+    }
+
     /// Decides what the writer does with the frames pending now.
     pub fn decide(&self, p: &PendingWrites) -> Decision {
         match *self {

@@ -215,6 +215,43 @@ struct Pending {
     /// End offset of each frame in `buf` (for one-write-per-frame policies).
     ends: Vec<usize>,
     compressor: Option<Compressor>,
+    /// The writer has taken frames and is writing them.
+    writing: bool,
+    /// The socket, for requesters to write to directly when the connection
+    /// is idle (plain TCP only; `None` once the connection is broken).
+    direct: Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
+}
+
+impl Pending {
+    /// Writes the pending bytes (one frame, submitted to an idle connection)
+    /// straight to the socket without blocking. Returns whether they are all
+    /// written; whatever is left stays pending for the writer task.
+    fn write_direct(&mut self, counters: &IoCounters) -> bool {
+        let Some(socket) = &self.direct else {
+            return false;
+        };
+        match socket.try_write(&self.buf) {
+            Ok(n) => {
+                IoCounters::add(&counters.write_syscalls, 1);
+                IoCounters::add(&counters.bytes_written, n as u64);
+                if n == self.buf.len() {
+                    IoCounters::add(&counters.frames_written, self.ids.len() as u64);
+                    self.buf.clear();
+                    self.ids.clear();
+                    self.ends.clear();
+                    return true;
+                }
+                // A partial write: the rest goes first, by the writer.
+                let _ = self.buf.split_to(n);
+                for e in &mut self.ends {
+                    *e -= n;
+                }
+                false
+            }
+            // Would block, or failed: the writer retries and reports.
+            Err(_) => false,
+        }
+    }
 }
 
 /// State shared by the handles and the connection's tasks.
@@ -237,6 +274,9 @@ struct Shared {
     /// soon the coalescing writer can expect the next frame.
     arrival_gap: AtomicU64,
     epoch: Instant,
+    /// Whether idle requesters write their frame themselves (see
+    /// [`Coalescing::writes_when_idle`]).
+    direct_writes: bool,
     max_frame_len: usize,
     peer: SocketAddr,
     /// The keyspace this connection last switched to (`USE`), as a marker
@@ -252,7 +292,12 @@ impl Shared {
     }
 
     fn mark_write(&self) {
-        let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.mark_write_at(Instant::now());
+    }
+
+    fn mark_write_at(&self, now: Instant) {
+        let since_epoch = now.saturating_duration_since(self.epoch);
+        let nanos = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
         self.last_write.store(nanos, Ordering::Relaxed);
     }
 
@@ -300,6 +345,8 @@ impl Shared {
             let mut p = self.pending();
             p.buf.clear();
             p.ends.clear();
+            // The socket closes once the writer lets go of it too.
+            p.direct = None;
             std::mem::take(&mut p.ids)
         };
         for id in unsent {
@@ -352,6 +399,7 @@ impl Shared {
                 ids,
                 ends,
                 compressor,
+                ..
             } = &mut *p;
             if let Err(e) = encode_frame_limited(
                 buf,
@@ -369,7 +417,17 @@ impl Shared {
             ids.push(id);
             ends.push(buf.len());
             self.note_arrival(now);
-            was_empty
+            // An idle connection (this request is the only one in flight,
+            // nothing else pending, the writer not writing): write from here.
+            let direct = was_empty
+                && !p.writing
+                && self.direct_writes
+                && self.slots.in_use() == 1
+                && p.write_direct(&self.counters);
+            if direct {
+                self.mark_write_at(now);
+            }
+            was_empty && !direct
         };
         if wake_writer {
             self.writer_wake.notify_one();
@@ -602,12 +660,22 @@ async fn open_streams(
             .await
             .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
         let (rd, wr) = tokio::io::split(stream);
-        return Ok(start(addr, local, server, rd, wr, true, config));
+        return Ok(start(addr, local, server, rd, wr, None, config));
     }
     let server = cql_handshake(&mut stream, config).await?;
     // The owned halves of a TCP stream: no lock between reader and writer.
+    // The write half is shared by the writer task and idle requesters.
     let (rd, wr) = stream.into_split();
-    Ok(start(addr, local, server, rd, wr, false, config))
+    let wr = Arc::new(wr);
+    Ok(start(
+        addr,
+        local,
+        server,
+        rd,
+        writer::SharedWriteHalf(wr.clone()),
+        Some(wr),
+        config,
+    ))
 }
 
 /// The CQL handshake, bounded by the handshake timeout.
@@ -654,7 +722,7 @@ fn start<R, W>(
     server: ServerInfo,
     rd: R,
     wr: W,
-    tls: bool,
+    direct: Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
     config: &ConnectionConfig,
 ) -> Connection
 where
@@ -669,6 +737,8 @@ where
             ids: Vec::new(),
             ends: Vec::new(),
             compressor: server.compression.map(Compressor::new),
+            writing: false,
+            direct: direct.clone(),
         }),
         writer_wake: Notify::new(),
         tick_wake: Notify::new(),
@@ -680,6 +750,7 @@ where
         last_arrival: AtomicU64::new(0),
         arrival_gap: AtomicU64::new(0),
         epoch: Instant::now(),
+        direct_writes: direct.is_some() && config.coalescing.writes_when_idle(),
         max_frame_len: config.max_frame_len,
         peer: addr,
         keyspace: arc_swap::ArcSwapOption::new(config.keyspace.clone().map(Arc::new)),
@@ -710,7 +781,7 @@ where
             peer: addr,
             local,
             server,
-            tls,
+            tls: direct.is_none(),
         }),
         _close_on_drop: Arc::new(CloseOnDrop(shared.clone())),
         shared,

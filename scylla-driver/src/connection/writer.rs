@@ -8,7 +8,9 @@
 //! writer never parks with bytes it has taken but not written: it only waits
 //! (for frames, or for more frames while coalescing) before the swap.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -55,6 +57,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         coalesce(shared, policy).await;
         {
             let mut p = shared.pending();
+            // Requesters do not write directly while these are on their way.
+            p.writing = true;
             std::mem::swap(&mut p.buf, out);
             std::mem::swap(&mut p.ids, ids);
             std::mem::swap(&mut p.ends, ends);
@@ -75,6 +79,45 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         out.clear();
         ids.clear();
         ends.clear();
+        shared.pending().writing = false;
+    }
+}
+
+/// The write half of a TCP connection shared with the requesters that write
+/// to an idle connection themselves ([`super::Pending::write_direct`]): the
+/// writer task writes through readiness and `try_write`, which need only a
+/// shared reference.
+pub(super) struct SharedWriteHalf(pub(super) Arc<tokio::net::tcp::OwnedWriteHalf>);
+
+impl AsyncWrite for SharedWriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let stream: &tokio::net::TcpStream = self.0.as_ref().as_ref();
+        // Bounded: each round either writes, fails, or waits for readiness
+        // (a spurious readiness is cleared by the WouldBlock).
+        loop {
+            match stream.poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+            match stream.try_write(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // FIN goes when the last handle of the write half drops.
+        Poll::Ready(Ok(()))
     }
 }
 
