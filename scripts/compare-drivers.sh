@@ -12,9 +12,17 @@
 # ABBA, so that drift in machine or server load hits both drivers alike).
 # Prints every run's line and a table of medians with the ratio ours/official.
 #
+# --tls: both drivers connect over TLS (rustls, server certificate verified
+# against the CA and the node's IP address). The testbed then also serves TLS
+# (--tls-dir: port 9142, shard-aware port 19142) and the clients connect to
+# 9142 trusting its ca.pem; --tls-client-auth makes it require a client
+# certificate, which both clients then present. Against an external server:
+# --node HOST:TLSPORT --tls-ca FILE [--tls-cert FILE --tls-key FILE].
+#
 # usage: scripts/compare-drivers.sh [--node HOST:PORT] [--rounds R]
 #          [--concurrency "1 64 512"] [--requests N] [--requests-c1 N]
 #          [--warmup N] [--threads T] [--out FILE.jsonl] [--no-build]
+#          [--tls [--tls-client-auth]] [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]
 #
 # Exit status: 0 if every run succeeded, 1 if a run failed, 2 on bad usage.
 set -euo pipefail
@@ -30,6 +38,11 @@ threads=2
 out=""
 build=1
 run_timeout=300     # seconds, per benchmark run
+tls=0
+tls_client_auth=0
+tls_ca=""
+tls_cert=""
+tls_key=""
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -42,10 +55,33 @@ while [[ $# -gt 0 ]]; do
         --threads) threads="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --tls) tls=1; shift ;;
+        --tls-client-auth) tls=1; tls_client_auth=1; shift ;;
+        --tls-ca) tls=1; tls_ca="$2"; shift 2 ;;
+        --tls-cert) tls_cert="$2"; shift 2 ;;
+        --tls-key) tls_key="$2"; shift 2 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "compare-drivers: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
+
+if [[ -n "$tls_cert" || -n "$tls_key" ]] && [[ -z "$tls_cert" || -z "$tls_key" ]]; then
+    echo "compare-drivers: --tls-cert and --tls-key go together" >&2; exit 2
+fi
+if [[ -n "$node" ]]; then
+    if [[ "$tls" == 1 && -z "$tls_ca" ]]; then
+        echo "compare-drivers: --tls with --node needs --tls-ca FILE (the server's CA)" >&2; exit 2
+    fi
+    if [[ "$tls_client_auth" == 1 && -z "$tls_cert" ]]; then
+        echo "compare-drivers: --tls-client-auth with --node needs --tls-cert and --tls-key" >&2; exit 2
+    fi
+elif [[ -n "$tls_ca" || -n "$tls_cert" ]]; then
+    echo "compare-drivers: --tls-ca/--tls-cert/--tls-key are for --node; the testbed makes its own (use --tls)" >&2
+    exit 2
+fi
+if [[ -n "$tls_cert" && -z "$tls_ca" ]]; then
+    echo "compare-drivers: --tls-cert/--tls-key need --tls-ca" >&2; exit 2
+fi
 
 cmp_target="${COMPARE_TARGET_DIR:-$repo/comparisons/target}"
 main_target="${CARGO_TARGET_DIR:-$repo/target}"
@@ -57,6 +93,20 @@ work="$(mktemp -d)"
 : > "$out"
 server_pid=""
 
+# Stops the testbed with SIGINT, on which it prints its per-node counters
+# (accepted connections by port kind and over TLS) before exiting.
+stop_testbed() {
+    [[ -n "$server_pid" ]] || return 0
+    kill -INT "$server_pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+}
+
+# shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
         kill "$server_pid" 2>/dev/null || true
@@ -88,15 +138,26 @@ n_conc=$(wc -w <<< "$concurrencies")
 duration=$(( 120 + rounds * n_conc * 4 * run_timeout / 10 ))
 
 if [[ -z "$node" ]]; then
-    echo "== starting testbed: 1 node x 2 shards, at most ${duration}s"
+    testbed_args=(--nodes 1 --shards 2 --duration-secs "$duration")
+    if [[ "$tls" == 1 ]]; then
+        testbed_args+=(--tls-dir "$work/tls")
+        if [[ "$tls_client_auth" == 1 ]]; then testbed_args+=(--tls-client-auth); fi
+    fi
+    echo "== starting testbed: ${testbed_args[*]}"
     # Run a private copy: the target dir may be shared with other checkouts
     # whose builds would replace the binary under our feet.
     cp "$testbed_bin" "$work/testbed"
-    "$work/testbed" --nodes 1 --shards 2 --duration-secs "$duration" > "$work/testbed.out" 2>&1 &
+    "$work/testbed" "${testbed_args[@]}" > "$work/testbed.out" 2>&1 &
     server_pid=$!
+    addr="" port=""
     for _ in $(seq 1 100); do
         addr="$(grep -oP '^node 0: \K\S+' "$work/testbed.out" || true)"
-        port="$(grep -oP '^node 0: \S+ port \K[0-9]+' "$work/testbed.out" || true)"
+        if [[ "$tls" == 1 ]]; then
+            # The "tls:" line comes once ca.pem (and the client files) exist.
+            port="$(grep -oP '^tls: port \K[0-9]+' "$work/testbed.out" || true)"
+        else
+            port="$(grep -oP '^node 0: \S+ port \K[0-9]+' "$work/testbed.out" || true)"
+        fi
         [[ -n "$addr" && -n "$port" ]] && break
         kill -0 "$server_pid" 2>/dev/null || { cat "$work/testbed.out" >&2; exit 1; }
         sleep 0.2
@@ -104,8 +165,25 @@ if [[ -z "$node" ]]; then
     [[ -n "$addr" && -n "$port" ]] || { echo "testbed did not start" >&2; exit 1; }
     node="$addr:$port"
     server_desc="testbed (1 node x 2 shards, same machine)"
+    if [[ "$tls" == 1 ]]; then
+        tls_ca="$work/tls/ca.pem"
+        if [[ "$tls_client_auth" == 1 ]]; then
+            tls_cert="$work/tls/client.pem"
+            tls_key="$work/tls/client.key"
+        fi
+        server_desc+=", $(grep '^tls:' "$work/testbed.out" | sed 's/; CA .*//')"
+    fi
 else
     server_desc="external server $node"
+    if [[ "$tls" == 1 ]]; then
+        server_desc+=", TLS (CA $tls_ca${tls_cert:+, client certificate $tls_cert})"
+    fi
+fi
+# The TLS options both clients get (empty in plain mode).
+tls_args=()
+if [[ "$tls" == 1 ]]; then
+    tls_args+=(--tls-ca "$tls_ca")
+    if [[ -n "$tls_cert" ]]; then tls_args+=(--tls-cert "$tls_cert" --tls-key "$tls_key"); fi
 fi
 echo "== server: $server_desc"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
@@ -117,7 +195,7 @@ run_one() { # driver bin workload conc n key_base extra...
     local line
     if line="$(timeout "$run_timeout" "$bin" --node "$node" --workload "$workload" \
         --concurrency "$conc" --requests "$n" --warmup "$warmup" --threads "$threads" \
-        --key-base "$base" --json "$@" 2> "$work/err")"; then
+        --key-base "$base" --json ${tls_args[@]+"${tls_args[@]}"} "$@" 2> "$work/err")"; then
         echo "$line" >> "$out"
         echo "  $line"
     else
@@ -154,6 +232,13 @@ for c in $concurrencies; do
     done
 done
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ -n "$server_pid" ]]; then
+    stop_testbed
+    # The testbed's own count of what it accepted over the whole comparison
+    # (both drivers): by port kind, and how many of those were TLS.
+    echo "== testbed accepted (all runs, both drivers): $(grep -oE 'accepted_(regular|shard_aware|tls): [0-9]+' \
+        "$work/testbed.out" | tr -d ':' | paste -sd ' ' - || true)"
+fi
 echo
 
 python3 - "$out" "$server_desc" "$threads" <<'EOF'
@@ -186,6 +271,17 @@ for w, c in keys:
         cells.append(f"{fmt(o):>16} {fmt(x):>9} {ratio:>6}")
     print(f"{w:<8} {c:>5} | " + " | ".join(cells))
 print("ratio o/off = ours / official: above 1 is better for ops/s, below 1 is better for latency and CPU.")
+tls = {r.get("tls") for r in runs}
+print(f"TLS: {'yes' if tls == {True} else 'no' if tls <= {False, None} else 'mixed'}; "
+      "connections open at the end of each run (remote port: count, runs):")
+for d in ("ours", "official"):
+    seen = {}
+    for r in runs:
+        if r["driver"] == d:
+            c = r.get("connections_by_port")
+            k = "?" if c is None else " ".join(f"{p}:{n}" for p, n in c.items())
+            seen[k] = seen.get(k, 0) + 1
+    print(f"  {d:<8} " + "; ".join(f"{k} ({n})" for k, n in sorted(seen.items(), key=lambda kv: -kv[1])))
 if fails:
     print(f"FAILED runs: {len(fails)}: " + ", ".join(f"{r['driver']} {r['workload']} c={r['concurrency']}" for r in fails))
 EOF

@@ -7,7 +7,9 @@
 //! k and check the row". Everything that is timed lives here, so the two
 //! sides cannot measure differently.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -57,6 +59,20 @@ pub struct Args {
     /// For `select`: do not insert the keys first (they were inserted by an
     /// earlier `insert` run with the same `--key-base`).
     pub no_populate: bool,
+    /// Connect over TLS (`--tls-ca`, optionally `--tls-cert`/`--tls-key`).
+    pub tls: Option<TlsFiles>,
+}
+
+/// The PEM files of a TLS connection. Both drivers verify the server's
+/// certificate against `ca` and the node's IP address (no mode that accepts
+/// any certificate).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// CA certificate(s) to trust.
+    pub ca: PathBuf,
+    /// Client certificate chain and private key, for servers that require
+    /// one (mutual TLS).
+    pub client: Option<(PathBuf, PathBuf)>,
 }
 
 const USAGE: &str = "\
@@ -68,6 +84,10 @@ usage: BIN --node HOST:PORT --workload insert|select [options]
   --keyspace NAME     keyspace (default: per driver)
   --key-base K        first key (default: derived from the clock, so fresh)
   --no-populate       select: the keys exist already (same --key-base as an insert run)
+  --tls-ca FILE       connect over TLS, trusting the CA certificate(s) in FILE (PEM);
+                      the server certificate is verified against the node's IP address
+  --tls-cert FILE     with --tls-ca: client certificate (PEM), needs --tls-key
+  --tls-key FILE      with --tls-ca: client private key (PEM), needs --tls-cert
   --json              one JSON object per run";
 
 /// Parses the command line (`default_keyspace` differs per driver). Exits
@@ -106,8 +126,14 @@ fn parse_from(
         // apart, and far below i64::MAX.
         key_base: (clock.as_millis() as i64) << 20,
         no_populate: false,
+        tls: None,
     };
     let mut workload = None;
+    let (mut ca, mut cert, mut key) = (None, None, None);
+    let path = |flag: &str, v: Option<String>| -> Result<Option<PathBuf>, String> {
+        v.map(|v| Some(PathBuf::from(v)))
+            .ok_or_else(|| format!("{flag} needs a file"))
+    };
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--node" => a.node = it.next().ok_or("--node needs a value")?,
@@ -125,12 +151,25 @@ fn parse_from(
             "--keyspace" => a.keyspace = it.next().ok_or("--keyspace needs a value")?,
             "--key-base" => a.key_base = num(&flag, it.next())?,
             "--no-populate" => a.no_populate = true,
+            "--tls-ca" => ca = path(&flag, it.next())?,
+            "--tls-cert" => cert = path(&flag, it.next())?,
+            "--tls-key" => key = path(&flag, it.next())?,
             "--json" => a.json = true,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
     a.workload = workload.ok_or("--workload is required")?;
+    a.tls = match (ca, cert, key) {
+        (None, None, None) => None,
+        (None, _, _) => return Err("--tls-cert and --tls-key need --tls-ca".into()),
+        (Some(ca), None, None) => Some(TlsFiles { ca, client: None }),
+        (Some(ca), Some(cert), Some(key)) => Some(TlsFiles {
+            ca,
+            client: Some((cert, key)),
+        }),
+        (Some(_), _, _) => return Err("--tls-cert and --tls-key go together".into()),
+    };
     if a.node.is_empty() {
         return Err("--node is required".into());
     }
@@ -228,6 +267,55 @@ fn cpu_sched_ns() -> Option<u64> {
         total += s.split_whitespace().next()?.parse::<u64>().ok()?;
     }
     Some(total)
+}
+
+/// The process's connected TCP sockets, counted by the remote port (e.g.
+/// `{9142: 2, 19142: 1}`: two connections to the regular TLS port, one to
+/// the TLS shard-aware port). Found by asking each socket descriptor listed
+/// in `/proc/self/fd` for its type and peer (`getpeername`), so it is the
+/// same count for both drivers whatever their own metrics. (Reading
+/// `/proc/self/net/tcp` instead missed sockets: that table is read a page at
+/// a time and entries are skipped while other connections come and go.)
+/// `None` if /proc cannot be read.
+pub fn connections_by_remote_port() -> Option<BTreeMap<u16, u64>> {
+    use std::os::fd::BorrowedFd;
+
+    let mut by_port = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc/self/fd").ok()? {
+        let Ok(entry) = entry else { continue };
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A descriptor closed since read_dir listed it has no link: skip it.
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if !target.to_string_lossy().starts_with("socket:[") {
+            continue;
+        }
+        // SAFETY: `fd` was open a moment ago (its /proc link resolved) and
+        // is only borrowed for two read-only socket calls (getsockopt
+        // SO_TYPE, getpeername) and never closed here. The measured phase
+        // has ended, so the drivers are idle; if one closed the descriptor
+        // in between anyway, the calls fail with EBADF (skipped below) or
+        // describe whatever socket now has that number: a count off by one,
+        // nothing worse.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let sock = socket2::SockRef::from(&fd);
+        if sock.r#type().ok() != Some(socket2::Type::STREAM) {
+            continue;
+        }
+        // Unix-domain stream sockets have no IP peer: as_socket() is None.
+        // A TCP socket still connecting has no peer yet (ENOTCONN).
+        if let Some(peer) = sock.peer_addr().ok().and_then(|a| a.as_socket()) {
+            *by_port.entry(peer.port()).or_insert(0) += 1;
+        }
+    }
+    Some(by_port)
 }
 
 /// What one closed-loop phase measured.
@@ -357,7 +445,8 @@ where
             closed_loop(c, measured_first, args.requests, select).await
         }
     };
-    report(args, driver, &phase);
+    let connections = connections_by_remote_port();
+    report(args, driver, &phase, connections.as_ref());
     if phase.errors > 0 {
         eprintln!(
             "{driver}: {} of {} requests failed; first: {}",
@@ -371,7 +460,7 @@ where
     }
 }
 
-fn report(args: &Args, driver: &str, p: &Phase) {
+fn report(args: &Args, driver: &str, p: &Phase, conns: Option<&BTreeMap<u16, u64>>) {
     let secs = p.elapsed.as_secs_f64();
     let ops = p.requests as f64 / secs;
     let (p50, p99, p999) = (
@@ -385,12 +474,21 @@ fn report(args: &Args, driver: &str, p: &Phase) {
         .cpu_sched_ns
         .map(|n| n as f64 / 1000.0 / p.requests as f64);
     let opt = |v: Option<f64>| v.map_or_else(|| "null".to_owned(), |v| format!("{v:.3}"));
+    let tls = if args.tls.is_some() { "true" } else { "false" };
     if args.json {
+        let conns = conns.map_or_else(
+            || "null".to_owned(),
+            |m| {
+                let kv: Vec<String> = m.iter().map(|(p, n)| format!("\"{p}\":{n}")).collect();
+                format!("{{{}}}", kv.join(","))
+            },
+        );
         println!(
             "{{\"driver\":\"{driver}\",\"workload\":\"{}\",\"concurrency\":{},\"threads\":{},\
              \"requests\":{},\"errors\":{},\"elapsed_s\":{secs:.4},\"ops_per_s\":{ops:.1},\
              \"p50_us\":{p50:.1},\"p99_us\":{p99:.1},\"p999_us\":{p999:.1},\
-             \"cpu_ticks\":{},\"cpu_us_per_req\":{},\"cpu_sched_us_per_req\":{}}}",
+             \"cpu_ticks\":{},\"cpu_us_per_req\":{},\"cpu_sched_us_per_req\":{},\
+             \"tls\":{tls},\"connections_by_port\":{conns}}}",
             args.workload.name(),
             args.concurrency,
             args.threads,
@@ -404,7 +502,8 @@ fn report(args: &Args, driver: &str, p: &Phase) {
     } else {
         println!(
             "{driver:>8} {:<6} c={:<4} n={} ops/s={ops:.0} p50={p50:.1}us p99={p99:.1}us \
-             p999={p999:.1}us cpu/req={}us (ticks {}; 10 ms each) sched cpu/req={}us errors={}",
+             p999={p999:.1}us cpu/req={}us (ticks {}; 10 ms each) sched cpu/req={}us errors={} \
+             tls={tls} connections (port:count)={}",
             args.workload.name(),
             args.concurrency,
             p.requests,
@@ -412,7 +511,15 @@ fn report(args: &Args, driver: &str, p: &Phase) {
             p.cpu_ticks
                 .map_or_else(|| "?".to_owned(), |t| t.to_string()),
             opt(sched_us),
-            p.errors
+            p.errors,
+            conns.map_or_else(
+                || "?".to_owned(),
+                |m| m
+                    .iter()
+                    .map(|(p, n)| format!("{p}:{n}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         );
     }
 }
@@ -463,5 +570,44 @@ mod tests {
         assert_eq!(a.concurrency, 8);
         assert!(a.json);
         assert!(parse_from(std::iter::empty(), "ks").is_err());
+        assert!(a.tls.is_none());
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        let base = ["--node", "h:1", "--workload", "insert"];
+        parse_from(base.iter().chain(args).map(|s| s.to_string()), "ks")
+    }
+
+    #[test]
+    fn tls_args_parse() {
+        let a = parse(&["--tls-ca", "ca.pem"]).unwrap_or_else(|e| panic!("{e}"));
+        let tls = a.tls.unwrap_or_else(|| panic!("no tls"));
+        assert_eq!(tls.ca, PathBuf::from("ca.pem"));
+        assert!(tls.client.is_none());
+        let a = parse(&["--tls-ca", "ca", "--tls-cert", "c", "--tls-key", "k"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tls = a.tls.unwrap_or_else(|| panic!("no tls"));
+        assert_eq!(tls.client, Some(("c".into(), "k".into())));
+        // A client certificate without its key (or without a CA) is refused.
+        assert!(parse(&["--tls-ca", "ca", "--tls-cert", "c"]).is_err());
+        assert!(parse(&["--tls-cert", "c", "--tls-key", "k"]).is_err());
+        assert!(parse(&["--tls-ca"]).is_err());
+    }
+
+    #[test]
+    fn connections_are_counted() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let port = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .port();
+        let before = connections_by_remote_port().unwrap_or_default();
+        let _c1 =
+            std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+        let _c2 =
+            std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+        let after = connections_by_remote_port().unwrap_or_default();
+        assert_eq!(before.get(&port), None);
+        assert_eq!(after.get(&port), Some(&2));
     }
 }

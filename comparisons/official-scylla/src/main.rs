@@ -1,6 +1,7 @@
 //! The comparison workload (see `comparisons/common`) on the official
 //! ScyllaDB Rust driver, with its default settings: token- and shard-aware
-//! routing, LOCAL_QUORUM. Only connecting, the schema and the two request
+//! routing, LOCAL_QUORUM; over TLS (its `rustls-023` feature) when
+//! `--tls-ca` is given. Only connecting, the schema and the two request
 //! closures live here; all timing is in `bench-common`.
 
 use std::sync::Arc;
@@ -60,7 +61,11 @@ type Setup = (
 );
 
 async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::Error>> {
-    let session = SessionBuilder::new().known_node(&args.node).build().await?;
+    let mut builder = SessionBuilder::new().known_node(&args.node);
+    if let Some(tls) = &args.tls {
+        builder = builder.tls_context(Some(rustls_config(tls)?));
+    }
+    let session = builder.build().await?;
     for cql in bench_common::schema(&args.keyspace) {
         session.query_unpaged(cql, &[]).await?;
     }
@@ -72,4 +77,43 @@ async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::E
         .prepare(bench_common::select_cql(&args.keyspace))
         .await?;
     Ok((Arc::new(session), Arc::new(insert), Arc::new(select)))
+}
+
+/// The rustls configuration for `--tls-ca` (and `--tls-cert`/`--tls-key`):
+/// the same crypto provider (`ring`), protocol versions (TLS 1.2 and 1.3)
+/// and verification as ours. The official driver verifies the certificate
+/// against the node's IP address (`ServerName::IpAddress`).
+fn rustls_config(
+    tls: &bench_common::TlsFiles,
+) -> Result<Arc<rustls::ClientConfig>, Box<dyn std::error::Error>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&read(&tls.ca)?) {
+        roots.add(cert?)?;
+    }
+    if roots.is_empty() {
+        return Err(format!("no CA certificate in {}", tls.ca.display()).into());
+    }
+    // Explicit provider: the `scylla` crate enables rustls' default features
+    // (aws-lc-rs), and ours uses ring; both providers are compiled in, so
+    // rustls cannot pick a process default by itself.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+    let config = match &tls.client {
+        Some((cert, key)) => {
+            let chain =
+                CertificateDer::pem_slice_iter(&read(cert)?).collect::<Result<Vec<_>, _>>()?;
+            let key = PrivateKeyDer::from_pem_slice(&read(key)?)?;
+            config.with_client_auth_cert(chain, key)?
+        }
+        None => config.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
 }

@@ -1,11 +1,13 @@
 //! The comparison workload (see `comparisons/common`) on this workspace's
 //! `scylla-driver`, with its default settings (token- and shard-aware
-//! routing, LOCAL_QUORUM). Only connecting, the schema and the two request
-//! closures live here; all timing is in `bench-common`, shared with the
-//! official driver's binary.
+//! routing, LOCAL_QUORUM), over TLS (rustls with `ring`) when `--tls-ca` is
+//! given. Only connecting, the schema and the two request closures live
+//! here; all timing is in `bench-common`, shared with the official driver's
+//! binary.
 
 use std::sync::Arc;
 
+use scylla_driver::connection::tls::TlsConfig;
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
 
 fn main() {
@@ -55,7 +57,17 @@ fn main() {
 type Setup = (Arc<Session>, Arc<PreparedStatement>, Arc<PreparedStatement>);
 
 async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::Error>> {
-    let session = SessionBuilder::new().known_node(&args.node).build().await?;
+    let mut builder = SessionBuilder::new().known_node(&args.node);
+    if let Some(tls) = &args.tls {
+        // Verifies the server certificate against the CA and the node's IP
+        // address (the default `ServerName::PeerIp`).
+        let mut config = TlsConfig::builder().ca_pem_file(&tls.ca)?;
+        if let Some((cert, key)) = &tls.client {
+            config = config.client_cert_pem_files(cert, key)?;
+        }
+        builder = builder.tls(config.build()?);
+    }
+    let session = builder.build().await?;
     for cql in bench_common::schema(&args.keyspace) {
         session.query_unpaged(cql, ()).await?;
     }
