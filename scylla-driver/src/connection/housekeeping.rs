@@ -3,8 +3,9 @@
 //!
 //! Requests carry deadlines, not timers: while any request is in flight this
 //! task wakes every `tick` and expires the ones past their deadline (so a
-//! timeout fires at most one tick late). An idle connection sleeps until its
-//! heartbeat is due, so thousands of idle connections cost nothing.
+//! timeout fires at most one tick late). A connection idle for a few ticks
+//! parks until its heartbeat is due, so thousands of idle connections cost
+//! nothing; the request that makes a parked connection busy wakes it.
 //!
 //! A busy connection whose reader has completed no frame for
 //! `stall_probe_after` gets a probe (OPTIONS): a healthy server answers it
@@ -14,6 +15,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,6 +70,12 @@ impl Progress {
 /// How long an idle connection sleeps when heartbeats are disabled.
 const IDLE_SLEEP: Duration = Duration::from_secs(3600);
 
+/// Ticks without a request in flight before the tick parks. While requests
+/// come more often than that, the tick keeps its cadence and no request has
+/// to wake it (waking it per request cost a fifth of the client's work at
+/// concurrency 1); a connection idle for longer parks until its heartbeat.
+const IDLE_TICKS_BEFORE_PARKING: u32 = 2;
+
 pub(super) async fn run(shared: Arc<Shared>, cfg: TickConfig) {
     let cancel = shared.cancel.clone();
     tokio::select! {
@@ -83,16 +91,29 @@ async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
         frames: 0,
         since: Instant::now(),
     };
+    let mut idle_ticks = 0u32;
     loop {
         let busy = shared.slots.in_use() > 0;
-        let sleep_for = if busy {
-            cfg.tick
-        } else {
-            match cfg.heartbeat_interval {
-                Some(i) => i.saturating_sub(shared.since_last_write()).max(cfg.tick),
-                None => IDLE_SLEEP,
+        idle_ticks = if busy { 0 } else { idle_ticks.saturating_add(1) };
+        let mut sleep_for = cfg.tick;
+        if idle_ticks > IDLE_TICKS_BEFORE_PARKING {
+            // Park until the heartbeat is due or a request arrives. The
+            // requester that makes the connection busy wakes a parked tick
+            // only (see `Shared::request`): the flag and `in_use` are
+            // written then read on both sides, with fences between, so one
+            // of the two sees the other.
+            shared.tick_parked.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if shared.slots.in_use() > 0 {
+                shared.tick_parked.store(false, Ordering::SeqCst);
+                idle_ticks = 0;
+            } else {
+                sleep_for = match cfg.heartbeat_interval {
+                    Some(i) => i.saturating_sub(shared.since_last_write()).max(cfg.tick),
+                    None => IDLE_SLEEP,
+                };
             }
-        };
+        }
         tokio::select! {
             _ = tokio::time::sleep(sleep_for) => {}
             _ = shared.tick_wake.notified() => {}
@@ -115,6 +136,7 @@ async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
                 }
             }
         }
+        shared.tick_parked.store(false, Ordering::SeqCst);
         let now = Instant::now();
         let busy = shared.slots.in_use() > 0;
         if busy {
@@ -126,7 +148,7 @@ async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
             return;
         }
         let silent_for = progress.observe(
-            shared.frames_in.load(std::sync::atomic::Ordering::Relaxed),
+            shared.frames_in.load(Ordering::Relaxed),
             busy,
             now,
         );

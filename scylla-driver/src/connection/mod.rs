@@ -48,7 +48,7 @@ pub mod tls;
 mod writer;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -260,6 +260,8 @@ struct Shared {
     pending: Mutex<Pending>,
     writer_wake: Notify,
     tick_wake: Notify,
+    /// The tick sleeps until woken or its heartbeat (see `housekeeping`).
+    tick_parked: AtomicBool,
     broken: OnceLock<BrokenConnection>,
     cancel: CancellationToken,
     counters: Arc<IoCounters>,
@@ -378,8 +380,13 @@ impl Shared {
             None => self.alloc_slow(deadline, timeout).await?,
         };
         if self.slots.take_became_busy() {
-            // The tick sleeps while nothing is in flight: start it.
-            self.tick_wake.notify_one();
+            // A parked tick (the connection was idle for a while) must start
+            // watching deadlines again; a ticking one sees this request at
+            // its next tick. Pairs with the fence in `housekeeping`.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if self.tick_parked.swap(false, Ordering::SeqCst) {
+                self.tick_wake.notify_one();
+            }
         }
         let extras = FrameExtras {
             tracing: opts.tracing,
@@ -742,6 +749,7 @@ where
         }),
         writer_wake: Notify::new(),
         tick_wake: Notify::new(),
+        tick_parked: AtomicBool::new(false),
         broken: OnceLock::new(),
         cancel: CancellationToken::new(),
         counters: config.counters.clone(),
