@@ -193,7 +193,7 @@ fn corpus() -> Vec<Response> {
         Response::Result(ResultBody::Rows(rows_per_column)),
         Response::Result(ResultBody::Rows(no_md)),
         Response::Result(ResultBody::SetKeyspace("ks".into())),
-        Response::Result(ResultBody::Prepared(prepared)),
+        Response::Result(ResultBody::Prepared(Box::new(prepared))),
         Response::Result(ResultBody::SchemaChange(SchemaChange {
             change: SchemaChangeType::Created,
             target: SchemaChangeTarget::Function {

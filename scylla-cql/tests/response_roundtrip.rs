@@ -479,7 +479,7 @@ proptest! {
 
     #[test]
     fn prepared_results(p in prepared()) {
-        round_trip(&Response::Result(ResultBody::Prepared(p)), &ResponseContext::default())?;
+        round_trip(&Response::Result(ResultBody::Prepared(Box::new(p))), &ResponseContext::default())?;
     }
 
     #[test]

@@ -283,11 +283,11 @@ impl CqlHandler {
             keyspace: session_ks,
             statement: st,
         }));
-        Ok(ResultBody::Prepared(Prepared {
+        Ok(ResultBody::Prepared(Box::new(Prepared {
             id,
             metadata,
             result_metadata,
-        }))
+        })))
     }
 
     fn batch(

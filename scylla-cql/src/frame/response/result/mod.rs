@@ -42,7 +42,9 @@ pub enum ResultBody {
     /// 0x0003: the keyspace now in use.
     SetKeyspace(String),
     /// 0x0004: a prepared statement.
-    Prepared(Prepared),
+    /// (Boxed: it is by far the largest variant, and every response moves
+    /// through a few hands; keeping `Response` small keeps those moves cheap.)
+    Prepared(Box<Prepared>),
     /// 0x0005: the schema changed.
     SchemaChange(SchemaChange),
 }
@@ -64,7 +66,7 @@ impl ResultBody {
             kind::VOID => ResultBody::Void,
             kind::ROWS => ResultBody::Rows(Rows::decode_cached(body, r, cache)?),
             kind::SET_KEYSPACE => ResultBody::SetKeyspace(set_keyspace::decode(r)?),
-            kind::PREPARED => ResultBody::Prepared(Prepared::decode(body, r)?),
+            kind::PREPARED => ResultBody::Prepared(Box::new(Prepared::decode(body, r)?)),
             kind::SCHEMA_CHANGE => ResultBody::SchemaChange(SchemaChange::decode(r)?),
             other => {
                 return Err(DecodeError::InvalidValue {
