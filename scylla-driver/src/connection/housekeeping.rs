@@ -94,7 +94,11 @@ async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
     let mut idle_ticks = 0u32;
     loop {
         let busy = shared.slots.in_use() > 0;
-        idle_ticks = if busy { 0 } else { idle_ticks.saturating_add(1) };
+        idle_ticks = if busy {
+            0
+        } else {
+            idle_ticks.saturating_add(1)
+        };
         let mut sleep_for = cfg.tick;
         if idle_ticks > IDLE_TICKS_BEFORE_PARKING {
             // Park until the heartbeat is due or a request arrives. The
@@ -147,11 +151,7 @@ async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
             shared.fail(BrokenReason::TooManyOrphans(orphans));
             return;
         }
-        let silent_for = progress.observe(
-            shared.frames_in.load(Ordering::Relaxed),
-            busy,
-            now,
-        );
+        let silent_for = progress.observe(shared.frames_in.load(Ordering::Relaxed), busy, now);
         if heartbeat.is_none() {
             if let Some(after) = cfg.stall_probe_after.filter(|a| silent_for >= *a) {
                 tracing::debug!(peer = %shared.peer, ?silent_for, ?after, "no response frame with requests in flight; probing");
