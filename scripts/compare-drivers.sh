@@ -188,6 +188,15 @@ fi
 echo "== server: $server_desc"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
 
+# Syscalls per request, counted by perf on each client's measured phase,
+# when perf can read the syscall tracepoint here.
+count_args=()
+if perf stat -e raw_syscalls:sys_enter true > /dev/null 2>&1; then
+    count_args=(--count-syscalls)
+else
+    echo "== perf cannot count syscalls here: the syscalls column stays empty"
+fi
+
 failed=0
 run_one() { # driver bin workload conc n key_base extra...
     local driver="$1" bin="$2" workload="$3" conc="$4" n="$5" base="$6"
@@ -195,7 +204,8 @@ run_one() { # driver bin workload conc n key_base extra...
     local line
     if line="$(timeout "$run_timeout" "$bin" --node "$node" --workload "$workload" \
         --concurrency "$conc" --requests "$n" --warmup "$warmup" --threads "$threads" \
-        --key-base "$base" --json ${tls_args[@]+"${tls_args[@]}"} "$@" 2> "$work/err")"; then
+        --key-base "$base" --json ${tls_args[@]+"${tls_args[@]}"} \
+        ${count_args[@]+"${count_args[@]}"} "$@" 2> "$work/err")"; then
         echo "$line" >> "$out"
         echo "  $line"
     else
@@ -250,13 +260,16 @@ runs = [r for r in runs if not r.get("failed")]
 keys = sorted({(r["workload"], r["concurrency"]) for r in runs},
               key=lambda k: (k[0] != "insert", k[1]))
 fields = [("ops_per_s", "ops/s", 0), ("p50_us", "p50 us", 1), ("p99_us", "p99 us", 1),
-          ("p999_us", "p999 us", 1), ("cpu_sched_us_per_req", "cpu us/req", 2)]
+          ("p999_us", "p999 us", 1), ("cpu_sched_us_per_req", "cpu us/req", 2),
+          ("allocs_per_req", "allocs/req", 3), ("syscalls_per_req", "syscalls/req", 2)]
 def med(rs, f):
     v = [r[f] for r in rs if r.get(f) is not None]
     return statistics.median(v) if v else None
 print(f"server: {server}; client tokio worker threads: {threads}; medians of "
       f"{max((sum(1 for r in runs if (r['workload'], r['concurrency'], r['driver']) == (w, c, 'ours')) for w, c in keys), default=0)} runs")
 print("cpu us/req: client process CPU (all threads, from /proc/self/task/*/schedstat) / requests")
+print("allocs/req: heap allocations of the client process in the measured phase / requests (incl. spawning the C tasks)")
+print("syscalls/req: syscalls of the client process in the measured phase / requests (perf stat raw_syscalls:sys_enter)")
 hdr = f"{'workload':<8} {'conc':>5} | " + " | ".join(
     f"{name + ' ours':>16} {'official':>9} {'o/off':>6}" for _, name, _ in fields)
 print(hdr)

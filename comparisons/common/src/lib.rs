@@ -7,12 +7,20 @@
 //! k and check the row". Everything that is timed lives here, so the two
 //! sides cannot measure differently.
 
+use std::alloc::System;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Every heap allocation of the process, counted (both driver binaries link
+/// this crate, so they count alike). The measured phase reports the
+/// allocations it made divided by its requests; that includes spawning the
+/// phase's `concurrency` tasks (a few allocations each), the same for both.
+#[global_allocator]
+static GLOBAL: &stats_alloc::StatsAlloc<System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 /// Size of the blob written per row.
 pub const VALUE_LEN: usize = 100;
@@ -61,6 +69,9 @@ pub struct Args {
     pub no_populate: bool,
     /// Connect over TLS (`--tls-ca`, optionally `--tls-cert`/`--tls-key`).
     pub tls: Option<TlsFiles>,
+    /// Count the process's syscalls during the measured phase with
+    /// `perf stat -e raw_syscalls:sys_enter -p <pid>` (`--count-syscalls`).
+    pub count_syscalls: bool,
 }
 
 /// The PEM files of a TLS connection. Both drivers verify the server's
@@ -84,6 +95,7 @@ usage: BIN --node HOST:PORT --workload insert|select [options]
   --keyspace NAME     keyspace (default: per driver)
   --key-base K        first key (default: derived from the clock, so fresh)
   --no-populate       select: the keys exist already (same --key-base as an insert run)
+  --count-syscalls    count the measured phase's syscalls (perf stat, raw_syscalls:sys_enter)
   --tls-ca FILE       connect over TLS, trusting the CA certificate(s) in FILE (PEM);
                       the server certificate is verified against the node's IP address
   --tls-cert FILE     with --tls-ca: client certificate (PEM), needs --tls-key
@@ -127,6 +139,7 @@ fn parse_from(
         key_base: (clock.as_millis() as i64) << 20,
         no_populate: false,
         tls: None,
+        count_syscalls: false,
     };
     let mut workload = None;
     let (mut ca, mut cert, mut key) = (None, None, None);
@@ -151,6 +164,7 @@ fn parse_from(
             "--keyspace" => a.keyspace = it.next().ok_or("--keyspace needs a value")?,
             "--key-base" => a.key_base = num(&flag, it.next())?,
             "--no-populate" => a.no_populate = true,
+            "--count-syscalls" => a.count_syscalls = true,
             "--tls-ca" => ca = path(&flag, it.next())?,
             "--tls-cert" => cert = path(&flag, it.next())?,
             "--tls-key" => key = path(&flag, it.next())?,
@@ -335,6 +349,10 @@ pub struct Phase {
     pub errors: u64,
     /// The first failure, for the report.
     pub first_error: Option<String>,
+    /// Heap allocations the process made during the phase.
+    pub allocations: u64,
+    /// Syscalls the process made during the phase, if counted.
+    pub syscalls: Option<u64>,
 }
 
 /// Runs keys `first .. first + count` through `op` with exactly
@@ -352,6 +370,7 @@ where
     let first_error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let ticks0 = cpu_ticks();
     let sched0 = cpu_sched_ns();
+    let allocs0 = GLOBAL.stats().allocations;
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
@@ -382,6 +401,7 @@ where
         }
     }
     let elapsed = start.elapsed();
+    let allocations = GLOBAL.stats().allocations.saturating_sub(allocs0) as u64;
     let ticks1 = cpu_ticks();
     let sched1 = cpu_sched_ns();
     let mut latencies_ns: Vec<u64> = slots.iter().map(|s| s.load(Ordering::Relaxed)).collect();
@@ -395,6 +415,58 @@ where
         cpu_sched_ns: sched0.zip(sched1).map(|(a, b)| b.saturating_sub(a)),
         errors: errors.load(Ordering::Relaxed),
         first_error,
+        allocations,
+        syscalls: None,
+    }
+}
+
+/// `perf stat` counting this process's syscalls until [`stop`](Self::stop).
+struct SyscallCounter {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl SyscallCounter {
+    /// Attaches `perf stat` to this process; `None` if perf is missing or
+    /// refuses (no tracepoint access). Waits a moment for it to attach.
+    async fn start() -> Option<Self> {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let out =
+            std::env::temp_dir().join(format!("bench-syscalls-{}-{nanos}.csv", std::process::id()));
+        let child = std::process::Command::new("perf")
+            .args(["stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p"])
+            .arg(std::process::id().to_string())
+            .arg("-o")
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        // perf needs a moment to attach; syscalls of the idle runtime in the
+        // meantime are a handful, against tens of thousands measured.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Some(Self { child, out })
+    }
+
+    /// Stops perf (SIGINT makes it write its count) and reads the count.
+    fn stop(mut self) -> Option<u64> {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        let _ = self.child.wait();
+        let text = std::fs::read_to_string(&self.out).ok();
+        let _ = std::fs::remove_file(&self.out);
+        text?
+            .lines()
+            .find(|l| l.contains("raw_syscalls:sys_enter"))?
+            .split(',')
+            .next()?
+            .trim()
+            .parse()
+            .ok()
     }
 }
 
@@ -425,7 +497,10 @@ where
             if args.warmup > 0 {
                 closed_loop(c, args.key_base, args.warmup, insert.clone()).await;
             }
-            closed_loop(c, measured_first, args.requests, insert).await
+            let counter = start_counter(args).await;
+            let mut p = closed_loop(c, measured_first, args.requests, insert).await;
+            p.syscalls = counter.and_then(SyscallCounter::stop);
+            p
         }
         Workload::Select => {
             if !args.no_populate {
@@ -442,7 +517,10 @@ where
             if args.warmup > 0 {
                 closed_loop(c, args.key_base, args.warmup, select.clone()).await;
             }
-            closed_loop(c, measured_first, args.requests, select).await
+            let counter = start_counter(args).await;
+            let mut p = closed_loop(c, measured_first, args.requests, select).await;
+            p.syscalls = counter.and_then(SyscallCounter::stop);
+            p
         }
     };
     let connections = connections_by_remote_port();
@@ -460,6 +538,17 @@ where
     }
 }
 
+async fn start_counter(args: &Args) -> Option<SyscallCounter> {
+    if !args.count_syscalls {
+        return None;
+    }
+    let c = SyscallCounter::start().await;
+    if c.is_none() {
+        eprintln!("--count-syscalls: perf stat could not be started; not counting");
+    }
+    c
+}
+
 fn report(args: &Args, driver: &str, p: &Phase, conns: Option<&BTreeMap<u16, u64>>) {
     let secs = p.elapsed.as_secs_f64();
     let ops = p.requests as f64 / secs;
@@ -474,6 +563,8 @@ fn report(args: &Args, driver: &str, p: &Phase, conns: Option<&BTreeMap<u16, u64
         .cpu_sched_ns
         .map(|n| n as f64 / 1000.0 / p.requests as f64);
     let opt = |v: Option<f64>| v.map_or_else(|| "null".to_owned(), |v| format!("{v:.3}"));
+    let allocs = p.allocations as f64 / p.requests as f64;
+    let syscalls = opt(p.syscalls.map(|n| n as f64 / p.requests as f64));
     let tls = if args.tls.is_some() { "true" } else { "false" };
     if args.json {
         let conns = conns.map_or_else(
@@ -488,6 +579,7 @@ fn report(args: &Args, driver: &str, p: &Phase, conns: Option<&BTreeMap<u16, u64
              \"requests\":{},\"errors\":{},\"elapsed_s\":{secs:.4},\"ops_per_s\":{ops:.1},\
              \"p50_us\":{p50:.1},\"p99_us\":{p99:.1},\"p999_us\":{p999:.1},\
              \"cpu_ticks\":{},\"cpu_us_per_req\":{},\"cpu_sched_us_per_req\":{},\
+             \"allocs_per_req\":{allocs:.3},\"syscalls_per_req\":{syscalls},\
              \"tls\":{tls},\"connections_by_port\":{conns}}}",
             args.workload.name(),
             args.concurrency,
@@ -502,7 +594,8 @@ fn report(args: &Args, driver: &str, p: &Phase, conns: Option<&BTreeMap<u16, u64
     } else {
         println!(
             "{driver:>8} {:<6} c={:<4} n={} ops/s={ops:.0} p50={p50:.1}us p99={p99:.1}us \
-             p999={p999:.1}us cpu/req={}us (ticks {}; 10 ms each) sched cpu/req={}us errors={} \
+             p999={p999:.1}us cpu/req={}us (ticks {}; 10 ms each) sched cpu/req={}us \
+             allocs/req={allocs:.3} syscalls/req={syscalls} errors={} \
              tls={tls} connections (port:count)={}",
             args.workload.name(),
             args.concurrency,
