@@ -3,7 +3,8 @@
 # (`scylla-driver`) connects to the `testbed` binary, discovers every node,
 # opens per-shard connections through the shard-aware port and runs prepared
 # statements; see python_driver_check.py for the assertions. Three runs:
-# plain, TLS, and tablets (testbed --tablets 16).
+# plain, TLS (plus the README's quick start over TLS), and tablets
+# (testbed --tablets 16).
 #
 # Creates .venv-testbed/ (gitignored) on first use. Bounded in time: the
 # testbed stops by itself (--duration-secs) and is killed on exit anyway.
@@ -61,6 +62,14 @@ if ! timeout 120 "$VENV/bin/python" scripts/python_driver_check.py "$HOST" "$2" 
     echo "python_driver_check: FAIL (testbed output follows)"
     cat "$LOG"
     exit 1
+fi
+if [ -n "${3:-}" ]; then
+    # The README's quick start, unchanged, over TLS against the same cluster.
+    echo "== python_driver_check: the quick start over TLS against $HOST:$2"
+    if ! SCYLLA_URI="$HOST:$2" SCYLLA_TLS_CA="$3" timeout 300 cargo run -q --example quickstart; then
+        echo "python_driver_check: FAIL: the quick start over TLS"
+        exit 1
+    fi
 fi
 kill "$TB_PID" 2>/dev/null || true
 wait "$TB_PID" 2>/dev/null || true
