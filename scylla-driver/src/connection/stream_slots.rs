@@ -204,7 +204,7 @@ impl<T> StreamSlots<T> {
         }
         let permit = self.permits.try_acquire().ok()?;
         permit.forget();
-        Some(self.alloc_with_permit(deadline))
+        self.alloc_with_permit(deadline)
     }
 
     /// Reserves a stream id, waiting for one to become free. `None` when the
@@ -219,13 +219,19 @@ impl<T> StreamSlots<T> {
             self.permits.add_permits(1);
             return None;
         }
-        Some(self.alloc_with_permit(deadline))
+        self.alloc_with_permit(deadline)
     }
 
-    fn alloc_with_permit(&self, deadline: Option<Instant>) -> u16 {
+    fn alloc_with_permit(&self, deadline: Option<Instant>) -> Option<u16> {
         // Holding a permit guarantees a free id: permits == capacity - in_use,
         // and ids are only pushed back (release) before a permit is returned.
-        let id = self.pop_id().unwrap_or(0);
+        // Were that broken, this request fails unsent rather than share an
+        // id (and so a response) with another request.
+        let Some(id) = self.pop_id() else {
+            tracing::error!("stream ids: a permit without a free id (bug); the request is not sent");
+            self.permits.add_permits(1);
+            return None;
+        };
         if self.in_use.fetch_add(1, Ordering::Relaxed) == 0 {
             self.became_busy.store(true, Ordering::Release);
         }
@@ -233,7 +239,7 @@ impl<T> StreamSlots<T> {
             waker: None,
             deadline,
         };
-        id
+        Some(id)
     }
 
     /// Whether an allocation took the slots from idle (none in use) to busy

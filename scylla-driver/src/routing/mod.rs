@@ -128,10 +128,17 @@ impl RoutingTable {
         rules.dedup();
         let keyspaces: BTreeMap<String, u32> = per_keyspace
             .iter()
-            .map(|(name, rule)| {
-                // `rules` holds every keyspace's rule, so the search succeeds.
-                let idx = rules.binary_search(rule).unwrap_or(0);
-                ((*name).clone(), idx as u32)
+            .filter_map(|(name, rule)| {
+                // `rules` holds every keyspace's rule, so the search succeeds;
+                // were that broken, the keyspace would route without replicas
+                // (any node) rather than by another keyspace's placement.
+                match rules.binary_search(rule) {
+                    Ok(idx) => Some(((*name).clone(), idx as u32)),
+                    Err(_) => {
+                        tracing::error!(keyspace = %name, "routing: a keyspace's placement rule is missing (bug); it routes without replicas");
+                        None
+                    }
+                }
             })
             .collect();
         let replica_sets = rules
