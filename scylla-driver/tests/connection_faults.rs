@@ -682,7 +682,12 @@ async fn damaged_length_field_recycles_the_connection_within_the_probe_bound() {
     assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
     assert!(elapsed >= Duration::from_millis(450), "{elapsed:?}");
     assert!(!conn.is_usable());
-    // Every request ended: nothing is left in flight.
+    // Every request ended: nothing is left in flight once the connection has
+    // finished closing (the first request's error can reach us while the
+    // closing still frees the timed-out probe's id: wait for the close).
+    tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .unwrap();
     assert_eq!(conn.in_flight(), 0);
 }
 
