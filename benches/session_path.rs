@@ -131,9 +131,13 @@ fn session_path(c: &mut Criterion) {
         ("select", Op::Select, &select),
     ] {
         for concurrency in [1u64, 64] {
-            g.bench_with_input(BenchmarkId::new(name, concurrency), &concurrency, |b, &c| {
-                b.iter_custom(|iters| rt.block_on(run(&session, st, op, iters, c)));
-            });
+            g.bench_with_input(
+                BenchmarkId::new(name, concurrency),
+                &concurrency,
+                |b, &c| {
+                    b.iter_custom(|iters| rt.block_on(run(&session, st, op, iters, c)));
+                },
+            );
         }
     }
     g.finish();

@@ -228,7 +228,9 @@ impl<T> StreamSlots<T> {
         // Were that broken, this request fails unsent rather than share an
         // id (and so a response) with another request.
         let Some(id) = self.pop_id() else {
-            tracing::error!("stream ids: a permit without a free id (bug); the request is not sent");
+            tracing::error!(
+                "stream ids: a permit without a free id (bug); the request is not sent"
+            );
             self.permits.add_permits(1);
             return None;
         };
