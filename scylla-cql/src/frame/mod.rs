@@ -8,6 +8,8 @@
 //! - [`request`]: messages a client sends (STARTUP, OPTIONS, QUERY, ...).
 //! - [`response`]: messages a server sends (ERROR, READY, RESULT, EVENT, ...).
 //! - [`tablets`]: ScyllaDB's `tablets-routing-v1` custom payload.
+//! - [`segment`]: protocol v5 framing (checksummed segments around envelopes);
+//!   a codec only: connections speak v4 so far.
 //!
 //! Encoding appends to a caller-owned `BytesMut` (the connection writer's
 //! reusable buffer); decoding reads from a slice or a shared `Bytes` and
@@ -17,6 +19,7 @@ pub mod envelope;
 pub mod header;
 pub mod request;
 pub mod response;
+pub mod segment;
 pub mod tablets;
 pub mod wire;
 
