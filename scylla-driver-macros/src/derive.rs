@@ -27,12 +27,28 @@ fn skipped_inits(s: &Struct<'_>) -> Vec<TokenStream2> {
         .collect()
 }
 
-pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+/// What both deserializing derives start from: the frame lifetime, the impl
+/// header (generics with that lifetime, the type's own generics, a where
+/// clause bounding every field by `DeserializeValue<'frame>`), and the
+/// non-skipped fields' idents, column names and types.
+struct Deserializing<'s> {
+    m: TokenStream2,
+    lt: syn::Lifetime,
+    impl_g: TokenStream2,
+    ty_g: TokenStream2,
+    wc: TokenStream2,
+    name: &'s syn::Ident,
+    idents: Vec<&'s syn::Ident>,
+    names: Vec<&'s str>,
+    tys: Vec<&'s syn::Type>,
+    skipped: Vec<TokenStream2>,
+}
+
+fn deserializing<'s>(s: &'s Struct<'_>) -> syn::Result<Deserializing<'s>> {
     let m = s.internal();
     let (lt, generics) = s.frame_generics()?;
     let (impl_g, _, _) = generics.split_for_impl();
     let (_, ty_g, _) = s.input.generics.split_for_impl();
-    let name = &s.input.ident;
     let bounds = s
         .bound()
         .map(|f| {
@@ -41,12 +57,34 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         })
         .collect();
     let wc = where_clause(&generics, bounds);
-    let fields: Vec<_> = s.bound().collect();
-    let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
-    let names: Vec<_> = fields.iter().map(|f| f.name.as_str()).collect();
-    let tys: Vec<_> = fields.iter().map(|f| f.ty).collect();
-    let skipped = skipped_inits(s);
-    let n = fields.len();
+    Ok(Deserializing {
+        impl_g: quote!(#impl_g),
+        ty_g: quote!(#ty_g),
+        wc,
+        name: &s.input.ident,
+        idents: s.bound().map(|f| f.ident).collect(),
+        names: s.bound().map(|f| f.name.as_str()).collect(),
+        tys: s.bound().map(|f| f.ty).collect(),
+        skipped: skipped_inits(s),
+        m,
+        lt,
+    })
+}
+
+pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+    let Deserializing {
+        m,
+        lt,
+        impl_g,
+        ty_g,
+        wc,
+        name,
+        idents,
+        names,
+        tys,
+        skipped,
+    } = deserializing(s)?;
+    let n = idents.len();
 
     let (type_check, deserialize) = match s.flavor {
         Flavor::MatchByName => (
@@ -252,24 +290,18 @@ pub(crate) fn serialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
 
 pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     s.no_flavor("DeserializeValue")?;
-    let m = s.internal();
-    let (lt, generics) = s.frame_generics()?;
-    let (impl_g, _, _) = generics.split_for_impl();
-    let (_, ty_g, _) = s.input.generics.split_for_impl();
-    let name = &s.input.ident;
-    let bounds = s
-        .bound()
-        .map(|f| {
-            let ty = f.ty;
-            quote!(#ty: #m::DeserializeValue<#lt>)
-        })
-        .collect();
-    let wc = where_clause(&generics, bounds);
-    let fields: Vec<_> = s.bound().collect();
-    let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
-    let names: Vec<_> = fields.iter().map(|f| f.name.as_str()).collect();
-    let tys: Vec<_> = fields.iter().map(|f| f.ty).collect();
-    let skipped = skipped_inits(s);
+    let Deserializing {
+        m,
+        lt,
+        impl_g,
+        ty_g,
+        wc,
+        name,
+        idents,
+        names,
+        tys,
+        skipped,
+    } = deserializing(s)?;
     Ok(quote! {
         #[automatically_derived]
         impl #impl_g #m::DeserializeValue<#lt> for #name #ty_g #wc {
