@@ -71,8 +71,30 @@ impl Coalescing {
         !matches!(self, Coalescing::Fixed(_))
     }
 
-    /// Decides what the writer does with the frames pending now.
+    /// How often (in rounds) the writer's wait reads the clock: every 4th
+    /// round for the adaptive policy (its bounds are hundreds of rounds
+    /// long, and a clock read in a VM costs as much as a round), every round
+    /// for a fixed window, which sleeps on the timer.
+    pub fn clock_every_rounds(&self) -> u32 {
+        match self {
+            Coalescing::Fixed(_) => 1,
+            _ => 4,
+        }
+    }
+
+    /// Decides what the writer does with the frames pending now. A yield
+    /// after an idle round (under an idle-round limit) goes through the I/O
+    /// driver, so that responses that arrived meanwhile get their turn.
     pub fn decide(&self, p: &PendingWrites) -> Decision {
+        match self.decide_step(p) {
+            Decision::Yield if p.idle_rounds > 0 && p.max_idle_rounds != u32::MAX => {
+                Decision::YieldToDriver
+            }
+            d => d,
+        }
+    }
+
+    fn decide_step(&self, p: &PendingWrites) -> Decision {
         match *self {
             Coalescing::Off => Decision::Write,
             Coalescing::Fixed(delay) => {
@@ -101,6 +123,15 @@ impl Coalescing {
                 // Idle (nothing outstanding, so nothing is about to trigger
                 // more requests), full, or out of time: write.
                 if p.awaiting_responses == 0 || p.bytes >= max_bytes || p.waited >= max_delay {
+                    return Decision::Write;
+                }
+                // Rounds without a new frame: every task queued ahead of the
+                // writer has run and added nothing, so the next frames wait
+                // for responses, which the writer would only spin for.
+                // Frames that other workers add meanwhile go with the next
+                // write. (The idle round before this one was a turn of the
+                // I/O driver: see `decide`.)
+                if p.idle_rounds >= p.max_idle_rounds {
                     return Decision::Write;
                 }
                 // Busy: wait for the next frame only if it is expected soon,
@@ -143,6 +174,11 @@ pub struct PendingWrites {
     /// Recent typical time between two frames being submitted (an average
     /// kept by the connection; zero when unknown).
     pub arrival_gap: Duration,
+    /// Rounds in a row (since the last growth) that brought no new frame.
+    pub idle_rounds: u32,
+    /// After this many idle rounds the adaptive wait ends (`u32::MAX`: no
+    /// limit, only the time bounds). The writer sets it from its runtime.
+    pub max_idle_rounds: u32,
 }
 
 /// The writer's next step.
@@ -150,8 +186,12 @@ pub struct PendingWrites {
 pub enum Decision {
     /// Write everything pending now.
     Write,
-    /// Let other runnable tasks go first, then decide again.
+    /// Let the tasks already queued on this worker go first, then decide
+    /// again (no I/O driver poll in between).
     Yield,
+    /// Let the worker poll the I/O driver once (responses that arrived
+    /// meanwhile wake more requesters), then decide again.
+    YieldToDriver,
     /// Sleep (on the runtime timer), then decide again.
     Sleep(Duration),
 }
@@ -174,6 +214,8 @@ mod tests {
                 Duration::from_micros(waited_us)
             },
             arrival_gap: Duration::from_micros(10),
+            idle_rounds: 0,
+            max_idle_rounds: u32::MAX,
         }
     }
 

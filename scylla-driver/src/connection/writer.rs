@@ -130,11 +130,7 @@ async fn coalesce(shared: &Shared, policy: Coalescing, max_idle_rounds: u32) {
     // hundreds, and a clock read in a VM costs as much as a round (profiled:
     // 9% of the client's CPU at concurrency 64 when read every round).
     // Fixed windows sleep on the timer and read it every time.
-    let clock_every = if matches!(policy, Coalescing::Fixed(_)) {
-        1
-    } else {
-        CLOCK_EVERY_ROUNDS
-    };
+    let clock_every = policy.clock_every_rounds();
     let mut now = first_seen;
     let mut last_growth = first_seen;
     let mut rounds = 0u32;
@@ -154,13 +150,6 @@ async fn coalesce(shared: &Shared, policy: Coalescing, max_idle_rounds: u32) {
             idle_rounds = 0;
         } else if rounds > 0 {
             idle_rounds += 1;
-            // Every task queued ahead of the writer has run and none added
-            // a frame: the next ones wait for responses (I/O), which the
-            // writer would only spin for. Frames that other workers add
-            // meanwhile go out with the next write.
-            if idle_rounds >= max_idle_rounds && !matches!(policy, Coalescing::Fixed(_)) {
-                return;
-            }
         }
         let state = PendingWrites {
             bytes,
@@ -171,25 +160,23 @@ async fn coalesce(shared: &Shared, policy: Coalescing, max_idle_rounds: u32) {
             grew,
             quiet: now - last_growth,
             arrival_gap: shared.arrival_gap(),
+            idle_rounds,
+            max_idle_rounds,
         };
         last_bytes = bytes;
         match policy.decide(&state) {
             Decision::Write => return,
-            // While rounds bring frames, let the queued requesters run; after
-            // a round without any, give the I/O driver one turn (responses
-            // that arrived meanwhile wake more requesters) before writing.
-            Decision::Yield if idle_rounds == 0 || max_idle_rounds == u32::MAX => {
-                YieldToQueue::default().await
-            }
-            Decision::Yield => tokio::task::yield_now().await,
+            Decision::Yield => YieldToQueue::default().await,
+            Decision::YieldToDriver => tokio::task::yield_now().await,
             Decision::Sleep(d) => tokio::time::sleep(d).await,
         }
         rounds += 1;
     }
 }
 
-/// Rounds without a new frame after which the adaptive wait ends. One:
-/// measured at concurrency 64 (INSERT, 2 workers), one idle round gave
+/// Rounds without a new frame after which the adaptive wait ends (the
+/// second is spent on a turn of the I/O driver). Measured at concurrency 64
+/// (INSERT, 2 workers, compare-ours): ending after one idle round gave
 /// 6.6-7.6 us of client CPU per request, two 7.4-9.0, and waiting out the
 /// policy's time bounds (the earlier behaviour) 11.5-12.8.
 const MAX_IDLE_ROUNDS: u32 = 2;
@@ -207,9 +194,6 @@ fn idle_round_limit() -> u32 {
         _ => MAX_IDLE_ROUNDS,
     }
 }
-
-/// How often (in rounds) the adaptive wait reads the clock.
-const CLOCK_EVERY_ROUNDS: u32 = 4;
 
 /// Lets the tasks already queued on this worker run once (requesters about
 /// to add frames), then resumes: the task wakes itself, and tokio queues a
