@@ -789,6 +789,8 @@ where
             peer: addr,
             local,
             server,
+            // Plain TCP always hands its write half for direct writes; a TLS
+            // stream cannot (its records need the writer's exclusive access).
             tls: direct.is_none(),
         }),
         _close_on_drop: Arc::new(CloseOnDrop(shared.clone())),
