@@ -20,6 +20,7 @@
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
+use scylla_cql::frame::ProtocolVersion;
 
 use std::borrow::Cow;
 use std::hint::black_box;
@@ -84,6 +85,7 @@ fn execute(c: &mut Criterion) {
             buf.clear();
             encode_frame(
                 &mut buf,
+                ProtocolVersion::V4,
                 Direction::Request,
                 1,
                 &msg,

@@ -94,6 +94,7 @@ impl Response {
     /// Appends this response as a complete frame on `stream`.
     pub fn encode_frame(&self, stream: i16, out: &mut BytesMut) {
         FrameHeader {
+            version: scylla_cql::frame::ProtocolVersion::V4,
             direction: Direction::Response,
             flags: self.flags,
             stream,

@@ -11,6 +11,7 @@
 
 mod common;
 
+use scylla_cql::frame::ProtocolVersion;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -84,7 +85,9 @@ fn rows_body(specs: &[(&str, ColumnType)], rows: Vec<Vec<Option<Vec<u8>>>>) -> B
         .collect();
     let rows = Rows::build(ResultMetadata::with_columns(specs), rows).unwrap();
     let mut out = BytesMut::new();
-    ResultBody::Rows(rows).encode_body(&mut out).unwrap();
+    ResultBody::Rows(rows)
+        .encode_body(&mut out, ProtocolVersion::V4)
+        .unwrap();
     out
 }
 

@@ -3,6 +3,7 @@
 //! overwritten lengths) go through `frame_len`, `decode_envelope` and
 //! `Request::decode` for every opcode. Errors are expected; panics, hangs and
 //! unbounded allocations are not. A fixed-seed generator keeps runs repeatable.
+use scylla_cql::frame::ProtocolVersion;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -142,6 +143,7 @@ fn valid_frame(rng: &mut Rng, compressor: &mut Compressor) -> Vec<u8> {
     let c = rng.bool().then_some(compressor);
     encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         rng.below(100) as i16,
         &req,
@@ -201,7 +203,7 @@ fn feed(f: &[u8], compression: Option<Compression>) -> usize {
         Ok(e) => e,
         Err(_) => return 1,
     };
-    match Request::decode(h.opcode, &env.body) {
+    match Request::decode(h.opcode, &env.body, ProtocolVersion::V4) {
         Ok(_) => 3,
         Err(_) => 2,
     }
@@ -244,7 +246,7 @@ fn random_bodies_for_every_opcode() {
     for _ in 0..20_000 {
         let body = rng.bytes(40);
         for &op in Opcode::ALL {
-            let _ = Request::decode(op, &body);
+            let _ = Request::decode(op, &body, ProtocolVersion::V4);
         }
         // And as a whole frame with a plausible header.
         let mut f = vec![
@@ -264,6 +266,7 @@ fn random_bodies_for_every_opcode() {
 
 fn compressed_frame(body: &[u8]) -> (FrameHeader, Bytes) {
     let h = FrameHeader {
+        version: ProtocolVersion::V4,
         direction: Direction::Request,
         flags: Flags::COMPRESSION,
         stream: 0,

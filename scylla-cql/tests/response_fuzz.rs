@@ -9,6 +9,7 @@
 //!
 //! The generator is a fixed-seed SplitMix64, so failures are reproducible.
 
+use scylla_cql::frame::ProtocolVersion;
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
 
@@ -219,7 +220,8 @@ fn corpus() -> Vec<Response> {
 
 fn encode(r: &Response) -> Vec<u8> {
     let mut b = BytesMut::new();
-    r.encode_body(&mut b).expect("corpus encodes");
+    r.encode_body(&mut b, ProtocolVersion::V4)
+        .expect("corpus encodes");
     b.to_vec()
 }
 
@@ -277,7 +279,7 @@ fn check(opcode: Opcode, body: &[u8], ctx: &ResponseContext) -> bool {
         }
     }
     let mut again = BytesMut::new();
-    resp.encode_body(&mut again)
+    resp.encode_body(&mut again, ProtocolVersion::V4)
         .unwrap_or_else(|e| panic!("decoded {resp:?} but cannot encode it: {e}"));
     let back = Response::decode(opcode, again.freeze(), ctx)
         .unwrap_or_else(|e| panic!("re-encoded {resp:?} does not decode: {e}"));
@@ -289,6 +291,7 @@ fn contexts() -> [ResponseContext; 2] {
     [
         ResponseContext::default(),
         ResponseContext {
+            version: ProtocolVersion::V4,
             rate_limit_error_code: Some(RATE_LIMIT_CODE),
             lwt_metadata_mask: Some(0x8000_0000),
         },

@@ -5,6 +5,7 @@
 //! table spec, paging state or column specs, prepared statements with
 //! partition-key indexes, and every event kind.
 
+use scylla_cql::frame::ProtocolVersion;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU16;
@@ -34,7 +35,7 @@ const CASES: u32 = 300;
 
 fn round_trip(resp: &Response, ctx: &ResponseContext) -> Result<(), TestCaseError> {
     let mut buf = BytesMut::new();
-    resp.encode_body(&mut buf)
+    resp.encode_body(&mut buf, ProtocolVersion::V4)
         .map_err(|e| TestCaseError::fail(format!("encode: {e}")))?;
     let decoded = Response::decode(resp.opcode(), buf.freeze(), ctx)
         .map_err(|e| TestCaseError::fail(format!("decode: {e}")))?;
@@ -410,7 +411,7 @@ proptest! {
 
     #[test]
     fn errors((error, rate_code) in db_error(), message in name()) {
-        let ctx = ResponseContext { rate_limit_error_code: Some(rate_code), lwt_metadata_mask: None };
+        let ctx = ResponseContext { version: ProtocolVersion::V4, rate_limit_error_code: Some(rate_code), lwt_metadata_mask: None };
         round_trip(&Response::Error(ErrorResponse { error, message }), &ctx)?;
     }
 
@@ -425,7 +426,7 @@ proptest! {
         for i in order {
             let rows = &all[i % all.len()];
             let mut body = BytesMut::new();
-            ResultBody::Rows(rows.clone()).encode_body(&mut body).unwrap();
+            ResultBody::Rows(rows.clone()).encode_body(&mut body, ProtocolVersion::V4).unwrap();
             let body = body.freeze();
             let ctx = ResponseContext::default();
             let plain = Response::decode(Opcode::Result, body.clone(), &ctx).unwrap();
@@ -508,7 +509,9 @@ fn rows_cells_survive_the_trip() {
         vec![vec![Some(b""), None], vec![None, Some(&[0, 0, 0, 1])]];
     let rows = Rows::build(md, input.clone()).unwrap();
     let mut buf = BytesMut::new();
-    ResultBody::Rows(rows).encode_body(&mut buf).unwrap();
+    ResultBody::Rows(rows)
+        .encode_body(&mut buf, ProtocolVersion::V4)
+        .unwrap();
     let Response::Result(ResultBody::Rows(rows)) = Response::decode(
         scylla_cql::frame::Opcode::Result,
         buf.freeze(),

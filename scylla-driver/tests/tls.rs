@@ -4,6 +4,7 @@
 //! a stalled handshake, a missing client certificate, builder errors).
 #![cfg(feature = "tls")]
 #![allow(clippy::unwrap_used, missing_docs)]
+use scylla_cql::frame::ProtocolVersion;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -126,7 +127,8 @@ async fn serve_cql_with<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, supported: 
         while let Ok(Some((header, len))) = frame_len(&buf, 1 << 20) {
             let frame = buf.split_to(len).freeze();
             let env = decode_envelope(&header, frame.slice(HEADER_LEN..), None, 1 << 20).unwrap();
-            let resp = match Request::decode(header.opcode, &env.body).unwrap() {
+            let resp = match Request::decode(header.opcode, &env.body, ProtocolVersion::V4).unwrap()
+            {
                 Request::Options(_) => Response::Supported(supported.clone()),
                 Request::Startup(_) => Response::Ready(Ready),
                 other => panic!("unexpected request {other:?}"),
@@ -134,6 +136,7 @@ async fn serve_cql_with<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, supported: 
             let mut out = BytesMut::new();
             encode_frame(
                 &mut out,
+                ProtocolVersion::V4,
                 Direction::Response,
                 header.stream,
                 &resp,

@@ -3,6 +3,7 @@
 use bytes::{Bytes, BytesMut};
 use scylla_cql::frame::response::{DbError, ErrorResponse};
 use scylla_cql::frame::MessageBody;
+use scylla_cql::frame::ProtocolVersion;
 
 use crate::handler::{error_code, Response};
 
@@ -49,7 +50,7 @@ impl CqlError {
         };
         let mut b = BytesMut::new();
         let e = ErrorResponse { error, message };
-        match e.encode_body(&mut b) {
+        match e.encode_body(&mut b, ProtocolVersion::V4) {
             Ok(()) => Response::new(scylla_cql::frame::header::Opcode::Error, b.freeze()),
             Err(_) => Response::error(error_code::SERVER_ERROR, &e.message),
         }

@@ -28,6 +28,7 @@ mod store;
 mod system;
 mod values;
 
+use scylla_cql::frame::ProtocolVersion;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -86,7 +87,7 @@ impl RequestHandler for CqlHandler {
 
 fn result_response(body: &ResultBody) -> Response {
     let mut b = BytesMut::new();
-    match body.encode_body(&mut b) {
+    match body.encode_body(&mut b, ProtocolVersion::V4) {
         Ok(()) => Response::new(Opcode::Result, b.freeze()),
         Err(e) => CqlError::Invalid(format!("cannot encode the result: {e}")).into_response(),
     }
@@ -131,7 +132,7 @@ impl CqlHandler {
             Ok(e) => e,
             Err(e) => return CqlError::Protocol(format!("invalid frame: {e}")).into_response(),
         };
-        let msg = match CqlRequest::decode(req.header.opcode, &env.body) {
+        let msg = match CqlRequest::decode(req.header.opcode, &env.body, ProtocolVersion::V4) {
             Ok(m) => m,
             Err(e) => {
                 let what = format!("invalid {:?} body: {e}", req.header.opcode);

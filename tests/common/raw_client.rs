@@ -2,6 +2,7 @@
 //! and read with the protocol crate's codecs, one request at a time.
 //! Included with `#[path]` by the tests that need it.
 #![allow(dead_code)]
+use scylla_cql::frame::ProtocolVersion;
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -71,6 +72,7 @@ impl Client {
         let mut buf = BytesMut::new();
         encode_frame(
             &mut buf,
+            ProtocolVersion::V4,
             Direction::Request,
             self.stream,
             req,

@@ -24,6 +24,7 @@ use bytes::{Bytes, BytesMut};
 use uuid::Uuid;
 
 use super::header::{Direction, Flags, FrameHeader, Opcode, DEFAULT_MAX_BODY_LEN, HEADER_LEN};
+use super::version::ProtocolVersion;
 use super::wire::{self, WireReader};
 use super::MessageBody;
 use crate::compression::{Compression, Compressor};
@@ -65,6 +66,7 @@ impl FrameExtras<'_> {
 /// [`DEFAULT_MAX_BODY_LEN`] (the protocol's 256 MiB). See [`encode_frame_limited`].
 pub fn encode_frame(
     buf: &mut BytesMut,
+    version: ProtocolVersion,
     direction: Direction,
     stream: i16,
     msg: &(impl MessageBody + ?Sized),
@@ -73,6 +75,7 @@ pub fn encode_frame(
 ) -> Result<(), EncodeError> {
     encode_frame_limited(
         buf,
+        version,
         direction,
         stream,
         msg,
@@ -85,6 +88,8 @@ pub fn encode_frame(
 /// Appends one whole frame (header, extras, message) to `buf`, which may
 /// already hold other frames.
 ///
+/// - The header carries `version`, and the message is written as that
+///   version writes it.
 /// - `direction` must be the direction of `msg`'s opcode; a request's `stream`
 ///   must be non-negative (negative ids are reserved for the server).
 /// - Request frames may carry `tracing` and a custom payload; a `tracing_id` or
@@ -94,7 +99,9 @@ pub fn encode_frame(
 /// - With a `compression`, the body (extras included) is written to the
 ///   compressor's scratch buffer and compressed into `buf`, and the COMPRESSION
 ///   flag is set. STARTUP and OPTIONS are never compressed: they may precede
-///   the negotiation (section 5).
+///   the negotiation (section 5). In v5 envelopes are never compressed (the
+///   segments around them are): a `compression` there is an
+///   [`EncodeError::Invalid`].
 /// - Without compression the body is written in place and the header's length
 ///   back-filled: no allocation beyond `buf`'s growth.
 /// - A body longer than `max_body_len` gives [`EncodeError::FrameTooLarge`].
@@ -102,6 +109,7 @@ pub fn encode_frame(
 /// On any error `buf` is truncated back to its length before the call.
 pub fn encode_frame_limited(
     buf: &mut BytesMut,
+    version: ProtocolVersion,
     direction: Direction,
     stream: i16,
     msg: &(impl MessageBody + ?Sized),
@@ -112,6 +120,7 @@ pub fn encode_frame_limited(
     let start = buf.len();
     let result = encode_inner(
         buf,
+        version,
         direction,
         stream,
         msg,
@@ -127,6 +136,7 @@ pub fn encode_frame_limited(
 
 fn encode_inner(
     buf: &mut BytesMut,
+    version: ProtocolVersion,
     direction: Direction,
     stream: i16,
     msg: &(impl MessageBody + ?Sized),
@@ -147,12 +157,18 @@ fn encode_inner(
         ));
     }
     let mut flags = extras_flags(direction, extras)?;
+    if compression.is_some() && version.uses_segments() {
+        return Err(EncodeError::Invalid(
+            "v5 envelopes are not compressed (their segments are)",
+        ));
+    }
     let compression = compression.filter(|_| !matches!(opcode, Opcode::Startup | Opcode::Options));
     if compression.is_some() {
         flags = flags.with(Flags::COMPRESSION);
     }
     let header_at = buf.len();
     FrameHeader {
+        version,
         direction,
         flags,
         stream,
@@ -164,12 +180,12 @@ fn encode_inner(
     match compression {
         None => {
             write_extras(buf, extras)?;
-            msg.encode_body(buf)?;
+            msg.encode_body(buf, version)?;
         }
         Some(c) => {
             let scratch = c.scratch();
             write_extras(scratch, extras)?;
-            msg.encode_body(scratch)?;
+            msg.encode_body(scratch, version)?;
             // Check the uncompressed size too: the peer checks it when decompressing.
             check_len(scratch.len(), max_body_len)?;
             c.compress_scratch_into(buf)?;
@@ -285,12 +301,13 @@ impl Envelope {
 /// Decodes a frame body received with `header`.
 ///
 /// `body` must be exactly the `header.body_len` bytes after the header.
-/// If the COMPRESSION flag is set the body is decompressed with `compression`
+/// If the COMPRESSION flag is set on a v4 frame the body is decompressed with `compression`
 /// (an error if none was negotiated), its uncompressed size bounded by
 /// `max_body_len`. Then the extras the flags announce are read: on a response,
 /// tracing id, warnings, custom payload; on a request, only the custom payload
 /// (the TRACING flag of a request carries no bytes, and the WARNING flag is
-/// meaningless there and ignored, like the unused flag bits).
+/// meaningless there and ignored, like the unused flag bits). In v5 the
+/// COMPRESSION flag is ignored, as the spec says: segments carry compression.
 pub fn decode_envelope(
     header: &FrameHeader,
     body: Bytes,
@@ -304,7 +321,8 @@ pub fn decode_envelope(
             offset: HEADER_LEN,
         });
     }
-    let body = if header.flags.contains(Flags::COMPRESSION) {
+    let compressed = header.flags.contains(Flags::COMPRESSION) && !header.version.uses_segments();
+    let body = if compressed {
         let c = compression.ok_or(DecodeError::Decompression(
             "compressed frame but no compression was negotiated",
         ))?;

@@ -1,6 +1,7 @@
 //! Unit tests of the frame envelope with a stand-in message.
 
 use super::*;
+use crate::frame::ProtocolVersion;
 
 /// A raw message: an opcode and body bytes, for envelope-only tests.
 struct Raw(Opcode, Vec<u8>);
@@ -9,7 +10,11 @@ impl MessageBody for Raw {
     fn opcode(&self) -> Opcode {
         self.0
     }
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         buf.extend_from_slice(&self.1);
         Ok(())
     }
@@ -27,6 +32,7 @@ fn options_frame_bytes() {
     let msg = Raw(Opcode::Options, vec![]);
     encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         3,
         &msg,
@@ -51,7 +57,16 @@ fn response_extras_order_and_round_trip() {
     };
     let mut buf = BytesMut::from(&b"prev"[..]);
     let msg = Raw(Opcode::Ready, vec![0xAA]);
-    encode_frame(&mut buf, Direction::Response, -1, &msg, &extras, None).unwrap();
+    encode_frame(
+        &mut buf,
+        ProtocolVersion::V4,
+        Direction::Response,
+        -1,
+        &msg,
+        &extras,
+        None,
+    )
+    .unwrap();
     let f = &buf[4..];
     assert_eq!(&f[..5], &[0x84, 0x0e, 0xff, 0xff, 0x02]);
     let mut body = id.as_bytes().to_vec();
@@ -76,7 +91,16 @@ fn request_tracing_flag_has_no_bytes() {
     };
     let mut buf = BytesMut::new();
     let msg = Raw(Opcode::Query, vec![1, 2]);
-    encode_frame(&mut buf, Direction::Request, 0, &msg, &extras, None).unwrap();
+    encode_frame(
+        &mut buf,
+        ProtocolVersion::V4,
+        Direction::Request,
+        0,
+        &msg,
+        &extras,
+        None,
+    )
+    .unwrap();
     assert_eq!(buf[1], 0x02);
     let (env, _) = decode_one(&buf, None).unwrap();
     assert!(env.tracing_requested());
@@ -91,6 +115,7 @@ fn compressed_round_trip_and_startup_never_compressed() {
     let msg = Raw(Opcode::Query, vec![7; 300]);
     encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         1,
         &msg,
@@ -112,6 +137,7 @@ fn compressed_round_trip_and_startup_never_compressed() {
     let msg = Raw(Opcode::Startup, vec![0, 0]);
     encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         0,
         &msg,
@@ -128,6 +154,7 @@ fn errors_leave_buffer_untouched() {
     let big = Raw(Opcode::Query, vec![0; 100]);
     let r = encode_frame_limited(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         0,
         &big,
@@ -146,6 +173,7 @@ fn errors_leave_buffer_untouched() {
     let mut c = Compressor::new(Compression::Lz4);
     let r = encode_frame_limited(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         0,
         &big,
@@ -157,6 +185,7 @@ fn errors_leave_buffer_untouched() {
     assert_eq!(&buf[..], b"abc");
     let wrong_dir = encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Response,
         0,
         &big,
@@ -166,6 +195,7 @@ fn errors_leave_buffer_untouched() {
     assert!(matches!(wrong_dir, Err(EncodeError::Invalid(_))));
     let negative = encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         -1,
         &big,
@@ -178,7 +208,16 @@ fn errors_leave_buffer_untouched() {
         warnings: &warnings,
         ..FrameExtras::NONE
     };
-    assert!(encode_frame(&mut buf, Direction::Request, 0, &big, &bad, None).is_err());
+    assert!(encode_frame(
+        &mut buf,
+        ProtocolVersion::V4,
+        Direction::Request,
+        0,
+        &big,
+        &bad,
+        None
+    )
+    .is_err());
     assert_eq!(&buf[..], b"abc");
 }
 
@@ -188,6 +227,7 @@ fn frame_len_waits_for_whole_frame() {
     let msg = Raw(Opcode::Query, vec![1, 2, 3]);
     encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         0,
         &msg,

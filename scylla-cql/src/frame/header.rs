@@ -1,4 +1,4 @@
-//! The 9-byte frame header of protocol v4:
+//! The 9-byte frame header (v4), called the envelope header in v5:
 //!
 //! ```text
 //! 0         8        16        24        32         40
@@ -9,20 +9,19 @@
 //! +---------+---------+---------+---------+
 //! ```
 //!
-//! The high bit of `version` is the direction (0 = request, 1 = response).
+//! The high bit of `version` is the direction (0 = request, 1 = response),
+//! the low bits the [`ProtocolVersion`].
 //! The body length is checked against a configurable maximum *here*, before
 //! any byte of the body is buffered, so a peer cannot make us allocate an
 //! unbounded buffer.
 
 use bytes::BufMut;
 
+use super::version::ProtocolVersion;
 use crate::error::DecodeError;
 
-/// Length of a v4 frame header.
+/// Length of a frame (envelope) header.
 pub const HEADER_LEN: usize = 9;
-
-/// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u8 = 0x04;
 
 /// Default maximum body length (256 MiB, the protocol's own limit).
 pub const DEFAULT_MAX_BODY_LEN: usize = 256 * 1024 * 1024;
@@ -154,6 +153,8 @@ impl Opcode {
 /// A decoded frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {
+    /// The protocol version the frame is written in.
+    pub version: ProtocolVersion,
     /// Request or response.
     pub direction: Direction,
     /// Header flags.
@@ -170,17 +171,16 @@ impl FrameHeader {
     /// Decodes a header from the start of `buf`.
     ///
     /// Returns `Ok(None)` if fewer than [`HEADER_LEN`] bytes are available. Fails
-    /// on another protocol version, an unknown opcode, or a body longer than
+    /// on a version this crate does not speak, an unknown opcode, or a body longer than
     /// `max_body_len`. The direction bit is reported, not checked: callers that
     /// expect one direction use [`FrameHeader::expect_direction`].
     pub fn decode(buf: &[u8], max_body_len: usize) -> Result<Option<FrameHeader>, DecodeError> {
         let Some(h) = buf.get(..HEADER_LEN) else {
             return Ok(None);
         };
-        let version = h[0] & 0x7f;
-        if version != PROTOCOL_VERSION {
+        let Some(version) = ProtocolVersion::from_number(h[0] & 0x7f) else {
             return Err(DecodeError::UnsupportedVersion(h[0]));
-        }
+        };
         let direction = if h[0] & 0x80 != 0 {
             Direction::Response
         } else {
@@ -196,6 +196,7 @@ impl FrameHeader {
             });
         }
         Ok(Some(FrameHeader {
+            version,
             direction,
             flags: Flags(h[1]),
             stream: i16::from_be_bytes([h[2], h[3]]),
@@ -229,7 +230,7 @@ impl FrameHeader {
             Direction::Request => 0x00,
             Direction::Response => 0x80,
         };
-        buf.put_u8(PROTOCOL_VERSION | dir);
+        buf.put_u8(self.version.number() | dir);
         buf.put_u8(self.flags.0);
         buf.put_i16(self.stream);
         buf.put_u8(self.opcode as u8);
@@ -245,6 +246,7 @@ mod tests {
     fn header_round_trip() {
         for &opcode in Opcode::ALL {
             let h = FrameHeader {
+                version: ProtocolVersion::V5,
                 direction: opcode.direction(),
                 flags: Flags::COMPRESSION.with(Flags::WARNING),
                 stream: -1,
@@ -270,6 +272,12 @@ mod tests {
     fn rejects_bad_headers() {
         let ok = [0x84, 0, 0, 1, 0x02, 0, 0, 0, 0];
         assert!(FrameHeader::decode(&ok, 10).unwrap().is_some());
+        let mut v5 = ok;
+        v5[0] = 0x85;
+        assert_eq!(
+            FrameHeader::decode(&v5, 10).unwrap().unwrap().version,
+            ProtocolVersion::V5
+        );
         let mut v3 = ok;
         v3[0] = 0x83;
         assert_eq!(

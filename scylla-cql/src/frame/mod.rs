@@ -8,8 +8,8 @@
 //! - [`request`]: messages a client sends (STARTUP, OPTIONS, QUERY, ...).
 //! - [`response`]: messages a server sends (ERROR, READY, RESULT, EVENT, ...).
 //! - [`tablets`]: ScyllaDB's `tablets-routing-v1` custom payload.
-//! - [`segment`]: protocol v5 framing (checksummed segments around envelopes);
-//!   a codec only: connections speak v4 so far.
+//! - [`segment`]: protocol v5 framing (checksummed segments around envelopes).
+//! - [`version`]: the protocol versions (v4, v5) and where they differ.
 //!
 //! Encoding appends to a caller-owned `BytesMut` (the connection writer's
 //! reusable buffer); decoding reads from a slice or a shared `Bytes` and
@@ -21,15 +21,15 @@ pub mod request;
 pub mod response;
 pub mod segment;
 pub mod tablets;
+pub mod version;
 pub mod wire;
 
 pub use envelope::{
     decode_envelope, encode_frame, encode_frame_limited, frame_len, CustomPayload, Envelope,
     FrameExtras,
 };
-pub use header::{
-    Direction, Flags, FrameHeader, Opcode, DEFAULT_MAX_BODY_LEN, HEADER_LEN, PROTOCOL_VERSION,
-};
+pub use header::{Direction, Flags, FrameHeader, Opcode, DEFAULT_MAX_BODY_LEN, HEADER_LEN};
+pub use version::ProtocolVersion;
 
 use bytes::BytesMut;
 
@@ -42,6 +42,6 @@ use crate::error::EncodeError;
 pub trait MessageBody {
     /// The frame opcode of this message.
     fn opcode(&self) -> Opcode;
-    /// Appends the (uncompressed) body to `buf`.
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError>;
+    /// Appends the (uncompressed) body to `buf`, as `version` writes it.
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError>;
 }

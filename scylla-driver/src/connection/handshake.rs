@@ -6,6 +6,7 @@
 //! The handshake runs on the socket directly, one frame at a time, before
 //! the writer and reader tasks exist; the whole of it is bounded by the
 //! handshake timeout, and an error names the step that failed.
+use scylla_cql::frame::ProtocolVersion;
 
 use std::borrow::Cow;
 
@@ -267,6 +268,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
         let mut out = BytesMut::new();
         encode_frame(
             &mut out,
+            ProtocolVersion::V4,
             Direction::Request,
             0,
             msg,

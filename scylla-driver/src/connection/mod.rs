@@ -46,6 +46,7 @@ pub mod stream_slots;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod writer;
+use scylla_cql::frame::ProtocolVersion;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -410,6 +411,7 @@ impl Shared {
             } = &mut *p;
             if let Err(e) = encode_frame_limited(
                 buf,
+                ProtocolVersion::V4,
                 Direction::Request,
                 id as i16,
                 msg,

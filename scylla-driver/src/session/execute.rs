@@ -9,6 +9,7 @@
 //! a further attempt on the next target starts whenever the current ones have
 //! been silent for the configured delay; the first answer wins.
 
+use scylla_cql::frame::ProtocolVersion;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -66,8 +67,13 @@ pub(crate) struct RunOptions {
 pub(crate) trait MessageFor: Sync {
     /// The opcode of the message.
     fn opcode(&self) -> Opcode;
-    /// Encodes the body at consistency `c`.
-    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError>;
+    /// Encodes the body at consistency `c`, as `version` writes it.
+    fn encode_body_at(
+        &self,
+        c: Consistency,
+        buf: &mut BytesMut,
+        version: ProtocolVersion,
+    ) -> Result<(), EncodeError>;
     /// The statement text of prepared statement `id`, to prepare it again
     /// when a node answers UNPREPARED.
     fn reprepare(&self, id: &[u8]) -> Option<&str>;
@@ -85,8 +91,8 @@ impl MessageBody for AtConsistency<'_> {
         self.msg.opcode()
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
-        self.msg.encode_body_at(self.consistency, buf)
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
+        self.msg.encode_body_at(self.consistency, buf, version)
     }
 }
 
@@ -495,12 +501,17 @@ impl MessageFor for QueryMessage<'_> {
         Opcode::Query
     }
 
-    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body_at(
+        &self,
+        c: Consistency,
+        buf: &mut BytesMut,
+        version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         Query {
             contents: Cow::Borrowed(&self.query.contents),
             params: params_at(&self.query.params, c),
         }
-        .encode_body(buf)
+        .encode_body(buf, version)
     }
 
     fn reprepare(&self, _id: &[u8]) -> Option<&str> {
@@ -520,12 +531,17 @@ impl MessageFor for ExecuteMessage<'_> {
         Opcode::Execute
     }
 
-    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body_at(
+        &self,
+        c: Consistency,
+        buf: &mut BytesMut,
+        version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         Execute {
             id: Cow::Borrowed(&self.execute.id),
             params: params_at(&self.execute.params, c),
         }
-        .encode_body(buf)
+        .encode_body(buf, version)
     }
 
     fn reprepare(&self, id: &[u8]) -> Option<&str> {
@@ -545,7 +561,12 @@ impl MessageFor for BatchMessage<'_> {
         Opcode::Batch
     }
 
-    fn encode_body_at(&self, c: Consistency, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body_at(
+        &self,
+        c: Consistency,
+        buf: &mut BytesMut,
+        version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         scylla_cql::frame::request::Batch {
             batch_type: self.batch.batch_type,
             statements: Cow::Borrowed(&self.batch.statements),
@@ -553,7 +574,7 @@ impl MessageFor for BatchMessage<'_> {
             serial_consistency: self.batch.serial_consistency,
             default_timestamp: self.batch.default_timestamp,
         }
-        .encode_body(buf)
+        .encode_body(buf, version)
     }
 
     fn reprepare(&self, id: &[u8]) -> Option<&str> {

@@ -5,6 +5,7 @@
 //!
 //! Shared by several test binaries, so not every helper is used by each.
 #![allow(dead_code, clippy::unwrap_used, unreachable_pub)]
+use scylla_cql::frame::ProtocolVersion;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,7 +73,7 @@ impl ServerReader {
                     1 << 30,
                 )
                 .unwrap();
-                let request = Request::decode(header.opcode, &env.body)
+                let request = Request::decode(header.opcode, &env.body, ProtocolVersion::V4)
                     .unwrap()
                     .into_owned();
                 return Some(Incoming { header, request });
@@ -122,6 +123,7 @@ impl ServerWriter {
         let inner = &mut *g;
         encode_frame(
             &mut out,
+            ProtocolVersion::V4,
             Direction::Response,
             stream,
             resp,
@@ -155,6 +157,7 @@ pub fn encode_response(stream: i16, resp: &Response) -> Vec<u8> {
     let mut out = BytesMut::new();
     encode_frame(
         &mut out,
+        ProtocolVersion::V4,
         Direction::Response,
         stream,
         resp,

@@ -1,5 +1,6 @@
 //! AUTH_RESPONSE (section 4.1.2): one SASL token, a `[bytes]` (may be null).
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::BytesMut;
@@ -36,7 +37,11 @@ impl MessageBody for AuthResponse<'_> {
         Opcode::AuthResponse
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_bytes(buf, self.token.as_deref(), "auth token")
     }
 }

@@ -12,6 +12,7 @@
 //! time (which is why no server implements it).
 //! The four low flag bits must be zero, and unknown bits are rejected.
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::{BufMut, BytesMut};
@@ -228,7 +229,11 @@ impl MessageBody for Batch<'_> {
         Opcode::Batch
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         buf.put_u8(self.batch_type as u8);
         let n = self.statements.len();
         let n = u16::try_from(n).map_err(|_| EncodeError::TooMany {

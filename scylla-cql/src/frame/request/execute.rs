@@ -1,6 +1,7 @@
 //! EXECUTE (section 4.1.6): a prepared statement id (`[short bytes]`) and the
 //! same parameters as QUERY.
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::BytesMut;
@@ -41,7 +42,11 @@ impl MessageBody for Execute<'_> {
         Opcode::Execute
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_short_bytes(buf, &self.id, "prepared id")?;
         self.params.encode(buf)
     }

@@ -1,4 +1,5 @@
 //! Exact byte layouts of requests, written by hand from the spec.
+use crate::frame::ProtocolVersion;
 
 use std::borrow::Cow;
 
@@ -15,6 +16,7 @@ fn frame(stream: i16, msg: &Request<'_>) -> BytesMut {
     let mut buf = BytesMut::new();
     encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         stream,
         msg,
@@ -53,7 +55,10 @@ fn startup_layout() {
     expected.extend_from_slice(b"3.0.0");
     assert_eq!(&buf[..], &expected[..]);
     let (op, body) = body_of(&buf);
-    assert_eq!(Request::decode(op, &body).unwrap(), req);
+    assert_eq!(
+        Request::decode(op, &body, ProtocolVersion::V4).unwrap(),
+        req
+    );
 }
 
 #[test]
@@ -62,7 +67,7 @@ fn options_layout() {
     assert_eq!(&buf[..], &[0x04, 0x00, 0x01, 0x02, 0x05, 0, 0, 0, 0]);
     let (op, body) = body_of(&buf);
     assert_eq!(
-        Request::decode(op, &body).unwrap(),
+        Request::decode(op, &body, ProtocolVersion::V4).unwrap(),
         Request::Options(Options)
     );
 }
@@ -97,7 +102,10 @@ fn query_with_values_layout() {
     expected.extend_from_slice(&body);
     assert_eq!(&buf[..], &expected[..]);
     let (op, body) = body_of(&buf);
-    assert_eq!(Request::decode(op, &body).unwrap(), req);
+    assert_eq!(
+        Request::decode(op, &body, ProtocolVersion::V4).unwrap(),
+        req
+    );
 }
 
 #[test]
@@ -125,7 +133,10 @@ fn register_and_batch_layout() {
     let body = [1, 0, 1, 1, 0, 1, 0xAB, 0, 0, 0, 4, 0x10, 0, 9];
     assert_eq!(&buf[HEADER_LEN..], &body[..]);
     let (op, body) = body_of(&buf);
-    assert_eq!(Request::decode(op, &body).unwrap(), req);
+    assert_eq!(
+        Request::decode(op, &body, ProtocolVersion::V4).unwrap(),
+        req
+    );
 }
 
 #[test]
@@ -146,6 +157,7 @@ fn named_values_in_batch_are_rejected() {
     let mut buf = BytesMut::new();
     let r = encode_frame(
         &mut buf,
+        ProtocolVersion::V4,
         Direction::Request,
         0,
         &req,
@@ -157,7 +169,7 @@ fn named_values_in_batch_are_rejected() {
     // And the names flag is rejected on decode.
     let body = [0, 0, 0, 0, 1, 0x40];
     assert!(matches!(
-        Request::decode(Opcode::Batch, &body),
+        Request::decode(Opcode::Batch, &body, ProtocolVersion::V4),
         Err(DecodeError::InvalidValue { .. })
     ));
 }
@@ -165,29 +177,29 @@ fn named_values_in_batch_are_rejected() {
 #[test]
 fn decode_rejects_bad_input() {
     assert!(matches!(
-        Request::decode(Opcode::Options, &[0]),
+        Request::decode(Opcode::Options, &[0], ProtocolVersion::V4),
         Err(DecodeError::TrailingBytes { .. })
     ));
     assert!(matches!(
-        Request::decode(Opcode::Ready, &[]),
+        Request::decode(Opcode::Ready, &[], ProtocolVersion::V4),
         Err(DecodeError::WrongDirection { .. })
     ));
     // Unknown query flag bit 0x80.
     let body = [0, 0, 0, 0, 0, 1, 0x80];
     assert!(matches!(
-        Request::decode(Opcode::Query, &body),
+        Request::decode(Opcode::Query, &body, ProtocolVersion::V4),
         Err(DecodeError::InvalidValue { .. })
     ));
     // Batch low flag bits must be zero.
     let body = [0, 0, 0, 0, 1, 0x01];
     assert!(matches!(
-        Request::decode(Opcode::Batch, &body),
+        Request::decode(Opcode::Batch, &body, ProtocolVersion::V4),
         Err(DecodeError::InvalidValue { .. })
     ));
     let mut body = vec![0, 1, 0, 3];
     body.extend_from_slice(b"FOO");
     assert!(matches!(
-        Request::decode(Opcode::Register, &body),
+        Request::decode(Opcode::Register, &body, ProtocolVersion::V4),
         Err(DecodeError::InvalidText { .. })
     ));
 }

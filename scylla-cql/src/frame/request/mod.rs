@@ -29,6 +29,7 @@ pub use query_params::QueryParameters;
 pub use register::{EventType, Register};
 pub use startup::Startup;
 
+use crate::frame::ProtocolVersion;
 use bytes::BytesMut;
 
 use super::wire::WireReader;
@@ -75,7 +76,14 @@ impl<'a> Request<'a> {
     /// [`decode_envelope`](crate::frame::envelope::decode_envelope)) of a frame
     /// with `opcode`. A response opcode is a [`DecodeError::WrongDirection`];
     /// bytes left after the message are a [`DecodeError::TrailingBytes`].
-    pub fn decode(opcode: Opcode, body: &'a [u8]) -> Result<Request<'a>, DecodeError> {
+    /// `version` is the connection's (some messages differ between v4 and v5).
+    pub fn decode(
+        opcode: Opcode,
+        body: &'a [u8],
+        version: ProtocolVersion,
+    ) -> Result<Request<'a>, DecodeError> {
+        // The per-message differences of v5 are decoded by the messages.
+        let _ = version;
         let mut r = WireReader::new(body);
         let req = match opcode {
             Opcode::Startup => Request::Startup(Startup::decode(&mut r)?),
@@ -137,8 +145,8 @@ impl MessageBody for Request<'_> {
         self.inner().opcode()
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
-        self.inner().encode_body(buf)
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
+        self.inner().encode_body(buf, version)
     }
 }
 

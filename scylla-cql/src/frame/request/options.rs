@@ -1,6 +1,7 @@
 //! OPTIONS (section 4.1.3): asks for the server's supported STARTUP options.
 //! The body is empty.
 
+use crate::frame::ProtocolVersion;
 use bytes::BytesMut;
 
 use crate::error::{DecodeError, EncodeError};
@@ -23,7 +24,11 @@ impl MessageBody for Options {
         Opcode::Options
     }
 
-    fn encode_body(&self, _buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        _buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! PREPARE (section 4.1.5): the CQL string to prepare, a `[long string]`.
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::BytesMut;
@@ -36,7 +37,11 @@ impl MessageBody for Prepare<'_> {
         Opcode::Prepare
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_long_string(buf, &self.query, "query string")
     }
 }

@@ -1,6 +1,7 @@
 //! Property tests: every request survives encode (envelope, optionally LZ4,
 //! random extras) -> `frame_len` -> `decode_envelope` -> `Request::decode`.
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::{Bytes, BytesMut};
@@ -164,7 +165,7 @@ proptest! {
         };
         let mut compressor = Compressor::new(Compression::Lz4);
         let mut buf = BytesMut::from(&prefix[..]);
-        encode_frame(&mut buf, Direction::Request, stream, &req, &extras, lz4.then_some(&mut compressor))
+        encode_frame(&mut buf, ProtocolVersion::V4, Direction::Request, stream, &req, &extras, lz4.then_some(&mut compressor))
             .unwrap();
         let frame = &buf[prefix.len()..];
         let (h, len) = frame_len(frame, 1 << 20).unwrap().unwrap();
@@ -181,7 +182,7 @@ proptest! {
         prop_assert_eq!(env.tracing_id, None);
         prop_assert!(env.warnings.is_empty());
         prop_assert_eq!(&env.custom_payload, &payload);
-        let decoded = Request::decode(h.opcode, &env.body).unwrap().into_owned();
+        let decoded = Request::decode(h.opcode, &env.body, ProtocolVersion::V4).unwrap().into_owned();
         prop_assert_eq!(decoded, req);
     }
 
@@ -196,7 +197,7 @@ proptest! {
         struct Raw(Vec<u8>);
         impl MessageBody for Raw {
             fn opcode(&self) -> Opcode { Opcode::Result }
-            fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+            fn encode_body(&self, buf: &mut BytesMut, _version: ProtocolVersion) -> Result<(), EncodeError> {
                 buf.extend_from_slice(&self.0);
                 Ok(())
             }
@@ -210,7 +211,7 @@ proptest! {
         };
         let mut compressor = Compressor::new(Compression::Lz4);
         let mut buf = BytesMut::new();
-        encode_frame(&mut buf, Direction::Response, -1, &Raw(body.clone()), &extras, lz4.then_some(&mut compressor))
+        encode_frame(&mut buf, ProtocolVersion::V4, Direction::Response, -1, &Raw(body.clone()), &extras, lz4.then_some(&mut compressor))
             .unwrap();
         let (h, _) = frame_len(&buf, 1 << 20).unwrap().unwrap();
         let env = decode_envelope(&h, buf.freeze().slice(HEADER_LEN..), Some(Compression::Lz4), 1 << 20).unwrap();

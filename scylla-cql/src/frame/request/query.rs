@@ -1,5 +1,6 @@
 //! QUERY (section 4.1.4): a CQL string (`[long string]`) and its parameters.
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::BytesMut;
@@ -40,7 +41,11 @@ impl MessageBody for Query<'_> {
         Opcode::Query
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_long_string(buf, &self.contents, "query string")?;
         self.params.encode(buf)
     }

@@ -1,5 +1,6 @@
 //! REGISTER (section 4.1.8): the event types to receive, a `[string list]`.
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::BytesMut;
@@ -85,7 +86,11 @@ impl MessageBody for Register<'_> {
         Opcode::Register
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_short_len(buf, self.event_types.len(), "event types")?;
         for e in self.event_types.iter() {
             wire::put_string(buf, e.as_str(), "event type")?;

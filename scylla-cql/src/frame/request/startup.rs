@@ -4,6 +4,7 @@
 //! string literals without building a map, and the server decodes them
 //! borrowing from the body.
 
+use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
 
 use bytes::BytesMut;
@@ -62,7 +63,11 @@ impl MessageBody for Startup<'_> {
         Opcode::Startup
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_string_map(
             buf,
             self.options.iter().map(|(k, v)| (k.as_ref(), v.as_ref())),

@@ -2,6 +2,7 @@
 //! steps of a SASL exchange. Each body is a single `[bytes]` token, which may
 //! be null; its meaning belongs to the authenticator.
 
+use crate::frame::ProtocolVersion;
 use bytes::{Bytes, BytesMut};
 
 use super::share;
@@ -54,7 +55,11 @@ impl MessageBody for AuthChallenge {
         Opcode::AuthChallenge
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_bytes(buf, self.token.as_deref(), "auth challenge token")
     }
 }
@@ -64,7 +69,11 @@ impl MessageBody for AuthSuccess {
         Opcode::AuthSuccess
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_bytes(buf, self.token.as_deref(), "auth success token")
     }
 }

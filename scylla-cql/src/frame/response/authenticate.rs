@@ -1,6 +1,7 @@
 //! AUTHENTICATE (section 4.2.3): the server requires SASL authentication and
 //! names the authenticator class, which tells the client what to send.
 
+use crate::frame::ProtocolVersion;
 use bytes::BytesMut;
 
 use crate::error::{DecodeError, EncodeError};
@@ -29,7 +30,11 @@ impl MessageBody for Authenticate {
         Opcode::Authenticate
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_string(buf, &self.authenticator, "authenticator class")
     }
 }

@@ -7,6 +7,7 @@
 //! [`ResponseContext`]. Unknown codes decode to [`DbError::Other`] instead of
 //! failing: a new server error must still reach the user with its message.
 
+use crate::frame::ProtocolVersion;
 use bytes::{Bytes, BytesMut};
 
 use super::{share, ResponseContext};
@@ -518,7 +519,11 @@ impl MessageBody for ErrorResponse {
         Opcode::Error
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_int(buf, self.error.code());
         wire::put_string(buf, &self.message, "error message")?;
         self.error.encode(buf)

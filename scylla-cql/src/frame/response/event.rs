@@ -1,6 +1,7 @@
 //! EVENT (section 4.2.6, plus ScyllaDB's CLIENT_ROUTES_CHANGE): changes the
 //! server pushes on stream -1 to connections that REGISTERed for them.
 
+use crate::frame::ProtocolVersion;
 use std::net::SocketAddr;
 
 use bytes::BytesMut;
@@ -143,7 +144,11 @@ impl MessageBody for Event {
         Opcode::Event
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_string(buf, self.event_type(), "event type")?;
         match self {
             Event::TopologyChange { change, addr } => {

@@ -33,6 +33,7 @@ pub use ready::Ready;
 pub use result::ResultBody;
 pub use supported::{ExtensionError, ScyllaExtensions, ShardingInfo, Supported};
 
+use crate::frame::ProtocolVersion;
 use bytes::{Bytes, BytesMut};
 
 use crate::error::{DecodeError, EncodeError};
@@ -46,6 +47,8 @@ use crate::frame::{Direction, MessageBody, Opcode};
 /// negotiated no ScyllaDB extension (Cassandra).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ResponseContext {
+    /// The protocol version of the connection.
+    pub version: ProtocolVersion,
     /// The error code of ScyllaDB's rate-limit error (`SCYLLA_RATE_LIMIT_ERROR`),
     /// if the extension was negotiated.
     pub rate_limit_error_code: Option<i32>,
@@ -55,12 +58,19 @@ pub struct ResponseContext {
 }
 
 impl ResponseContext {
-    /// The context implied by a parsed SUPPORTED response.
+    /// The context implied by a parsed SUPPORTED response (protocol v4;
+    /// see [`with_version`](Self::with_version)).
     pub fn from_extensions(ext: &ScyllaExtensions) -> Self {
         Self {
+            version: ProtocolVersion::V4,
             rate_limit_error_code: ext.rate_limit_error_code,
             lwt_metadata_mask: ext.lwt_metadata_mask,
         }
+    }
+
+    /// This context for a connection speaking `version`.
+    pub fn with_version(self, version: ProtocolVersion) -> Self {
+        Self { version, ..self }
     }
 }
 
@@ -171,16 +181,16 @@ impl MessageBody for Response {
         }
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
         match self {
-            Response::Error(m) => m.encode_body(buf),
-            Response::Ready(m) => m.encode_body(buf),
-            Response::Authenticate(m) => m.encode_body(buf),
-            Response::Supported(m) => m.encode_body(buf),
-            Response::Result(m) => m.encode_body(buf),
-            Response::Event(m) => m.encode_body(buf),
-            Response::AuthChallenge(m) => m.encode_body(buf),
-            Response::AuthSuccess(m) => m.encode_body(buf),
+            Response::Error(m) => m.encode_body(buf, version),
+            Response::Ready(m) => m.encode_body(buf, version),
+            Response::Authenticate(m) => m.encode_body(buf, version),
+            Response::Supported(m) => m.encode_body(buf, version),
+            Response::Result(m) => m.encode_body(buf, version),
+            Response::Event(m) => m.encode_body(buf, version),
+            Response::AuthChallenge(m) => m.encode_body(buf, version),
+            Response::AuthSuccess(m) => m.encode_body(buf, version),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! READY (section 4.2.2): the server accepted STARTUP without authentication.
 //! Its body is empty.
 
+use crate::frame::ProtocolVersion;
 use bytes::BytesMut;
 
 use crate::error::EncodeError;
@@ -15,7 +16,11 @@ impl MessageBody for Ready {
         Opcode::Ready
     }
 
-    fn encode_body(&self, _buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        _buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         Ok(())
     }
 }

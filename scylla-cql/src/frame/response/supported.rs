@@ -10,6 +10,7 @@
 //! back. [`ScyllaExtensions::to_supported`] writes them back, for the test
 //! cluster.
 
+use crate::frame::ProtocolVersion;
 use std::collections::HashMap;
 use std::num::NonZeroU16;
 
@@ -95,7 +96,11 @@ impl MessageBody for Supported {
         Opcode::Supported
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         // Sorted, so that the same options always give the same bytes.
         let mut entries: Vec<(&str, &[String])> = self
             .options

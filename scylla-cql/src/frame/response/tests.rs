@@ -1,6 +1,7 @@
 //! Hand-written wire bytes for the responses, checked against the spec's
 //! layouts byte by byte (round trips alone could hide a symmetric mistake).
 
+use crate::frame::ProtocolVersion;
 use std::num::NonZeroU16;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -25,7 +26,7 @@ fn string(buf: &mut Vec<u8>, s: &str) {
 
 fn encode(m: &impl MessageBody) -> Vec<u8> {
     let mut b = BytesMut::new();
-    m.encode_body(&mut b).unwrap();
+    m.encode_body(&mut b, ProtocolVersion::V4).unwrap();
     b.to_vec()
 }
 
@@ -91,6 +92,7 @@ fn error_unknown_code_and_rate_limit() {
     assert_eq!(e.error, DbError::Other(0xF000));
     assert_eq!(e.message, "too fast");
     let ctx = ResponseContext {
+        version: ProtocolVersion::V4,
         rate_limit_error_code: Some(0xF000),
         lwt_metadata_mask: None,
     };
@@ -365,6 +367,7 @@ fn prepared_exposes_lwt_flag() {
     assert_eq!(p.id.as_ref(), b"\xAB\xCD");
     assert_eq!(p.metadata.pk_indexes, [0]);
     let ctx = ResponseContext {
+        version: ProtocolVersion::V4,
         rate_limit_error_code: None,
         lwt_metadata_mask: Some(0x8000_0000),
     };

@@ -17,6 +17,7 @@ pub use prepared::{Prepared, PreparedMetadata};
 pub use rows::{RawRow, RawRowsIter, Rows};
 pub use schema_change::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 
+use crate::frame::ProtocolVersion;
 use bytes::{Bytes, BytesMut};
 
 use crate::error::{DecodeError, EncodeError};
@@ -93,7 +94,11 @@ impl MessageBody for ResultBody {
         Opcode::Result
     }
 
-    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode_body(
+        &self,
+        buf: &mut BytesMut,
+        _version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_int(buf, self.kind());
         match self {
             ResultBody::Void => Ok(()),
