@@ -10,6 +10,8 @@
 //! - [`tablets`]: ScyllaDB's `tablets-routing-v1` custom payload.
 //! - [`segment`]: protocol v5 framing (checksummed segments around envelopes);
 //!   a codec only: connections speak v4 so far.
+//! - [`segment_stream`]: v5 framing of a whole stream: envelopes packed into
+//!   segments (LZ4 per segment), and a deframer handing envelopes back out.
 //!
 //! Encoding appends to a caller-owned `BytesMut` (the connection writer's
 //! reusable buffer); decoding reads from a slice or a shared `Bytes` and
@@ -20,6 +22,7 @@ pub mod header;
 pub mod request;
 pub mod response;
 pub mod segment;
+pub mod segment_stream;
 pub mod tablets;
 pub mod wire;
 
