@@ -35,7 +35,7 @@ fn config() -> ConnectionConfig {
     ConnectionConfig {
         handshake_timeout: Duration::from_secs(2),
         heartbeat_interval: None,
-        ..ConnectionConfig::default()
+        ..fake_server::v4_config()
     }
 }
 

@@ -123,7 +123,7 @@ async fn one_connection(seed: u64) -> &'static str {
         } else {
             scylla_cql::frame::DEFAULT_MAX_BODY_LEN
         },
-        ..ConnectionConfig::default()
+        ..fake_server::v4_config()
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let handles: Vec<_> = (0..REQUESTS)

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::response::error::ErrorResponse;
+use scylla_cql::frame::segment::SegmentError;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::{DecodeError, EncodeError};
 
 use super::auth::AuthError;
@@ -104,6 +106,25 @@ pub enum ConnectionError {
         /// Why.
         #[source]
         source: DecodeError,
+    },
+    /// A v5 segment of the handshake was damaged or malformed.
+    #[error("{step}: damaged or malformed segment: {source}")]
+    Segment {
+        /// The step.
+        step: SetupStep,
+        /// Why.
+        #[source]
+        source: SegmentError,
+    },
+    /// The server does not speak the protocol version offered (it answered
+    /// the first request with a protocol error or an older version).
+    /// Negotiation then tries the next older version on a new connection.
+    #[error("the server does not speak protocol {offered}: {message}")]
+    VersionRefused {
+        /// The version offered.
+        offered: ProtocolVersion,
+        /// What the server said.
+        message: String,
     },
     /// A handshake request could not be encoded.
     #[error("{step}: could not encode the request: {source}")]
@@ -242,7 +263,9 @@ impl ConnectionError {
             | ConnectionError::UnexpectedResponse { step, .. }
             | ConnectionError::Decode { step, .. }
             | ConnectionError::Encode { step, .. }
+            | ConnectionError::Segment { step, .. }
             | ConnectionError::Tls { step, .. } => *step,
+            ConnectionError::VersionRefused { .. } => SetupStep::Options,
             ConnectionError::AuthRequired { .. } | ConnectionError::Auth(_) => {
                 SetupStep::Authenticate
             }
@@ -263,6 +286,11 @@ pub enum BrokenReason {
     /// A frame from the server could not be decoded (a protocol error).
     #[error("malformed frame from the server: {0}")]
     Decode(#[source] DecodeError),
+    /// A protocol v5 segment failed its checksum or framing checks: the
+    /// bytes on the wire were damaged (or the server is broken). Nothing
+    /// from the segment reached a request.
+    #[error("damaged or malformed segment from the server: {0}")]
+    Segment(#[source] SegmentError),
     /// The server answered a stream id with no request waiting on it.
     #[error("the server answered stream {0}, which has no request in flight")]
     UnknownStream(i16),

@@ -6,17 +6,26 @@
 //! The handshake runs on the socket directly, one frame at a time, before
 //! the writer and reader tasks exist; the whole of it is bounded by the
 //! handshake timeout, and an error names the step that failed.
-use scylla_cql::frame::ProtocolVersion;
+//!
+//! It speaks one protocol version, chosen by the caller. In v5, OPTIONS and
+//! STARTUP and their answers travel bare, and everything after the answer to
+//! STARTUP (authentication, `USE`, REGISTER) in checksummed segments, as the
+//! v5 spec's section 2.3 says. A server that does not speak the version
+//! answers the first request with a protocol error, or in an older version:
+//! that is [`ConnectionError::VersionRefused`], and the caller may try an
+//! older version on a new connection.
 
 use std::borrow::Cow;
 
 use bytes::BytesMut;
 use scylla_cql::compression::{Compression, Compressor};
 use scylla_cql::frame::envelope::{decode_envelope, encode_frame, frame_len, FrameExtras};
+use scylla_cql::frame::response::error::DbError;
+use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 use scylla_cql::frame::request::{AuthResponse, Options, Query, Register, Startup};
 use scylla_cql::frame::response::supported::{ScyllaExtensions, ShardingInfo};
 use scylla_cql::frame::response::{Response, ResponseContext, ResultBody};
-use scylla_cql::frame::{Direction, MessageBody, HEADER_LEN};
+use scylla_cql::frame::{Direction, FrameHeader, MessageBody, ProtocolVersion, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::error::{looks_like_tls_record, ConnectionError, SetupStep, TlsErrorKind};
@@ -25,6 +34,8 @@ use super::ConnectionConfig;
 /// What the handshake learned about the server.
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
+    /// The protocol version the connection speaks.
+    pub protocol_version: ProtocolVersion,
     /// The extensions and options from SUPPORTED.
     pub extensions: ScyllaExtensions,
     /// ScyllaDB's sharding of this connection's node, if it shards and the
@@ -36,23 +47,35 @@ pub struct ServerInfo {
     pub response_context: ResponseContext,
 }
 
-/// Runs the handshake on a freshly connected socket (plain TCP or TLS).
+/// What a connection's handshake hands on to its reader: bytes that
+/// arrived after the last handshake response (a server may send an event
+/// right behind it), and the v5 deframer with any segment it has begun.
+pub(crate) struct Leftover {
+    pub(crate) buf: BytesMut,
+    pub(crate) segments: Option<SegmentDecoder>,
+}
+
+/// Runs the handshake on a freshly connected socket (plain TCP or TLS), in
+/// protocol `version`.
 ///
 /// `progress` is updated before each step, so that a caller that times the
 /// handshake out can say which step was under way.
 pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     config: &ConnectionConfig,
+    version: ProtocolVersion,
     progress: &mut SetupStep,
-) -> Result<ServerInfo, ConnectionError> {
+) -> Result<(ServerInfo, Leftover), ConnectionError> {
     let mut io = FrameIo {
         stream,
         progress,
+        version,
         buf: BytesMut::with_capacity(4096),
         compressor: None,
         inbound_compression: None,
+        framing: None,
         max_frame_len: config.max_frame_len,
-        context: ResponseContext::default(),
+        context: ResponseContext::default().with_version(version),
     };
 
     // OPTIONS -> SUPPORTED
@@ -72,7 +95,7 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         }
         None => None,
     };
-    io.context = ResponseContext::from_extensions(&extensions);
+    io.context = ResponseContext::from_extensions(&extensions).with_version(version);
 
     // STARTUP
     let compression = config.compression.filter(|c| {
@@ -92,13 +115,39 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     // STARTUP itself goes uncompressed, but the server may compress its
     // answer already: Cassandra 5.0 sends a compressed AUTHENTICATE when
     // STARTUP asked for LZ4 (a compressed frame is flagged, so accepting one
-    // is safe either way).
+    // is safe either way). In v5 the envelopes are never compressed: the
+    // segments that follow the answer are.
+    if version.uses_segments() {
+        let mut answer = io.round_trip(SetupStep::Startup, &startup).await?;
+        let lz4 = compression.is_some();
+        io.framing = Some((
+            SegmentEncoder::new(lz4),
+            SegmentDecoder::new(lz4, config.max_frame_len.saturating_add(HEADER_LEN)),
+        ));
+        answer = io.authenticate(config, answer).await?;
+        return io.finish(config, answer, extensions, sharding, compression).await;
+    }
     io.inbound_compression = compression;
-    let mut answer = io.round_trip(SetupStep::Startup, &startup).await?;
+    let answer = io.round_trip(SetupStep::Startup, &startup).await?;
     io.compressor = compression.map(Compressor::new);
+    let answer = io.authenticate(config, answer).await?;
+    io.finish(config, answer, extensions, sharding, compression)
+        .await
+}
 
-    // Authentication
-    if let Response::Authenticate(auth) = &answer {
+
+impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
+    /// Runs the authenticator's exchange if STARTUP was answered with
+    /// AUTHENTICATE; returns READY (or whatever else came, for the caller
+    /// to reject).
+    async fn authenticate(
+        &mut self,
+        config: &ConnectionConfig,
+        answer: Response,
+    ) -> Result<Response, ConnectionError> {
+        let Response::Authenticate(auth) = &answer else {
+            return Ok(answer);
+        };
         let Some(authenticator) = &config.authenticator else {
             return Err(ConnectionError::AuthRequired {
                 authenticator: auth.authenticator.clone(),
@@ -107,63 +156,75 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         let mut session = authenticator.start(&auth.authenticator)?;
         let mut token = session.initial_response()?;
         // A SASL exchange has a handful of steps; bound it anyway.
-        let mut steps = 0;
-        answer = loop {
-            steps += 1;
-            if steps > 16 {
-                return Err(ConnectionError::UnexpectedResponse {
-                    step: SetupStep::Authenticate,
-                    got: "endless AUTH_CHALLENGE",
-                });
-            }
+        for _ in 0..16 {
             let msg = AuthResponse {
                 token: token.as_deref().map(Cow::Borrowed),
             };
-            match io.round_trip(SetupStep::Authenticate, &msg).await? {
+            match self.round_trip(SetupStep::Authenticate, &msg).await? {
                 Response::AuthChallenge(c) => {
                     token = session.evaluate_challenge(c.token.as_deref())?;
                 }
                 Response::AuthSuccess(s) => {
                     session.success(s.token.as_deref())?;
-                    break Response::Ready(scylla_cql::frame::response::ready::Ready);
+                    return Ok(Response::Ready(scylla_cql::frame::response::ready::Ready));
                 }
                 other => return Err(unexpected(SetupStep::Authenticate, &other)),
             }
-        };
-    }
-    if !matches!(answer, Response::Ready(_)) {
-        return Err(unexpected(SetupStep::Startup, &answer));
-    }
-
-    // USE keyspace
-    if let Some(ks) = &config.keyspace {
-        let query = Query {
-            contents: Cow::Owned(format!("USE {}", quote_identifier(ks))),
-            params: Default::default(),
-        };
-        match io.round_trip(SetupStep::UseKeyspace, &query).await? {
-            Response::Result(ResultBody::SetKeyspace(_)) => {}
-            other => return Err(unexpected(SetupStep::UseKeyspace, &other)),
         }
+        Err(ConnectionError::UnexpectedResponse {
+            step: SetupStep::Authenticate,
+            got: "endless AUTH_CHALLENGE",
+        })
     }
 
-    // REGISTER
-    if !config.register_events.is_empty() {
-        let register = Register {
-            event_types: Cow::Borrowed(&config.register_events),
-        };
-        match io.round_trip(SetupStep::Register, &register).await? {
-            Response::Ready(_) => {}
-            other => return Err(unexpected(SetupStep::Register, &other)),
+    /// After READY: `USE` and REGISTER, as configured.
+    async fn finish(
+        &mut self,
+        config: &ConnectionConfig,
+        answer: Response,
+        extensions: ScyllaExtensions,
+        sharding: Option<ShardingInfo>,
+        compression: Option<Compression>,
+    ) -> Result<(ServerInfo, Leftover), ConnectionError> {
+        if !matches!(answer, Response::Ready(_)) {
+            return Err(unexpected(SetupStep::Startup, &answer));
         }
-    }
 
-    Ok(ServerInfo {
-        response_context: io.context,
-        extensions,
-        sharding,
-        compression,
-    })
+        // USE keyspace
+        if let Some(ks) = &config.keyspace {
+            let query = Query {
+                contents: Cow::Owned(format!("USE {}", quote_identifier(ks))),
+                params: Default::default(),
+            };
+            match self.round_trip(SetupStep::UseKeyspace, &query).await? {
+                Response::Result(ResultBody::SetKeyspace(_)) => {}
+                other => return Err(unexpected(SetupStep::UseKeyspace, &other)),
+            }
+        }
+
+        // REGISTER
+        if !config.register_events.is_empty() {
+            let register = Register {
+                event_types: Cow::Borrowed(&config.register_events),
+            };
+            match self.round_trip(SetupStep::Register, &register).await? {
+                Response::Ready(_) => {}
+                other => return Err(unexpected(SetupStep::Register, &other)),
+            }
+        }
+
+        let leftover = Leftover {
+            buf: std::mem::take(&mut self.buf),
+            segments: self.framing.take().map(|(_, d)| d),
+        };
+        Ok((ServerInfo {
+            protocol_version: self.version,
+            response_context: self.context,
+            extensions,
+            sharding,
+            compression,
+        }, leftover))
+    }
 }
 
 fn startup_message<'a>(
@@ -248,11 +309,16 @@ pub(crate) fn response_name(r: &Response) -> &'static str {
 struct FrameIo<'s, S> {
     stream: &'s mut S,
     progress: &'s mut SetupStep,
+    /// The version every frame is written in (and every answer must have).
+    version: ProtocolVersion,
     buf: BytesMut,
+    /// v4: compresses requests once STARTUP negotiated it.
     compressor: Option<Compressor>,
-    /// The compression flagged responses may use (set from STARTUP on, one
-    /// round trip before requests are compressed).
+    /// v4: the compression flagged responses may use (set from STARTUP on,
+    /// one round trip before requests are compressed).
     inbound_compression: Option<Compression>,
+    /// v5, after the answer to STARTUP: the segment codecs.
+    framing: Option<(SegmentEncoder, SegmentDecoder)>,
     max_frame_len: usize,
     context: ResponseContext,
 }
@@ -268,7 +334,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
         let mut out = BytesMut::new();
         encode_frame(
             &mut out,
-            ProtocolVersion::V4,
+            self.version,
             Direction::Request,
             0,
             msg,
@@ -276,6 +342,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
             self.compressor.as_mut(),
         )
         .map_err(|source| ConnectionError::Encode { step, source })?;
+        if let Some((encoder, _)) = &mut self.framing {
+            let mut segments = BytesMut::with_capacity(encoder.encoded_len_bound(out.len()));
+            encoder
+                .encode_envelopes(&out, &mut segments)
+                .map_err(|source| ConnectionError::Segment { step, source })?;
+            out = segments;
+        }
         self.stream.write_all(&out).await.map_err(io_err)?;
         // A no-op on TCP; TLS may hold encrypted records until flushed.
         self.stream.flush().await.map_err(io_err)?;
@@ -289,14 +362,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
                     source: None,
                 });
             }
-            let decoded = frame_len(&self.buf, self.max_frame_len)
-                .map_err(|source| ConnectionError::Decode { step, source })?;
-            if let Some((header, len)) = decoded {
-                let frame = self.buf.split_to(len).freeze();
+            if let Some(frame) = self.next_frame(step)? {
                 let decode = |source| ConnectionError::Decode { step, source };
+                let header = FrameHeader::decode(&frame, usize::MAX)
+                    .map_err(decode)?
+                    .ok_or(ConnectionError::Decode {
+                        step,
+                        source: scylla_cql::DecodeError::UnexpectedEof {
+                            what: "frame header",
+                            offset: 0,
+                            needed: HEADER_LEN,
+                            available: frame.len(),
+                        },
+                    })?;
                 header
                     .expect_direction(Direction::Response)
                     .map_err(decode)?;
+                let context = self.context.with_version(header.version);
                 let envelope = decode_envelope(
                     &header,
                     frame.slice(HEADER_LEN..),
@@ -304,11 +386,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
                     self.max_frame_len,
                 )
                 .map_err(decode)?;
-                let response = Response::decode(header.opcode, envelope.body, &self.context)
-                    .map_err(decode)?;
+                let response =
+                    Response::decode(header.opcode, envelope.body, &context).map_err(decode)?;
                 if header.stream == -1 {
                     // An event before set-up finished: not ours to answer.
                     continue;
+                }
+                if let Some(refusal) = self.refusal(step, header.version, &response) {
+                    return Err(refusal);
+                }
+                if header.version != self.version {
+                    return Err(ConnectionError::Decode {
+                        step,
+                        source: scylla_cql::DecodeError::UnsupportedVersion(
+                            header.version.number() | 0x80,
+                        ),
+                    });
                 }
                 return Ok(response);
             }
@@ -317,6 +410,59 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
             if n == 0 {
                 return Err(ConnectionError::Closed { step });
             }
+        }
+    }
+
+    /// The next whole frame (envelope) received, if one is buffered.
+    fn next_frame(&mut self, step: SetupStep) -> Result<Option<bytes::Bytes>, ConnectionError> {
+        if let Some((_, decoder)) = &mut self.framing {
+            return decoder
+                .decode_next(&mut self.buf)
+                .map_err(|source| ConnectionError::Segment { step, source });
+        }
+        match frame_len(&self.buf, self.max_frame_len) {
+            Ok(Some((_, len))) => Ok(Some(self.buf.split_to(len).freeze())),
+            Ok(None) => Ok(None),
+            // A server that does not speak our version may answer in a
+            // version we do not speak either (v3): a refusal, not damage.
+            Err(scylla_cql::DecodeError::UnsupportedVersion(byte))
+                if step == SetupStep::Options && self.version > ProtocolVersion::V4 =>
+            {
+                Err(ConnectionError::VersionRefused {
+                    offered: self.version,
+                    message: format!("answered with version byte {byte:#04x}"),
+                })
+            }
+            Err(source) => Err(ConnectionError::Decode { step, source }),
+        }
+    }
+
+    /// Whether the answer to the first request says the server does not
+    /// speak our version: an answer in an older version, or a protocol
+    /// error (Cassandra and ScyllaDB answer an unsupported version with
+    /// "Invalid or unsupported protocol version"; a server where our
+    /// version is still beta says so with a protocol error too).
+    fn refusal(
+        &self,
+        step: SetupStep,
+        answered: ProtocolVersion,
+        response: &Response,
+    ) -> Option<ConnectionError> {
+        if step != SetupStep::Options || self.version == ProtocolVersion::V4 {
+            return None;
+        }
+        match response {
+            Response::Error(e) if matches!(e.error, DbError::ProtocolError) => {
+                Some(ConnectionError::VersionRefused {
+                    offered: self.version,
+                    message: e.message.clone(),
+                })
+            }
+            _ if answered < self.version => Some(ConnectionError::VersionRefused {
+                offered: self.version,
+                message: format!("answered in protocol {answered}"),
+            }),
+            _ => None,
         }
     }
 }

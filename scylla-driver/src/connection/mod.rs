@@ -39,6 +39,7 @@ pub mod coalescing;
 pub mod error;
 pub mod handshake;
 mod housekeeping;
+pub mod negotiation;
 pub mod open;
 mod reader;
 pub mod stats;
@@ -46,7 +47,6 @@ pub mod stream_slots;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod writer;
-use scylla_cql::frame::ProtocolVersion;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,7 +60,8 @@ use scylla_cql::frame::request::EventType;
 use scylla_cql::frame::response::event::Event;
 use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::frame::response::Response;
-use scylla_cql::frame::{Direction, MessageBody};
+use scylla_cql::frame::segment_stream::SegmentEncoder;
+use scylla_cql::frame::{Direction, MessageBody, ProtocolVersion};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -72,6 +73,7 @@ pub use self::error::{
     BrokenConnection, BrokenReason, ConnectionError, RequestError, SetupStep, TlsErrorKind,
 };
 pub use self::handshake::ServerInfo;
+pub use self::negotiation::ProtocolChoice;
 pub use self::open::SocketConfig;
 pub use self::stats::{IoCounters, IoSnapshot};
 
@@ -86,6 +88,9 @@ pub struct ConnectionConfig {
     pub handshake_timeout: Duration,
     /// Compression to use if the server offers it.
     pub compression: Option<Compression>,
+    /// The protocol version to offer: negotiated (the default: v5, falling
+    /// back to v4 once per session when a server refuses it) or pinned.
+    pub protocol: ProtocolChoice,
     /// Credentials, for servers that require authentication.
     pub authenticator: Option<Arc<dyn Authenticator>>,
     /// Keyspace to `USE` after the handshake.
@@ -160,6 +165,7 @@ impl Default for ConnectionConfig {
             socket: SocketConfig::default(),
             handshake_timeout: Duration::from_secs(5),
             compression: None,
+            protocol: ProtocolChoice::negotiate(),
             authenticator: None,
             keyspace: None,
             register_events: Vec::new(),
@@ -215,7 +221,13 @@ struct Pending {
     ids: Vec<u16>,
     /// End offset of each frame in `buf` (for one-write-per-frame policies).
     ends: Vec<usize>,
+    /// v4: compresses each frame (v5 compresses segments instead).
     compressor: Option<Compressor>,
+    /// v5: frames a direct write into segments.
+    segments: Option<SegmentEncoder>,
+    /// v5: bytes already in segments that go out before `buf` (the rest
+    /// of a direct write the socket did not take whole).
+    framed: BytesMut,
     /// The writer has taken frames and is writing them.
     writing: bool,
     /// The socket, for requesters to write to directly when the connection
@@ -224,6 +236,11 @@ struct Pending {
 }
 
 impl Pending {
+    /// Nothing waits to be written.
+    fn is_empty(&self) -> bool {
+        self.buf.is_empty() && self.framed.is_empty()
+    }
+
     /// Writes the pending bytes (one frame, submitted to an idle connection)
     /// straight to the socket without blocking. Returns whether they are all
     /// written; whatever is left stays pending for the writer task.
@@ -231,6 +248,28 @@ impl Pending {
         let Some(socket) = &self.direct else {
             return false;
         };
+        if let Some(encoder) = &mut self.segments {
+            // v5: frame the envelope into `framed` (empty: the connection
+            // is idle), then write that.
+            if encoder.encode_envelopes(&self.buf, &mut self.framed).is_err() {
+                // Cannot happen for a whole frame; the writer reports it.
+                return false;
+            }
+            self.buf.clear();
+            self.ends.clear();
+            let frames = std::mem::take(&mut self.ids).len();
+            match socket.try_write(&self.framed) {
+                Ok(n) => {
+                    IoCounters::add(&counters.write_syscalls, 1);
+                    IoCounters::add(&counters.bytes_written, n as u64);
+                    IoCounters::add(&counters.frames_written, frames as u64);
+                    let _ = self.framed.split_to(n);
+                }
+                // Would block, or failed: the writer retries and reports.
+                Err(_) => {}
+            }
+            return self.framed.is_empty();
+        }
         match socket.try_write(&self.buf) {
             Ok(n) => {
                 IoCounters::add(&counters.write_syscalls, 1);
@@ -281,6 +320,8 @@ struct Shared {
     /// [`Coalescing::writes_when_idle`]).
     direct_writes: bool,
     max_frame_len: usize,
+    /// The protocol version every frame is written in.
+    version: ProtocolVersion,
     peer: SocketAddr,
     /// The keyspace this connection last switched to (`USE`), as a marker
     /// the session compares with its own.
@@ -347,6 +388,7 @@ impl Shared {
         let unsent = {
             let mut p = self.pending();
             p.buf.clear();
+            p.framed.clear();
             p.ends.clear();
             // The socket closes once the writer lets go of it too.
             p.direct = None;
@@ -401,7 +443,7 @@ impl Shared {
                 self.slots.cancel_unsent(id);
                 return Err(RequestError::NotSent(b.clone()));
             }
-            let was_empty = p.buf.is_empty();
+            let was_empty = p.is_empty();
             let Pending {
                 buf,
                 ids,
@@ -411,7 +453,7 @@ impl Shared {
             } = &mut *p;
             if let Err(e) = encode_frame_limited(
                 buf,
-                ProtocolVersion::V4,
+                self.version,
                 Direction::Request,
                 id as i16,
                 msg,
@@ -542,6 +584,11 @@ impl Connection {
         self.shared.request(msg, opts, now).await
     }
 
+    /// The protocol version the connection speaks.
+    pub fn protocol_version(&self) -> ProtocolVersion {
+        self.info.server.protocol_version
+    }
+
     /// What was learned at set-up.
     pub fn info(&self) -> &ConnectionInfo {
         &self.info
@@ -654,6 +701,39 @@ async fn open_streams(
     source: Option<SocketAddr>,
     config: &ConnectionConfig,
 ) -> Result<Connection, ConnectionError> {
+    let mut version = config.protocol.offer();
+    // Bounded: each refusal moves to an older version, and there are two.
+    loop {
+        match open_in(addr, source, config, version).await {
+            Err(ConnectionError::VersionRefused { offered, message }) => {
+                let Some(older) = config.protocol.refused(offered) else {
+                    return Err(ConnectionError::VersionRefused { offered, message });
+                };
+                tracing::info!(
+                    peer = %addr,
+                    refused = %offered,
+                    %message,
+                    next = %older,
+                    "the server does not speak this protocol version; trying an older one"
+                );
+                version = older;
+            }
+            Ok(conn) => {
+                config.protocol.accepted(version);
+                return Ok(conn);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Connects and sets up a connection in protocol `version`.
+async fn open_in(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+    version: ProtocolVersion,
+) -> Result<Connection, ConnectionError> {
     let mut stream = open::open_socket(addr, source, &config.socket).await?;
     let local = open::local_addr(&stream).map_err(|source| ConnectionError::Io {
         step: SetupStep::Connect,
@@ -665,13 +745,13 @@ async fn open_streams(
             .connect(addr, stream, config.socket.connect_timeout)
             .await?;
         let offered_cert = tls.client.client_auth_cert_resolver.has_certs();
-        let server = cql_handshake(&mut stream, config)
+        let (server, leftover) = cql_handshake(&mut stream, config, version)
             .await
             .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
         let (rd, wr) = tokio::io::split(stream);
-        return Ok(start(addr, local, server, rd, wr, None, config));
+        return Ok(start(addr, local, server, leftover, rd, wr, None, config));
     }
-    let server = cql_handshake(&mut stream, config).await?;
+    let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
     // The owned halves of a TCP stream: no lock between reader and writer.
     // The write half is shared by the writer task and idle requesters.
     let (rd, wr) = stream.into_split();
@@ -680,6 +760,7 @@ async fn open_streams(
         addr,
         local,
         server,
+        leftover,
         rd,
         writer::SharedWriteHalf(wr.clone()),
         Some(wr),
@@ -691,14 +772,15 @@ async fn open_streams(
 async fn cql_handshake<S>(
     stream: &mut S,
     config: &ConnectionConfig,
-) -> Result<ServerInfo, ConnectionError>
+    version: ProtocolVersion,
+) -> Result<(ServerInfo, handshake::Leftover), ConnectionError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let mut step = SetupStep::Options;
     let outcome = tokio::time::timeout(
         config.handshake_timeout,
-        handshake::handshake(stream, config, &mut step),
+        handshake::handshake(stream, config, version, &mut step),
     )
     .await;
     match outcome {
@@ -725,10 +807,13 @@ where
 }
 
 /// Spawns the connection's tasks on its read and write halves.
+// Each argument is a distinct part of the connection being started.
+#[allow(clippy::too_many_arguments)]
 fn start<R, W>(
     addr: SocketAddr,
     local: SocketAddr,
     server: ServerInfo,
+    leftover: handshake::Leftover,
     rd: R,
     wr: W,
     direct: Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
@@ -738,6 +823,7 @@ where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let version = server.protocol_version;
     let slots = Arc::new(StreamSlots::new(config.max_in_flight));
     let shared = Arc::new(Shared {
         slots,
@@ -745,7 +831,14 @@ where
             buf: BytesMut::with_capacity(8 * 1024),
             ids: Vec::new(),
             ends: Vec::new(),
-            compressor: server.compression.map(Compressor::new),
+            compressor: server
+                .compression
+                .filter(|_| !version.uses_segments())
+                .map(Compressor::new),
+            segments: version
+                .uses_segments()
+                .then(|| SegmentEncoder::new(server.compression.is_some())),
+            framed: BytesMut::new(),
             writing: false,
             direct: direct.clone(),
         }),
@@ -762,10 +855,14 @@ where
         epoch: Instant::now(),
         direct_writes: direct.is_some() && config.coalescing.writes_when_idle(),
         max_frame_len: config.max_frame_len,
+        version,
         peer: addr,
         keyspace: arc_swap::ArcSwapOption::new(config.keyspace.clone().map(Arc::new)),
     });
-    tokio::spawn(writer::run(shared.clone(), wr, config.coalescing));
+    let segments = version
+        .uses_segments()
+        .then(|| SegmentEncoder::new(server.compression.is_some()));
+    tokio::spawn(writer::run(shared.clone(), wr, config.coalescing, segments));
     tokio::spawn(reader::run(
         shared.clone(),
         rd,
@@ -773,7 +870,10 @@ where
             context: server.response_context,
             compression: server.compression,
             events: config.events.clone(),
+            version,
+            segments: leftover.segments,
         },
+        leftover.buf,
     ));
     tokio::spawn(housekeeping::run(
         shared.clone(),

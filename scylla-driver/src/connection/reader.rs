@@ -3,20 +3,25 @@
 //! (stream -1) go to the event channel.
 //!
 //! Frames are cut out of the read buffer without copying (`split_to` +
-//! `freeze`): a response's rows borrow the bytes they were read into. Any
-//! malformed frame, a frame for a stream with no request, or end of file ends
-//! the connection, failing every request in flight with the reason.
+//! `freeze`): a response's rows borrow the bytes they were read into. In
+//! protocol v5 the bytes are segments: the [`SegmentDecoder`] verifies both
+//! checksums of a segment before it hands out any envelope in it (without
+//! copying, unless compressed). Any damaged segment, malformed frame, frame
+//! for a stream with no request, or end of file ends the connection,
+//! failing every request in flight with the reason.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use scylla_cql::compression::Compression;
+use scylla_cql::DecodeError;
 use scylla_cql::frame::envelope::{decode_envelope, frame_len};
 use scylla_cql::frame::response::event::Event;
 use scylla_cql::frame::response::result::SpecCache;
 use scylla_cql::frame::response::{Response, ResponseContext};
-use scylla_cql::frame::{Direction, FrameHeader, HEADER_LEN};
+use scylla_cql::frame::segment_stream::SegmentDecoder;
+use scylla_cql::frame::{Direction, FrameHeader, ProtocolVersion, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
@@ -34,17 +39,22 @@ pub(super) struct ReaderConfig {
     pub(super) context: ResponseContext,
     pub(super) compression: Option<Compression>,
     pub(super) events: Option<mpsc::Sender<Event>>,
+    /// The connection's version: every frame must carry it.
+    pub(super) version: ProtocolVersion,
+    /// v5: the deframer (as the handshake left it).
+    pub(super) segments: Option<SegmentDecoder>,
 }
 
 pub(super) async fn run<R: AsyncRead + Unpin>(
     shared: Arc<Shared>,
     mut socket: R,
-    cfg: ReaderConfig,
+    mut cfg: ReaderConfig,
+    leftover: BytesMut,
 ) {
     let reason = tokio::select! {
         biased;
         _ = shared.cancel.cancelled() => return,
-        reason = read_loop(&shared, &mut socket, &cfg) => reason,
+        reason = read_loop(&shared, &mut socket, &mut cfg, leftover) => reason,
     };
     shared.fail(reason);
 }
@@ -52,16 +62,50 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
 async fn read_loop<R: AsyncRead + Unpin>(
     shared: &Shared,
     socket: &mut R,
-    cfg: &ReaderConfig,
+    cfg: &mut ReaderConfig,
+    leftover: BytesMut,
 ) -> BrokenReason {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // Bytes the handshake read past its last response come first.
+    let mut buf = leftover;
+    buf.reserve(READ_CHUNK);
     let mut frames_in: u64 = 0;
     // The column specs of results seen on this connection: a prepared
     // SELECT's results decode without allocating after the first.
     let mut specs = SpecCache::new();
+    let mut segments = cfg.segments.take();
     loop {
         // Handle every complete frame buffered so far.
-        let wanted = loop {
+        let wanted = if let Some(decoder) = &mut segments {
+            loop {
+                match decoder.decode_next(&mut buf) {
+                    Ok(Some(frame)) => {
+                        let header = match FrameHeader::decode(&frame, shared.max_frame_len) {
+                            Ok(Some(h)) => h,
+                            // The decoder hands out whole envelopes only.
+                            Ok(None) => {
+                                return BrokenReason::Decode(DecodeError::UnexpectedEof {
+                                    what: "frame header",
+                                    offset: 0,
+                                    needed: HEADER_LEN,
+                                    available: frame.len(),
+                                })
+                            }
+                            Err(e) => return BrokenReason::Decode(e),
+                        };
+                        if let Err(reason) = dispatch(shared, cfg, &mut specs, header, frame) {
+                            return reason;
+                        }
+                        frames_in += 1;
+                    }
+                    Ok(None) => {
+                        shared.frames_in.store(frames_in, Ordering::Relaxed);
+                        break decoder.needed(&buf);
+                    }
+                    Err(e) => return BrokenReason::Segment(e),
+                }
+            }
+        } else {
+            loop {
             match frame_len(&buf, shared.max_frame_len) {
                 Ok(Some((header, len))) => {
                     let frame = buf.split_to(len).freeze();
@@ -77,6 +121,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     break incomplete_frame_len(&buf, shared.max_frame_len);
                 }
                 Err(e) => return BrokenReason::Decode(e),
+            }
             }
         };
         // Grow towards the rest of a large frame only as fast as its bytes
@@ -123,6 +168,11 @@ fn dispatch(
     header
         .expect_direction(Direction::Response)
         .map_err(BrokenReason::Decode)?;
+    if header.version != cfg.version {
+        return Err(BrokenReason::Decode(DecodeError::UnsupportedVersion(
+            header.version.number() | 0x80,
+        )));
+    }
     let envelope = decode_envelope(
         &header,
         frame.slice(HEADER_LEN..),

@@ -16,6 +16,8 @@ use std::time::Instant;
 use bytes::BytesMut;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use scylla_cql::frame::segment_stream::SegmentEncoder;
+
 use super::coalescing::{Coalescing, Decision, PendingWrites};
 use super::error::BrokenReason;
 use super::stats::IoCounters;
@@ -25,14 +27,19 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
     shared: Arc<Shared>,
     mut socket: W,
     policy: Coalescing,
+    segments: Option<SegmentEncoder>,
 ) {
-    let mut out = BytesMut::with_capacity(8 * 1024);
-    let mut ids: Vec<u16> = Vec::new();
-    let mut ends: Vec<usize> = Vec::new();
+    let mut bufs = WriteBuffers {
+        out: BytesMut::with_capacity(8 * 1024),
+        framed: BytesMut::new(),
+        ids: Vec::new(),
+        ends: Vec::new(),
+        segments,
+    };
     let result = tokio::select! {
         biased;
         _ = shared.cancel.cancelled() => Ok(()),
-        r = write_loop(&shared, &mut socket, policy, &mut out, &mut ids, &mut ends) => r,
+        r = write_loop(&shared, &mut socket, policy, &mut bufs) => r,
     };
     if let Err(e) = result {
         shared.fail(BrokenReason::Io(e));
@@ -40,19 +47,30 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
     // Dropping the write half sends FIN.
 }
 
+/// The writer's side of the swap with [`super::Pending`], and the v5
+/// framing.
+struct WriteBuffers {
+    /// Frames (envelopes) taken from the requesters.
+    out: BytesMut,
+    /// v5: the bytes that go to the socket (segments).
+    framed: BytesMut,
+    ids: Vec<u16>,
+    ends: Vec<usize>,
+    /// v5: packs the envelopes of `out` into segments.
+    segments: Option<SegmentEncoder>,
+}
+
 async fn write_loop<W: AsyncWrite + Unpin>(
     shared: &Shared,
     socket: &mut W,
     policy: Coalescing,
-    out: &mut BytesMut,
-    ids: &mut Vec<u16>,
-    ends: &mut Vec<usize>,
+    b: &mut WriteBuffers,
 ) -> std::io::Result<()> {
     let max_idle_rounds = idle_round_limit();
     loop {
         // Wait for the first frame. `notify_one` stores a permit, so a frame
         // encoded between the check and the wait is not missed.
-        while shared.pending().buf.is_empty() {
+        while shared.pending().is_empty() {
             shared.writer_wake.notified().await;
         }
         coalesce(shared, policy, max_idle_rounds).await;
@@ -60,26 +78,50 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             let mut p = shared.pending();
             // Requesters do not write directly while these are on their way.
             p.writing = true;
-            std::mem::swap(&mut p.buf, out);
-            std::mem::swap(&mut p.ids, ids);
-            std::mem::swap(&mut p.ends, ends);
+            std::mem::swap(&mut p.buf, &mut b.out);
+            std::mem::swap(&mut p.ids, &mut b.ids);
+            std::mem::swap(&mut p.ends, &mut b.ends);
+            // v5: the rest of a direct write, already in segments, goes first.
+            std::mem::swap(&mut p.framed, &mut b.framed);
         }
-        if policy.one_frame_per_write() {
-            let mut start = 0;
-            for &end in ends.iter() {
-                write_counted(socket, &out[start..end], &shared.counters).await?;
-                start = end;
+        match &mut b.segments {
+            Some(encoder) if policy.one_frame_per_write() => {
+                write_counted(socket, &b.framed, &shared.counters).await?;
+                let mut start = 0;
+                for &end in b.ends.iter() {
+                    b.framed.clear();
+                    encoder
+                        .encode_envelopes(&b.out[start..end], &mut b.framed)
+                        .map_err(std::io::Error::other)?;
+                    write_counted(socket, &b.framed, &shared.counters).await?;
+                    start = end;
+                }
             }
-        } else {
-            write_counted(socket, out, &shared.counters).await?;
+            Some(encoder) => {
+                // Whole frames only (requesters append whole frames), so
+                // this cannot fail; if it did, the connection fails loudly.
+                encoder
+                    .encode_envelopes(&b.out, &mut b.framed)
+                    .map_err(std::io::Error::other)?;
+                write_counted(socket, &b.framed, &shared.counters).await?;
+            }
+            None if policy.one_frame_per_write() => {
+                let mut start = 0;
+                for &end in b.ends.iter() {
+                    write_counted(socket, &b.out[start..end], &shared.counters).await?;
+                    start = end;
+                }
+            }
+            None => write_counted(socket, &b.out, &shared.counters).await?,
         }
         // A no-op on TCP (no extra syscall); TLS may hold records until flushed.
         socket.flush().await?;
-        IoCounters::add(&shared.counters.frames_written, ids.len() as u64);
+        IoCounters::add(&shared.counters.frames_written, b.ids.len() as u64);
         shared.mark_write();
-        out.clear();
-        ids.clear();
-        ends.clear();
+        b.out.clear();
+        b.framed.clear();
+        b.ids.clear();
+        b.ends.clear();
         shared.pending().writing = false;
     }
 }

@@ -240,3 +240,13 @@ pub async fn accept_ready(l: &TcpListener, lz4: bool) -> (ServerReader, ServerWr
 pub fn supported_response() -> Response {
     Response::Supported(supported(false))
 }
+
+/// The default connection config, pinned to protocol v4: this server speaks
+/// v4 only and accepts the connections its test expects, not the extra one
+/// that negotiating down from v5 would open.
+pub fn v4_config() -> scylla_driver::connection::ConnectionConfig {
+    scylla_driver::connection::ConnectionConfig {
+        protocol: scylla_driver::connection::ProtocolChoice::pinned(ProtocolVersion::V4),
+        ..Default::default()
+    }
+}
