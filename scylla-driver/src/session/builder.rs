@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::compression::Compression;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::Consistency;
 
 use super::Session;
@@ -148,6 +149,24 @@ impl SessionBuilder {
     #[must_use]
     pub fn compression(mut self, c: Option<Compression>) -> Self {
         self.config.pool.connection.compression = c;
+        self
+    }
+
+    /// Pins the protocol version. By default the session negotiates: it
+    /// offers v5 and, when the cluster refuses it (ScyllaDB, Cassandra 3),
+    /// speaks v4; the first connection learns this for the whole session.
+    ///
+    /// ```
+    /// use scylla_driver::SessionBuilder;
+    /// use scylla_cql::frame::ProtocolVersion;
+    ///
+    /// let builder = SessionBuilder::new()
+    ///     .known_node("127.0.0.1:9042")
+    ///     .protocol_version(ProtocolVersion::V4);
+    /// ```
+    #[must_use]
+    pub fn protocol_version(mut self, version: ProtocolVersion) -> Self {
+        self.config.pool.connection.protocol = crate::connection::ProtocolChoice::pinned(version);
         self
     }
 

@@ -17,6 +17,7 @@ pub mod pager;
 mod prepare;
 pub(crate) mod values;
 
+use scylla_cql::frame::ProtocolVersion;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -583,6 +584,14 @@ impl Session {
     /// The cluster as the session currently sees it (nodes, pools, routing).
     pub fn cluster_state(&self) -> Arc<ClusterState> {
         self.inner.state()
+    }
+
+    /// The protocol version the session's connections speak: pinned, or
+    /// what negotiation settled on (`None` before any connection opened,
+    /// which `build` rules out).
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        let choice = &self.inner.config.pool.connection.protocol;
+        choice.pinned_version().or_else(|| choice.learned())
     }
 
     /// The keyspace the session is using.
