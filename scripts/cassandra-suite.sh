@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the real-server suite (tests/cassandra) against Apache Cassandra:
 #   (a) 1 node:            cargo test --test cassandra (and cassandra_metadata,
-#                          and the quickstart example) with SCYLLA_URI
+#                          and the quickstart example) with SCYLLA_URI, in
+#                          protocol v5 (negotiated) and again pinned to v4
 #   (b) 1 node with --auth: the auth/LZ4 tests           with SCYLLA_AUTH_URI
 #   (c) 1 node with --tls-client-auth: the tls tests and the quick start over
 #                          TLS (SCYLLA_TLS_CA, SCYLLA_TLS_CERT/KEY)
@@ -55,6 +56,11 @@ SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra -- --ignored --test-th
     --skip auth::good_bad_and_missing_credentials --skip auth::lz4_compression_is_negotiated_and_used \
     --skip three_nodes:: --skip tls::
 SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra_metadata -- --include-ignored
+log "(a) again, pinned to protocol v4 (the run above negotiated v5)"
+SCYLLA_PROTOCOL_VERSION=4 SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra -- --ignored \
+    --test-threads 2 \
+    --skip auth::good_bad_and_missing_credentials --skip auth::lz4_compression_is_negotiated_and_used \
+    --skip three_nodes:: --skip tls::
 log "(a) the README's quick start against the real server"
 SCYLLA_URI="$(bash "$C" uri)" cargo run --example quickstart
 phase "(a) tests"

@@ -13,6 +13,9 @@
 //!   `three_nodes` module.
 //! - `SCYLLA_TLS_CA` with `SCYLLA_URI` on a node started with `--tls`: the
 //!   `tls` module (see it for the other `SCYLLA_TLS_*` variables).
+//! - `SCYLLA_PROTOCOL_VERSION=4` pins every session to protocol v4 (by
+//!   default they negotiate, and Cassandra 5 speaks v5): CI runs the plain
+//!   node's tests both ways.
 //!
 //! Each test creates its own keyspace (a unique name) and drops it at the
 //! end, so the tests run in parallel. `scripts/cassandra-suite.sh` runs all
@@ -21,6 +24,7 @@
 
 mod auth;
 mod paging;
+mod protocol;
 mod schema;
 mod three_nodes;
 mod tls;
@@ -31,6 +35,7 @@ mod writes;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use scylla_cql::frame::ProtocolVersion;
 use scylla_driver::{Session, SessionBuilder};
 
 /// Logs to the test's output, filtered by `RUST_LOG` (default: warnings).
@@ -72,10 +77,23 @@ pub async fn session(uri: &str) -> Session {
 
 /// The builder [`session`] uses, to add options.
 pub fn builder(uri: &str) -> SessionBuilder {
-    SessionBuilder::new()
+    let builder = SessionBuilder::new()
         .known_node(uri)
         .request_timeout(Duration::from_secs(30))
-        .schema_agreement_timeout(Duration::from_secs(30))
+        .schema_agreement_timeout(Duration::from_secs(30));
+    match pinned_version() {
+        Some(v) => builder.protocol_version(v),
+        None => builder,
+    }
+}
+
+/// The version `SCYLLA_PROTOCOL_VERSION` pins, if set (4 or 5).
+pub fn pinned_version() -> Option<ProtocolVersion> {
+    let v = std::env::var("SCYLLA_PROTOCOL_VERSION").ok()?;
+    let n: u8 = v
+        .parse()
+        .unwrap_or_else(|_| panic!("SCYLLA_PROTOCOL_VERSION={v}: expected 4 or 5"));
+    Some(ProtocolVersion::from_number(n).unwrap_or_else(|| panic!("unsupported version {n}")))
 }
 
 /// A keyspace name no other test (or earlier run) uses.
