@@ -11,7 +11,9 @@
 //!
 //! A self-contained segment holds whole envelopes; a large envelope is cut
 //! into a sequence of segments that are not self-contained. In the compressed
-//! format an uncompressed length of 0 means the payload was sent as is.
+//! format an uncompressed length of 0 means the payload was sent as is. This
+//! module codes one segment; packing envelopes into segments and taking them
+//! back out of a byte stream is [`segment_stream`](super::segment_stream)'s.
 //!
 //! Both checksums are Cassandra's: the CRC24 starts at 0x875060 with the
 //! polynomial 0x1974F0B, fed the header's bytes least significant first; the

@@ -469,7 +469,9 @@ impl SegmentDecoder {
         // The field has 17 bits, so this holds by construction; checked
         // because it bounds the allocation below.
         if uncompressed_len > MAX_PAYLOAD_LEN {
-            return Err(SegmentError::TooLong(uncompressed_len));
+            return Err(SegmentError::Decompression(
+                "uncompressed length above the segment maximum",
+            ));
         }
         if self.decompressed.capacity() < uncompressed_len {
             // Reclaims the previous allocation when all its envelopes were
