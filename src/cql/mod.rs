@@ -286,6 +286,9 @@ impl CqlHandler {
         }));
         Ok(ResultBody::Prepared(Box::new(Prepared {
             id,
+            // Answers are written as v4 without SCYLLA_USE_METADATA_ID, which
+            // has no result metadata id (v5 needs one).
+            result_metadata_id: None,
             metadata,
             result_metadata,
         })))

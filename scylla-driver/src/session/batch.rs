@@ -80,6 +80,8 @@ pub(super) async fn run(
             consistency: o.consistency.unwrap_or(inner.config.consistency),
             serial_consistency: o.serial_consistency,
             default_timestamp: o.timestamp,
+            keyspace: None,
+            now_in_seconds: None,
         },
         prepared: resolved
             .iter()

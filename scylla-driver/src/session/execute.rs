@@ -106,6 +106,8 @@ pub(crate) fn params_at<'p>(p: &'p QueryParameters<'_>, c: Consistency) -> Query
         paging_state: p.paging_state.as_deref().map(Cow::Borrowed),
         serial_consistency: p.serial_consistency,
         default_timestamp: p.default_timestamp,
+        keyspace: p.keyspace.as_deref().map(Cow::Borrowed),
+        now_in_seconds: p.now_in_seconds,
     }
 }
 
@@ -468,7 +470,7 @@ async fn attempt(
     };
     tracing::debug!(peer = %conn.info().peer, "statement unknown to the node; preparing it again");
     let prepared = conn
-        .request(&Prepare { query: text.into() }, &opts)
+        .request(&Prepare::new(text), &opts)
         .await
         .map_err(AttemptError::Request)?;
     match prepared.response {
@@ -539,6 +541,11 @@ impl MessageFor for ExecuteMessage<'_> {
     ) -> Result<(), EncodeError> {
         Execute {
             id: Cow::Borrowed(&self.execute.id),
+            result_metadata_id: self
+                .execute
+                .result_metadata_id
+                .as_deref()
+                .map(Cow::Borrowed),
             params: params_at(&self.execute.params, c),
         }
         .encode_body(buf, version)
@@ -573,6 +580,8 @@ impl MessageFor for BatchMessage<'_> {
             consistency: c,
             serial_consistency: self.batch.serial_consistency,
             default_timestamp: self.batch.default_timestamp,
+            keyspace: self.batch.keyspace.as_deref().map(Cow::Borrowed),
+            now_in_seconds: self.batch.now_in_seconds,
         }
         .encode_body(buf, version)
     }

@@ -143,6 +143,8 @@ impl SessionInner {
             paging_state: None,
             serial_consistency: o.serial_consistency,
             default_timestamp: o.timestamp,
+            keyspace: None,
+            now_in_seconds: None,
         }
     }
 
@@ -432,6 +434,7 @@ impl Session {
         let msg = ExecuteMessage {
             execute: scylla_cql::frame::request::Execute {
                 id: std::borrow::Cow::Borrowed(&prepared.shared.id),
+                result_metadata_id: None,
                 params,
             },
             contents: &prepared.shared.contents,

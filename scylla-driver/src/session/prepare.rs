@@ -17,7 +17,7 @@ pub(super) async fn prepare_everywhere(
     text: &str,
 ) -> Result<PreparedStatement, ExecutionError> {
     let state = inner.state();
-    let msg = Prepare { query: text.into() };
+    let msg = Prepare::new(text);
     let opts = RequestOptions {
         timeout: Some(inner.config.request_timeout),
         ..RequestOptions::default()
