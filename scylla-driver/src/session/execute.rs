@@ -671,15 +671,13 @@ impl MessageFor for BatchMessage<'_> {
         buf: &mut BytesMut,
         wire: WireContext,
     ) -> Result<(), EncodeError> {
-        let keyspace = keyspace_on(wire, self.keyspace.as_ref())
-            .or_else(|| self.batch.keyspace.as_deref().map(Cow::Borrowed));
         scylla_cql::frame::request::Batch {
             batch_type: self.batch.batch_type,
             statements: Cow::Borrowed(&self.batch.statements),
             consistency: c,
             serial_consistency: self.batch.serial_consistency,
             default_timestamp: self.batch.default_timestamp,
-            keyspace,
+            keyspace: keyspace_on(wire, self.keyspace.as_ref()),
             now_in_seconds: self.batch.now_in_seconds,
         }
         .encode_body(buf, wire.version)
