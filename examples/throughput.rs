@@ -553,12 +553,14 @@ async fn create_schema(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn prepare(conn: &Connection, cql: &str) -> Result<Bytes, BoxError> {
-    let p = Prepare {
-        query: Cow::Borrowed(cql),
-    };
+/// A prepared statement's id and its result metadata id (protocol v5, or v4
+/// with `SCYLLA_USE_METADATA_ID`), which every EXECUTE then carries.
+type PreparedIds = (Bytes, Option<Bytes>);
+
+async fn prepare(conn: &Connection, cql: &str) -> Result<PreparedIds, BoxError> {
+    let p = Prepare::new(cql);
     match conn.request(&p, &opts()).await?.response {
-        Response::Result(ResultBody::Prepared(p)) => Ok(p.id),
+        Response::Result(ResultBody::Prepared(p)) => Ok((p.id, p.result_metadata_id)),
         other => Err(format!("PREPARE {cql}: {other:?}").into()),
     }
 }
@@ -567,8 +569,8 @@ async fn prepare(conn: &Connection, cql: &str) -> Result<Bytes, BoxError> {
 struct Phase {
     conns: Vec<Connection>,
     workload: Workload,
-    insert_id: Bytes,
-    select_id: Bytes,
+    insert_id: PreparedIds,
+    select_id: PreparedIds,
     key_base: i64,
     total: usize,
     next: AtomicUsize,
@@ -582,7 +584,7 @@ struct Phase {
 /// One request of the workload for key index `i`.
 async fn one_request(p: &Phase, i: usize, values: &mut SerializedValues) -> Result<(), String> {
     let conn = &p.conns[i % p.conns.len()];
-    let (id, insert) = match p.workload {
+    let ((id, metadata_id), insert) = match p.workload {
         Workload::Options => {
             return match conn.request(&Options, &opts()).await.map(|f| f.response) {
                 Ok(Response::Supported(_)) => Ok(()),
@@ -606,6 +608,7 @@ async fn one_request(p: &Phase, i: usize, values: &mut SerializedValues) -> Resu
     }
     let exec = Execute {
         id: Cow::Borrowed(id),
+        result_metadata_id: metadata_id.as_deref().map(Cow::Borrowed),
         params: QueryParameters {
             consistency: Consistency::One,
             values: Cow::Borrowed(values),
@@ -757,7 +760,7 @@ async fn run_one(
         conns.push(open(addr, None, &cfg).await?);
     }
     let (insert_id, select_id) = if args.workload == Workload::Options {
-        (Bytes::new(), Bytes::new())
+        ((Bytes::new(), None), (Bytes::new(), None))
     } else {
         (
             prepare(&conns[0], "INSERT INTO tput.kv (pk, v) VALUES (?, ?)").await?,

@@ -38,7 +38,7 @@ use crate::handler::{error_code, Compression, ConnCtx, Reply, Request, Response}
 use crate::node::NodeShared;
 use crate::shard::ShardConnection;
 use crate::stats::bump_both;
-use crate::supported::supported_response_with_ssl;
+use crate::supported::supported_response_with;
 
 /// Frames queued for the writer per connection.
 const OUT_QUEUE: usize = 1024;
@@ -211,11 +211,12 @@ impl Conn {
                         .as_ref()
                         .and_then(|t| t.shard_aware_port)
                 });
-                let r = supported_response_with_ssl(
+                let r = supported_response_with(
                     self.ctx.shard,
                     self.ctx.node.shards.get(),
                     self.ctx.node.shard_aware_port,
                     ssl,
+                    self.node.config.use_metadata_id,
                 );
                 self.respond_later(h.stream, r);
                 Next::Continue
@@ -271,6 +272,8 @@ impl Conn {
             s.compression = compression;
             s.cql_version = opts.get("CQL_VERSION").cloned();
             s.tablets_routing_v1 = opts.contains_key(crate::supported::TABLETS_ROUTING_V1);
+            s.use_metadata_id = self.node.config.use_metadata_id
+                && opts.contains_key(crate::supported::SCYLLA_USE_METADATA_ID);
         });
         let stats = self.node.stats.clone();
         let shard = self.ctx.shard as usize;

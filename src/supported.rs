@@ -22,6 +22,9 @@ pub const RATE_LIMIT_ERROR_CODE: i32 = 0xF000;
 /// The SUPPORTED/STARTUP key of the tablets routing v1 extension.
 pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
 
+/// ScyllaDB's key for result metadata ids on protocol v4.
+pub const SCYLLA_USE_METADATA_ID: &str = "SCYLLA_USE_METADATA_ID";
+
 /// The SUPPORTED options of a connection on `shard` of a node with
 /// `nr_shards` shards and (maybe) a shard-aware port.
 pub fn supported_options(
@@ -92,7 +95,29 @@ pub fn supported_response_with_ssl(
     shard_aware_port: Option<u16>,
     shard_aware_port_ssl: Option<u16>,
 ) -> Response {
-    let opts = supported_options_with_ssl(shard, nr_shards, shard_aware_port, shard_aware_port_ssl);
+    supported_response_with(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        false,
+    )
+}
+
+/// [`supported_response_with_ssl`], offering [`SCYLLA_USE_METADATA_ID`]
+/// when `use_metadata_id`.
+pub fn supported_response_with(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+    use_metadata_id: bool,
+) -> Response {
+    let mut opts =
+        supported_options_with_ssl(shard, nr_shards, shard_aware_port, shard_aware_port_ssl);
+    if use_metadata_id {
+        opts.push((SCYLLA_USE_METADATA_ID, vec![String::new()]));
+    }
     let mut b = BytesMut::with_capacity(512);
     // Cannot fail: a dozen short keys and values, far below the [short] limits.
     let _ = wire::put_string_multimap(

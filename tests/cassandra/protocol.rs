@@ -30,7 +30,11 @@ async fn negotiates_v5_unless_pinned() {
 async fn envelopes_larger_than_a_segment() {
     let uri = require!("SCYLLA_URI");
     for compression in [None, Some(Compression::Lz4)] {
-        let session = builder(&uri).compression(compression).build().await.unwrap();
+        let session = builder(&uri)
+            .compression(compression)
+            .build()
+            .await
+            .unwrap();
         let ks = create_keyspace(&session, "big_envelopes", 1).await;
         ddl(
             &session,

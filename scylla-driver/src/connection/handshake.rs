@@ -20,11 +20,11 @@ use std::borrow::Cow;
 use bytes::BytesMut;
 use scylla_cql::compression::{Compression, Compressor};
 use scylla_cql::frame::envelope::{decode_envelope, encode_frame, frame_len, FrameExtras};
-use scylla_cql::frame::response::error::DbError;
-use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 use scylla_cql::frame::request::{AuthResponse, Options, Query, Register, Startup};
+use scylla_cql::frame::response::error::DbError;
 use scylla_cql::frame::response::supported::{ScyllaExtensions, ShardingInfo};
 use scylla_cql::frame::response::{Response, ResponseContext, ResultBody};
+use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 use scylla_cql::frame::{Direction, FrameHeader, MessageBody, ProtocolVersion, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -125,7 +125,9 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             SegmentDecoder::new(lz4, config.max_frame_len.saturating_add(HEADER_LEN)),
         ));
         answer = io.authenticate(config, answer).await?;
-        return io.finish(config, answer, extensions, sharding, compression).await;
+        return io
+            .finish(config, answer, extensions, sharding, compression)
+            .await;
     }
     io.inbound_compression = compression;
     let answer = io.round_trip(SetupStep::Startup, &startup).await?;
@@ -134,7 +136,6 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     io.finish(config, answer, extensions, sharding, compression)
         .await
 }
-
 
 impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
     /// Runs the authenticator's exchange if STARTUP was answered with
@@ -217,13 +218,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
             buf: std::mem::take(&mut self.buf),
             segments: self.framing.take().map(|(_, d)| d),
         };
-        Ok((ServerInfo {
-            protocol_version: self.version,
-            response_context: self.context,
-            extensions,
-            sharding,
-            compression,
-        }, leftover))
+        Ok((
+            ServerInfo {
+                protocol_version: self.version,
+                response_context: self.context,
+                extensions,
+                sharding,
+                compression,
+            },
+            leftover,
+        ))
     }
 }
 
@@ -261,6 +265,12 @@ fn startup_message<'a>(
     // Tablet routing payloads on misrouted requests (routing learns from them).
     if ext.tablets_routing_v1 {
         options.push(("TABLETS_ROUTING_V1".into(), "".into()));
+    }
+    // Result metadata ids on v4 (PREPARED carries one, EXECUTE sends it,
+    // changed metadata comes with its new id): safe skipping of metadata.
+    // The response context reads them when SUPPORTED offered the extension.
+    if ext.use_metadata_id {
+        options.push(("SCYLLA_USE_METADATA_ID".into(), "".into()));
     }
     Startup { options }
 }

@@ -251,22 +251,25 @@ impl Pending {
         if let Some(encoder) = &mut self.segments {
             // v5: frame the envelope into `framed` (empty: the connection
             // is idle), then write that.
-            if encoder.encode_envelopes(&self.buf, &mut self.framed).is_err() {
+            if encoder
+                .encode_envelopes(&self.buf, &mut self.framed)
+                .is_err()
+            {
                 // Cannot happen for a whole frame; the writer reports it.
                 return false;
             }
             self.buf.clear();
             self.ends.clear();
-            let frames = std::mem::take(&mut self.ids).len();
-            match socket.try_write(&self.framed) {
-                Ok(n) => {
-                    IoCounters::add(&counters.write_syscalls, 1);
-                    IoCounters::add(&counters.bytes_written, n as u64);
-                    IoCounters::add(&counters.frames_written, frames as u64);
-                    let _ = self.framed.split_to(n);
-                }
-                // Would block, or failed: the writer retries and reports.
-                Err(_) => {}
+            // Cleared, not taken: the vectors keep their capacity.
+            let frames = self.ids.len();
+            self.ids.clear();
+            // On an error (would block, or failed) the writer retries and
+            // reports.
+            if let Ok(n) = socket.try_write(&self.framed) {
+                IoCounters::add(&counters.write_syscalls, 1);
+                IoCounters::add(&counters.bytes_written, n as u64);
+                IoCounters::add(&counters.frames_written, frames as u64);
+                let _ = self.framed.split_to(n);
             }
             return self.framed.is_empty();
         }

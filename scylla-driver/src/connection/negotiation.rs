@@ -104,7 +104,10 @@ mod tests {
         let choice = ProtocolChoice::negotiate();
         let other = choice.clone();
         assert_eq!(choice.offer(), ProtocolVersion::V5);
-        assert_eq!(choice.refused(ProtocolVersion::V5), Some(ProtocolVersion::V4));
+        assert_eq!(
+            choice.refused(ProtocolVersion::V5),
+            Some(ProtocolVersion::V4)
+        );
         // Shared with clones: the next connection starts at v4.
         assert_eq!(other.offer(), ProtocolVersion::V4);
         assert_eq!(other.refused(ProtocolVersion::V4), None);

@@ -15,13 +15,13 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use scylla_cql::compression::Compression;
-use scylla_cql::DecodeError;
 use scylla_cql::frame::envelope::{decode_envelope, frame_len};
 use scylla_cql::frame::response::event::Event;
 use scylla_cql::frame::response::result::SpecCache;
 use scylla_cql::frame::response::{Response, ResponseContext};
 use scylla_cql::frame::segment_stream::SegmentDecoder;
 use scylla_cql::frame::{Direction, FrameHeader, ProtocolVersion, HEADER_LEN};
+use scylla_cql::DecodeError;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
@@ -106,22 +106,22 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         } else {
             loop {
-            match frame_len(&buf, shared.max_frame_len) {
-                Ok(Some((header, len))) => {
-                    let frame = buf.split_to(len).freeze();
-                    if let Err(reason) = dispatch(shared, cfg, &mut specs, header, frame) {
-                        return reason;
+                match frame_len(&buf, shared.max_frame_len) {
+                    Ok(Some((header, len))) => {
+                        let frame = buf.split_to(len).freeze();
+                        if let Err(reason) = dispatch(shared, cfg, &mut specs, header, frame) {
+                            return reason;
+                        }
+                        frames_in += 1;
                     }
-                    frames_in += 1;
+                    // Incomplete: read at least the rest of this frame.
+                    Ok(None) => {
+                        // Once per read: the tick watches this for stalls.
+                        shared.frames_in.store(frames_in, Ordering::Relaxed);
+                        break incomplete_frame_len(&buf, shared.max_frame_len);
+                    }
+                    Err(e) => return BrokenReason::Decode(e),
                 }
-                // Incomplete: read at least the rest of this frame.
-                Ok(None) => {
-                    // Once per read: the tick watches this for stalls.
-                    shared.frames_in.store(frames_in, Ordering::Relaxed);
-                    break incomplete_frame_len(&buf, shared.max_frame_len);
-                }
-                Err(e) => return BrokenReason::Decode(e),
-            }
             }
         };
         // Grow towards the rest of a large frame only as fast as its bytes
