@@ -269,7 +269,11 @@ impl Pending {
                 IoCounters::add(&counters.write_syscalls, 1);
                 IoCounters::add(&counters.bytes_written, n as u64);
                 IoCounters::add(&counters.frames_written, frames as u64);
-                let _ = self.framed.split_to(n);
+                if n == self.framed.len() {
+                    self.framed.clear();
+                } else {
+                    bytes::Buf::advance(&mut self.framed, n);
+                }
             }
             return self.framed.is_empty();
         }
@@ -285,7 +289,7 @@ impl Pending {
                     return true;
                 }
                 // A partial write: the rest goes first, by the writer.
-                let _ = self.buf.split_to(n);
+                bytes::Buf::advance(&mut self.buf, n);
                 for e in &mut self.ends {
                     *e -= n;
                 }
