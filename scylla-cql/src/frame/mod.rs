@@ -9,6 +9,8 @@
 //! - [`response`]: messages a server sends (ERROR, READY, RESULT, EVENT, ...).
 //! - [`tablets`]: ScyllaDB's `tablets-routing-v1` custom payload.
 //! - [`segment`]: protocol v5 framing (checksummed segments around envelopes).
+//! - [`segment_stream`]: v5 framing of a whole stream: envelopes packed into
+//!   segments (LZ4 per segment), and a deframer handing envelopes back out.
 //! - [`version`]: the protocol versions (v4, v5) and where they differ.
 //!
 //! Encoding appends to a caller-owned `BytesMut` (the connection writer's
@@ -20,6 +22,7 @@ pub mod header;
 pub mod request;
 pub mod response;
 pub mod segment;
+pub mod segment_stream;
 pub mod tablets;
 pub mod version;
 pub mod wire;

@@ -61,6 +61,79 @@ pub enum SegmentError {
     /// cannot say more when decoding).
     #[error("segment payload of {0} bytes exceeds the maximum of {MAX_PAYLOAD_LEN}")]
     TooLong(usize),
+    /// Encoding: the bytes given as whole envelopes end inside an envelope
+    /// (its 9-byte header or its body).
+    #[error(
+        "envelope at offset {offset} needs {needed} bytes but only {available} remain: \
+         the input does not end on an envelope boundary"
+    )]
+    PartialEnvelope {
+        /// Where the envelope starts in the input.
+        offset: usize,
+        /// Its length (header and body), or the header length when even the
+        /// header is cut.
+        needed: u64,
+        /// Bytes left from `offset` to the end of the input.
+        available: usize,
+    },
+    /// Decoding: an envelope (9-byte header and body) longer than the
+    /// decoder accepts; checked before its bytes are accumulated.
+    #[error("envelope of {len} bytes exceeds the maximum of {max}")]
+    EnvelopeTooLarge {
+        /// The envelope's length from its header (body length + 9).
+        len: u64,
+        /// The decoder's limit.
+        max: usize,
+    },
+    /// Decoding: a self-contained segment whose payload ends inside an
+    /// envelope (self-contained segments hold whole envelopes only).
+    #[error(
+        "self-contained segment ends inside an envelope at payload offset {offset} \
+         ({needed} bytes needed, {available} left)"
+    )]
+    SegmentEndsMidEnvelope {
+        /// Where the cut envelope starts in the (uncompressed) payload.
+        offset: usize,
+        /// The envelope's length, or the header length when even its header
+        /// is cut.
+        needed: u64,
+        /// Bytes left in the payload from `offset`.
+        available: usize,
+    },
+    /// Decoding: a segment with an empty payload (a self-contained one must
+    /// hold at least one envelope, a part of a large envelope at least one
+    /// byte of it).
+    #[error("segment with an empty payload (self-contained: {self_contained})")]
+    EmptySegment {
+        /// The segment's self-contained flag.
+        self_contained: bool,
+    },
+    /// Decoding: a self-contained segment arrived while the segments of a
+    /// large envelope were still being received.
+    #[error(
+        "self-contained segment received in the middle of a large envelope \
+         ({received} bytes of it received so far)"
+    )]
+    UnexpectedSelfContained {
+        /// Bytes of the large envelope received before it.
+        received: usize,
+    },
+    /// Decoding: the segments of a large envelope carry more bytes than the
+    /// envelope's header announces (each such run holds one envelope only).
+    #[error(
+        "segments of a large envelope carry {received} bytes, more than the \
+         envelope's {envelope_len}"
+    )]
+    ExtraBytesInRun {
+        /// The envelope's length from its header.
+        envelope_len: usize,
+        /// Bytes the run carried up to and including the offending segment.
+        received: usize,
+    },
+    /// Decoding: a compressed payload could not be decompressed to the
+    /// length its header announces.
+    #[error("LZ4 segment payload: {0}")]
+    Decompression(&'static str),
 }
 
 /// A decoded segment header.
@@ -174,6 +247,44 @@ pub fn encode_compressed(
 /// verified before its length is believed, the payload before it is
 /// returned.
 pub fn decode(buf: &[u8], compressed: bool) -> Result<Option<Segment<'_>>, SegmentError> {
+    let Some(header) = decode_header(buf, compressed)? else {
+        return Ok(None);
+    };
+    let start = header_and_crc_len(compressed);
+    let len = start + header.payload_len + CRC32_LEN;
+    let Some(rest) = buf.get(start..len) else {
+        return Ok(None);
+    };
+    let (payload, trailer) = rest.split_at(header.payload_len);
+    let received = uint_le(trailer) as u32;
+    let computed = crc32(payload);
+    if received != computed {
+        return Err(SegmentError::PayloadChecksum { received, computed });
+    }
+    Ok(Some(Segment {
+        header,
+        payload,
+        len,
+    }))
+}
+
+/// Bytes a segment takes before its payload: the header and its CRC24.
+pub const fn header_and_crc_len(compressed: bool) -> usize {
+    if compressed {
+        COMPRESSED_HEADER_LEN + CRC24_LEN
+    } else {
+        HEADER_LEN + CRC24_LEN
+    }
+}
+
+/// Bytes a segment takes after its payload (the CRC32).
+pub const TRAILER_LEN: usize = CRC32_LEN;
+
+/// Decodes and verifies (CRC24) only the header of the segment at the start
+/// of `buf`; `Ok(None)` when `buf` is shorter than a header. The whole
+/// segment then takes `header_and_crc_len(compressed) + payload_len +`
+/// [`TRAILER_LEN`] bytes.
+pub fn decode_header(buf: &[u8], compressed: bool) -> Result<Option<SegmentHeader>, SegmentError> {
     let header_len = if compressed {
         COMPRESSED_HEADER_LEN
     } else {
@@ -195,26 +306,10 @@ pub fn decode(buf: &[u8], compressed: bool) -> Result<Option<Segment<'_>>, Segme
     } else {
         (0, 17)
     };
-    let header = SegmentHeader {
+    Ok(Some(SegmentHeader {
         payload_len,
         uncompressed_len,
         self_contained: (raw >> flag_bit) & 1 == 1,
-    };
-    let start = header_len + CRC24_LEN;
-    let len = start + payload_len + CRC32_LEN;
-    let Some(rest) = buf.get(start..len) else {
-        return Ok(None);
-    };
-    let (payload, trailer) = rest.split_at(payload_len);
-    let received = uint_le(trailer) as u32;
-    let computed = crc32(payload);
-    if received != computed {
-        return Err(SegmentError::PayloadChecksum { received, computed });
-    }
-    Ok(Some(Segment {
-        header,
-        payload,
-        len,
     }))
 }
 
