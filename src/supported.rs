@@ -7,6 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use scylla_cql::frame::header::Opcode;
 use scylla_cql::frame::wire;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::sharding::{Shard, BIASED_TOKEN_ROUND_ROBIN, MURMUR3_PARTITIONER};
 
 use crate::handler::Response;
@@ -22,8 +23,21 @@ pub const RATE_LIMIT_ERROR_CODE: i32 = 0xF000;
 /// The SUPPORTED/STARTUP key of the tablets routing v1 extension.
 pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
 
+/// The `PROTOCOL_VERSIONS` values of a cluster serving versions up to
+/// `max`, oldest first, in Cassandra's `number/name` form (`"4/v4"`,
+/// `"5/v5"`). Cassandra also lists `3/v3`; the test cluster lists only what
+/// it really speaks.
+pub fn protocol_versions(max: ProtocolVersion) -> Vec<String> {
+    ProtocolVersion::ALL
+        .iter()
+        .filter(|v| **v <= max)
+        .map(|v| format!("{}/{v}", v.number()))
+        .collect()
+}
+
 /// The SUPPORTED options of a connection on `shard` of a node with
-/// `nr_shards` shards and (maybe) a shard-aware port.
+/// `nr_shards` shards and (maybe) a shard-aware port, on a cluster serving
+/// every protocol version this crate speaks.
 pub fn supported_options(
     shard: Shard,
     nr_shards: u16,
@@ -41,11 +55,29 @@ pub fn supported_options_with_ssl(
     shard_aware_port: Option<u16>,
     shard_aware_port_ssl: Option<u16>,
 ) -> Vec<(&'static str, Vec<String>)> {
+    supported_options_for(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        ProtocolVersion::NEWEST,
+    )
+}
+
+/// [`supported_options_with_ssl`] of a cluster serving protocol versions
+/// up to `max_version` (listed in `PROTOCOL_VERSIONS`).
+pub fn supported_options_for(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+    max_version: ProtocolVersion,
+) -> Vec<(&'static str, Vec<String>)> {
     let one = |s: String| vec![s];
     let mut v = vec![
         ("CQL_VERSION", one(CQL_VERSION.into())),
         ("COMPRESSION", one("lz4".into())),
-        ("PROTOCOL_VERSIONS", one("4/v4".into())),
+        ("PROTOCOL_VERSIONS", protocol_versions(max_version)),
         ("SCYLLA_SHARD", one(shard.to_string())),
         ("SCYLLA_NR_SHARDS", one(nr_shards.to_string())),
         ("SCYLLA_PARTITIONER", one(MURMUR3_PARTITIONER.into())),
@@ -92,7 +124,31 @@ pub fn supported_response_with_ssl(
     shard_aware_port: Option<u16>,
     shard_aware_port_ssl: Option<u16>,
 ) -> Response {
-    let opts = supported_options_with_ssl(shard, nr_shards, shard_aware_port, shard_aware_port_ssl);
+    supported_response_for(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        ProtocolVersion::NEWEST,
+    )
+}
+
+/// The SUPPORTED response of a cluster serving protocol versions up to
+/// `max_version`.
+pub fn supported_response_for(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+    max_version: ProtocolVersion,
+) -> Response {
+    let opts = supported_options_for(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        max_version,
+    );
     let mut b = BytesMut::with_capacity(512);
     // Cannot fail: a dozen short keys and values, far below the [short] limits.
     let _ = wire::put_string_multimap(
@@ -107,6 +163,16 @@ pub fn supported_response_with_ssl(
 mod tests {
     use super::*;
     use scylla_cql::frame::wire::WireReader;
+
+    #[test]
+    fn lists_the_versions_served() {
+        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V4);
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4"]);
+        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V5);
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4", "5/v5"]);
+    }
 
     #[test]
     fn advertises_the_ssl_shard_aware_port_next_to_the_plain_one() {
@@ -135,6 +201,7 @@ mod tests {
         );
         assert_eq!(m["SCYLLA_RATE_LIMIT_ERROR"], vec!["ERROR_CODE=61440"]);
         assert_eq!(m["TABLETS_ROUTING_V1"], vec![""]);
+        assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4", "5/v5"]);
         let r = supported_response(0, 1, None);
         let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
         assert!(!m.contains_key("SCYLLA_SHARD_AWARE_PORT"));

@@ -85,11 +85,13 @@ impl RequestHandler for CqlHandler {
     }
 }
 
-fn result_response(body: &ResultBody) -> Response {
+fn result_response(body: &ResultBody, version: ProtocolVersion) -> Response {
     let mut b = BytesMut::new();
-    match body.encode_body(&mut b, ProtocolVersion::V4) {
+    match body.encode_body(&mut b, version) {
         Ok(()) => Response::new(Opcode::Result, b.freeze()),
-        Err(e) => CqlError::Invalid(format!("cannot encode the result: {e}")).into_response(),
+        Err(e) => {
+            CqlError::Invalid(format!("cannot encode the result: {e}")).into_response(version)
+        }
     }
 }
 
@@ -125,18 +127,21 @@ fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
 
 impl CqlHandler {
     fn serve(&self, ctx: &ConnCtx, req: &Request) -> Response {
+        let version = ctx.protocol_version();
         let comp = ctx.compression().map(|c| match c {
             Compression::Lz4 => scylla_cql::Compression::Lz4,
         });
         let env = match decode_envelope(&req.header, req.body.clone(), comp, DEFAULT_MAX_BODY_LEN) {
             Ok(e) => e,
-            Err(e) => return CqlError::Protocol(format!("invalid frame: {e}")).into_response(),
+            Err(e) => {
+                return CqlError::Protocol(format!("invalid frame: {e}")).into_response(version)
+            }
         };
-        let msg = match CqlRequest::decode(req.header.opcode, &env.body, ProtocolVersion::V4) {
+        let msg = match CqlRequest::decode(req.header.opcode, &env.body, version) {
             Ok(m) => m,
             Err(e) => {
                 let what = format!("invalid {:?} body: {e}", req.header.opcode);
-                return CqlError::Protocol(what).into_response();
+                return CqlError::Protocol(what).into_response(version);
             }
         };
         // The `tablets-routing-v1` payload value, when the request touched a
@@ -178,10 +183,10 @@ impl CqlHandler {
             ))),
         };
         match result {
-            Ok(body) => with_tablet_payload(result_response(&body), tablet_payload),
+            Ok(body) => with_tablet_payload(result_response(&body, version), tablet_payload),
             Err(e) => {
                 tracing::debug!(node = ctx.node_index(), error = ?e, "CQL error");
-                e.into_response()
+                e.into_response(version)
             }
         }
     }
