@@ -264,6 +264,18 @@ async fn v4_only_cluster_refuses_v5_like_scylladb() {
     let mut cl = Client::connect(addr, true).await;
     cl.ok("SELECT cluster_name FROM system.local").await;
     assert_eq!(c.stats().nodes[0].node.version_refusals, 2);
+    // Tests in other processes read the count from testbed.stats.
+    let stats = rows(cl.query("SELECT * FROM testbed.stats").await);
+    let specs = stats.metadata().col_specs.as_ref().unwrap();
+    let col = specs
+        .iter()
+        .position(|s| s.name == "version_refusals")
+        .unwrap();
+    let total: i64 = cells(&stats)
+        .iter()
+        .map(|r| i64::from_be_bytes(r[col].clone().unwrap().try_into().unwrap()))
+        .sum();
+    assert_eq!(total, 2);
     c.shutdown().await;
 }
 
