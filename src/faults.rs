@@ -69,7 +69,9 @@ pub struct Faults {
     /// segments (all connections together): one byte is flipped after the
     /// segment's CRC32 was computed, so the client's checksum fails. Each
     /// [`crate::TestCluster::set_faults`] (re)arms the count it carries; 0
-    /// disarms. Counted in [`crate::NodeStatsSnapshot::segments_corrupted`].
+    /// disarms; [`crate::TestCluster::faults`] reports what remains (so
+    /// `set_faults(i, faults(i)?.with_latency(..))` keeps the count going).
+    /// Counted in [`crate::NodeStatsSnapshot::segments_corrupted`].
     pub corrupt_segments: u32,
     /// Damage the body length field of the node's next this many frames
     /// sent to protocol v4 clients (any connection of the node, handshake
@@ -211,8 +213,13 @@ impl FaultState {
         take_one(&self.damage_v4_lengths)
     }
 
+    /// The last setting, with the corruption counts as they remain now (so
+    /// that `set(get().with_latency(..))` does not re-arm spent ones).
     pub(crate) fn get(&self) -> Faults {
-        self.current.lock().map(|f| f.clone()).unwrap_or_default()
+        let mut f = self.current.lock().map(|f| f.clone()).unwrap_or_default();
+        f.corrupt_segments = self.corrupt_segments.load(Ordering::Relaxed);
+        f.damage_v4_lengths = self.damage_v4_lengths.load(Ordering::Relaxed);
+        f
     }
 
     /// The source port the node sees for a client port, and whether NAT changed it.
@@ -301,8 +308,14 @@ mod tests {
         assert!(!s.take_corrupt_segment());
         assert!(s.take_damaged_v4_length());
         assert!(!s.take_damaged_v4_length());
-        s.set(&Faults::none().with_corrupt_segments(1));
+        s.set(&Faults::none().with_corrupt_segments(3));
+        assert!(s.take_corrupt_segment());
+        // What remains is what `get` reports, and setting that back keeps it.
+        assert_eq!(s.get().corrupt_segments, 2);
+        s.set(&s.get().with_latency(Duration::from_millis(1)));
+        assert!(s.take_corrupt_segment());
         assert!(s.take_corrupt_segment());
         assert!(!s.take_corrupt_segment());
+        assert_eq!(s.get().corrupt_segments, 0);
     }
 }
