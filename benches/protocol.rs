@@ -76,6 +76,7 @@ fn execute(c: &mut Criterion) {
                 .expect("values fit their markers");
             let msg = Execute {
                 id: Cow::Borrowed(&id),
+                result_metadata_id: None,
                 params: QueryParameters {
                     consistency: Consistency::LocalQuorum,
                     values: Cow::Borrowed(&values),
@@ -128,7 +129,8 @@ fn rows_body() -> Bytes {
 }
 
 fn decode_rows(body: &Bytes) -> Rows {
-    match ResultBody::decode(body, &mut WireReader::new(body)) {
+    let ctx = scylla_cql::frame::response::ResponseContext::default();
+    match ResultBody::decode(body, &mut WireReader::new(body), &ctx) {
         Ok(ResultBody::Rows(r)) => r,
         other => panic!("not rows: {other:?}"),
     }

@@ -554,9 +554,7 @@ async fn create_schema(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
 }
 
 async fn prepare(conn: &Connection, cql: &str) -> Result<Bytes, BoxError> {
-    let p = Prepare {
-        query: Cow::Borrowed(cql),
-    };
+    let p = Prepare::new(cql);
     match conn.request(&p, &opts()).await?.response {
         Response::Result(ResultBody::Prepared(p)) => Ok(p.id),
         other => Err(format!("PREPARE {cql}: {other:?}").into()),
@@ -606,6 +604,7 @@ async fn one_request(p: &Phase, i: usize, values: &mut SerializedValues) -> Resu
     }
     let exec = Execute {
         id: Cow::Borrowed(id),
+        result_metadata_id: None,
         params: QueryParameters {
             consistency: Consistency::One,
             values: Cow::Borrowed(values),

@@ -77,6 +77,9 @@ pub struct ClusterConfig {
     pub block: Option<(u8, u8)>,
     /// TLS ports and certificates, if on (off by default).
     pub tls: Option<TlsOptions>,
+    /// Offer ScyllaDB's `SCYLLA_USE_METADATA_ID` (result metadata ids on
+    /// protocol v4). Off by default, like ScyllaDB releases before it.
+    pub use_metadata_id: bool,
     /// Answers the CQL requests.
     pub handler: Arc<dyn RequestHandler>,
 }
@@ -121,6 +124,7 @@ impl Default for ClusterConfig {
             initial_faults: Vec::new(),
             block: None,
             tls: None,
+            use_metadata_id: false,
             handler: Arc::new(CqlHandler::new()),
         }
     }
@@ -302,6 +306,15 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn tls(mut self, options: TlsOptions) -> Self {
         self.config.tls = Some(options);
+        self
+    }
+
+    /// Offer `SCYLLA_USE_METADATA_ID` (result metadata ids on v4; default
+    /// off). A connection whose STARTUP asks for it gets ids in PREPARED,
+    /// sends one in EXECUTE, and gets `Metadata_changed` rows when it is stale.
+    #[must_use]
+    pub fn use_metadata_id(mut self, on: bool) -> Self {
+        self.config.use_metadata_id = on;
         self
     }
 

@@ -523,6 +523,7 @@ impl Conn {
                     self.ctx.node.shard_aware_port,
                     ssl,
                     self.node.config.max_protocol_version,
+                    self.node.config.use_metadata_id,
                 );
                 if self.phase == Phase::AwaitStartup && self.version().uses_segments() {
                     // In v5 this answer must leave unframed, before the
@@ -584,6 +585,8 @@ impl Conn {
             s.compression = compression;
             s.cql_version = opts.get("CQL_VERSION").cloned();
             s.tablets_routing_v1 = opts.contains_key(crate::supported::TABLETS_ROUTING_V1);
+            s.use_metadata_id = self.node.config.use_metadata_id
+                && opts.contains_key(crate::supported::SCYLLA_USE_METADATA_ID);
         });
         let stats = self.node.stats.clone();
         let shard = self.ctx.shard as usize;

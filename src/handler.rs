@@ -157,6 +157,9 @@ pub struct SessionState {
     /// client sent (v4 until then). Requests are decoded and responses
     /// encoded with it.
     pub protocol_version: ProtocolVersion,
+    /// Whether STARTUP asked for `SCYLLA_USE_METADATA_ID` (offered): result
+    /// metadata ids in PREPARED and EXECUTE on v4.
+    pub use_metadata_id: bool,
 }
 
 /// Which listener accepted a connection.
@@ -284,6 +287,11 @@ impl ConnCtx {
         bump_both(&self.stats, self.shard as usize, |s| {
             &s.requests_tablet_misrouted
         });
+    }
+
+    /// Whether this connection negotiated `SCYLLA_USE_METADATA_ID`.
+    pub fn use_metadata_id(&self) -> bool {
+        self.state.lock().is_ok_and(|s| s.use_metadata_id)
     }
 
     /// Whether this connection negotiated `TABLETS_ROUTING_V1` at STARTUP.

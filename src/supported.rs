@@ -23,6 +23,9 @@ pub const RATE_LIMIT_ERROR_CODE: i32 = 0xF000;
 /// The SUPPORTED/STARTUP key of the tablets routing v1 extension.
 pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
 
+/// ScyllaDB's key for result metadata ids on protocol v4.
+pub const SCYLLA_USE_METADATA_ID: &str = "SCYLLA_USE_METADATA_ID";
+
 /// The `PROTOCOL_VERSIONS` values of a cluster serving versions up to
 /// `max`, oldest first, in Cassandra's `number/name` form (`"4/v4"`,
 /// `"5/v5"`). Cassandra also lists `3/v3`; the test cluster lists only what
@@ -130,25 +133,49 @@ pub fn supported_response_with_ssl(
         shard_aware_port,
         shard_aware_port_ssl,
         ProtocolVersion::NEWEST,
+        false,
+    )
+}
+
+/// [`supported_response_with_ssl`], offering [`SCYLLA_USE_METADATA_ID`]
+/// when `use_metadata_id`.
+pub fn supported_response_with(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+    use_metadata_id: bool,
+) -> Response {
+    supported_response_for(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        ProtocolVersion::NEWEST,
+        use_metadata_id,
     )
 }
 
 /// The SUPPORTED response of a cluster serving protocol versions up to
-/// `max_version`.
+/// `max_version`, offering [`SCYLLA_USE_METADATA_ID`] when `use_metadata_id`.
 pub fn supported_response_for(
     shard: Shard,
     nr_shards: u16,
     shard_aware_port: Option<u16>,
     shard_aware_port_ssl: Option<u16>,
     max_version: ProtocolVersion,
+    use_metadata_id: bool,
 ) -> Response {
-    let opts = supported_options_for(
+    let mut opts = supported_options_for(
         shard,
         nr_shards,
         shard_aware_port,
         shard_aware_port_ssl,
         max_version,
     );
+    if use_metadata_id {
+        opts.push((SCYLLA_USE_METADATA_ID, vec![String::new()]));
+    }
     let mut b = BytesMut::with_capacity(512);
     // Cannot fail: a dozen short keys and values, far below the [short] limits.
     let _ = wire::put_string_multimap(
@@ -166,10 +193,10 @@ mod tests {
 
     #[test]
     fn lists_the_versions_served() {
-        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V4);
+        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V4, false);
         let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
         assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4"]);
-        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V5);
+        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V5, false);
         let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
         assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4", "5/v5"]);
     }

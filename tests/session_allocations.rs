@@ -33,12 +33,14 @@ impl Drop for Server {
     }
 }
 
-/// Starts `testbed` (1 node, 2 shards) on a fresh loopback block; returns it
-/// and the node's address once it listens.
-fn start_server() -> (Server, String) {
-    let block = format!("81.{}", std::process::id() % 200 + 1);
+/// Starts `testbed` (1 node, 2 shards, with `extra` flags) on a fresh
+/// loopback block (`second` picks another one); returns it and the node's
+/// address once it listens.
+fn start_server(extra: &[&str], second: bool) -> (Server, String) {
+    let block = format!("{}.{}", 81 + u8::from(second), std::process::id() % 200 + 1);
     let mut child = Command::new(env!("CARGO_BIN_EXE_testbed"))
         .args(["--nodes", "1", "--shards", "2", "--block", &block])
+        .args(extra)
         .args(["--duration-secs", "300"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -102,9 +104,16 @@ async fn run(
     }
 }
 
+/// Both ways of reading SELECT results: with their own columns (plain v4),
+/// and with the prepared statement's (metadata ids: skipped metadata).
 #[test]
 fn steady_state_requests_do_not_allocate() {
-    let (_server, addr) = start_server();
+    measure(&[], false);
+    measure(&["--use-metadata-id"], true);
+}
+
+fn measure(extra: &[&str], second: bool) {
+    let (_server, addr) = start_server(extra, second);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -130,6 +139,8 @@ fn steady_state_requests_do_not_allocate() {
             .prepare("SELECT k, v FROM alloc.kv WHERE k = ?")
             .await
             .unwrap();
+        // The second server offers metadata ids: SELECTs skip their metadata.
+        assert_eq!(select.result_metadata_id().is_some(), second);
         // Every key the SELECTs read exists.
         run(&s, &insert, Workload::Insert, 0, 1000, 16).await;
 
@@ -144,7 +155,7 @@ fn steady_state_requests_do_not_allocate() {
                 // and one Arc: not per request.
                 let per_request = stats.allocations as f64 / MEASURED as f64;
                 println!(
-                    "{w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
+                    "{extra:?} {w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
                     stats.allocations
                 );
                 report.push((w, c, stats.allocations));

@@ -29,11 +29,7 @@ async fn ddl_prepared_paging_and_errors() {
     cl.ok("CREATE TABLE w (a int, b text, c int, v bigint, PRIMARY KEY ((a, b), c))")
         .await;
     // pk indexes: single and composite (bind order differs from key order).
-    let prep = |q: &'static str| {
-        Request::Prepare(Prepare {
-            query: Cow::Borrowed(q),
-        })
-    };
+    let prep = |q: &'static str| Request::Prepare(Prepare::new(q));
     let Response::Result(ResultBody::Prepared(p)) =
         cl.send(&prep("INSERT INTO t (v, k) VALUES (?, ?)")).await
     else {
@@ -61,6 +57,7 @@ async fn ddl_prepared_paging_and_errors() {
         let r = cl
             .send(&Request::Execute(Execute {
                 id: Cow::Owned(p.id.to_vec()),
+                result_metadata_id: None,
                 params: QueryParameters {
                     values: Cow::Owned(vals(&[text.as_bytes(), &k.to_be_bytes()])),
                     ..Default::default()
@@ -72,6 +69,7 @@ async fn ddl_prepared_paging_and_errors() {
     let r = cl
         .send(&Request::Execute(Execute {
             id: Cow::Owned(pw.id.to_vec()),
+            result_metadata_id: None,
             params: QueryParameters {
                 values: Cow::Owned(vals(&[
                     &7i32.to_be_bytes(),
@@ -143,6 +141,7 @@ async fn ddl_prepared_paging_and_errors() {
     let r = cl
         .send(&Request::Execute(Execute {
             id: Cow::Borrowed(b"0123456789abcdef"),
+            result_metadata_id: None,
             params: Default::default(),
         }))
         .await;

@@ -71,7 +71,7 @@ fn values(rng: &mut Rng, allow_named: bool) -> SerializedValues {
     sv
 }
 
-fn params(rng: &mut Rng) -> QueryParameters<'static> {
+fn params(rng: &mut Rng, v5: bool) -> QueryParameters<'static> {
     QueryParameters {
         consistency: Consistency::ALL[rng.below(11)],
         values: Cow::Owned(values(rng, true)),
@@ -80,10 +80,14 @@ fn params(rng: &mut Rng) -> QueryParameters<'static> {
         paging_state: rng.bool().then(|| Cow::Owned(rng.bytes(16))),
         serial_consistency: rng.bool().then_some(Consistency::Serial),
         default_timestamp: rng.bool().then(|| rng.next() as i64),
+        keyspace: (v5 && rng.bool()).then(|| Cow::Owned(rng.text(10))),
+        now_in_seconds: (v5 && rng.bool()).then(|| rng.next() as i32),
     }
 }
 
-fn request(rng: &mut Rng) -> Request<'static> {
+/// A request valid on `version` (v5 parts only on v5).
+fn request(rng: &mut Rng, version: ProtocolVersion) -> Request<'static> {
+    let v5 = version == ProtocolVersion::V5;
     match rng.below(8) {
         0 => Request::Startup(Startup {
             options: (0..rng.below(3))
@@ -93,14 +97,16 @@ fn request(rng: &mut Rng) -> Request<'static> {
         1 => Request::Options(Options),
         2 => Request::Query(Query {
             contents: Cow::Owned(rng.text(30)),
-            params: params(rng),
+            params: params(rng, v5),
         }),
         3 => Request::Prepare(Prepare {
             query: Cow::Owned(rng.text(30)),
+            keyspace: (v5 && rng.bool()).then(|| Cow::Owned(rng.text(10))),
         }),
         4 => Request::Execute(Execute {
             id: Cow::Owned(rng.bytes(16)),
-            params: params(rng),
+            result_metadata_id: v5.then(|| Cow::Owned(rng.bytes(16))),
+            params: params(rng, v5),
         }),
         5 => Request::Batch(Batch {
             batch_type: [BatchType::Logged, BatchType::Unlogged, BatchType::Counter][rng.below(3)],
@@ -119,6 +125,8 @@ fn request(rng: &mut Rng) -> Request<'static> {
             consistency: Consistency::ALL[rng.below(11)],
             serial_consistency: rng.bool().then_some(Consistency::LocalSerial),
             default_timestamp: rng.bool().then(|| rng.next() as i64),
+            keyspace: (v5 && rng.bool()).then(|| Cow::Owned(rng.text(10))),
+            now_in_seconds: (v5 && rng.bool()).then(|| rng.next() as i32),
         }),
         6 => Request::Register(Register {
             event_types: Cow::Owned(EventType::ALL[..rng.below(4)].to_vec()),
@@ -131,7 +139,12 @@ fn request(rng: &mut Rng) -> Request<'static> {
 
 /// A valid encoded request frame, sometimes compressed, sometimes with extras.
 fn valid_frame(rng: &mut Rng, compressor: &mut Compressor) -> Vec<u8> {
-    let req = request(rng);
+    let version = if rng.bool() {
+        ProtocolVersion::V5
+    } else {
+        ProtocolVersion::V4
+    };
+    let req = request(rng, version);
     let mut payload = HashMap::new();
     payload.insert(rng.text(3), Some(rng.bytes(5)));
     let extras = FrameExtras {
@@ -140,10 +153,11 @@ fn valid_frame(rng: &mut Rng, compressor: &mut Compressor) -> Vec<u8> {
         ..FrameExtras::NONE
     };
     let mut buf = BytesMut::new();
-    let c = rng.bool().then_some(compressor);
+    // v5 envelopes are never compressed (their segments are).
+    let c = (rng.bool() && version == ProtocolVersion::V4).then_some(compressor);
     encode_frame(
         &mut buf,
-        ProtocolVersion::V4,
+        version,
         Direction::Request,
         rng.below(100) as i16,
         &req,
@@ -203,7 +217,7 @@ fn feed(f: &[u8], compression: Option<Compression>) -> usize {
         Ok(e) => e,
         Err(_) => return 1,
     };
-    match Request::decode(h.opcode, &env.body, ProtocolVersion::V4) {
+    match Request::decode(h.opcode, &env.body, h.version) {
         Ok(_) => 3,
         Err(_) => 2,
     }
@@ -246,7 +260,14 @@ fn random_bodies_for_every_opcode() {
     for _ in 0..20_000 {
         let body = rng.bytes(40);
         for &op in Opcode::ALL {
-            let _ = Request::decode(op, &body, ProtocolVersion::V4);
+            for v in ProtocolVersion::ALL {
+                let _ = Request::decode(op, &body, v);
+            }
+            let ctx = RequestContext {
+                version: ProtocolVersion::V4,
+                use_metadata_id: true,
+            };
+            let _ = Request::decode_in(op, &body, &ctx);
         }
         // And as a whole frame with a plausible header.
         let mut f = vec![

@@ -7,6 +7,9 @@
 //! would abort the process, which the planted-count mutations would reveal);
 //! and whatever decodes must encode again and decode to the same value.
 //!
+//! Every body is tried on v4 (plain, and with ScyllaDB's extensions including
+//! `SCYLLA_USE_METADATA_ID`) and on v5, with a corpus written for each.
+//!
 //! The generator is a fixed-seed SplitMix64, so failures are reproducible.
 
 use scylla_cql::frame::ProtocolVersion;
@@ -58,8 +61,10 @@ fn spec(table: &str, name: &str, typ: ColumnType) -> ColumnSpec {
     }
 }
 
-/// Valid responses covering every opcode and every variable-length part.
-fn corpus() -> Vec<Response> {
+/// Valid responses covering every opcode and every variable-length part, as
+/// a connection in `ctx` carries them.
+fn corpus(ctx: &ResponseContext) -> Vec<Response> {
+    let v5 = ctx.version == ProtocolVersion::V5;
     let cols = vec![
         spec("t", "id", ColumnType::Int),
         spec(
@@ -79,6 +84,9 @@ fn corpus() -> Vec<Response> {
     ];
     let mut md = ResultMetadata::with_columns(cols.clone());
     md.paging_state = Some(Bytes::from_static(b"\x00\x01page"));
+    if ctx.has_metadata_id() {
+        md.new_metadata_id = Some(Bytes::from_static(b"new-md-id"));
+    }
     let rows = Rows::build(
         md,
         [
@@ -104,6 +112,7 @@ fn corpus() -> Vec<Response> {
     .expect("valid rows");
     let prepared = Prepared {
         id: Bytes::from_static(b"0123456789abcdef"),
+        result_metadata_id: ctx.has_metadata_id().then(|| Bytes::from_static(b"md-id")),
         metadata: PreparedMetadata {
             flags: 1,
             pk_indexes: vec![1, 0],
@@ -126,12 +135,28 @@ fn corpus() -> Vec<Response> {
             received: 0,
             block_for: 1,
             write_type: WriteType::BatchLog,
+            contentions: None,
+        },
+        DbError::WriteTimeout {
+            consistency: Consistency::Serial,
+            received: 0,
+            block_for: 1,
+            write_type: WriteType::Cas,
+            contentions: v5.then_some(3),
         },
         DbError::ReadFailure {
             consistency: Consistency::All,
             received: 1,
             block_for: 3,
             num_failures: 2,
+            reasons: if v5 {
+                vec![
+                    ("10.0.0.1".parse().expect("an address"), 1),
+                    ("::2".parse().expect("an address"), 2),
+                ]
+            } else {
+                Vec::new()
+            },
             data_present: true,
         },
         DbError::FunctionFailure {
@@ -144,7 +169,18 @@ fn corpus() -> Vec<Response> {
             received: 1,
             block_for: 2,
             num_failures: 1,
+            reasons: if v5 {
+                vec![("10.0.0.3".parse().expect("an address"), 0)]
+            } else {
+                Vec::new()
+            },
             write_type: WriteType::Cas,
+        },
+        DbError::CdcWriteFailure,
+        DbError::CasWriteUnknown {
+            consistency: Consistency::Quorum,
+            received: 1,
+            block_for: 2,
         },
         DbError::AlreadyExists {
             keyspace: "ks".into(),
@@ -218,10 +254,9 @@ fn corpus() -> Vec<Response> {
     out
 }
 
-fn encode(r: &Response) -> Vec<u8> {
+fn encode(r: &Response, version: ProtocolVersion) -> Vec<u8> {
     let mut b = BytesMut::new();
-    r.encode_body(&mut b, ProtocolVersion::V4)
-        .expect("corpus encodes");
+    r.encode_body(&mut b, version).expect("corpus encodes");
     b.to_vec()
 }
 
@@ -279,7 +314,7 @@ fn check(opcode: Opcode, body: &[u8], ctx: &ResponseContext) -> bool {
         }
     }
     let mut again = BytesMut::new();
-    resp.encode_body(&mut again, ProtocolVersion::V4)
+    resp.encode_body(&mut again, ctx.version)
         .unwrap_or_else(|e| panic!("decoded {resp:?} but cannot encode it: {e}"));
     let back = Response::decode(opcode, again.freeze(), ctx)
         .unwrap_or_else(|e| panic!("re-encoded {resp:?} does not decode: {e}"));
@@ -287,13 +322,20 @@ fn check(opcode: Opcode, body: &[u8], ctx: &ResponseContext) -> bool {
     true
 }
 
-fn contexts() -> [ResponseContext; 2] {
+fn contexts() -> [ResponseContext; 3] {
+    let scylla = ResponseContext {
+        version: ProtocolVersion::V4,
+        rate_limit_error_code: Some(RATE_LIMIT_CODE),
+        lwt_metadata_mask: Some(0x8000_0000),
+        use_metadata_id: true,
+    };
     [
         ResponseContext::default(),
+        scylla,
         ResponseContext {
-            version: ProtocolVersion::V4,
-            rate_limit_error_code: Some(RATE_LIMIT_CODE),
-            lwt_metadata_mask: Some(0x8000_0000),
+            version: ProtocolVersion::V5,
+            use_metadata_id: false,
+            ..scylla
         },
     ]
 }
@@ -301,11 +343,14 @@ fn contexts() -> [ResponseContext; 2] {
 #[test]
 fn mutated_valid_bodies() {
     let mut rng = Rng(0x5EED_0001);
-    let corpus: Vec<(Opcode, Vec<u8>)> = corpus().iter().map(|r| (r.opcode(), encode(r))).collect();
     let mut decoded = 0;
     let mut total = 0;
-    for (opcode, body) in &corpus {
-        for ctx in contexts() {
+    for ctx in contexts() {
+        let corpus: Vec<(Opcode, Vec<u8>)> = corpus(&ctx)
+            .iter()
+            .map(|r| (r.opcode(), encode(r, ctx.version)))
+            .collect();
+        for (opcode, body) in &corpus {
             // The unmutated body decodes.
             assert!(check(*opcode, body, &ctx), "{opcode:?} corpus body");
             for _ in 0..1_000 {
@@ -369,6 +414,20 @@ fn huge_counts_are_rejected_without_allocating() {
         // SUPPORTED with 65535 keys.
         (Opcode::Supported, vec![0xff, 0xff, 0, 1, b'k']),
     ];
+    // v5 READ_FAILURE with a huge reasonmap.
+    let read_failure = [
+        &[0, 0, 0x13, 0][..],
+        &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2],
+        &i32max,
+        &[4, 10, 0, 0, 1, 0, 1, 1],
+    ]
+    .concat();
+    assert!(Response::decode(
+        Opcode::Error,
+        Bytes::from(read_failure),
+        &ResponseContext::default().with_version(ProtocolVersion::V5)
+    )
+    .is_err());
     // An event with a 65535-long string list.
     let mut ev = Vec::new();
     for s in ["SCHEMA_CHANGE", "CREATED", "FUNCTION", "k", "f"] {

@@ -3,7 +3,8 @@
 //! The strategies cover every error code, every result kind, rows with random
 //! cell layouts (nulls, empty cells), metadata with and without a global
 //! table spec, paging state or column specs, prepared statements with
-//! partition-key indexes, and every event kind.
+//! partition-key indexes, and every event kind; on v4 (with and without
+//! `SCYLLA_USE_METADATA_ID`) and v5 where the body depends on the version.
 
 use scylla_cql::frame::ProtocolVersion;
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ const CASES: u32 = 300;
 
 fn round_trip(resp: &Response, ctx: &ResponseContext) -> Result<(), TestCaseError> {
     let mut buf = BytesMut::new();
-    resp.encode_body(&mut buf, ProtocolVersion::V4)
+    resp.encode_body(&mut buf, ctx.version)
         .map_err(|e| TestCaseError::fail(format!("encode: {e}")))?;
     let decoded = Response::decode(resp.opcode(), buf.freeze(), ctx)
         .map_err(|e| TestCaseError::fail(format!("decode: {e}")))?;
@@ -128,18 +129,21 @@ fn col_specs(max: usize) -> impl Strategy<Value = (Option<TableSpec>, Vec<Column
 }
 
 fn result_metadata() -> impl Strategy<Value = ResultMetadata> {
-    let with_specs =
-        (col_specs(5), option::of(blob(16))).prop_map(|((global, specs), paging)| ResultMetadata {
+    let with_specs = (col_specs(5), option::of(blob(16)), option::of(blob(16))).prop_map(
+        |((global, specs), paging, new_id)| ResultMetadata {
             columns_count: specs.len(),
             paging_state: paging,
+            new_metadata_id: new_id,
             global_table_spec: global.map(Into::into),
             col_specs: Some(specs.into()),
-        });
+        },
+    );
     let no_metadata =
         (0usize..5, option::of(blob(16))).prop_map(|(columns_count, paging_state)| {
             ResultMetadata {
                 columns_count,
                 paging_state,
+                new_metadata_id: None,
                 global_table_spec: None,
                 col_specs: None,
             }
@@ -156,16 +160,31 @@ fn rows() -> impl Strategy<Value = Rows> {
     })
 }
 
-fn prepared() -> impl Strategy<Value = Prepared> {
+/// A connection: v4 with or without `SCYLLA_USE_METADATA_ID`, or v5.
+fn context() -> impl Strategy<Value = ResponseContext> {
+    (
+        prop::sample::select(ProtocolVersion::ALL.to_vec()),
+        any::<bool>(),
+    )
+        .prop_map(|(version, use_metadata_id)| ResponseContext {
+            version,
+            use_metadata_id,
+            ..ResponseContext::default()
+        })
+}
+
+/// A Prepared result as a connection in `ctx` sends it.
+fn prepared(ctx: ResponseContext) -> impl Strategy<Value = Prepared> {
     (
         blob(20),
+        blob(16),
         any::<i32>(),
         vec(any::<u16>(), 0..4),
         col_specs(5),
         result_metadata(),
     )
         .prop_map(
-            |(id, flags, pk_indexes, (global, specs), result_metadata)| {
+            move |(id, md_id, flags, pk_indexes, (global, specs), result_metadata)| {
                 // The Global_tables_spec bit follows the global spec, as encoded.
                 let flags = if global.is_some() {
                     flags | 1
@@ -174,6 +193,7 @@ fn prepared() -> impl Strategy<Value = Prepared> {
                 };
                 Prepared {
                     id,
+                    result_metadata_id: ctx.has_metadata_id().then_some(md_id),
                     metadata: PreparedMetadata {
                         flags,
                         pk_indexes,
@@ -269,9 +289,23 @@ fn rate_limit_code() -> impl Strategy<Value = i32> {
     any::<i32>().prop_filter("not a spec code", |c| !KNOWN_CODES.contains(c))
 }
 
-/// Every error code, with the rate-limit code that decoding must be told.
-fn db_error() -> impl Strategy<Value = (DbError, i32)> {
+/// `<numfailures>` and `<reasonmap>` as `version` carries them.
+fn failures(version: ProtocolVersion) -> impl Strategy<Value = (i32, Vec<(IpAddr, u16)>)> {
+    let ip = prop_oneof![
+        any::<[u8; 4]>().prop_map(|o| IpAddr::V4(Ipv4Addr::from(o))),
+        any::<[u8; 16]>().prop_map(|o| IpAddr::V6(Ipv6Addr::from(o))),
+    ];
+    (any::<i32>(), vec((ip, any::<u16>()), 0..4)).prop_map(move |(n, reasons)| match version {
+        ProtocolVersion::V4 => (n, Vec::new()),
+        ProtocolVersion::V5 => (reasons.len() as i32, reasons),
+    })
+}
+
+/// Every error code as `version` carries it, with the rate-limit code that
+/// decoding must be told.
+fn db_error(version: ProtocolVersion) -> impl Strategy<Value = (DbError, i32)> {
     let c = consistency;
+    let v5 = version == ProtocolVersion::V5;
     let err = prop_oneof![
         prop::sample::select(vec![
             DbError::ServerError,
@@ -284,7 +318,15 @@ fn db_error() -> impl Strategy<Value = (DbError, i32)> {
             DbError::Unauthorized,
             DbError::Invalid,
             DbError::ConfigError,
+            DbError::CdcWriteFailure,
         ]),
+        (c(), any::<i32>(), any::<i32>()).prop_map(|(consistency, received, block_for)| {
+            DbError::CasWriteUnknown {
+                consistency,
+                received,
+                block_for,
+            }
+        }),
         (c(), any::<i32>(), any::<i32>()).prop_map(|(consistency, required, alive)| {
             DbError::Unavailable {
                 consistency,
@@ -292,12 +334,16 @@ fn db_error() -> impl Strategy<Value = (DbError, i32)> {
                 alive,
             }
         }),
-        (c(), any::<i32>(), any::<i32>(), write_type()).prop_map(
-            |(consistency, received, block_for, write_type)| DbError::WriteTimeout {
-                consistency,
-                received,
-                block_for,
-                write_type,
+        (c(), any::<i32>(), any::<i32>(), write_type(), any::<u16>()).prop_map(
+            move |(consistency, received, block_for, write_type, contentions)| {
+                let contentions = (v5 && write_type == WriteType::Cas).then_some(contentions);
+                DbError::WriteTimeout {
+                    consistency,
+                    received,
+                    block_for,
+                    write_type,
+                    contentions,
+                }
             }
         ),
         (c(), any::<i32>(), any::<i32>(), any::<bool>()).prop_map(
@@ -308,17 +354,25 @@ fn db_error() -> impl Strategy<Value = (DbError, i32)> {
                 data_present,
             }
         ),
-        (c(), any::<i32>(), any::<i32>(), any::<i32>(), any::<bool>()).prop_map(
-            |(consistency, received, block_for, num_failures, data_present)| {
-                DbError::ReadFailure {
-                    consistency,
-                    received,
-                    block_for,
-                    num_failures,
-                    data_present,
+        (
+            c(),
+            any::<i32>(),
+            any::<i32>(),
+            failures(version),
+            any::<bool>()
+        )
+            .prop_map(
+                |(consistency, received, block_for, (num_failures, reasons), data_present)| {
+                    DbError::ReadFailure {
+                        consistency,
+                        received,
+                        block_for,
+                        num_failures,
+                        reasons,
+                        data_present,
+                    }
                 }
-            }
-        ),
+            ),
         (name(), name(), vec(name(), 0..3)).prop_map(|(keyspace, function, arg_types)| {
             DbError::FunctionFailure {
                 keyspace,
@@ -326,17 +380,25 @@ fn db_error() -> impl Strategy<Value = (DbError, i32)> {
                 arg_types,
             }
         }),
-        (c(), any::<i32>(), any::<i32>(), any::<i32>(), write_type()).prop_map(
-            |(consistency, received, block_for, num_failures, write_type)| {
-                DbError::WriteFailure {
-                    consistency,
-                    received,
-                    block_for,
-                    num_failures,
-                    write_type,
+        (
+            c(),
+            any::<i32>(),
+            any::<i32>(),
+            failures(version),
+            write_type()
+        )
+            .prop_map(
+                |(consistency, received, block_for, (num_failures, reasons), write_type)| {
+                    DbError::WriteFailure {
+                        consistency,
+                        received,
+                        block_for,
+                        num_failures,
+                        reasons,
+                        write_type,
+                    }
                 }
-            }
-        ),
+            ),
         (name(), name()).prop_map(|(keyspace, table)| DbError::AlreadyExists { keyspace, table }),
         blob(20).prop_map(|statement_id| DbError::Unprepared { statement_id }),
     ];
@@ -410,8 +472,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(CASES))]
 
     #[test]
-    fn errors((error, rate_code) in db_error(), message in name()) {
-        let ctx = ResponseContext { version: ProtocolVersion::V4, rate_limit_error_code: Some(rate_code), lwt_metadata_mask: None };
+    fn errors(
+        (version, (error, rate_code)) in prop::sample::select(ProtocolVersion::ALL.to_vec())
+            .prop_flat_map(|v| (Just(v), db_error(v))),
+        message in name(),
+    ) {
+        let ctx = ResponseContext { version, rate_limit_error_code: Some(rate_code), ..ResponseContext::default() };
         round_trip(&Response::Error(ErrorResponse { error, message }), &ctx)?;
     }
 
@@ -471,16 +537,16 @@ proptest! {
     }
 
     #[test]
-    fn rows_results(rows in rows()) {
+    fn rows_results(rows in rows(), ctx in context()) {
         // Iterating gives back the cells they were built from.
         let cells: usize = rows.raw_iter().map(|r| r.len()).sum();
         prop_assert_eq!(cells, rows.rows_count() * rows.columns_count());
-        round_trip(&Response::Result(ResultBody::Rows(rows)), &ResponseContext::default())?;
+        round_trip(&Response::Result(ResultBody::Rows(rows)), &ctx)?;
     }
 
     #[test]
-    fn prepared_results(p in prepared()) {
-        round_trip(&Response::Result(ResultBody::Prepared(Box::new(p))), &ResponseContext::default())?;
+    fn prepared_results((ctx, p) in context().prop_flat_map(|ctx| (Just(ctx), prepared(ctx)))) {
+        round_trip(&Response::Result(ResultBody::Prepared(Box::new(p))), &ctx)?;
     }
 
     #[test]

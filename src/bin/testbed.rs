@@ -41,6 +41,7 @@ usage: testbed [options]
                           N initial tablets per table (as ScyllaDB does)
   --tablet-script FILE    timed tablet migrations and splits (lines like
                           '5 migrate ks.t 3 0 1 2' or '10 split ks.t')
+  --use-metadata-id       offer SCYLLA_USE_METADATA_ID (result metadata ids on v4)
   --duration-secs N       stop after N seconds (default: run until Ctrl-C)
   --help                  print this help";
 
@@ -116,6 +117,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
                 ))
             }
             "--tls-client-auth" => tls_client_auth = true,
+            "--use-metadata-id" => b = b.use_metadata_id(true),
             "--tablets" => b = b.tablets(parse_num(&flag, it.next())?),
             "--tablet-script" => {
                 let path = it.next().ok_or("--tablet-script needs a file")?;

@@ -35,7 +35,7 @@ use bytes::{Bytes, BytesMut};
 use scylla_cql::frame::envelope::decode_envelope;
 use scylla_cql::frame::header::{Flags, Opcode, DEFAULT_MAX_BODY_LEN};
 use scylla_cql::frame::request::{
-    Batch, BatchStatementKind, QueryParameters, Request as CqlRequest,
+    Batch, BatchStatementKind, QueryParameters, Request as CqlRequest, RequestContext,
 };
 use scylla_cql::frame::response::result::{Prepared, PreparedMetadata, ResultMetadata, TableSpec};
 use scylla_cql::frame::response::ResultBody;
@@ -122,6 +122,7 @@ fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
         page_size: p.page_size,
         paging_state: p.paging_state.as_ref().map(|s| s.to_vec()),
         skip_metadata: p.skip_metadata,
+        metadata_id: None,
     }
 }
 
@@ -137,7 +138,11 @@ impl CqlHandler {
                 return CqlError::Protocol(format!("invalid frame: {e}")).into_response(version)
             }
         };
-        let msg = match CqlRequest::decode(req.header.opcode, &env.body, version) {
+        let decode_ctx = RequestContext {
+            version,
+            use_metadata_id: ctx.use_metadata_id(),
+        };
+        let msg = match CqlRequest::decode_in(req.header.opcode, &env.body, &decode_ctx) {
             Ok(m) => m,
             Err(e) => {
                 let what = format!("invalid {:?} body: {e}", req.header.opcode);
@@ -151,7 +156,9 @@ impl CqlHandler {
             CqlRequest::Query(q) => {
                 tracing::debug!(node = ctx.node_index(), query = %q.contents, "QUERY");
                 parse(&q.contents).and_then(|st| {
-                    let ks = ctx.keyspace();
+                    // v5: the request's own keyspace comes first.
+                    let ks = q.params.keyspace.as_deref().map(str::to_owned);
+                    let ks = ks.or_else(|| ctx.keyspace());
                     let values = &q.params.values;
                     let opts = page_opts(&q.params);
                     self.run(ctx, ks.as_deref(), &st, values, &opts, &mut tablet_payload)
@@ -159,19 +166,22 @@ impl CqlHandler {
             }
             CqlRequest::Prepare(p) => {
                 tracing::debug!(node = ctx.node_index(), query = %p.query, "PREPARE");
-                self.prepare(ctx, &p.query)
+                let ks = p.keyspace.as_deref().map(str::to_owned);
+                self.prepare(ctx, &p.query, ks.or_else(|| ctx.keyspace()))
             }
             CqlRequest::Execute(e) => match self.store.prepared(&e.id) {
                 None => Err(CqlError::Unprepared(Bytes::copy_from_slice(&e.id))),
                 Some(p) => {
                     let ks = p.keyspace.clone().or_else(|| ctx.keyspace());
                     let values = &e.params.values;
+                    let mut opts = page_opts(&e.params);
+                    opts.metadata_id = e.result_metadata_id.as_ref().map(|m| m.to_vec());
                     self.run(
                         ctx,
                         ks.as_deref(),
                         &p.statement,
                         values,
-                        &page_opts(&e.params),
+                        &opts,
                         &mut tablet_payload,
                     )
                 }
@@ -231,9 +241,15 @@ impl CqlHandler {
         }
     }
 
-    fn prepare(&self, ctx: &ConnCtx, text: &str) -> Result<ResultBody, CqlError> {
+    /// Prepares `text` with unqualified names in `session_ks` (the
+    /// connection's keyspace, or the one the PREPARE named).
+    fn prepare(
+        &self,
+        ctx: &ConnCtx,
+        text: &str,
+        session_ks: Option<String>,
+    ) -> Result<ResultBody, CqlError> {
         let st = parse(text)?;
-        let session_ks = ctx.keyspace();
         let mut metadata = PreparedMetadata::default();
         let mut result_metadata = ResultMetadata::empty();
         let table = match &st {
@@ -291,6 +307,11 @@ impl CqlHandler {
         }));
         Ok(ResultBody::Prepared(Box::new(Prepared {
             id,
+            // An id always in v5; in v4 only when the connection negotiated
+            // SCYLLA_USE_METADATA_ID.
+            result_metadata_id: (ctx.protocol_version() == ProtocolVersion::V5
+                || ctx.use_metadata_id())
+            .then(|| select::metadata_id(&result_metadata)),
             metadata,
             result_metadata,
         })))
@@ -305,7 +326,10 @@ impl CqlHandler {
         let mut routings = Vec::new();
         for s in b.statements.iter() {
             let (st, ks) = match &s.kind {
-                BatchStatementKind::Query(q) => (Arc::new(parse(q)?), ctx.keyspace()),
+                BatchStatementKind::Query(q) => {
+                    let ks = b.keyspace.as_deref().map(str::to_owned);
+                    (Arc::new(parse(q)?), ks.or_else(|| ctx.keyspace()))
+                }
                 BatchStatementKind::Prepared(id) => match self.store.prepared(id) {
                     Some(p) => {
                         let ks = p.keyspace.clone().or_else(|| ctx.keyspace());

@@ -146,6 +146,28 @@ pub(crate) struct PageOpts {
     pub(crate) page_size: Option<i32>,
     pub(crate) paging_state: Option<Vec<u8>>,
     pub(crate) skip_metadata: bool,
+    /// The result metadata id an EXECUTE sent (protocol v5 or
+    /// `SCYLLA_USE_METADATA_ID`): when it is not the id of the result's
+    /// columns, the rows carry them with their new id (`Metadata_changed`).
+    pub(crate) metadata_id: Option<Vec<u8>>,
+}
+
+/// The id of result metadata: a hash of its columns as encoded (what the
+/// columns are, not which page).
+pub(crate) fn metadata_id(meta: &ResultMetadata) -> Bytes {
+    let columns = ResultMetadata {
+        paging_state: None,
+        new_metadata_id: None,
+        ..meta.clone()
+    };
+    let mut buf = bytes::BytesMut::new();
+    // Metadata built by this crate encodes (the columns match their count);
+    // were it not to, every result would share the id of no columns.
+    let _ = columns.encode(&mut buf);
+    let (a, b) = scylla_cql::token::murmur3::hash3_x64_128(&buf);
+    let mut id = a.to_be_bytes().to_vec();
+    id.extend_from_slice(&b.to_be_bytes());
+    Bytes::from(id)
 }
 
 /// Runs `sel` over `view`; `vals` are the resolved slot values (relations
@@ -203,6 +225,14 @@ fn build(
     rows: Vec<Vec<Option<Bytes>>>,
     opts: &PageOpts,
 ) -> Result<Rows, CqlError> {
+    let current = opts.metadata_id.as_ref().map(|_| metadata_id(&meta));
+    if let (Some(sent), Some(current)) = (&opts.metadata_id, current) {
+        if sent[..] != current[..] {
+            // Stale: send the columns, whatever the client asked.
+            meta.new_metadata_id = Some(current);
+            return Rows::build(meta, rows).map_err(|e| CqlError::Invalid(e.to_string()));
+        }
+    }
     if opts.skip_metadata {
         meta.col_specs = None;
         meta.global_table_spec = None;

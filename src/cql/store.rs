@@ -166,6 +166,15 @@ impl Store {
             .cloned()
     }
 
+    /// Forgets every prepared statement, as a restarted ScyllaDB node does:
+    /// the next EXECUTE of each gets UNPREPARED (for tests of re-preparing).
+    pub fn forget_prepared(&self) {
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     pub(crate) fn add_prepared(&self, p: Arc<PreparedStatement>) {
         self.prepared
             .lock()

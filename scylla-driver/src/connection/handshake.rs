@@ -25,6 +25,8 @@ use super::ConnectionConfig;
 /// What the handshake learned about the server.
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
+    /// The protocol version the connection speaks.
+    pub protocol_version: ProtocolVersion,
     /// The extensions and options from SUPPORTED.
     pub extensions: ScyllaExtensions,
     /// ScyllaDB's sharding of this connection's node, if it shards and the
@@ -159,6 +161,8 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     }
 
     Ok(ServerInfo {
+        // Negotiation of v5 comes with the segment framing.
+        protocol_version: ProtocolVersion::V4,
         response_context: io.context,
         extensions,
         sharding,
@@ -200,6 +204,12 @@ fn startup_message<'a>(
     // Tablet routing payloads on misrouted requests (routing learns from them).
     if ext.tablets_routing_v1 {
         options.push(("TABLETS_ROUTING_V1".into(), "".into()));
+    }
+    // Result metadata ids on v4 (PREPARED carries one, EXECUTE sends it,
+    // changed metadata comes with its new id): safe skipping of metadata.
+    // The response context reads them when SUPPORTED offered the extension.
+    if ext.use_metadata_id {
+        options.push(("SCYLLA_USE_METADATA_ID".into(), "".into()));
     }
     Startup { options }
 }

@@ -542,6 +542,11 @@ impl Connection {
         self.shared.request(msg, opts, now).await
     }
 
+    /// The protocol version the connection speaks.
+    pub fn protocol_version(&self) -> ProtocolVersion {
+        self.info.server.protocol_version
+    }
+
     /// What was learned at set-up.
     pub fn info(&self) -> &ConnectionInfo {
         &self.info

@@ -141,6 +141,7 @@ mod tests {
             received: 1,
             block_for: 2,
             write_type: WriteType::Simple,
+            contentions: None,
         };
         assert_eq!(
             p.decide(AttemptFailure::Server(&wt), &ctx(false, 0)),

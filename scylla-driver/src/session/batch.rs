@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use scylla_cql::frame::request::{BatchStatement as WireStatement, BatchStatementKind};
 use scylla_cql::types::{SerializeRow, SerializedValues};
 
-use super::execute::{self, BatchMessage};
+use super::execute::{self, BatchMessage, BatchPrepared};
 use super::{values, Session};
 use crate::error::ExecutionError;
 use crate::result::QueryResult;
@@ -80,14 +80,21 @@ pub(super) async fn run(
             consistency: o.consistency.unwrap_or(inner.config.consistency),
             serial_consistency: o.serial_consistency,
             default_timestamp: o.timestamp,
+            // The session's keyspace is added per attempt (v5 only).
+            keyspace: None,
+            now_in_seconds: o.now_in_seconds,
         },
         prepared: resolved
             .iter()
             .filter_map(|(p, _, _)| {
-                p.as_ref()
-                    .map(|p| (&p.shared.id[..], p.shared.contents.as_str()))
+                p.as_ref().map(|p| BatchPrepared {
+                    id: &p.shared.id,
+                    text: &p.shared.contents,
+                    keyspace: p.shared.prepared_in.as_deref().map(String::as_str),
+                })
             })
             .collect(),
+        keyspace: inner.keyspace.load_full(),
     };
     let answer = execute::run(inner, &state, routing, &msg, inner.run_options(o)).await?;
     inner.finish(answer, None).await

@@ -8,6 +8,12 @@
 //! retrying it once. With speculative execution (idempotent statements only),
 //! a further attempt on the next target starts whenever the current ones have
 //! been silent for the configured delay; the first answer wins.
+//!
+//! Messages are written per attempt, for the attempt's connection
+//! ([`WireContext`]): on protocol v5 QUERY and BATCH carry the session's
+//! keyspace, PREPARE the keyspace the statement was first prepared in, and
+//! EXECUTE the statement's result metadata id (also on v4 with ScyllaDB's
+//! `SCYLLA_USE_METADATA_ID`), which makes skipping the result metadata safe.
 
 use scylla_cql::frame::ProtocolVersion;
 use std::future::Future;
@@ -38,6 +44,7 @@ use crate::error::ExecutionError;
 use crate::metrics::Metrics;
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision};
 use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
+use crate::statement::prepared::ResultShape;
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
 use scylla_cql::frame::CustomPayload;
 use std::sync::Arc;
@@ -63,27 +70,45 @@ pub(crate) struct RunOptions {
     pub(crate) tracing: bool,
 }
 
+/// What the connection of an attempt speaks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WireContext {
+    /// Its protocol version.
+    pub(crate) version: ProtocolVersion,
+    /// Whether it has result metadata ids (v5, or v4 with
+    /// `SCYLLA_USE_METADATA_ID`): EXECUTE then carries one.
+    pub(crate) metadata_id: bool,
+}
+
+/// What preparing a statement again needs: its text and the keyspace it was
+/// first prepared in.
+pub(crate) struct Reprepare<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) keyspace: Option<&'a str>,
+}
+
 /// A request message whose consistency each attempt may change.
 pub(crate) trait MessageFor: Sync {
     /// The opcode of the message.
     fn opcode(&self) -> Opcode;
-    /// Encodes the body at consistency `c`, as `version` writes it.
+    /// Encodes the body at consistency `c`, as the connection in `wire`
+    /// writes it.
     fn encode_body_at(
         &self,
         c: Consistency,
         buf: &mut BytesMut,
-        version: ProtocolVersion,
+        wire: WireContext,
     ) -> Result<(), EncodeError>;
-    /// The statement text of prepared statement `id`, to prepare it again
-    /// when a node answers UNPREPARED.
-    fn reprepare(&self, id: &[u8]) -> Option<&str>;
+    /// How to prepare statement `id` again when a node answers UNPREPARED.
+    fn reprepare(&self, id: &[u8]) -> Option<Reprepare<'_>>;
 }
 
-/// A message at one consistency: what an attempt sends. Borrowed, so an
-/// attempt allocates nothing to build it.
+/// A message at one consistency for one connection: what an attempt sends.
+/// Borrowed, so an attempt allocates nothing to build it.
 struct AtConsistency<'m> {
     msg: &'m dyn MessageFor,
     consistency: Consistency,
+    metadata_id: bool,
 }
 
 impl MessageBody for AtConsistency<'_> {
@@ -92,7 +117,19 @@ impl MessageBody for AtConsistency<'_> {
     }
 
     fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
-        self.msg.encode_body_at(self.consistency, buf, version)
+        let wire = WireContext {
+            version,
+            metadata_id: self.metadata_id,
+        };
+        self.msg.encode_body_at(self.consistency, buf, wire)
+    }
+}
+
+/// The session keyspace as a v5 request carries it (v4 cannot).
+fn keyspace_on<'k>(wire: WireContext, keyspace: Option<&'k Arc<String>>) -> Option<Cow<'k, str>> {
+    match wire.version {
+        ProtocolVersion::V5 => keyspace.map(|k| Cow::Borrowed(k.as_str())),
+        ProtocolVersion::V4 => None,
     }
 }
 
@@ -106,6 +143,8 @@ pub(crate) fn params_at<'p>(p: &'p QueryParameters<'_>, c: Consistency) -> Query
         paging_state: p.paging_state.as_deref().map(Cow::Borrowed),
         serial_consistency: p.serial_consistency,
         default_timestamp: p.default_timestamp,
+        keyspace: p.keyspace.as_deref().map(Cow::Borrowed),
+        now_in_seconds: p.now_in_seconds,
     }
 }
 
@@ -452,25 +491,30 @@ async fn attempt(
         tracing,
         custom_payload: None,
     };
-    let body = AtConsistency { msg, consistency };
+    let body = AtConsistency {
+        msg,
+        consistency,
+        metadata_id: conn.info().server.response_context.has_metadata_id(),
+    };
     let frame = conn
         .request_at(&body, &opts, now)
         .await
-        .map_err(AttemptError::Request)?;
+        .map_err(request_error)?;
     let Response::Error(e) = &frame.response else {
         return Ok(frame);
     };
     let DbError::Unprepared { statement_id } = &e.error else {
         return Ok(frame);
     };
-    let Some(text) = msg.reprepare(statement_id) else {
+    let Some(again) = msg.reprepare(statement_id) else {
         return Ok(frame);
     };
     tracing::debug!(peer = %conn.info().peer, "statement unknown to the node; preparing it again");
-    let prepared = conn
-        .request(&Prepare { query: text.into() }, &opts)
-        .await
-        .map_err(AttemptError::Request)?;
+    let prepare = Prepare {
+        query: again.text.into(),
+        keyspace: super::prepare::keyspace_for(conn.protocol_version(), again.keyspace),
+    };
+    let prepared = conn.request(&prepare, &opts).await.map_err(request_error)?;
     match prepared.response {
         Response::Result(ResultBody::Prepared(_)) => {}
         Response::Error(e) => {
@@ -486,14 +530,25 @@ async fn attempt(
             )))
         }
     }
-    conn.request(&body, &opts)
-        .await
-        .map_err(AttemptError::Request)
+    conn.request(&body, &opts).await.map_err(request_error)
+}
+
+/// A request that cannot be written for its connection (a v5-only option on
+/// v4, say) fails the same way everywhere: no retry, a client-side error.
+fn request_error(e: crate::connection::RequestError) -> AttemptError {
+    match e {
+        crate::connection::RequestError::Encode(EncodeError::Invalid(why)) => {
+            AttemptError::Fatal(ExecutionError::BadQuery(why.to_owned()))
+        }
+        e => AttemptError::Request(e),
+    }
 }
 
 /// A QUERY message at any consistency.
 pub(crate) struct QueryMessage<'a> {
     pub(crate) query: Query<'a>,
+    /// The session's keyspace, which v5 sends with the query.
+    pub(crate) keyspace: Option<Arc<String>>,
 }
 
 impl MessageFor for QueryMessage<'_> {
@@ -505,25 +560,53 @@ impl MessageFor for QueryMessage<'_> {
         &self,
         c: Consistency,
         buf: &mut BytesMut,
-        version: ProtocolVersion,
+        wire: WireContext,
     ) -> Result<(), EncodeError> {
+        let mut params = params_at(&self.query.params, c);
+        if let Some(ks) = keyspace_on(wire, self.keyspace.as_ref()) {
+            params.keyspace = Some(ks);
+        }
         Query {
             contents: Cow::Borrowed(&self.query.contents),
-            params: params_at(&self.query.params, c),
+            params,
         }
-        .encode_body(buf, version)
+        .encode_body(buf, wire.version)
     }
 
-    fn reprepare(&self, _id: &[u8]) -> Option<&str> {
+    fn reprepare(&self, _id: &[u8]) -> Option<Reprepare<'_>> {
         None
     }
 }
 
 /// An EXECUTE message at any consistency.
 pub(crate) struct ExecuteMessage<'a> {
-    pub(crate) execute: Execute<'a>,
+    /// The prepared statement id.
+    pub(crate) id: &'a [u8],
+    /// Its parameters (`skip_metadata` is decided per connection).
+    pub(crate) params: QueryParameters<'a>,
     /// The statement text, to prepare again on UNPREPARED.
     pub(crate) contents: &'a str,
+    /// The keyspace it was prepared in, to prepare it again there.
+    pub(crate) prepared_in: Option<&'a str>,
+    /// Its result columns and their id, as loaded for this execution.
+    pub(crate) result: &'a ResultShape,
+    /// Skip the result metadata where the connection has no metadata ids
+    /// (the user's opt-in on v4, unsafe across `ALTER TABLE`).
+    pub(crate) skip_without_id: bool,
+}
+
+impl ExecuteMessage<'_> {
+    /// Whether the attempt on a connection in `wire` skips the result
+    /// metadata (and the rows are then read with `result`'s columns).
+    pub(crate) fn skips_metadata(&self, wire_has_id: bool) -> bool {
+        if wire_has_id {
+            // With a metadata id the server notices stale columns and sends
+            // the new ones (Metadata_changed): skipping is safe.
+            self.result.id.is_some() && self.result.specs.is_some()
+        } else {
+            self.skip_without_id
+        }
+    }
 }
 
 impl MessageFor for ExecuteMessage<'_> {
@@ -535,25 +618,46 @@ impl MessageFor for ExecuteMessage<'_> {
         &self,
         c: Consistency,
         buf: &mut BytesMut,
-        version: ProtocolVersion,
+        wire: WireContext,
     ) -> Result<(), EncodeError> {
+        let mut params = params_at(&self.params, c);
+        params.skip_metadata = self.skips_metadata(wire.metadata_id);
+        // A statement prepared where there were no ids (another node, before
+        // a version change) sends an empty one: the server then answers with
+        // the current columns and their id, which the statement adopts.
+        let result_metadata_id = wire
+            .metadata_id
+            .then(|| Cow::Borrowed(self.result.id.as_deref().unwrap_or_default()));
         Execute {
-            id: Cow::Borrowed(&self.execute.id),
-            params: params_at(&self.execute.params, c),
+            id: Cow::Borrowed(self.id),
+            result_metadata_id,
+            params,
         }
-        .encode_body(buf, version)
+        .encode_body(buf, wire.version)
     }
 
-    fn reprepare(&self, id: &[u8]) -> Option<&str> {
-        (id == &*self.execute.id).then_some(self.contents)
+    fn reprepare(&self, id: &[u8]) -> Option<Reprepare<'_>> {
+        (id == self.id).then_some(Reprepare {
+            text: self.contents,
+            keyspace: self.prepared_in,
+        })
     }
+}
+
+/// A prepared statement of a batch, to prepare it again on UNPREPARED.
+pub(crate) struct BatchPrepared<'a> {
+    pub(crate) id: &'a [u8],
+    pub(crate) text: &'a str,
+    pub(crate) keyspace: Option<&'a str>,
 }
 
 /// A BATCH message at any consistency.
 pub(crate) struct BatchMessage<'a> {
     pub(crate) batch: scylla_cql::frame::request::Batch<'a>,
-    /// (id, text) of its prepared statements, to prepare again on UNPREPARED.
-    pub(crate) prepared: Vec<(&'a [u8], &'a str)>,
+    /// Its prepared statements, to prepare again on UNPREPARED.
+    pub(crate) prepared: Vec<BatchPrepared<'a>>,
+    /// The session's keyspace, which v5 sends with the batch.
+    pub(crate) keyspace: Option<Arc<String>>,
 }
 
 impl MessageFor for BatchMessage<'_> {
@@ -565,22 +669,149 @@ impl MessageFor for BatchMessage<'_> {
         &self,
         c: Consistency,
         buf: &mut BytesMut,
-        version: ProtocolVersion,
+        wire: WireContext,
     ) -> Result<(), EncodeError> {
+        let keyspace = keyspace_on(wire, self.keyspace.as_ref())
+            .or_else(|| self.batch.keyspace.as_deref().map(Cow::Borrowed));
         scylla_cql::frame::request::Batch {
             batch_type: self.batch.batch_type,
             statements: Cow::Borrowed(&self.batch.statements),
             consistency: c,
             serial_consistency: self.batch.serial_consistency,
             default_timestamp: self.batch.default_timestamp,
+            keyspace,
+            now_in_seconds: self.batch.now_in_seconds,
         }
-        .encode_body(buf, version)
+        .encode_body(buf, wire.version)
     }
 
-    fn reprepare(&self, id: &[u8]) -> Option<&str> {
+    fn reprepare(&self, id: &[u8]) -> Option<Reprepare<'_>> {
         self.prepared
             .iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, t)| *t)
+            .find(|p| p.id == id)
+            .map(|p| Reprepare {
+                text: p.text,
+                keyspace: p.keyspace,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scylla_cql::frame::request::{Batch, BatchType, Request, RequestContext};
+
+    fn wire(version: ProtocolVersion, metadata_id: bool) -> WireContext {
+        WireContext {
+            version,
+            metadata_id,
+        }
+    }
+
+    /// Encodes `msg` for `wire` and decodes it as a server on that connection.
+    fn sent(msg: &dyn MessageFor, wire: WireContext) -> Request<'static> {
+        let mut buf = BytesMut::new();
+        msg.encode_body_at(Consistency::Quorum, &mut buf, wire)
+            .unwrap();
+        let ctx = RequestContext {
+            version: wire.version,
+            use_metadata_id: wire.metadata_id,
+        };
+        Request::decode_in(msg.opcode(), &buf, &ctx)
+            .unwrap()
+            .into_owned()
+    }
+
+    #[test]
+    fn query_and_batch_carry_the_session_keyspace_on_v5_only() {
+        let keyspace = Some(Arc::new("ks1".to_owned()));
+        let q = QueryMessage {
+            query: Query {
+                contents: "SELECT v FROM t".into(),
+                params: QueryParameters::default(),
+            },
+            keyspace: keyspace.clone(),
+        };
+        let Request::Query(v5) = sent(&q, wire(ProtocolVersion::V5, true)) else {
+            panic!("not a query")
+        };
+        assert_eq!(v5.params.keyspace.as_deref(), Some("ks1"));
+        assert_eq!(v5.params.consistency, Consistency::Quorum);
+        let Request::Query(v4) = sent(&q, wire(ProtocolVersion::V4, false)) else {
+            panic!("not a query")
+        };
+        assert_eq!(v4.params.keyspace, None);
+
+        let b = BatchMessage {
+            batch: Batch {
+                batch_type: BatchType::Unlogged,
+                statements: Cow::Owned(Vec::new()),
+                consistency: Consistency::One,
+                serial_consistency: None,
+                default_timestamp: None,
+                keyspace: None,
+                now_in_seconds: Some(5),
+            },
+            prepared: Vec::new(),
+            keyspace,
+        };
+        let Request::Batch(v5) = sent(&b, wire(ProtocolVersion::V5, true)) else {
+            panic!("not a batch")
+        };
+        assert_eq!(v5.keyspace.as_deref(), Some("ks1"));
+        assert_eq!(v5.now_in_seconds, Some(5));
+        // now_in_seconds cannot be written for v4.
+        let mut buf = BytesMut::new();
+        assert!(matches!(
+            b.encode_body_at(Consistency::One, &mut buf, wire(ProtocolVersion::V4, false)),
+            Err(EncodeError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn execute_sends_the_metadata_id_and_skips_metadata_where_it_can() {
+        let specs: Arc<[scylla_cql::types::ColumnSpec]> = Arc::from(Vec::new());
+        let shape = ResultShape {
+            id: Some(bytes::Bytes::from_static(b"id-1")),
+            specs: Some(specs),
+        };
+        let e = ExecuteMessage {
+            id: b"stmt",
+            params: QueryParameters::default(),
+            contents: "SELECT v FROM t",
+            prepared_in: Some("ks1"),
+            result: &shape,
+            skip_without_id: false,
+        };
+        for (w, id, skip) in [
+            (wire(ProtocolVersion::V5, true), Some(&b"id-1"[..]), true),
+            (wire(ProtocolVersion::V4, true), Some(&b"id-1"[..]), true),
+            (wire(ProtocolVersion::V4, false), None, false),
+        ] {
+            let Request::Execute(x) = sent(&e, w) else {
+                panic!("not an execute")
+            };
+            assert_eq!(x.result_metadata_id.as_deref(), id, "{w:?}");
+            assert_eq!(x.params.skip_metadata, skip, "{w:?}");
+            // The keyspace is bound at prepare time, never sent with EXECUTE.
+            assert_eq!(x.params.keyspace, None);
+        }
+        let again = e.reprepare(b"stmt").unwrap();
+        assert_eq!(
+            (again.text, again.keyspace),
+            ("SELECT v FROM t", Some("ks1"))
+        );
+        assert!(e.reprepare(b"other").is_none());
+
+        // Without an id of its own, a connection with ids gets an empty one
+        // (the server answers with the current columns and id) and keeps
+        // the metadata.
+        let none = ResultShape::default();
+        let e = ExecuteMessage { result: &none, ..e };
+        let Request::Execute(x) = sent(&e, wire(ProtocolVersion::V5, true)) else {
+            panic!("not an execute")
+        };
+        assert_eq!(x.result_metadata_id.as_deref(), Some(&b""[..]));
+        assert!(!x.params.skip_metadata);
     }
 }

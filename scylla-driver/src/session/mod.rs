@@ -39,6 +39,7 @@ use crate::connection::{Connection, RequestOptions};
 use crate::error::ExecutionError;
 use crate::metrics::Metrics;
 use crate::result::QueryResult;
+use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::{Batch, PreparedStatement, Statement, StatementOptions};
 
 /// A session: connections to every shard of every node, and the API to run
@@ -143,14 +144,21 @@ impl SessionInner {
             paging_state: None,
             serial_consistency: o.serial_consistency,
             default_timestamp: o.timestamp,
+            // The session's keyspace is added per attempt (v5 only).
+            keyspace: None,
+            now_in_seconds: o.now_in_seconds,
         }
     }
 
-    /// What the session does with a result before handing it over.
+    /// What the session does with a result before handing it over. For an
+    /// execution, `prepared` is the statement with the result columns it was
+    /// executed with: rows without columns (skipped metadata) are read with
+    /// them, and rows whose metadata changed give the statement its new
+    /// columns and id.
     async fn finish(
         &self,
         answer: Answer,
-        result_specs: Option<&Arc<[scylla_cql::types::ColumnSpec]>>,
+        prepared: Option<(&PreparedShared, &ResultShape)>,
     ) -> Result<QueryResult, ExecutionError> {
         let frame = answer.frame;
         let mut result = QueryResult {
@@ -162,8 +170,13 @@ impl SessionInner {
         };
         match frame.response {
             Response::Result(ResultBody::Rows(rows)) => {
-                if rows.metadata().col_specs.is_none() {
-                    result.col_specs = result_specs.cloned();
+                let md = rows.metadata();
+                match (prepared, &md.col_specs, &md.new_metadata_id) {
+                    (Some((_, shape)), None, _) => result.col_specs = shape.specs.clone(),
+                    (Some((shared, _)), Some(specs), Some(id)) => {
+                        shared.adopt_result(id.clone(), specs.clone());
+                    }
+                    _ => {}
                 }
                 result.rows = Some(rows);
             }
@@ -335,6 +348,7 @@ impl Session {
                 contents: statement.contents.as_str().into(),
                 params,
             },
+            keyspace: inner.keyspace.load_full(),
         };
         let state = inner.state();
         let answer = execute::run(
@@ -418,23 +432,28 @@ impl Session {
         let state = inner.state();
         let routing = values::routing(&state, prepared, values);
         let mut params = inner.params(&prepared.options, values);
-        // Protocol v4 has no result-metadata id: after `ALTER TABLE`, a
-        // `SELECT *` prepared before returns rows with the new columns (the
-        // server re-prepares it, possibly for another client), and rows
-        // decoded with the columns known from PREPARE would be misaligned.
-        // So results carry their own columns unless the user opted out.
-        params.skip_metadata =
-            inner.config.skip_result_metadata && prepared.shared.result_specs.is_some();
         if paged {
             params.page_size = Some(prepared.options.page_size.unwrap_or(inner.config.page_size));
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
         }
+        let shared = &prepared.shared;
+        // The columns and their id this execution runs with (a concurrent
+        // execution may replace them; this one stays consistent).
+        let shape = shared.result.load_full();
         let msg = ExecuteMessage {
-            execute: scylla_cql::frame::request::Execute {
-                id: std::borrow::Cow::Borrowed(&prepared.shared.id),
-                params,
-            },
-            contents: &prepared.shared.contents,
+            id: &shared.id,
+            params,
+            contents: &shared.contents,
+            prepared_in: shared.prepared_in.as_deref().map(String::as_str),
+            result: &shape,
+            // Plain protocol v4 has no result-metadata id: after `ALTER
+            // TABLE`, a `SELECT *` prepared before returns rows with the new
+            // columns, and rows decoded with the columns known from PREPARE
+            // would be misaligned. So there results carry their own columns
+            // unless the user opted out. With ids (v5, or v4 with
+            // SCYLLA_USE_METADATA_ID) the server reports changed columns, and
+            // skipping is the default (see `ExecuteMessage::skips_metadata`).
+            skip_without_id: inner.config.skip_result_metadata && shape.specs.is_some(),
         };
         let answer = execute::run(
             inner,
@@ -444,9 +463,7 @@ impl Session {
             inner.run_options(&prepared.options),
         )
         .await?;
-        let result = inner
-            .finish(answer, prepared.shared.result_specs.as_ref())
-            .await?;
+        let result = inner.finish(answer, Some((shared, &shape))).await?;
         let next = result.paging_state().cloned();
         Ok((result, next))
     }

@@ -1,14 +1,21 @@
 //! Preparing a statement: on one connection of every node, so that executions
 //! rarely meet UNPREPARED (and when they do, `execute` prepares again on the
 //! spot).
+//!
+//! On protocol v5 the PREPARE names the session's keyspace, and the statement
+//! remembers it: a re-preparation after a `USE` then still resolves
+//! unqualified tables where the first one did (v4 cannot say it: there the
+//! connection's keyspace applies).
 
+use arc_swap::ArcSwap;
 use scylla_cql::frame::request::Prepare;
 use scylla_cql::frame::response::{Response, ResultBody};
+use scylla_cql::frame::ProtocolVersion;
 
 use super::SessionInner;
 use crate::connection::RequestOptions;
 use crate::error::ExecutionError;
-use crate::statement::prepared::PreparedShared;
+use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::PreparedStatement;
 
 /// Prepares `text` on one connection of every node; the first answer wins.
@@ -17,7 +24,7 @@ pub(super) async fn prepare_everywhere(
     text: &str,
 ) -> Result<PreparedStatement, ExecutionError> {
     let state = inner.state();
-    let msg = Prepare { query: text.into() };
+    let prepared_in = inner.keyspace.load_full();
     let opts = RequestOptions {
         timeout: Some(inner.config.request_timeout),
         ..RequestOptions::default()
@@ -29,6 +36,13 @@ pub(super) async fn prepare_everywhere(
             continue;
         };
         inner.ensure_keyspace(&conn).await;
+        let msg = Prepare {
+            query: text.into(),
+            keyspace: keyspace_for(
+                conn.protocol_version(),
+                prepared_in.as_deref().map(String::as_str),
+            ),
+        };
         let outcome = match conn.request(&msg, &opts).await {
             Ok(frame) => match frame.response {
                 Response::Result(ResultBody::Prepared(p)) => {
@@ -51,7 +65,11 @@ pub(super) async fn prepare_everywhere(
                     };
                     Ok(PreparedStatement::new(PreparedShared {
                         is_lwt: p.metadata.is_lwt(ctx_mask),
-                        result_specs: p.result_metadata.col_specs.clone(),
+                        result: ArcSwap::from_pointee(ResultShape {
+                            id: p.result_metadata_id.clone(),
+                            specs: p.result_metadata.col_specs.clone(),
+                        }),
+                        prepared_in: prepared_in.clone(),
                         id: p.id,
                         contents: text.to_owned(),
                         metadata: p.metadata,
@@ -84,6 +102,18 @@ pub(super) async fn prepare_everywhere(
         warm_up_new_keyspace(inner).await;
     }
     first.unwrap_or_else(|| Err(ExecutionError::NoConnection("no node is connected".into())))
+}
+
+/// The keyspace a PREPARE on a connection speaking `version` names: the
+/// session's on v5, none on v4 (which cannot carry one).
+pub(super) fn keyspace_for(
+    version: ProtocolVersion,
+    keyspace: Option<&str>,
+) -> Option<std::borrow::Cow<'_, str>> {
+    match version {
+        ProtocolVersion::V5 => keyspace.map(Into::into),
+        ProtocolVersion::V4 => None,
+    }
 }
 
 /// The first statement of a keyspace the session did not use yet: read its

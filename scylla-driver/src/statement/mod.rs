@@ -32,6 +32,11 @@ pub struct StatementOptions {
     pub timeout: Option<Duration>,
     /// Ask the server to trace the request.
     pub tracing: bool,
+    /// The time the server should run the statement at ("now", seconds
+    /// since the epoch: TTL expiry and deletion times), for tests. Protocol
+    /// v5 only: on a v4 connection the request fails with
+    /// [`ExecutionError::BadQuery`](crate::ExecutionError::BadQuery).
+    pub now_in_seconds: Option<i32>,
 }
 
 /// An unprepared CQL statement.
@@ -100,6 +105,13 @@ macro_rules! option_setters {
         pub fn with_tracing(mut self, tracing: bool) -> Self {
             self.options.tracing = tracing;
             self
+        }
+
+        /// Sets (or clears) the time the server runs the statement at, in
+        /// seconds since the epoch (protocol v5 only; see
+        /// [`StatementOptions::now_in_seconds`](crate::statement::StatementOptions::now_in_seconds)).
+        pub fn set_now_in_seconds(&mut self, now: Option<i32>) {
+            self.options.now_in_seconds = now;
         }
     };
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use scylla_cql::frame::response::result::PreparedMetadata;
 use scylla_cql::token::Token;
@@ -27,8 +28,13 @@ pub(crate) struct PreparedShared {
     pub(crate) id: Bytes,
     pub(crate) contents: String,
     pub(crate) metadata: PreparedMetadata,
-    /// The result columns, shared by every result (EXECUTE skips them).
-    pub(crate) result_specs: Option<Arc<[ColumnSpec]>>,
+    /// The result columns and their id; replaced when a result says its
+    /// metadata changed (`Metadata_changed`, with the new columns and id).
+    pub(crate) result: ArcSwap<ResultShape>,
+    /// The session keyspace when it was prepared: on protocol v5 a PREPARE
+    /// (and a re-PREPARE after UNPREPARED) names it, so that unqualified
+    /// tables keep meaning what they meant after a `USE`.
+    pub(crate) prepared_in: Option<Arc<String>>,
     pub(crate) is_lwt: bool,
     /// Keyspace of the bound table (for routing).
     pub(crate) keyspace: Option<String>,
@@ -36,6 +42,28 @@ pub(crate) struct PreparedShared {
     pub(crate) table: Option<String>,
     /// The table's tablet slot in the session that prepared it.
     pub(crate) tablets: Option<Arc<crate::routing::TabletTable>>,
+}
+
+/// The rows a prepared statement returns: their columns and the server's id
+/// of that metadata (protocol v5, or v4 with `SCYLLA_USE_METADATA_ID`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ResultShape {
+    /// The result metadata id, sent with every EXECUTE where the connection
+    /// has them.
+    pub(crate) id: Option<Bytes>,
+    /// The result columns, shared by every result that skips them.
+    pub(crate) specs: Option<Arc<[ColumnSpec]>>,
+}
+
+impl PreparedShared {
+    /// Adopts the metadata a result reported as changed.
+    pub(crate) fn adopt_result(&self, id: Bytes, specs: Arc<[ColumnSpec]>) {
+        tracing::debug!(statement = %self.contents, "result metadata changed; adopting the new columns and id");
+        self.result.store(Arc::new(ResultShape {
+            id: Some(id),
+            specs: Some(specs),
+        }));
+    }
 }
 
 impl PreparedStatement {
@@ -67,9 +95,22 @@ impl PreparedStatement {
         &self.shared.metadata.pk_indexes
     }
 
-    /// The columns of the rows it returns, if the server described them.
-    pub fn result_columns(&self) -> Option<&[ColumnSpec]> {
-        self.shared.result_specs.as_deref()
+    /// The columns of the rows it returns, if the server described them
+    /// (the latest ones: a result can report that they changed).
+    pub fn result_columns(&self) -> Option<Arc<[ColumnSpec]>> {
+        self.shared.result.load().specs.clone()
+    }
+
+    /// The server's id of the result columns (protocol v5, or v4 with
+    /// ScyllaDB's `SCYLLA_USE_METADATA_ID`), sent with every execution.
+    pub fn result_metadata_id(&self) -> Option<Bytes> {
+        self.shared.result.load().id.clone()
+    }
+
+    /// The session keyspace it was prepared in (unqualified names resolve
+    /// there; on protocol v5 every re-preparation names it).
+    pub fn prepared_in(&self) -> Option<&str> {
+        self.shared.prepared_in.as_deref().map(String::as_str)
     }
 
     /// Whether the server marked it as a lightweight transaction (ScyllaDB),

@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! <type><n><query_1>...<query_n><consistency><flags>[<serial_consistency>][<timestamp>]
+//!     [<keyspace>][<now_in_seconds>]
 //! <query_i> = <kind><string_or_id><n>[<name_1>]<value_1>...
 //! ```
+//!
+//! The flags are a `[byte]` in v4 and an `[int]` in v5, which adds the
+//! keyspace (0x80) and `now_in_seconds` (0x100), as in QUERY.
 //!
 //! Named values (flag 0x40) are specified but cannot work (the spec itself
 //! says so, CASSANDRA-10246): encoding a batch with named values is an
@@ -17,6 +21,9 @@ use std::borrow::Cow;
 
 use bytes::{BufMut, BytesMut};
 
+use super::query_params::{
+    check_v5_parts, put_flags, read_flags, WITH_KEYSPACE, WITH_NOW_IN_SECONDS,
+};
 use crate::consistency::Consistency;
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::wire::{self, WireReader};
@@ -24,13 +31,15 @@ use crate::frame::{MessageBody, Opcode};
 use crate::types::SerializedValues;
 
 /// A serial consistency is present.
-const SERIAL_CONSISTENCY: u8 = 0x10;
+const SERIAL_CONSISTENCY: u32 = 0x10;
 /// A default timestamp is present.
-const DEFAULT_TIMESTAMP: u8 = 0x20;
+const DEFAULT_TIMESTAMP: u32 = 0x20;
 /// Values are preceded by names.
-const NAMES_FOR_VALUES: u8 = 0x40;
+const NAMES_FOR_VALUES: u32 = 0x40;
 /// Every flag a v4 BATCH may carry (names included, though unsupported).
-const KNOWN: u8 = SERIAL_CONSISTENCY | DEFAULT_TIMESTAMP | NAMES_FOR_VALUES;
+const KNOWN_V4: u32 = SERIAL_CONSISTENCY | DEFAULT_TIMESTAMP | NAMES_FOR_VALUES;
+/// Every flag a v5 BATCH may carry.
+const KNOWN_V5: u32 = KNOWN_V4 | WITH_KEYSPACE | WITH_NOW_IN_SECONDS;
 
 /// The kind of batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -91,11 +100,15 @@ pub struct Batch<'a> {
     pub serial_consistency: Option<Consistency>,
     /// The default write timestamp in microseconds.
     pub default_timestamp: Option<i64>,
+    /// The keyspace to run in, overriding the connection's (v5 only).
+    pub keyspace: Option<Cow<'a, str>>,
+    /// The time ("now") the batch runs at, in seconds (v5 only).
+    pub now_in_seconds: Option<i32>,
 }
 
 impl<'a> Batch<'a> {
-    /// Decodes the body, borrowing query texts and ids.
-    pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
+    /// Decodes a body written for `version`, borrowing query texts and ids.
+    pub fn decode(r: &mut WireReader<'a>, version: ProtocolVersion) -> Result<Self, DecodeError> {
         let batch_type = BatchType::from_u8(r.read_u8("batch type")?)?;
         // Smallest statement: kind, an empty [short bytes] id, a zero count.
         let n = r.read_short_count("batch statements", 5)?;
@@ -104,19 +117,13 @@ impl<'a> Batch<'a> {
             statements.push(BatchStatement::decode(r)?);
         }
         let consistency = r.read_consistency("consistency")?;
-        let flags = r.read_u8("batch flags")?;
+        let flags = read_flags(r, version, "batch flags", KNOWN_V4, KNOWN_V5)?;
         if flags & NAMES_FOR_VALUES != 0 {
             // The statements were read as positional: the flag comes too late
             // to decide their layout, which is why no server supports it.
             return Err(DecodeError::InvalidValue {
                 what: "batch flags (named values are unsupported)",
-                value: flags as i64,
-            });
-        }
-        if flags & !KNOWN != 0 {
-            return Err(DecodeError::InvalidValue {
-                what: "batch flags",
-                value: flags as i64,
+                value: i64::from(flags),
             });
         }
         let serial_consistency = if flags & SERIAL_CONSISTENCY != 0 {
@@ -129,12 +136,24 @@ impl<'a> Batch<'a> {
         } else {
             None
         };
+        let keyspace = if flags & WITH_KEYSPACE != 0 {
+            Some(Cow::Borrowed(r.read_string("keyspace")?))
+        } else {
+            None
+        };
+        let now_in_seconds = if flags & WITH_NOW_IN_SECONDS != 0 {
+            Some(r.read_int("now_in_seconds")?)
+        } else {
+            None
+        };
         Ok(Self {
             batch_type,
             statements: Cow::Owned(statements),
             consistency,
             serial_consistency,
             default_timestamp,
+            keyspace,
+            now_in_seconds,
         })
     }
 }
@@ -208,17 +227,26 @@ impl Batch<'_> {
             consistency: self.consistency,
             serial_consistency: self.serial_consistency,
             default_timestamp: self.default_timestamp,
+            keyspace: self.keyspace.map(|k| Cow::Owned(k.into_owned())),
+            now_in_seconds: self.now_in_seconds,
         }
     }
 
-    /// The flags byte this batch is written with.
-    pub fn flags(&self) -> u8 {
+    /// The flags this batch is written with (a `[byte]` in v4, an `[int]`
+    /// in v5).
+    pub fn flags(&self) -> u32 {
         let mut f = 0;
         if self.serial_consistency.is_some() {
             f |= SERIAL_CONSISTENCY;
         }
         if self.default_timestamp.is_some() {
             f |= DEFAULT_TIMESTAMP;
+        }
+        if self.keyspace.is_some() {
+            f |= WITH_KEYSPACE;
+        }
+        if self.now_in_seconds.is_some() {
+            f |= WITH_NOW_IN_SECONDS;
         }
         f
     }
@@ -229,11 +257,12 @@ impl MessageBody for Batch<'_> {
         Opcode::Batch
     }
 
-    fn encode_body(
-        &self,
-        buf: &mut BytesMut,
-        _version: ProtocolVersion,
-    ) -> Result<(), EncodeError> {
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
+        check_v5_parts(
+            self.keyspace.is_some(),
+            self.now_in_seconds.is_some(),
+            version,
+        )?;
         buf.put_u8(self.batch_type as u8);
         let n = self.statements.len();
         let n = u16::try_from(n).map_err(|_| EncodeError::TooMany {
@@ -246,12 +275,18 @@ impl MessageBody for Batch<'_> {
             s.encode(buf)?;
         }
         wire::put_consistency(buf, self.consistency);
-        buf.put_u8(self.flags());
+        put_flags(buf, self.flags(), version);
         if let Some(c) = self.serial_consistency {
             wire::put_consistency(buf, c);
         }
         if let Some(ts) = self.default_timestamp {
             wire::put_long(buf, ts);
+        }
+        if let Some(ks) = &self.keyspace {
+            wire::put_string(buf, ks, "keyspace")?;
+        }
+        if let Some(now) = self.now_in_seconds {
+            wire::put_int(buf, now);
         }
         Ok(())
     }

@@ -1,5 +1,16 @@
-//! EXECUTE (section 4.1.6): a prepared statement id (`[short bytes]`) and the
+//! EXECUTE (section 4.1.6): a prepared statement id (`[short bytes]`), in v5
+//! the id of the result metadata the client holds (`[short bytes]`), and the
 //! same parameters as QUERY.
+//!
+//! ```text
+//! v4: <id><query_parameters>
+//! v5: <id><result_metadata_id><query_parameters>
+//! ```
+//!
+//! ScyllaDB's `SCYLLA_USE_METADATA_ID` extension brings the v5 layout to v4:
+//! on v4 the result metadata id is written when present (a client only has
+//! one when the extension was negotiated), and decoding reads it when told
+//! the extension is in use.
 
 use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
@@ -16,6 +27,9 @@ use crate::frame::{MessageBody, Opcode};
 pub struct Execute<'a> {
     /// The prepared statement id returned by PREPARE.
     pub id: Cow<'a, [u8]>,
+    /// The id of the result metadata the client decodes rows with: required
+    /// on v5, written on v4 only when present (`SCYLLA_USE_METADATA_ID`).
+    pub result_metadata_id: Option<Cow<'a, [u8]>>,
     /// How to run it.
     pub params: QueryParameters<'a>,
 }
@@ -25,15 +39,31 @@ impl<'a> Execute<'a> {
     pub fn into_owned(self) -> Execute<'static> {
         Execute {
             id: Cow::Owned(self.id.into_owned()),
+            result_metadata_id: self.result_metadata_id.map(|m| Cow::Owned(m.into_owned())),
             params: self.params.into_owned(),
         }
     }
 
-    /// Decodes the body, borrowing the id.
-    pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
+    /// Decodes a body written for `version`, borrowing the ids. On v4,
+    /// `use_metadata_id` says whether the connection negotiated
+    /// `SCYLLA_USE_METADATA_ID` (so that a result metadata id follows the id).
+    pub fn decode(
+        r: &mut WireReader<'a>,
+        version: ProtocolVersion,
+        use_metadata_id: bool,
+    ) -> Result<Self, DecodeError> {
         let id = Cow::Borrowed(r.read_short_bytes("prepared id")?);
-        let params = QueryParameters::decode(r)?;
-        Ok(Self { id, params })
+        let result_metadata_id = if version == ProtocolVersion::V5 || use_metadata_id {
+            Some(Cow::Borrowed(r.read_short_bytes("result metadata id")?))
+        } else {
+            None
+        };
+        let params = QueryParameters::decode(r, version)?;
+        Ok(Self {
+            id,
+            result_metadata_id,
+            params,
+        })
     }
 }
 
@@ -42,12 +72,17 @@ impl MessageBody for Execute<'_> {
         Opcode::Execute
     }
 
-    fn encode_body(
-        &self,
-        buf: &mut BytesMut,
-        _version: ProtocolVersion,
-    ) -> Result<(), EncodeError> {
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
         wire::put_short_bytes(buf, &self.id, "prepared id")?;
-        self.params.encode(buf)
+        match (&self.result_metadata_id, version) {
+            (Some(m), _) => wire::put_short_bytes(buf, m, "result metadata id")?,
+            (None, ProtocolVersion::V5) => {
+                return Err(EncodeError::Invalid(
+                    "EXECUTE on protocol v5 needs the result metadata id of its PREPARED result",
+                ))
+            }
+            (None, ProtocolVersion::V4) => {}
+        }
+        self.params.encode(buf, version)
     }
 }

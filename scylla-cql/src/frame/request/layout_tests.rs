@@ -128,6 +128,8 @@ fn register_and_batch_layout() {
         consistency: Consistency::Quorum,
         serial_consistency: Some(Consistency::LocalSerial),
         default_timestamp: None,
+        keyspace: None,
+        now_in_seconds: None,
     });
     let buf = frame(0, &req);
     let body = [1, 0, 1, 1, 0, 1, 0xAB, 0, 0, 0, 4, 0x10, 0, 9];
@@ -153,6 +155,8 @@ fn named_values_in_batch_are_rejected() {
         consistency: Consistency::One,
         serial_consistency: None,
         default_timestamp: None,
+        keyspace: None,
+        now_in_seconds: None,
     });
     let mut buf = BytesMut::new();
     let r = encode_frame(
@@ -202,4 +206,155 @@ fn decode_rejects_bad_input() {
         Request::decode(Opcode::Register, &body, ProtocolVersion::V4),
         Err(DecodeError::InvalidText { .. })
     ));
+}
+
+/// The body of `msg` encoded for `version`.
+fn body(msg: &Request<'_>, version: ProtocolVersion) -> Result<Vec<u8>, crate::EncodeError> {
+    let mut buf = BytesMut::new();
+    msg.encode_body(&mut buf, version)?;
+    Ok(buf.to_vec())
+}
+
+#[test]
+fn v5_query_with_keyspace_and_now_layout() {
+    let req = Request::Query(Query {
+        contents: Cow::Borrowed("SELECT 1"),
+        params: QueryParameters {
+            consistency: Consistency::LocalQuorum,
+            default_timestamp: Some(9),
+            keyspace: Some(Cow::Borrowed("ks1")),
+            now_in_seconds: Some(1_700_000_000),
+            ..QueryParameters::default()
+        },
+    });
+    let mut expected = vec![0, 0, 0, 8];
+    expected.extend_from_slice(b"SELECT 1");
+    expected.extend_from_slice(&[0x00, 0x06]); // LOCAL_QUORUM
+    expected.extend_from_slice(&[0x00, 0x00, 0x01, 0xA0]); // [int] flags: 0x20|0x80|0x100
+    expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 9]); // timestamp
+    expected.extend_from_slice(&[0x00, 0x03]); // keyspace, after the timestamp
+    expected.extend_from_slice(b"ks1");
+    expected.extend_from_slice(&1_700_000_000i32.to_be_bytes()); // now_in_seconds
+    assert_eq!(body(&req, ProtocolVersion::V5).unwrap(), expected);
+    assert_eq!(
+        Request::decode(Opcode::Query, &expected, ProtocolVersion::V5).unwrap(),
+        req
+    );
+    // v4 cannot say it.
+    assert_eq!(
+        body(&req, ProtocolVersion::V4),
+        Err(crate::EncodeError::Invalid(query_params::KEYSPACE_NEEDS_V5))
+    );
+    // And a v4 reader refuses the v5 flag bits; a v5 reader the unknown ones.
+    assert!(Request::decode(Opcode::Query, &expected, ProtocolVersion::V4).is_err());
+    let mut unknown = vec![0, 0, 0, 0, 0x00, 0x01, 0x00, 0x00, 0x02, 0x00];
+    assert!(matches!(
+        Request::decode(Opcode::Query, &unknown, ProtocolVersion::V5),
+        Err(DecodeError::InvalidValue { .. })
+    ));
+    unknown[8] = 0x00;
+    assert!(Request::decode(Opcode::Query, &unknown, ProtocolVersion::V5).is_ok());
+}
+
+#[test]
+fn v5_execute_with_metadata_id_layout() {
+    let req = Request::Execute(Execute {
+        id: Cow::Borrowed(&[0xAA, 0xBB]),
+        result_metadata_id: Some(Cow::Borrowed(&[0x01, 0x02, 0x03])),
+        params: QueryParameters {
+            consistency: Consistency::One,
+            skip_metadata: true,
+            ..QueryParameters::default()
+        },
+    });
+    let expected = [
+        0x00, 0x02, 0xAA, 0xBB, // id
+        0x00, 0x03, 0x01, 0x02, 0x03, // result metadata id
+        0x00, 0x01, // ONE
+        0x00, 0x00, 0x00, 0x02, // [int] flags: skip metadata
+    ];
+    assert_eq!(body(&req, ProtocolVersion::V5).unwrap(), expected);
+    assert_eq!(
+        Request::decode(Opcode::Execute, &expected, ProtocolVersion::V5).unwrap(),
+        req
+    );
+    // v4 with SCYLLA_USE_METADATA_ID: same ids, flags a [byte].
+    let v4_ext = [
+        0x00, 0x02, 0xAA, 0xBB, 0x00, 0x03, 0x01, 0x02, 0x03, 0x00, 0x01, 0x02,
+    ];
+    assert_eq!(body(&req, ProtocolVersion::V4).unwrap(), v4_ext);
+    let ctx = RequestContext {
+        version: ProtocolVersion::V4,
+        use_metadata_id: true,
+    };
+    assert_eq!(
+        Request::decode_in(Opcode::Execute, &v4_ext, &ctx).unwrap(),
+        req
+    );
+    // Plain v4 without an id: the v4 layout; v5 without an id: refused.
+    let Request::Execute(mut e) = req else {
+        unreachable!()
+    };
+    e.result_metadata_id = None;
+    let req = Request::Execute(e);
+    assert_eq!(
+        body(&req, ProtocolVersion::V4).unwrap(),
+        [0x00, 0x02, 0xAA, 0xBB, 0x00, 0x01, 0x02]
+    );
+    assert!(matches!(
+        body(&req, ProtocolVersion::V5),
+        Err(crate::EncodeError::Invalid(_))
+    ));
+}
+
+#[test]
+fn v5_prepare_and_batch_layout() {
+    let req = Request::Prepare(Prepare {
+        query: Cow::Borrowed("SELECT"),
+        keyspace: Some(Cow::Borrowed("ks")),
+    });
+    let mut expected = vec![0, 0, 0, 6];
+    expected.extend_from_slice(b"SELECT");
+    expected.extend_from_slice(&[0, 0, 0, 1, 0, 2]); // flags, keyspace
+    expected.extend_from_slice(b"ks");
+    assert_eq!(body(&req, ProtocolVersion::V5).unwrap(), expected);
+    assert_eq!(
+        Request::decode(Opcode::Prepare, &expected, ProtocolVersion::V5).unwrap(),
+        req
+    );
+    assert!(matches!(
+        body(&req, ProtocolVersion::V4),
+        Err(crate::EncodeError::Invalid(_))
+    ));
+    let plain = Request::Prepare(Prepare::new("SELECT"));
+    assert_eq!(
+        body(&plain, ProtocolVersion::V5).unwrap(),
+        [0, 0, 0, 6, b'S', b'E', b'L', b'E', b'C', b'T', 0, 0, 0, 0]
+    );
+    assert_eq!(
+        body(&plain, ProtocolVersion::V4).unwrap(),
+        [0, 0, 0, 6, b'S', b'E', b'L', b'E', b'C', b'T']
+    );
+
+    let req = Request::Batch(Batch {
+        batch_type: BatchType::Logged,
+        statements: Cow::Owned(Vec::new()),
+        consistency: Consistency::One,
+        serial_consistency: None,
+        default_timestamp: None,
+        keyspace: Some(Cow::Borrowed("k")),
+        now_in_seconds: Some(5),
+    });
+    let expected = [
+        0, 0, 0, // logged, no statements
+        0, 1, // ONE
+        0, 0, 0x01, 0x80, // [int] flags
+        0, 1, b'k', // keyspace
+        0, 0, 0, 5, // now_in_seconds
+    ];
+    assert_eq!(body(&req, ProtocolVersion::V5).unwrap(), expected);
+    assert_eq!(
+        Request::decode(Opcode::Batch, &expected, ProtocolVersion::V5).unwrap(),
+        req
+    );
 }

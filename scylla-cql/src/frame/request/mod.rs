@@ -36,6 +36,28 @@ use super::wire::WireReader;
 use super::{MessageBody, Opcode};
 use crate::error::{DecodeError, EncodeError};
 
+/// What decoding a request needs to know about its connection (the server
+/// side's counterpart of
+/// [`ResponseContext`](crate::frame::response::ResponseContext)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestContext {
+    /// The protocol version of the connection.
+    pub version: ProtocolVersion,
+    /// Whether the connection negotiated `SCYLLA_USE_METADATA_ID`, which puts
+    /// a result metadata id into v4 EXECUTE requests (v5 always has it).
+    pub use_metadata_id: bool,
+}
+
+impl RequestContext {
+    /// The context of a connection speaking `version` without extensions.
+    pub const fn new(version: ProtocolVersion) -> Self {
+        Self {
+            version,
+            use_metadata_id: false,
+        }
+    }
+}
+
 /// Any request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request<'a> {
@@ -77,21 +99,34 @@ impl<'a> Request<'a> {
     /// with `opcode`. A response opcode is a [`DecodeError::WrongDirection`];
     /// bytes left after the message are a [`DecodeError::TrailingBytes`].
     /// `version` is the connection's (some messages differ between v4 and v5).
+    /// A connection that negotiated `SCYLLA_USE_METADATA_ID` on v4 decodes
+    /// with [`decode_in`](Self::decode_in) instead.
     pub fn decode(
         opcode: Opcode,
         body: &'a [u8],
         version: ProtocolVersion,
     ) -> Result<Request<'a>, DecodeError> {
-        // The per-message differences of v5 are decoded by the messages.
-        let _ = version;
+        Self::decode_in(opcode, body, &RequestContext::new(version))
+    }
+
+    /// [`decode`](Self::decode) for a connection in `ctx` (its version and
+    /// the extensions that change request layouts).
+    pub fn decode_in(
+        opcode: Opcode,
+        body: &'a [u8],
+        ctx: &RequestContext,
+    ) -> Result<Request<'a>, DecodeError> {
+        let version = ctx.version;
         let mut r = WireReader::new(body);
         let req = match opcode {
             Opcode::Startup => Request::Startup(Startup::decode(&mut r)?),
             Opcode::Options => Request::Options(Options::decode(&mut r)?),
-            Opcode::Query => Request::Query(Query::decode(&mut r)?),
-            Opcode::Prepare => Request::Prepare(Prepare::decode(&mut r)?),
-            Opcode::Execute => Request::Execute(Execute::decode(&mut r)?),
-            Opcode::Batch => Request::Batch(Batch::decode(&mut r)?),
+            Opcode::Query => Request::Query(Query::decode(&mut r, version)?),
+            Opcode::Prepare => Request::Prepare(Prepare::decode(&mut r, version)?),
+            Opcode::Execute => {
+                Request::Execute(Execute::decode(&mut r, version, ctx.use_metadata_id)?)
+            }
+            Opcode::Batch => Request::Batch(Batch::decode(&mut r, version)?),
             Opcode::Register => Request::Register(Register::decode(&mut r)?),
             Opcode::AuthResponse => Request::AuthResponse(AuthResponse::decode(&mut r)?),
             Opcode::Error

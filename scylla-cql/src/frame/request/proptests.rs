@@ -1,5 +1,6 @@
 //! Property tests: every request survives encode (envelope, optionally LZ4,
-//! random extras) -> `frame_len` -> `decode_envelope` -> `Request::decode`.
+//! random extras) -> `frame_len` -> `decode_envelope` -> `Request::decode`,
+//! on v4 (with and without `SCYLLA_USE_METADATA_ID`) and v5.
 
 use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
@@ -56,7 +57,16 @@ fn values(allow_named: bool) -> impl Strategy<Value = SerializedValues> {
         })
 }
 
-fn params() -> impl Strategy<Value = QueryParameters<'static>> {
+/// The v5-only parts (keyspace, now_in_seconds): always absent on v4.
+fn v5_parts(v5: bool) -> impl Strategy<Value = (Option<Cow<'static, str>>, Option<i32>)> {
+    (
+        proptest::option::of("[a-z_]{0,12}".prop_map(Cow::Owned)),
+        any::<Option<i32>>(),
+    )
+        .prop_map(move |(ks, now)| if v5 { (ks, now) } else { (None, None) })
+}
+
+fn params(v5: bool) -> impl Strategy<Value = QueryParameters<'static>> {
     (
         consistency(),
         values(true),
@@ -65,16 +75,21 @@ fn params() -> impl Strategy<Value = QueryParameters<'static>> {
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..30)),
         proptest::option::of(consistency()),
         any::<Option<i64>>(),
+        v5_parts(v5),
     )
-        .prop_map(|(c, v, skip, page, state, serial, ts)| QueryParameters {
-            consistency: c,
-            values: Cow::Owned(v),
-            skip_metadata: skip,
-            page_size: page,
-            paging_state: state.map(Cow::Owned),
-            serial_consistency: serial,
-            default_timestamp: ts,
-        })
+        .prop_map(
+            |(c, v, skip, page, state, serial, ts, (keyspace, now_in_seconds))| QueryParameters {
+                consistency: c,
+                values: Cow::Owned(v),
+                skip_metadata: skip,
+                page_size: page,
+                paging_state: state.map(Cow::Owned),
+                serial_consistency: serial,
+                default_timestamp: ts,
+                keyspace,
+                now_in_seconds,
+            },
+        )
 }
 
 fn text() -> impl Strategy<Value = Cow<'static, str>> {
@@ -85,7 +100,7 @@ fn bytes(max: usize) -> impl Strategy<Value = Cow<'static, [u8]>> {
     proptest::collection::vec(any::<u8>(), 0..max).prop_map(Cow::Owned)
 }
 
-fn batch() -> impl Strategy<Value = Batch<'static>> {
+fn batch(v5: bool) -> impl Strategy<Value = Batch<'static>> {
     let stmt = (
         prop_oneof![
             text().prop_map(BatchStatementKind::Query),
@@ -107,26 +122,52 @@ fn batch() -> impl Strategy<Value = Batch<'static>> {
         consistency(),
         proptest::option::of(consistency()),
         any::<Option<i64>>(),
+        v5_parts(v5),
     )
-        .prop_map(|(t, s, c, serial, ts)| Batch {
+        .prop_map(|(t, s, c, serial, ts, (keyspace, now_in_seconds))| Batch {
             batch_type: t,
             statements: Cow::Owned(s),
             consistency: c,
             serial_consistency: serial,
             default_timestamp: ts,
+            keyspace,
+            now_in_seconds,
         })
 }
 
-fn request() -> impl Strategy<Value = Request<'static>> {
+/// A connection: its version and whether it negotiated
+/// `SCYLLA_USE_METADATA_ID` (v4 only; v5 always has metadata ids).
+fn context() -> impl Strategy<Value = RequestContext> {
+    prop_oneof![
+        Just(RequestContext::new(ProtocolVersion::V4)),
+        Just(RequestContext {
+            version: ProtocolVersion::V4,
+            use_metadata_id: true
+        }),
+        Just(RequestContext::new(ProtocolVersion::V5)),
+    ]
+}
+
+/// A request valid on a connection in `ctx`.
+fn request(ctx: RequestContext) -> impl Strategy<Value = Request<'static>> {
+    let v5 = ctx.version == ProtocolVersion::V5;
+    let with_metadata_id = v5 || ctx.use_metadata_id;
     prop_oneof![
         proptest::collection::vec((text(), text()), 0..4)
             .prop_map(|options| Request::Startup(Startup { options })),
         Just(Request::Options(Options)),
-        (text(), params())
+        (text(), params(v5))
             .prop_map(|(contents, params)| Request::Query(Query { contents, params })),
-        text().prop_map(|query| Request::Prepare(Prepare { query })),
-        (bytes(20), params()).prop_map(|(id, params)| Request::Execute(Execute { id, params })),
-        batch().prop_map(Request::Batch),
+        (text(), v5_parts(v5))
+            .prop_map(|(query, (keyspace, _))| Request::Prepare(Prepare { query, keyspace })),
+        (bytes(20), bytes(20), params(v5)).prop_map(move |(id, md, params)| {
+            Request::Execute(Execute {
+                id,
+                result_metadata_id: with_metadata_id.then_some(md),
+                params,
+            })
+        }),
+        batch(v5).prop_map(Request::Batch),
         proptest::collection::vec(proptest::sample::select(EventType::ALL.to_vec()), 0..4)
             .prop_map(|e| Request::Register(Register {
                 event_types: Cow::Owned(e)
@@ -149,7 +190,7 @@ proptest! {
 
     #[test]
     fn request_round_trip(
-        req in request(),
+        (ctx, req) in context().prop_flat_map(|ctx| (Just(ctx), request(ctx))),
         stream in 0i16..=i16::MAX,
         tracing in any::<bool>(),
         beta in any::<bool>(),
@@ -157,6 +198,8 @@ proptest! {
         lz4 in any::<bool>(),
         prefix in proptest::collection::vec(any::<u8>(), 0..8),
     ) {
+        // v5 envelopes are never compressed (their segments are).
+        let lz4 = lz4 && ctx.version == ProtocolVersion::V4;
         let extras = FrameExtras {
             tracing,
             custom_payload: payload.as_ref(),
@@ -165,7 +208,7 @@ proptest! {
         };
         let mut compressor = Compressor::new(Compression::Lz4);
         let mut buf = BytesMut::from(&prefix[..]);
-        encode_frame(&mut buf, ProtocolVersion::V4, Direction::Request, stream, &req, &extras, lz4.then_some(&mut compressor))
+        encode_frame(&mut buf, ctx.version, Direction::Request, stream, &req, &extras, lz4.then_some(&mut compressor))
             .unwrap();
         let frame = &buf[prefix.len()..];
         let (h, len) = frame_len(frame, 1 << 20).unwrap().unwrap();
@@ -182,8 +225,34 @@ proptest! {
         prop_assert_eq!(env.tracing_id, None);
         prop_assert!(env.warnings.is_empty());
         prop_assert_eq!(&env.custom_payload, &payload);
-        let decoded = Request::decode(h.opcode, &env.body, ProtocolVersion::V4).unwrap().into_owned();
+        let decoded = Request::decode_in(h.opcode, &env.body, &ctx).unwrap().into_owned();
         prop_assert_eq!(decoded, req);
+    }
+
+    /// v5-only parts are refused on v4 with an `Invalid` naming the version,
+    /// and nothing is left in the buffer.
+    #[test]
+    fn v5_parts_refused_on_v4(
+        req in request(RequestContext::new(ProtocolVersion::V5)),
+    ) {
+        let needs_v5 = match &req {
+            Request::Query(q) => q.params.keyspace.is_some() || q.params.now_in_seconds.is_some(),
+            Request::Execute(e) => e.params.keyspace.is_some() || e.params.now_in_seconds.is_some(),
+            Request::Prepare(p) => p.keyspace.is_some(),
+            Request::Batch(b) => b.keyspace.is_some() || b.now_in_seconds.is_some(),
+            _ => false,
+        };
+        let mut buf = BytesMut::new();
+        let r = encode_frame(&mut buf, ProtocolVersion::V4, Direction::Request, 0, &req, &FrameExtras::NONE, None);
+        if needs_v5 {
+            match r {
+                Err(EncodeError::Invalid(msg)) => prop_assert!(msg.contains("needs protocol v5"), "{}", msg),
+                other => prop_assert!(false, "expected Invalid, got {:?}", other),
+            }
+            prop_assert!(buf.is_empty());
+        } else {
+            prop_assert!(r.is_ok());
+        }
     }
 
     #[test]

@@ -28,10 +28,10 @@ impl<'a> Query<'a> {
         }
     }
 
-    /// Decodes the body, borrowing the text.
-    pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
+    /// Decodes a body written for `version`, borrowing the text.
+    pub fn decode(r: &mut WireReader<'a>, version: ProtocolVersion) -> Result<Self, DecodeError> {
         let contents = Cow::Borrowed(r.read_long_string("query string")?);
-        let params = QueryParameters::decode(r)?;
+        let params = QueryParameters::decode(r, version)?;
         Ok(Self { contents, params })
     }
 }
@@ -41,12 +41,8 @@ impl MessageBody for Query<'_> {
         Opcode::Query
     }
 
-    fn encode_body(
-        &self,
-        buf: &mut BytesMut,
-        _version: ProtocolVersion,
-    ) -> Result<(), EncodeError> {
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
         wire::put_long_string(buf, &self.contents, "query string")?;
-        self.params.encode(buf)
+        self.params.encode(buf, version)
     }
 }

@@ -1,14 +1,17 @@
-//! `<query_parameters>` of QUERY and EXECUTE (section 4.1.4 of the v4 spec):
+//! `<query_parameters>` of QUERY and EXECUTE (section 4.1.4 of the v4 and v5
+//! specs):
 //!
 //! ```text
 //! <consistency><flags>[<n>[name_1]<value_1>...][<result_page_size>][<paging_state>]
-//!     [<serial_consistency>][<timestamp>]
+//!     [<serial_consistency>][<timestamp>][<keyspace>][<now_in_seconds>]
 //! ```
 //!
-//! The flags byte is derived from which optional parts are present, so a
-//! [`QueryParameters`] cannot disagree with its own flags. Decoding rejects flag
-//! bits the spec does not define: a peer using them expects a behaviour we do
-//! not implement.
+//! The flags are a `[byte]` in v4 and an `[int]` in v5, which adds
+//! `With_keyspace` (0x80) and `With_now_in_seconds` (0x100). They are derived
+//! from which optional parts are present, so a [`QueryParameters`] cannot
+//! disagree with its own flags; asking v4 for a v5-only part is an
+//! [`EncodeError::Invalid`]. Decoding rejects flag bits the version does not
+//! define: a peer using them expects a behaviour we do not implement.
 
 use std::borrow::Cow;
 
@@ -17,24 +20,71 @@ use bytes::BufMut;
 use crate::consistency::Consistency;
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::wire::{self, WireReader};
+use crate::frame::ProtocolVersion;
 use crate::types::SerializedValues;
 
 /// Values are present.
-const VALUES: u8 = 0x01;
+const VALUES: u32 = 0x01;
 /// The result should omit its metadata.
-const SKIP_METADATA: u8 = 0x02;
+const SKIP_METADATA: u32 = 0x02;
 /// A page size is present.
-const PAGE_SIZE: u8 = 0x04;
+const PAGE_SIZE: u32 = 0x04;
 /// A paging state is present.
-const PAGING_STATE: u8 = 0x08;
+const PAGING_STATE: u32 = 0x08;
 /// A serial consistency is present.
-const SERIAL_CONSISTENCY: u8 = 0x10;
+const SERIAL_CONSISTENCY: u32 = 0x10;
 /// A default timestamp is present.
-const DEFAULT_TIMESTAMP: u8 = 0x20;
+const DEFAULT_TIMESTAMP: u32 = 0x20;
 /// Values are preceded by names.
-const NAMES_FOR_VALUES: u8 = 0x40;
+const NAMES_FOR_VALUES: u32 = 0x40;
+/// A keyspace is present (v5).
+pub(crate) const WITH_KEYSPACE: u32 = 0x80;
+/// A `now_in_seconds` is present (v5).
+pub(crate) const WITH_NOW_IN_SECONDS: u32 = 0x100;
 /// Every flag defined by protocol v4.
-const KNOWN: u8 = 0x7f;
+const KNOWN_V4: u32 = 0x7f;
+/// Every flag defined by protocol v5.
+const KNOWN_V5: u32 = KNOWN_V4 | WITH_KEYSPACE | WITH_NOW_IN_SECONDS;
+
+/// The message of the error for a per-request keyspace on v4.
+pub(crate) const KEYSPACE_NEEDS_V5: &str =
+    "per-request keyspace needs protocol v5 (this connection speaks v4)";
+/// The message of the error for `now_in_seconds` on v4.
+pub(crate) const NOW_IN_SECONDS_NEEDS_V5: &str =
+    "now_in_seconds needs protocol v5 (this connection speaks v4)";
+
+/// Writes the flags of QUERY/EXECUTE/BATCH: a `[byte]` in v4 (the caller
+/// checked that no bit above 0x7f is set), an `[int]` in v5.
+pub(crate) fn put_flags(buf: &mut impl BufMut, flags: u32, version: ProtocolVersion) {
+    match version {
+        // Callers reject v5-only parts on v4 first, so the flags fit a byte.
+        ProtocolVersion::V4 => buf.put_u8(flags as u8),
+        ProtocolVersion::V5 => buf.put_u32(flags),
+    }
+}
+
+/// Reads the flags of QUERY/EXECUTE/BATCH and rejects bits outside `known`
+/// for the version (`known_v4` or `known_v5`).
+pub(crate) fn read_flags(
+    r: &mut WireReader<'_>,
+    version: ProtocolVersion,
+    what: &'static str,
+    known_v4: u32,
+    known_v5: u32,
+) -> Result<u32, DecodeError> {
+    let (flags, known) = match version {
+        ProtocolVersion::V4 => (u32::from(r.read_u8(what)?), known_v4),
+        // The flags are a bit set: reinterpreting the sign bit keeps the bits.
+        ProtocolVersion::V5 => (r.read_int(what)? as u32, known_v5),
+    };
+    if flags & !known != 0 {
+        return Err(DecodeError::InvalidValue {
+            what,
+            value: i64::from(flags),
+        });
+    }
+    Ok(flags)
+}
 
 /// How to run a QUERY or EXECUTE. Borrows what it can (values, paging state)
 /// so the driver encodes from its own buffers without copies.
@@ -54,6 +104,11 @@ pub struct QueryParameters<'a> {
     pub serial_consistency: Option<Consistency>,
     /// The default write timestamp in microseconds.
     pub default_timestamp: Option<i64>,
+    /// The keyspace to run in, overriding the connection's (v5 only).
+    pub keyspace: Option<Cow<'a, str>>,
+    /// The time ("now") the query runs at, in seconds since the epoch: it
+    /// decides TTL liveness and deletion times (v5 only; meant for tests).
+    pub now_in_seconds: Option<i32>,
 }
 
 impl Default for QueryParameters<'_> {
@@ -66,13 +121,16 @@ impl Default for QueryParameters<'_> {
             paging_state: None,
             serial_consistency: None,
             default_timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
         }
     }
 }
 
 impl<'a> QueryParameters<'a> {
-    /// The flags byte these parameters are written with.
-    pub fn flags(&self) -> u8 {
+    /// The flags these parameters are written with (a `[byte]` in v4, an
+    /// `[int]` in v5).
+    pub fn flags(&self) -> u32 {
         let mut f = 0;
         if !self.values.is_empty() {
             f |= VALUES;
@@ -95,14 +153,30 @@ impl<'a> QueryParameters<'a> {
         if self.default_timestamp.is_some() {
             f |= DEFAULT_TIMESTAMP;
         }
+        if self.keyspace.is_some() {
+            f |= WITH_KEYSPACE;
+        }
+        if self.now_in_seconds.is_some() {
+            f |= WITH_NOW_IN_SECONDS;
+        }
         f
     }
 
-    /// Appends the encoded parameters.
-    pub fn encode(&self, buf: &mut impl BufMut) -> Result<(), EncodeError> {
+    /// Appends the encoded parameters for a connection speaking `version`.
+    /// A keyspace or `now_in_seconds` on v4 is an [`EncodeError::Invalid`].
+    pub fn encode(
+        &self,
+        buf: &mut impl BufMut,
+        version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
+        check_v5_parts(
+            self.keyspace.is_some(),
+            self.now_in_seconds.is_some(),
+            version,
+        )?;
         let flags = self.flags();
         wire::put_consistency(buf, self.consistency);
-        buf.put_u8(flags);
+        put_flags(buf, flags, version);
         if flags & VALUES != 0 {
             self.values.encode(buf);
         }
@@ -118,21 +192,22 @@ impl<'a> QueryParameters<'a> {
         if let Some(ts) = self.default_timestamp {
             wire::put_long(buf, ts);
         }
+        if let Some(ks) = &self.keyspace {
+            wire::put_string(buf, ks, "keyspace")?;
+        }
+        if let Some(now) = self.now_in_seconds {
+            wire::put_int(buf, now);
+        }
         Ok(())
     }
 
-    /// Reads parameters, borrowing the paging state from the input.
+    /// Reads parameters written for `version`, borrowing the paging state and
+    /// keyspace from the input.
     ///
     /// A paging state written as a null `[bytes]` is read as no paging state.
-    pub fn decode(r: &mut WireReader<'a>) -> Result<Self, DecodeError> {
+    pub fn decode(r: &mut WireReader<'a>, version: ProtocolVersion) -> Result<Self, DecodeError> {
         let consistency = r.read_consistency("consistency")?;
-        let flags = r.read_u8("query flags")?;
-        if flags & !KNOWN != 0 {
-            return Err(DecodeError::InvalidValue {
-                what: "query flags",
-                value: flags as i64,
-            });
-        }
+        let flags = read_flags(r, version, "query flags", KNOWN_V4, KNOWN_V5)?;
         let values = if flags & VALUES != 0 {
             SerializedValues::decode(r, flags & NAMES_FOR_VALUES != 0)?
         } else {
@@ -158,6 +233,16 @@ impl<'a> QueryParameters<'a> {
         } else {
             None
         };
+        let keyspace = if flags & WITH_KEYSPACE != 0 {
+            Some(Cow::Borrowed(r.read_string("keyspace")?))
+        } else {
+            None
+        };
+        let now_in_seconds = if flags & WITH_NOW_IN_SECONDS != 0 {
+            Some(r.read_int("now_in_seconds")?)
+        } else {
+            None
+        };
         Ok(Self {
             consistency,
             values: Cow::Owned(values),
@@ -166,6 +251,8 @@ impl<'a> QueryParameters<'a> {
             paging_state,
             serial_consistency,
             default_timestamp,
+            keyspace,
+            now_in_seconds,
         })
     }
 
@@ -179,6 +266,25 @@ impl<'a> QueryParameters<'a> {
             paging_state: self.paging_state.map(|p| Cow::Owned(p.into_owned())),
             serial_consistency: self.serial_consistency,
             default_timestamp: self.default_timestamp,
+            keyspace: self.keyspace.map(|k| Cow::Owned(k.into_owned())),
+            now_in_seconds: self.now_in_seconds,
         }
     }
+}
+
+/// Rejects the parts v4 cannot carry (a keyspace, `now_in_seconds`).
+pub(crate) fn check_v5_parts(
+    keyspace: bool,
+    now_in_seconds: bool,
+    version: ProtocolVersion,
+) -> Result<(), EncodeError> {
+    if version == ProtocolVersion::V4 {
+        if keyspace {
+            return Err(EncodeError::Invalid(KEYSPACE_NEEDS_V5));
+        }
+        if now_in_seconds {
+            return Err(EncodeError::Invalid(NOW_IN_SECONDS_NEEDS_V5));
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,14 @@
-//! ERROR (section 4.2.1 of the v4 spec, codes in section 9): an `[int]` code,
-//! a `[string]` message and, for some codes, a code-specific body.
+//! ERROR (section 4.2.1 of the v4 spec, codes in section 9; section 8 of the
+//! v5 spec): an `[int]` code, a `[string]` message and, for some codes, a
+//! code-specific body.
+//!
+//! v5 changes three bodies: READ_FAILURE and WRITE_FAILURE carry a
+//! `<reasonmap>` (replica address to failure code) where v4 has
+//! `<numfailures>`, and WRITE_TIMEOUT of a CAS write ends with
+//! `<contentions>`. One variant per error holds both forms (see
+//! [`DbError::ReadFailure`]); the body is read and written for the
+//! connection's version. v5 also defines CDC_WRITE_FAILURE and
+//! CAS_WRITE_UNKNOWN, decoded on any version.
 //!
 //! Every code of the spec is its own [`DbError`] variant with its typed body,
 //! so that retry policies can match on them. ScyllaDB's rate-limit error has
@@ -8,6 +17,8 @@
 //! failing: a new server error must still reach the user with its message.
 
 use crate::frame::ProtocolVersion;
+use std::net::IpAddr;
+
 use bytes::{Bytes, BytesMut};
 
 use super::{share, ResponseContext};
@@ -30,6 +41,8 @@ mod code {
     pub(super) const READ_FAILURE: i32 = 0x1300;
     pub(super) const FUNCTION_FAILURE: i32 = 0x1400;
     pub(super) const WRITE_FAILURE: i32 = 0x1500;
+    pub(super) const CDC_WRITE_FAILURE: i32 = 0x1600;
+    pub(super) const CAS_WRITE_UNKNOWN: i32 = 0x1700;
     pub(super) const SYNTAX_ERROR: i32 = 0x2000;
     pub(super) const UNAUTHORIZED: i32 = 0x2100;
     pub(super) const INVALID: i32 = 0x2200;
@@ -38,8 +51,8 @@ mod code {
     pub(super) const UNPREPARED: i32 = 0x2500;
 }
 
-/// Every error code defined by the v4 spec.
-pub const KNOWN_CODES: [i32; 18] = [
+/// Every error code defined by the v4 and v5 specs.
+pub const KNOWN_CODES: [i32; 20] = [
     code::SERVER_ERROR,
     code::PROTOCOL_ERROR,
     code::AUTHENTICATION_ERROR,
@@ -52,6 +65,8 @@ pub const KNOWN_CODES: [i32; 18] = [
     code::READ_FAILURE,
     code::FUNCTION_FAILURE,
     code::WRITE_FAILURE,
+    code::CDC_WRITE_FAILURE,
+    code::CAS_WRITE_UNKNOWN,
     code::SYNTAX_ERROR,
     code::UNAUTHORIZED,
     code::INVALID,
@@ -205,6 +220,10 @@ pub enum DbError {
         block_for: i32,
         /// What kind of write it was.
         write_type: WriteType,
+        /// v5, CAS writes only: how many contentions the Paxos round met
+        /// (`None` on v4 and for other write types; encoding a CAS write
+        /// timeout for v5 writes 0 for `None`).
+        contentions: Option<u16>,
     },
     /// 0x1200: a read timed out.
     #[error("read timeout (consistency {consistency}, {received}/{block_for} answered, data present: {data_present})")]
@@ -227,8 +246,12 @@ pub enum DbError {
         received: i32,
         /// Answers required.
         block_for: i32,
-        /// Replicas that failed.
+        /// Replicas that failed (v4 `<numfailures>`; on v5 the size of
+        /// `reasons`).
         num_failures: i32,
+        /// v5 `<reasonmap>`: each failed replica with its failure code
+        /// (empty on v4, which sends only the count).
+        reasons: Vec<(IpAddr, u16)>,
         /// Whether the replica asked for data answered.
         data_present: bool,
     },
@@ -251,10 +274,29 @@ pub enum DbError {
         received: i32,
         /// Acknowledgements required.
         block_for: i32,
-        /// Replicas that failed.
+        /// Replicas that failed (v4 `<numfailures>`; on v5 the size of
+        /// `reasons`).
         num_failures: i32,
+        /// v5 `<reasonmap>`: each failed replica with its failure code
+        /// (empty on v4, which sends only the count).
+        reasons: Vec<(IpAddr, u16)>,
         /// What kind of write it was.
         write_type: WriteType,
+    },
+    /// 0x1600 (v5): a write to CDC-tracked data failed (the spec defines no
+    /// body beyond the message).
+    #[error("CDC write failure")]
+    CdcWriteFailure,
+    /// 0x1700 (v5): a contended compare-and-set write may or may not have
+    /// been applied.
+    #[error("CAS write unknown (consistency {consistency}, {received}/{block_for} acknowledged)")]
+    CasWriteUnknown {
+        /// Consistency of the request.
+        consistency: Consistency,
+        /// Replicas that acknowledged.
+        received: i32,
+        /// Acknowledgements required.
+        block_for: i32,
     },
     /// 0x2000: the query has a syntax error.
     #[error("syntax error")]
@@ -314,6 +356,8 @@ impl DbError {
             DbError::ReadFailure { .. } => code::READ_FAILURE,
             DbError::FunctionFailure { .. } => code::FUNCTION_FAILURE,
             DbError::WriteFailure { .. } => code::WRITE_FAILURE,
+            DbError::CdcWriteFailure => code::CDC_WRITE_FAILURE,
+            DbError::CasWriteUnknown { .. } => code::CAS_WRITE_UNKNOWN,
             DbError::SyntaxError => code::SYNTAX_ERROR,
             DbError::Unauthorized => code::UNAUTHORIZED,
             DbError::Invalid => code::INVALID,
@@ -341,6 +385,7 @@ impl DbError {
                 rejected_by_coordinator: r.read_u8("rate limit rejected_by_coordinator")? != 0,
             });
         }
+        let v5 = ctx.version == ProtocolVersion::V5;
         Ok(match code {
             code::SERVER_ERROR => DbError::ServerError,
             code::PROTOCOL_ERROR => DbError::ProtocolError,
@@ -353,36 +398,68 @@ impl DbError {
             code::OVERLOADED => DbError::Overloaded,
             code::IS_BOOTSTRAPPING => DbError::IsBootstrapping,
             code::TRUNCATE_ERROR => DbError::TruncateError,
-            code::WRITE_TIMEOUT => DbError::WriteTimeout {
-                consistency: r.read_consistency("write timeout consistency")?,
-                received: r.read_int("write timeout received")?,
-                block_for: r.read_int("write timeout block_for")?,
-                write_type: WriteType::from_name(r.read_string("write timeout write_type")?),
-            },
+            code::WRITE_TIMEOUT => {
+                let consistency = r.read_consistency("write timeout consistency")?;
+                let received = r.read_int("write timeout received")?;
+                let block_for = r.read_int("write timeout block_for")?;
+                let write_type = WriteType::from_name(r.read_string("write timeout write_type")?);
+                let contentions = if v5 && write_type == WriteType::Cas {
+                    Some(r.read_short("write timeout contentions")?)
+                } else {
+                    None
+                };
+                DbError::WriteTimeout {
+                    consistency,
+                    received,
+                    block_for,
+                    write_type,
+                    contentions,
+                }
+            }
             code::READ_TIMEOUT => DbError::ReadTimeout {
                 consistency: r.read_consistency("read timeout consistency")?,
                 received: r.read_int("read timeout received")?,
                 block_for: r.read_int("read timeout block_for")?,
                 data_present: r.read_u8("read timeout data_present")? != 0,
             },
-            code::READ_FAILURE => DbError::ReadFailure {
-                consistency: r.read_consistency("read failure consistency")?,
-                received: r.read_int("read failure received")?,
-                block_for: r.read_int("read failure block_for")?,
-                num_failures: r.read_int("read failure num_failures")?,
-                data_present: r.read_u8("read failure data_present")? != 0,
-            },
+            code::READ_FAILURE => {
+                let consistency = r.read_consistency("read failure consistency")?;
+                let received = r.read_int("read failure received")?;
+                let block_for = r.read_int("read failure block_for")?;
+                let (num_failures, reasons) = read_failures(r, v5, "read failure")?;
+                DbError::ReadFailure {
+                    consistency,
+                    received,
+                    block_for,
+                    num_failures,
+                    reasons,
+                    data_present: r.read_u8("read failure data_present")? != 0,
+                }
+            }
             code::FUNCTION_FAILURE => DbError::FunctionFailure {
                 keyspace: r.read_string("function failure keyspace")?.to_owned(),
                 function: r.read_string("function failure function")?.to_owned(),
                 arg_types: r.read_string_list("function failure arg_types")?,
             },
-            code::WRITE_FAILURE => DbError::WriteFailure {
-                consistency: r.read_consistency("write failure consistency")?,
-                received: r.read_int("write failure received")?,
-                block_for: r.read_int("write failure block_for")?,
-                num_failures: r.read_int("write failure num_failures")?,
-                write_type: WriteType::from_name(r.read_string("write failure write_type")?),
+            code::WRITE_FAILURE => {
+                let consistency = r.read_consistency("write failure consistency")?;
+                let received = r.read_int("write failure received")?;
+                let block_for = r.read_int("write failure block_for")?;
+                let (num_failures, reasons) = read_failures(r, v5, "write failure")?;
+                DbError::WriteFailure {
+                    consistency,
+                    received,
+                    block_for,
+                    num_failures,
+                    reasons,
+                    write_type: WriteType::from_name(r.read_string("write failure write_type")?),
+                }
+            }
+            code::CDC_WRITE_FAILURE => DbError::CdcWriteFailure,
+            code::CAS_WRITE_UNKNOWN => DbError::CasWriteUnknown {
+                consistency: r.read_consistency("cas write unknown consistency")?,
+                received: r.read_int("cas write unknown received")?,
+                block_for: r.read_int("cas write unknown block_for")?,
             },
             code::SYNTAX_ERROR => DbError::SyntaxError,
             code::UNAUTHORIZED => DbError::Unauthorized,
@@ -399,8 +476,9 @@ impl DbError {
         })
     }
 
-    /// Appends the code-specific body (after the message).
-    fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    /// Appends the code-specific body (after the message) for `version`.
+    fn encode(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
+        let v5 = version == ProtocolVersion::V5;
         match self {
             DbError::Unavailable {
                 consistency,
@@ -416,11 +494,15 @@ impl DbError {
                 received,
                 block_for,
                 write_type,
+                contentions,
             } => {
                 wire::put_consistency(buf, *consistency);
                 wire::put_int(buf, *received);
                 wire::put_int(buf, *block_for);
                 wire::put_string(buf, write_type.as_str(), "write type")?;
+                if v5 && *write_type == WriteType::Cas {
+                    wire::put_short(buf, contentions.unwrap_or(0));
+                }
             }
             DbError::ReadTimeout {
                 consistency,
@@ -438,12 +520,13 @@ impl DbError {
                 received,
                 block_for,
                 num_failures,
+                reasons,
                 data_present,
             } => {
                 wire::put_consistency(buf, *consistency);
                 wire::put_int(buf, *received);
                 wire::put_int(buf, *block_for);
-                wire::put_int(buf, *num_failures);
+                put_failures(buf, v5, *num_failures, reasons)?;
                 wire::put_u8(buf, u8::from(*data_present));
             }
             DbError::FunctionFailure {
@@ -460,13 +543,23 @@ impl DbError {
                 received,
                 block_for,
                 num_failures,
+                reasons,
                 write_type,
             } => {
                 wire::put_consistency(buf, *consistency);
                 wire::put_int(buf, *received);
                 wire::put_int(buf, *block_for);
-                wire::put_int(buf, *num_failures);
+                put_failures(buf, v5, *num_failures, reasons)?;
                 wire::put_string(buf, write_type.as_str(), "write type")?;
+            }
+            DbError::CasWriteUnknown {
+                consistency,
+                received,
+                block_for,
+            } => {
+                wire::put_consistency(buf, *consistency);
+                wire::put_int(buf, *received);
+                wire::put_int(buf, *block_for);
             }
             DbError::AlreadyExists { keyspace, table } => {
                 wire::put_string(buf, keyspace, "already exists keyspace")?;
@@ -493,10 +586,51 @@ impl DbError {
             | DbError::Unauthorized
             | DbError::Invalid
             | DbError::ConfigError
+            | DbError::CdcWriteFailure
             | DbError::Other(_) => {}
         }
         Ok(())
     }
+}
+
+/// Reads `<numfailures>` (v4) or `<reasonmap>` (v5, whose size becomes the
+/// count).
+fn read_failures(
+    r: &mut WireReader<'_>,
+    v5: bool,
+    what: &'static str,
+) -> Result<(i32, Vec<(IpAddr, u16)>), DecodeError> {
+    if !v5 {
+        return Ok((r.read_int(what)?, Vec::new()));
+    }
+    // An entry is at least an IPv4 [inetaddr] (5 bytes) and a [short].
+    let n = r.read_count(what, 7)?;
+    let mut reasons = Vec::with_capacity(n);
+    for _ in 0..n {
+        let ip = r.read_inetaddr(what)?;
+        reasons.push((ip, r.read_short(what)?));
+    }
+    // `n` came from a non-negative [int]: it fits.
+    Ok((i32::try_from(n).unwrap_or(i32::MAX), reasons))
+}
+
+/// Writes `<numfailures>` (v4) or `<reasonmap>` (v5).
+fn put_failures(
+    buf: &mut BytesMut,
+    v5: bool,
+    num_failures: i32,
+    reasons: &[(IpAddr, u16)],
+) -> Result<(), EncodeError> {
+    if !v5 {
+        wire::put_int(buf, num_failures);
+        return Ok(());
+    }
+    wire::put_int_len(buf, reasons.len(), "failure reasons")?;
+    for (ip, code) in reasons {
+        wire::put_inetaddr(buf, ip);
+        wire::put_short(buf, *code);
+    }
+    Ok(())
 }
 
 impl ErrorResponse {
@@ -519,13 +653,9 @@ impl MessageBody for ErrorResponse {
         Opcode::Error
     }
 
-    fn encode_body(
-        &self,
-        buf: &mut BytesMut,
-        _version: ProtocolVersion,
-    ) -> Result<(), EncodeError> {
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
         wire::put_int(buf, self.error.code());
         wire::put_string(buf, &self.message, "error message")?;
-        self.error.encode(buf)
+        self.error.encode(buf, version)
     }
 }

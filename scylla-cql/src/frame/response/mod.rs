@@ -55,6 +55,10 @@ pub struct ResponseContext {
     /// The bit of prepared metadata flags that marks an LWT statement
     /// (`SCYLLA_LWT_ADD_METADATA_MARK`), if the extension was negotiated.
     pub lwt_metadata_mask: Option<u32>,
+    /// Whether PREPARED results carry a result metadata id on v4
+    /// (`SCYLLA_USE_METADATA_ID`, which the driver asks for in STARTUP).
+    /// v5 carries it regardless.
+    pub use_metadata_id: bool,
 }
 
 impl ResponseContext {
@@ -65,7 +69,14 @@ impl ResponseContext {
             version: ProtocolVersion::V4,
             rate_limit_error_code: ext.rate_limit_error_code,
             lwt_metadata_mask: ext.lwt_metadata_mask,
+            use_metadata_id: ext.use_metadata_id,
         }
+    }
+
+    /// Whether PREPARED results on this connection carry a result metadata
+    /// id (v5, or v4 with `SCYLLA_USE_METADATA_ID`).
+    pub fn has_metadata_id(&self) -> bool {
+        self.version == ProtocolVersion::V5 || self.use_metadata_id
     }
 
     /// This context for a connection speaking `version`.
@@ -144,7 +155,7 @@ impl Response {
             Opcode::Supported => ("SUPPORTED", Response::Supported(Supported::decode(&mut r)?)),
             Opcode::Result => (
                 "RESULT",
-                Response::Result(ResultBody::decode_cached(&body, &mut r, cache)?),
+                Response::Result(ResultBody::decode_cached(&body, &mut r, ctx, cache)?),
             ),
             Opcode::Event => ("EVENT", Response::Event(Event::decode(&mut r)?)),
             Opcode::AuthChallenge => (

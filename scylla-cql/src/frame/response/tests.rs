@@ -95,6 +95,7 @@ fn error_unknown_code_and_rate_limit() {
         version: ProtocolVersion::V4,
         rate_limit_error_code: Some(0xF000),
         lwt_metadata_mask: None,
+        use_metadata_id: false,
     };
     let Response::Error(e) = Response::decode(Opcode::Error, Bytes::from(body), &ctx).unwrap()
     else {
@@ -370,6 +371,7 @@ fn prepared_exposes_lwt_flag() {
         version: ProtocolVersion::V4,
         rate_limit_error_code: None,
         lwt_metadata_mask: Some(0x8000_0000),
+        use_metadata_id: false,
     };
     assert!(p.is_lwt(&ctx));
     assert!(!p.is_lwt(&ResponseContext::default()));
@@ -391,4 +393,175 @@ fn event_status_change() {
         Response::Event(expected.clone())
     );
     assert_eq!(encode(&expected), b);
+}
+
+/// Decodes `body` on a connection in `ctx`, and checks that encoding the
+/// result for the same version gives `body` back.
+fn v5_trip(opcode: Opcode, body: &[u8], ctx: &ResponseContext) -> Response {
+    let resp = Response::decode(opcode, Bytes::copy_from_slice(body), ctx).unwrap();
+    let mut again = BytesMut::new();
+    resp.encode_body(&mut again, ctx.version).unwrap();
+    assert_eq!(&again[..], body);
+    resp
+}
+
+fn v5() -> ResponseContext {
+    ResponseContext::default().with_version(ProtocolVersion::V5)
+}
+
+#[test]
+fn v5_prepared_with_metadata_id() {
+    let mut body = vec![0, 0, 0, 4]; // kind Prepared
+    body.extend_from_slice(&[0, 2, 0xAA, 0xBB]); // id
+    body.extend_from_slice(&[0, 3, 7, 8, 9]); // result metadata id
+    body.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]); // global, 1 marker, pk [0]
+    string(&mut body, "ks");
+    string(&mut body, "t");
+    string(&mut body, "k");
+    body.extend_from_slice(&[0, 9]); // int
+    body.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0]); // result: No_metadata, 0 columns
+    let Response::Result(ResultBody::Prepared(p)) = v5_trip(Opcode::Result, &body, &v5()) else {
+        panic!("not prepared");
+    };
+    assert_eq!(&p.id[..], &[0xAA, 0xBB]);
+    assert_eq!(p.result_metadata_id.as_deref(), Some(&[7u8, 8, 9][..]));
+    assert_eq!(p.metadata.pk_indexes, vec![0]);
+    // v4 with SCYLLA_USE_METADATA_ID reads the same bytes.
+    let ext = ResponseContext {
+        use_metadata_id: true,
+        ..ResponseContext::default()
+    };
+    assert_eq!(
+        v5_trip(Opcode::Result, &body, &ext),
+        Response::Result(ResultBody::Prepared(p.clone()))
+    );
+    // Plain v4 reads the metadata id as the start of the metadata: garbage.
+    assert_ne!(
+        decode(Opcode::Result, &body).ok(),
+        Some(Response::Result(ResultBody::Prepared(p.clone())))
+    );
+    // v5 without a metadata id cannot be written.
+    let mut p = *p;
+    p.result_metadata_id = None;
+    let mut buf = BytesMut::new();
+    assert!(matches!(
+        ResultBody::Prepared(Box::new(p)).encode_body(&mut buf, ProtocolVersion::V5),
+        Err(EncodeError::Invalid(_))
+    ));
+}
+
+#[test]
+fn rows_with_metadata_changed() {
+    let mut body = vec![0, 0, 0, 2]; // kind Rows
+    body.extend_from_slice(&[0, 0, 0, 0x0B]); // Global | Has_more_pages | Metadata_changed
+    body.extend_from_slice(&[0, 0, 0, 1]); // one column
+    body.extend_from_slice(&[0, 0, 0, 2, 0xCA, 0xFE]); // paging state
+    body.extend_from_slice(&[0, 2, 0x11, 0x22]); // new metadata id
+    string(&mut body, "ks");
+    string(&mut body, "t");
+    string(&mut body, "v");
+    body.extend_from_slice(&[0, 0x0D]); // varchar
+    body.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1, b'x']); // one row
+    for ctx in [v5(), ResponseContext::default()] {
+        let Response::Result(ResultBody::Rows(rows)) = v5_trip(Opcode::Result, &body, &ctx) else {
+            panic!("not rows");
+        };
+        let md = rows.metadata();
+        assert_eq!(md.new_metadata_id.as_deref(), Some(&[0x11u8, 0x22][..]));
+        assert_eq!(md.paging_state.as_deref(), Some(&[0xCAu8, 0xFE][..]));
+        assert_eq!(md.col_specs.as_ref().map(|c| c.len()), Some(1));
+        assert_eq!(rows.rows_count(), 1);
+    }
+    // Metadata_changed with No_metadata contradicts the spec.
+    let bad = [
+        0, 0, 0, 2, 0, 0, 0, 0x0C, 0, 0, 0, 0, 0, 1, 0x11, 0, 0, 0, 0,
+    ];
+    assert!(matches!(
+        Response::decode(Opcode::Result, Bytes::copy_from_slice(&bad), &v5()),
+        Err(DecodeError::InvalidValue { .. })
+    ));
+}
+
+#[test]
+fn v5_read_failure_with_reasonmap() {
+    let mut body = vec![0x00, 0x00, 0x13, 0x00];
+    string(&mut body, "Operation failed");
+    body.extend_from_slice(&[0x00, 0x04]); // QUORUM
+    body.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2]); // received, block_for
+    body.extend_from_slice(&[0, 0, 0, 2]); // two reasons
+    body.extend_from_slice(&[4, 127, 0, 0, 2, 0x00, 0x01]); // 127.0.0.2 -> 1
+    body.extend_from_slice(&[
+        16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x00, 0x05,
+    ]); // ::1 -> 5
+    body.push(1); // data present
+    let expected = ErrorResponse {
+        error: DbError::ReadFailure {
+            consistency: Consistency::Quorum,
+            received: 1,
+            block_for: 2,
+            num_failures: 2,
+            reasons: vec![
+                ("127.0.0.2".parse().unwrap(), 1),
+                ("::1".parse().unwrap(), 5),
+            ],
+            data_present: true,
+        },
+        message: "Operation failed".into(),
+    };
+    assert_eq!(
+        v5_trip(Opcode::Error, &body, &v5()),
+        Response::Error(expected.clone())
+    );
+    // On v4 the same error is the count alone.
+    let mut v4 = BytesMut::new();
+    expected.encode_body(&mut v4, ProtocolVersion::V4).unwrap();
+    let mut expected_v4 = vec![0x00, 0x00, 0x13, 0x00];
+    string(&mut expected_v4, "Operation failed");
+    expected_v4.extend_from_slice(&[0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 1]);
+    assert_eq!(&v4[..], &expected_v4[..]);
+}
+
+#[test]
+fn v5_write_timeout_cas_and_new_codes() {
+    let mut body = vec![0x00, 0x00, 0x11, 0x00];
+    string(&mut body, "");
+    body.extend_from_slice(&[0x00, 0x08, 0, 0, 0, 0, 0, 0, 0, 1]); // SERIAL, 0/1
+    string(&mut body, "CAS");
+    body.extend_from_slice(&[0x00, 0x03]); // contentions
+    let Response::Error(e) = v5_trip(Opcode::Error, &body, &v5()) else {
+        panic!("not an error");
+    };
+    assert!(matches!(
+        e.error,
+        DbError::WriteTimeout {
+            contentions: Some(3),
+            ..
+        }
+    ));
+    // v4 has no contentions: the same bytes leave two trailing.
+    assert!(decode(Opcode::Error, &body).is_err());
+
+    let mut body = vec![0x00, 0x00, 0x17, 0x00];
+    string(&mut body, "");
+    body.extend_from_slice(&[0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 2]);
+    assert_eq!(
+        v5_trip(Opcode::Error, &body, &v5()),
+        Response::Error(ErrorResponse {
+            error: DbError::CasWriteUnknown {
+                consistency: Consistency::Quorum,
+                received: 1,
+                block_for: 2
+            },
+            message: String::new(),
+        })
+    );
+    let mut body = vec![0x00, 0x00, 0x16, 0x00];
+    string(&mut body, "cdc");
+    assert!(matches!(
+        v5_trip(Opcode::Error, &body, &v5()),
+        Response::Error(ErrorResponse {
+            error: DbError::CdcWriteFailure,
+            ..
+        })
+    ));
 }

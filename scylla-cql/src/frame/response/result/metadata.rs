@@ -2,8 +2,14 @@
 //! and the paging state to fetch the next page.
 //!
 //! ```text
-//! <flags><columns_count>[<paging_state>][<global_table_spec>?<col_spec_1>...<col_spec_n>]
+//! <flags><columns_count>[<paging_state>][<new_metadata_id>]
+//!     [<global_table_spec>?<col_spec_1>...<col_spec_n>]
 //! ```
+//!
+//! `<new_metadata_id>` (flag `Metadata_changed`, v5 or v4 with
+//! `SCYLLA_USE_METADATA_ID`) tells a client that executed a prepared statement
+//! with an outdated result metadata id which metadata (sent in full with it)
+//! and id to use from now on.
 //!
 //! The same format describes the result of a prepared statement (the
 //! `<result_metadata>` of section 4.2.5.4). The column specs that share a
@@ -28,6 +34,9 @@ pub const GLOBAL_TABLES_SPEC: i32 = 0x0001;
 pub const HAS_MORE_PAGES: i32 = 0x0002;
 /// Metadata flag: no column specs (the client asked to skip them).
 pub const NO_METADATA: i32 = 0x0004;
+/// Metadata flag: the result metadata changed; a new metadata id follows the
+/// paging state, and the column specs are present.
+pub const METADATA_CHANGED: i32 = 0x0008;
 
 /// The keyspace and table of columns.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -45,6 +54,10 @@ pub struct ResultMetadata {
     pub columns_count: usize,
     /// Where to resume paging (`Has_more_pages`), `None` on the last page.
     pub paging_state: Option<Bytes>,
+    /// The id of these (changed) metadata (`Metadata_changed`), which the
+    /// prepared statement that produced the rows adopts with them. Requires
+    /// `col_specs` when encoding.
+    pub new_metadata_id: Option<Bytes>,
     /// The table all columns belong to, when sent once (`Global_tables_spec`).
     /// Each [`ColumnSpec`] carries its table either way.
     pub global_table_spec: Option<Arc<TableSpec>>,
@@ -138,6 +151,7 @@ impl ResultMetadata {
         Self {
             columns_count: col_specs.len(),
             paging_state: None,
+            new_metadata_id: None,
             global_table_spec,
             col_specs: Some(col_specs.into()),
         }
@@ -163,10 +177,23 @@ impl ResultMetadata {
         } else {
             None
         };
+        let new_metadata_id = if flags & METADATA_CHANGED != 0 {
+            if flags & NO_METADATA != 0 {
+                // The spec: with Metadata_changed, No_metadata has to be unset.
+                return Err(DecodeError::InvalidValue {
+                    what: "result metadata flags (Metadata_changed with No_metadata)",
+                    value: i64::from(flags),
+                });
+            }
+            Some(share(body, r.read_short_bytes("new metadata id")?))
+        } else {
+            None
+        };
         if flags & NO_METADATA != 0 {
             return Ok(Self {
                 columns_count,
                 paging_state,
+                new_metadata_id,
                 global_table_spec: None,
                 col_specs: None,
             });
@@ -177,6 +204,7 @@ impl ResultMetadata {
             return Ok(Self {
                 columns_count,
                 paging_state,
+                new_metadata_id,
                 global_table_spec,
                 col_specs: Some(col_specs),
             });
@@ -188,6 +216,7 @@ impl ResultMetadata {
             return Ok(Self {
                 columns_count,
                 paging_state,
+                new_metadata_id,
                 global_table_spec,
                 col_specs: Some(col_specs),
             });
@@ -205,6 +234,7 @@ impl ResultMetadata {
         Ok(Self {
             columns_count,
             paging_state,
+            new_metadata_id,
             global_table_spec,
             col_specs: Some(col_specs),
         })
@@ -217,6 +247,14 @@ impl ResultMetadata {
         let mut flags = 0;
         if self.paging_state.is_some() {
             flags |= HAS_MORE_PAGES;
+        }
+        if self.new_metadata_id.is_some() {
+            if self.col_specs.is_none() {
+                return Err(EncodeError::Invalid(
+                    "a new metadata id (Metadata_changed) needs the column specs",
+                ));
+            }
+            flags |= METADATA_CHANGED;
         }
         match (&self.col_specs, &self.global_table_spec) {
             (None, Some(_)) => {
@@ -240,6 +278,9 @@ impl ResultMetadata {
         wire::put_int_len(buf, self.columns_count, "columns count")?;
         if let Some(p) = &self.paging_state {
             wire::put_bytes(buf, Some(p), "paging state")?;
+        }
+        if let Some(id) = &self.new_metadata_id {
+            wire::put_short_bytes(buf, id, "new metadata id")?;
         }
         if let Some(specs) = &self.col_specs {
             if let Some(g) = &self.global_table_spec {

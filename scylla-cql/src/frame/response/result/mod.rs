@@ -20,6 +20,7 @@ pub use schema_change::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 use crate::frame::ProtocolVersion;
 use bytes::{Bytes, BytesMut};
 
+use super::ResponseContext;
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::wire::{self, WireReader};
 use crate::frame::{MessageBody, Opcode};
@@ -51,9 +52,14 @@ pub enum ResultBody {
 }
 
 impl ResultBody {
-    /// Decodes a RESULT body; rows, paging state and prepared id share `body`.
-    pub fn decode(body: &Bytes, r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
-        Self::decode_cached(body, r, None)
+    /// Decodes a RESULT body received on a connection in `ctx`; rows, paging
+    /// state and ids share `body`.
+    pub fn decode(
+        body: &Bytes,
+        r: &mut WireReader<'_>,
+        ctx: &ResponseContext,
+    ) -> Result<Self, DecodeError> {
+        Self::decode_cached(body, r, ctx, None)
     }
 
     /// [`decode`](Self::decode), with the column specs of rows through
@@ -61,13 +67,14 @@ impl ResultBody {
     pub fn decode_cached(
         body: &Bytes,
         r: &mut WireReader<'_>,
+        ctx: &ResponseContext,
         cache: Option<&mut SpecCache>,
     ) -> Result<Self, DecodeError> {
         Ok(match r.read_int("result kind")? {
             kind::VOID => ResultBody::Void,
             kind::ROWS => ResultBody::Rows(Rows::decode_cached(body, r, cache)?),
             kind::SET_KEYSPACE => ResultBody::SetKeyspace(set_keyspace::decode(r)?),
-            kind::PREPARED => ResultBody::Prepared(Box::new(Prepared::decode(body, r)?)),
+            kind::PREPARED => ResultBody::Prepared(Box::new(Prepared::decode(body, r, ctx)?)),
             kind::SCHEMA_CHANGE => ResultBody::SchemaChange(SchemaChange::decode(r)?),
             other => {
                 return Err(DecodeError::InvalidValue {
@@ -94,17 +101,13 @@ impl MessageBody for ResultBody {
         Opcode::Result
     }
 
-    fn encode_body(
-        &self,
-        buf: &mut BytesMut,
-        _version: ProtocolVersion,
-    ) -> Result<(), EncodeError> {
+    fn encode_body(&self, buf: &mut BytesMut, version: ProtocolVersion) -> Result<(), EncodeError> {
         wire::put_int(buf, self.kind());
         match self {
             ResultBody::Void => Ok(()),
             ResultBody::Rows(rows) => rows.encode(buf),
             ResultBody::SetKeyspace(ks) => set_keyspace::encode(buf, ks),
-            ResultBody::Prepared(p) => p.encode(buf),
+            ResultBody::Prepared(p) => p.encode(buf, version),
             ResultBody::SchemaChange(sc) => sc.encode(buf),
         }
     }

@@ -3,10 +3,15 @@
 //! the metadata of the rows it will return.
 //!
 //! ```text
-//! <id><metadata><result_metadata>
+//! v4: <id><metadata><result_metadata>
+//! v5: <id><result_metadata_id><metadata><result_metadata>
 //! <metadata> = <flags><columns_count><pk_count>[<pk_index_1>...<pk_index_n>]
 //!              [<global_table_spec>?<col_spec_1>...<col_spec_n>]
 //! ```
+//!
+//! The `<result_metadata_id>` (`[short bytes]`) also travels on v4 when the
+//! connection negotiated ScyllaDB's `SCYLLA_USE_METADATA_ID`
+//! ([`ResponseContext::use_metadata_id`]).
 //!
 //! The raw flags are kept: ScyllaDB marks lightweight transactions with a bit
 //! of them whose position SUPPORTED advertises (`SCYLLA_LWT_ADD_METADATA_MARK`).
@@ -19,6 +24,7 @@ use super::metadata::{
 };
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::wire::{self, WireReader};
+use crate::frame::ProtocolVersion;
 use crate::types::ColumnSpec;
 
 /// A Prepared result.
@@ -26,6 +32,10 @@ use crate::types::ColumnSpec;
 pub struct Prepared {
     /// The prepared statement id, to send in EXECUTE.
     pub id: Bytes,
+    /// The id of `result_metadata`, to send in EXECUTE (v5, or v4 with
+    /// `SCYLLA_USE_METADATA_ID`; `None` otherwise). Required when encoding
+    /// for v5.
+    pub result_metadata_id: Option<Bytes>,
     /// The bind markers.
     pub metadata: PreparedMetadata,
     /// The columns of the rows the statement returns (often empty, with
@@ -106,21 +116,47 @@ impl Prepared {
         self.metadata.is_lwt(ctx.lwt_metadata_mask)
     }
 
-    /// Decodes a Prepared result (after the kind). The id shares `body`'s buffer.
-    pub fn decode(body: &Bytes, r: &mut WireReader<'_>) -> Result<Self, DecodeError> {
+    /// Decodes a Prepared result (after the kind) received on a connection
+    /// in `ctx`. The ids share `body`'s buffer.
+    pub fn decode(
+        body: &Bytes,
+        r: &mut WireReader<'_>,
+        ctx: &ResponseContext,
+    ) -> Result<Self, DecodeError> {
         let id = share(body, r.read_short_bytes("prepared id")?);
+        let result_metadata_id = if ctx.has_metadata_id() {
+            Some(share(body, r.read_short_bytes("result metadata id")?))
+        } else {
+            None
+        };
         let metadata = PreparedMetadata::decode(r)?;
         let result_metadata = ResultMetadata::decode(body, r)?;
         Ok(Self {
             id,
+            result_metadata_id,
             metadata,
             result_metadata,
         })
     }
 
-    /// Appends a Prepared result (after the kind).
-    pub(crate) fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    /// Appends a Prepared result (after the kind) for `version`: the result
+    /// metadata id is required on v5, and written on v4 when present (the
+    /// test cluster sets it only when `SCYLLA_USE_METADATA_ID` was negotiated).
+    pub(crate) fn encode(
+        &self,
+        buf: &mut BytesMut,
+        version: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
         wire::put_short_bytes(buf, &self.id, "prepared id")?;
+        match (&self.result_metadata_id, version) {
+            (Some(m), _) => wire::put_short_bytes(buf, m, "result metadata id")?,
+            (None, ProtocolVersion::V5) => {
+                return Err(EncodeError::Invalid(
+                    "a PREPARED result on protocol v5 needs a result metadata id",
+                ))
+            }
+            (None, ProtocolVersion::V4) => {}
+        }
         self.metadata.encode(buf)?;
         self.result_metadata.encode(buf)
     }
