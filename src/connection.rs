@@ -473,14 +473,21 @@ impl Conn {
     ///   protocol version (66); supported versions are (3/v3, 4/v4,
     ///   5/v5-beta, 65/dse-v1)" (a Python driver log against Cassandra
     ///   3/4), answered in the highest version it supports (or, for a
-    ///   known but too old one, in the client's).
+    ///   known but too old one, in the client's); newer in-JVM tests expect
+    ///   "Invalid or unsupported protocol version (84); the lowest supported
+    ///   version is 3 and the greatest is 4", and its decoder recovers the
+    ///   stream id from the attempted version's header layout
+    ///   (CASSANDRA-21508), i.e. answers on the client's stream.
     /// - Drivers key on the text: the Python driver marks the connection
     ///   `is_unsupported_proto_version` when the protocol error's message
     ///   contains "unsupported protocol version" (on a stream it is
     ///   waiting on, so the stream id must be the request's), then
     ///   downgrades ("Downgrading core protocol version from 66 to 65"); the
-    ///   Lua and Go drivers look for "Invalid or unsupported protocol
-    ///   version".
+    ///   Java driver 4 (`ProtocolInitHandler`) retries a lower version when
+    ///   the first request (OPTIONS or STARTUP) gets PROTOCOL_ERROR or
+    ///   SERVER_ERROR with "Invalid or unsupported protocol version" (or
+    ///   "Beta version of the protocol used") in the message; the C#, Lua
+    ///   and Go drivers look for the same prefix.
     ///
     /// So: Cassandra's message, which contains ScyllaDB's prefix, listing
     /// only the versions really served; header version: the highest one
