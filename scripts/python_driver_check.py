@@ -7,6 +7,12 @@ node; DDL; prepared INSERT and SELECT of 100 keys; and, from the testbed's
 own `testbed.stats` table, that connections came through the shard-aware
 port and that token-aware routing sent no request to a wrong shard or a
 non-replica node. Exits non-zero with a message on the first failure.
+
+Protocol version: pinned to 4 unless PYCHECK_PROTOCOL=auto, which lets the
+driver negotiate (it starts above v5 and steps down on each "Invalid or
+unsupported protocol version" refusal); PYCHECK_EXPECT_PROTOCOL=N then
+asserts the version it settled on, and that the testbed counted the
+refusals (a v4-only testbed refuses every version above 4).
 """
 
 import os
@@ -23,6 +29,8 @@ TLS_CA = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
 # tablet routing: a NetworkTopologyStrategy keyspace gets tablets by default.
 TABLETS = int(os.environ.get("PYCHECK_TABLETS", "0"))
 KEYS = 100
+PROTOCOL = os.environ.get("PYCHECK_PROTOCOL", "4")
+EXPECT_PROTOCOL = int(os.environ.get("PYCHECK_EXPECT_PROTOCOL", "0"))
 DEADLINE = time.monotonic() + 90
 
 
@@ -97,11 +105,12 @@ if TLS_CA:
     # an `ssl_context` alone it would open its shard-aware connections on the
     # plaintext port. The server certificate names testbed.local.
     tls_args = {"ssl_context": ctx, "ssl_options": {"server_hostname": "testbed.local"}}
+version_args = {} if PROTOCOL == "auto" else {"protocol_version": int(PROTOCOL)}
 cluster = Cluster(
     [HOST],
     port=PORT,
     **tls_args,
-    protocol_version=4,
+    **version_args,
     compression=True,
     connect_timeout=10,
     control_connection_timeout=10,
@@ -110,6 +119,12 @@ cluster = Cluster(
 try:
     session = cluster.connect()
     step(f"connected; release {cluster.metadata.get_host(HOST).release_version if cluster.metadata.get_host(HOST) else '?'}")
+    step(
+        f"protocol version {cluster.protocol_version} "
+        f"({'negotiated' if PROTOCOL == 'auto' else 'pinned'})"
+    )
+    if EXPECT_PROTOCOL and cluster.protocol_version != EXPECT_PROTOCOL:
+        fail(f"the driver settled on protocol v{cluster.protocol_version}, expected v{EXPECT_PROTOCOL}")
 
     hosts = cluster.metadata.all_hosts()
     addrs = sorted(str(h.endpoint.address) for h in hosts)
@@ -198,6 +213,15 @@ try:
         fail(f"{wrong} requests reached a wrong shard despite token-aware routing")
     if non_replica != 0:
         fail(f"{non_replica} requests reached a non-replica node despite token-aware routing")
+    refusals = sum(r.version_refusals for r in after)
+    v5 = sum(r.connections_v5 for r in after)
+    step(f"protocol: {v5} v5 connections, {refusals} version refusals")
+    if cluster.protocol_version >= 5 and v5 == 0:
+        fail("the driver says v5 but the testbed saw no v5 connection")
+    if cluster.protocol_version == 4 and v5 != 0:
+        fail(f"the driver says v4 but the testbed saw {v5} v5 connections")
+    if PROTOCOL == "auto" and cluster.protocol_version == 4 and refusals == 0:
+        fail("the driver negotiated down to v4 without a refusal counted")
     if TLS_CA:
         tls = sum(r.accepted_tls for r in after)
         total = sum(r.accepted_regular + r.accepted_shard_aware for r in after)

@@ -2,9 +2,12 @@
 # Faithfulness check of the test cluster: the PyPI Python driver for ScyllaDB
 # (`scylla-driver`) connects to the `testbed` binary, discovers every node,
 # opens per-shard connections through the shard-aware port and runs prepared
-# statements; see python_driver_check.py for the assertions. Three runs:
-# plain, TLS (plus the README's quick start over TLS), and tablets
-# (testbed --tablets 16).
+# statements; see python_driver_check.py for the assertions. Runs: plain,
+# TLS (plus the README's quick start over TLS), and tablets (testbed
+# --tablets 16), with the driver pinned to protocol v4; then the driver
+# negotiating by itself against a v4-only testbed (--protocol-version 4, as
+# ScyllaDB: it must step down to v4 through the testbed's refusals) and
+# against the default v5 testbed (it must settle on v5).
 #
 # Creates .venv-testbed/ (gitignored) on first use. Bounded in time: the
 # testbed stops by itself (--duration-secs) and is killed on exit anyway.
@@ -92,3 +95,19 @@ BLOCK="79.$((RANDOM % 200 + 1))"
 HOST="127.${BLOCK}.1"
 export PYCHECK_TABLETS=16
 run_check tablets "$PORT"
+unset PYCHECK_TABLETS
+# Negotiation: the driver offers its newest version and steps down on each
+# "Invalid or unsupported protocol version" refusal.
+export PYCHECK_PROTOCOL=auto
+TB_ARGS=(--protocol-version 4)
+BLOCK="80.$((RANDOM % 200 + 1))"
+HOST="127.${BLOCK}.1"
+export PYCHECK_EXPECT_PROTOCOL=4
+run_check "v4-only, negotiated" "$PORT"
+# Against the default (v5) testbed the driver settles on v5: LZ4 segments
+# on every connection after the two refusals of its DSE versions.
+TB_ARGS=()
+BLOCK="81.$((RANDOM % 200 + 1))"
+HOST="127.${BLOCK}.1"
+export PYCHECK_EXPECT_PROTOCOL=5
+run_check "v5, negotiated" "$PORT"

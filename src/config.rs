@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use scylla_cql::frame::ProtocolVersion;
+
 use crate::admission::AdmissionConfig;
 use crate::cql::CqlHandler;
 use crate::faults::Faults;
@@ -61,6 +63,11 @@ pub struct ClusterConfig {
     pub auth: Option<Credentials>,
     /// Largest request body accepted (bigger headers get a protocol error).
     pub max_body_len: usize,
+    /// The highest native protocol version served (default
+    /// [`ProtocolVersion::V5`]); with [`ProtocolVersion::V4`] the cluster
+    /// refuses a v5 first frame the way ScyllaDB does, so that clients
+    /// negotiate down.
+    pub max_protocol_version: ProtocolVersion,
     /// Most connections a silent shard-aware port holds at once per node
     /// (beyond that they are closed, to bound the test's resources).
     pub max_silent_connections: usize,
@@ -88,6 +95,7 @@ impl fmt::Debug for ClusterConfig {
             .field("shard_aware_port", &self.shard_aware_port)
             .field("admission", &self.admission)
             .field("auth", &self.auth)
+            .field("max_protocol_version", &self.max_protocol_version)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
@@ -111,6 +119,7 @@ impl Default for ClusterConfig {
             admission: AdmissionConfig::default(),
             auth: None,
             max_body_len: 16 * 1024 * 1024,
+            max_protocol_version: ProtocolVersion::V5,
             max_silent_connections: 1024,
             initial_faults: Vec::new(),
             block: None,
@@ -246,6 +255,18 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn max_body_len(mut self, n: usize) -> Self {
         self.config.max_body_len = n;
+        self
+    }
+
+    /// The highest native protocol version the cluster serves (default
+    /// [`ProtocolVersion::V5`], like Cassandra 4 and 5). With
+    /// [`ProtocolVersion::V4`] the cluster behaves like ScyllaDB: a first
+    /// frame of version 5 gets a protocol error ("Invalid or unsupported
+    /// protocol version (5); ...") in a v4 frame, the connection is closed,
+    /// and SUPPORTED lists only `4/v4`.
+    #[must_use]
+    pub fn max_protocol_version(mut self, version: ProtocolVersion) -> Self {
+        self.config.max_protocol_version = version;
         self
     }
 

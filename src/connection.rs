@@ -13,6 +13,27 @@
 //! task, so requests of one connection are served concurrently. Responses and
 //! events go through one queue to the writer, which batches what is queued
 //! into one `write`.
+//!
+//! # Protocol versions
+//!
+//! A connection speaks the version of the first frame its client sends (v4
+//! or v5, up to [`crate::ClusterConfig::max_protocol_version`]); every later
+//! frame must carry it (else a protocol error and the connection closes),
+//! and every response carries it. A first frame of a version the cluster
+//! does not serve is refused as real servers refuse it (see
+//! [`Conn::refuse_version`]), so that clients negotiate down.
+//!
+//! In v5 the handshake travels in bare frames, as in v4: OPTIONS, STARTUP
+//! and their answers. From the READY or AUTHENTICATE the node sends on, every
+//! message in both directions is an envelope inside checksummed segments
+//! (`native_protocol_v5.spec`, section 2), compressed per segment with LZ4 if
+//! STARTUP asked for it. The reader switches to a [`SegmentDecoder`] right
+//! after queueing that answer; the writer switches to a [`SegmentEncoder`]
+//! when it reaches [`Outgoing::StartSegments`], queued right behind the
+//! answer, and then frames each batch of queued frames (the same batching as
+//! in v4) as self-contained segments: one write, one or a few segments. A
+//! segment from the client that fails its CRC24 or CRC32 closes the
+//! connection (counted as `segment_checksum_failures`).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -21,7 +42,10 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use scylla_cql::frame::envelope::decode_envelope;
 use scylla_cql::frame::header::{Direction, Flags, FrameHeader, Opcode, HEADER_LEN};
+use scylla_cql::frame::segment::{self, SegmentError};
+use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 use scylla_cql::frame::wire::{self, WireReader};
+use scylla_cql::frame::ProtocolVersion;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -38,7 +62,7 @@ use crate::handler::{error_code, Compression, ConnCtx, Reply, Request, Response}
 use crate::node::NodeShared;
 use crate::shard::ShardConnection;
 use crate::stats::bump_both;
-use crate::supported::supported_response_with;
+use crate::supported::{protocol_versions, supported_response_for};
 
 /// Frames queued for the writer per connection.
 const OUT_QUEUE: usize = 1024;
@@ -59,10 +83,10 @@ pub(crate) async fn serve(
     slot: ShardConnection,
     cancel: CancellationToken,
 ) {
-    let (tx, rx) = mpsc::channel::<Bytes>(OUT_QUEUE);
+    let (tx, rx) = mpsc::channel::<Outgoing>(OUT_QUEUE);
     let id = ctx.conn_id;
     let mask = node.events.add(id, tx.clone());
-    let mut writer = std::pin::pin!(write_loop(wr, rx));
+    let mut writer = std::pin::pin!(write_loop(node.clone(), wr, rx));
     let mut conn = Conn {
         node: node.clone(),
         ctx,
@@ -70,6 +94,8 @@ pub(crate) async fn serve(
         events: mask,
         phase: Phase::AwaitStartup,
         tasks: JoinSet::new(),
+        version: None,
+        deframer: None,
     };
     let finished_reading = tokio::select! {
         _ = cancel.cancelled() => false,
@@ -92,23 +118,121 @@ pub(crate) async fn serve(
     drop(slot);
 }
 
-/// Writes queued frames, batching whatever is queued into one write.
-async fn write_loop(mut wr: WriteHalf, mut rx: mpsc::Receiver<Bytes>) {
+/// What the reader, the request tasks and the event registry hand the writer.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    /// One whole frame (v4) or envelope (v5): 9-byte header and body.
+    Frame(Bytes),
+    /// Every later frame goes out inside v5 segments (compressed with LZ4
+    /// if `compressed`). Queued right behind the READY or AUTHENTICATE of
+    /// a v5 connection.
+    StartSegments {
+        /// The connection negotiated LZ4.
+        compressed: bool,
+    },
+}
+
+/// Writes queued frames, batching whatever is queued into one write; after
+/// [`Outgoing::StartSegments`], each batch goes out as v5 segments.
+async fn write_loop(node: Arc<NodeShared>, mut wr: WriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
     let mut batch = BytesMut::with_capacity(WRITE_BATCH);
-    while let Some(first) = rx.recv().await {
+    let mut framed = BytesMut::new();
+    let mut encoder: Option<SegmentEncoder> = None;
+    // A marker met while batching: handled once the batch before it is out.
+    let mut held: Option<Outgoing> = None;
+    loop {
+        let item = match held.take() {
+            Some(item) => item,
+            None => match rx.recv().await {
+                Some(item) => item,
+                None => break,
+            },
+        };
+        let first = match item {
+            Outgoing::StartSegments { compressed } => {
+                encoder = Some(SegmentEncoder::new(compressed));
+                continue;
+            }
+            Outgoing::Frame(f) => f,
+        };
+        let in_segments = encoder.is_some();
         batch.clear();
-        batch.put_slice(&first);
+        append_frame(&node, &mut batch, &first, in_segments);
         while batch.len() < WRITE_BATCH {
             match rx.try_recv() {
-                Ok(f) => batch.put_slice(&f),
+                Ok(Outgoing::Frame(f)) => append_frame(&node, &mut batch, &f, in_segments),
+                Ok(marker) => {
+                    held = Some(marker);
+                    break;
+                }
                 Err(_) => break,
             }
         }
-        if wr.write_all(&batch).await.is_err() {
+        let bytes = match encoder.as_mut() {
+            None => &batch[..],
+            Some(enc) => {
+                framed.clear();
+                if let Err(e) = enc.encode_envelopes(&batch, &mut framed) {
+                    // Cannot happen: the batch is whole frames we encoded.
+                    tracing::warn!(node = node.info.index, "cannot frame responses: {e}");
+                    return;
+                }
+                corrupt_segments(&node, &mut framed, enc.is_compressed());
+                &framed[..]
+            }
+        };
+        if wr.write_all(bytes).await.is_err() {
             return;
         }
     }
     let _ = wr.shutdown().await;
+}
+
+/// Appends one frame to the writer's batch, applying what must change in
+/// it on the way out.
+fn append_frame(node: &NodeShared, batch: &mut BytesMut, frame: &[u8], in_segments: bool) {
+    let start = batch.len();
+    batch.put_slice(frame);
+    if frame.len() < HEADER_LEN {
+        return; // Cannot happen: every frame has its header.
+    }
+    if in_segments {
+        // Events are encoded once for all connections of a node, in a v4
+        // header; on a v5 connection every frame says 5.
+        batch[start] = 0x80 | ProtocolVersion::V5.number();
+    } else if frame[0] & 0x7f == ProtocolVersion::V4.number()
+        // Bit 20 of the big-endian length at 5..9 is bit 4 of byte 6.
+        && frame[6] & 0x10 == 0
+        && node.faults.take_damaged_v4_length()
+    {
+        batch[start + 6] |= 0x10;
+        node.stats
+            .v4_lengths_damaged
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The corrupt-segments fault: flips the middle payload byte of as many of
+/// the segments in `out` (all of them self-contained, just encoded) as the
+/// fault has armed, after their CRC32 was computed.
+fn corrupt_segments(node: &NodeShared, out: &mut BytesMut, compressed: bool) {
+    if !node.faults.corrupting_segments() {
+        return;
+    }
+    let head = segment::header_and_crc_len(compressed);
+    let mut pos = 0;
+    while pos < out.len() {
+        let Ok(Some(h)) = segment::decode_header(&out[pos..], compressed) else {
+            return; // Cannot happen: the encoder wrote these headers.
+        };
+        if h.payload_len > 0 && node.faults.take_corrupt_segment() {
+            out[pos + head + h.payload_len / 2] ^= 0xFF;
+            node.stats
+                .segments_corrupted
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        pos += head + h.payload_len + segment::TRAILER_LEN;
+    }
 }
 
 /// Where the connection is in its handshake.
@@ -126,57 +250,60 @@ enum Next {
     Close,
 }
 
+/// Why the reader stops.
+#[derive(Debug)]
+enum Broken {
+    /// Answer with a protocol error on `stream`, then close.
+    Protocol { stream: i16, message: String },
+    /// The first frame has a version the cluster does not serve.
+    UnservedVersion { stream: i16, client_version: u8 },
+    /// A segment from the client is damaged or breaks the framing rules:
+    /// close without an answer (the stream cannot be resynchronised).
+    Segment(SegmentError),
+}
+
+/// What the read buffer holds.
+enum Step {
+    /// A whole frame: its header and body.
+    Frame(FrameHeader, Bytes),
+    /// The buffer must hold this many bytes for the next step.
+    NeedBytes(usize),
+}
+
 struct Conn {
     node: Arc<NodeShared>,
     ctx: Arc<ConnCtx>,
-    out: mpsc::Sender<Bytes>,
+    out: mpsc::Sender<Outgoing>,
     events: Arc<AtomicU8>,
     phase: Phase,
     /// Request tasks; each yields whether to close the connection.
     tasks: JoinSet<Next>,
+    /// The version of the client's first frame, once it came.
+    version: Option<ProtocolVersion>,
+    /// Takes envelopes out of segments once a v5 connection's handshake
+    /// answer (READY or AUTHENTICATE) is out.
+    deframer: Option<SegmentDecoder>,
 }
 
 impl Conn {
     async fn read_loop(&mut self, mut rd: ReadHalf) {
-        let max_body = self.node.config.max_body_len;
         let mut buf = BytesMut::with_capacity(8 * 1024);
         loop {
             // Answer every complete frame in the buffer.
-            let mut wanted = HEADER_LEN;
-            loop {
-                match FrameHeader::decode(&buf, max_body) {
-                    Ok(None) => break,
-                    Err(e) => {
-                        // Framing is lost: answer on the stream the bytes
-                        // claim (0 if there are not even 4 of them), then close.
-                        let stream = match buf.get(2..4) {
-                            Some(s) => i16::from_be_bytes([s[0], s[1]]),
-                            None => 0,
-                        };
-                        self.protocol_error(stream, &format!("invalid frame header: {e}"))
-                            .await;
-                        return;
-                    }
-                    Ok(Some(h)) => {
-                        if h.direction != Direction::Request
-                            || h.opcode.direction() != Direction::Request
-                        {
-                            let msg = format!("unexpected {:?} frame from a client", h.opcode);
-                            self.protocol_error(h.stream, &msg).await;
-                            return;
-                        }
-                        if buf.len() < h.frame_len() {
-                            wanted = h.frame_len();
-                            break;
-                        }
-                        let frame = buf.split_to(h.frame_len()).freeze();
-                        let body = frame.slice(HEADER_LEN..);
+            let wanted = loop {
+                match self.next_frame(&mut buf) {
+                    Ok(Step::NeedBytes(n)) => break n,
+                    Ok(Step::Frame(h, body)) => {
                         if self.dispatch(h, body).await == Next::Close {
                             return;
                         }
                     }
+                    Err(broken) => {
+                        self.broken(broken).await;
+                        return;
+                    }
                 }
-            }
+            };
             // Room for the rest of the current frame, in steps of at most
             // 64 KiB so a lying length does not allocate ahead of the data.
             let missing = wanted.saturating_sub(buf.len()).clamp(4096, 64 * 1024);
@@ -199,6 +326,192 @@ impl Conn {
         }
     }
 
+    /// The connection's version (v4 until the first frame came).
+    fn version(&self) -> ProtocolVersion {
+        self.version.unwrap_or(ProtocolVersion::V4)
+    }
+
+    /// The next frame in `buf`: a bare frame, or after a v5 handshake an
+    /// envelope out of the segments in `buf`.
+    fn next_frame(&mut self, buf: &mut BytesMut) -> Result<Step, Broken> {
+        let max_body = self.node.config.max_body_len;
+        if let Some(deframer) = self.deframer.as_mut() {
+            let envelope = match deframer.decode_next(buf) {
+                Ok(Some(e)) => e,
+                Ok(None) => return Ok(Step::NeedBytes(deframer.needed(buf))),
+                Err(e) => return Err(Broken::Segment(e)),
+            };
+            let stream = match envelope.get(2..4) {
+                Some(s) => i16::from_be_bytes([s[0], s[1]]),
+                None => 0,
+            };
+            let h = match FrameHeader::decode(&envelope, max_body) {
+                Ok(Some(h)) if h.frame_len() == envelope.len() => h,
+                Ok(_) => {
+                    let message = "envelope length does not match its segment".to_owned();
+                    return Err(Broken::Protocol { stream, message });
+                }
+                Err(e) => {
+                    let message = format!("invalid frame header: {e}");
+                    return Err(Broken::Protocol { stream, message });
+                }
+            };
+            self.check_header(&h)?;
+            return Ok(Step::Frame(h, envelope.slice(HEADER_LEN..)));
+        }
+        if self.version.is_none() {
+            if let Some(&first) = buf.first() {
+                let n = first & 0x7f;
+                let served = ProtocolVersion::from_number(n)
+                    .is_some_and(|v| v <= self.node.config.max_protocol_version);
+                // A response bit is a different error (below).
+                if first & 0x80 == 0 && !served {
+                    let Some(s) = buf.get(2..4) else {
+                        return Ok(Step::NeedBytes(HEADER_LEN));
+                    };
+                    let stream = i16::from_be_bytes([s[0], s[1]]);
+                    return Err(Broken::UnservedVersion {
+                        stream,
+                        client_version: n,
+                    });
+                }
+            }
+        }
+        let h = match FrameHeader::decode(buf, max_body) {
+            Ok(None) => return Ok(Step::NeedBytes(HEADER_LEN)),
+            Ok(Some(h)) => h,
+            Err(e) => {
+                // Framing is lost: answer on the stream the bytes claim (0
+                // if there are not even 4 of them), then close.
+                let stream = match buf.get(2..4) {
+                    Some(s) => i16::from_be_bytes([s[0], s[1]]),
+                    None => 0,
+                };
+                let message = format!("invalid frame header: {e}");
+                return Err(Broken::Protocol { stream, message });
+            }
+        };
+        self.check_header(&h)?;
+        if buf.len() < h.frame_len() {
+            return Ok(Step::NeedBytes(h.frame_len()));
+        }
+        let frame = buf.split_to(h.frame_len()).freeze();
+        Ok(Step::Frame(h, frame.slice(HEADER_LEN..)))
+    }
+
+    /// Direction and version of a client's frame; the first one sets the
+    /// connection's version.
+    fn check_header(&mut self, h: &FrameHeader) -> Result<(), Broken> {
+        if h.direction != Direction::Request || h.opcode.direction() != Direction::Request {
+            let message = format!("unexpected {:?} frame from a client", h.opcode);
+            return Err(Broken::Protocol {
+                stream: h.stream,
+                message,
+            });
+        }
+        match self.version {
+            None => {
+                self.version = Some(h.version);
+                self.ctx.update(|s| s.protocol_version = h.version);
+                if h.version == ProtocolVersion::V5 {
+                    let shard = self.ctx.shard as usize;
+                    bump_both(&self.node.stats, shard, |s| &s.connections_v5);
+                }
+                Ok(())
+            }
+            Some(v) if v == h.version => Ok(()),
+            // ScyllaDB's wording.
+            Some(v) => Err(Broken::Protocol {
+                stream: h.stream,
+                message: format!(
+                    "Invalid message version. Got {} but previous messages on this connection had version {}",
+                    h.version.number(),
+                    v.number()
+                ),
+            }),
+        }
+    }
+
+    /// Answers (or not) what broke the connection; the caller closes it.
+    async fn broken(&mut self, broken: Broken) {
+        match broken {
+            Broken::Protocol { stream, message } => self.protocol_error(stream, &message).await,
+            Broken::UnservedVersion {
+                stream,
+                client_version,
+            } => self.refuse_version(stream, client_version).await,
+            Broken::Segment(e) => {
+                let shard = self.ctx.shard as usize;
+                let stats = &self.node.stats;
+                match e {
+                    SegmentError::HeaderChecksum { .. } | SegmentError::PayloadChecksum { .. } => {
+                        bump_both(stats, shard, |s| &s.segment_checksum_failures)
+                    }
+                    _ => bump_both(stats, shard, |s| &s.protocol_errors),
+                }
+                tracing::debug!(
+                    node = self.node.info.index,
+                    conn = self.ctx.conn_id,
+                    "closing a v5 connection: {e}"
+                );
+            }
+        }
+    }
+
+    /// Refuses a first frame of version `client_version`, which the cluster
+    /// does not serve, and lets the caller close the connection.
+    ///
+    /// What real servers do (looked up in their sources and in driver
+    /// logs):
+    /// - ScyllaDB (`transport/server.cc`, `read_frame`): on a first byte
+    ///   above its current version (4) it sets the connection's version to
+    ///   4 and throws a protocol exception "Invalid or unsupported protocol
+    ///   version: 5"; the ERROR (code 0x000A) goes out in a v4 frame. A
+    ///   later frame of another version gets "Invalid message version. Got
+    ///   X but previous messages on this connection had version Y".
+    /// - Cassandra (`ProtocolVersion.decode`): "Invalid or unsupported
+    ///   protocol version (66); supported versions are (3/v3, 4/v4,
+    ///   5/v5-beta, 65/dse-v1)" (a Python driver log against Cassandra
+    ///   3/4), answered in the highest version it supports (or, for a
+    ///   known but too old one, in the client's); newer in-JVM tests expect
+    ///   "Invalid or unsupported protocol version (84); the lowest supported
+    ///   version is 3 and the greatest is 4", and its decoder recovers the
+    ///   stream id from the attempted version's header layout
+    ///   (CASSANDRA-21508), i.e. answers on the client's stream.
+    /// - Drivers key on the text: the Python driver marks the connection
+    ///   `is_unsupported_proto_version` when the protocol error's message
+    ///   contains "unsupported protocol version" (on a stream it is
+    ///   waiting on, so the stream id must be the request's), then
+    ///   downgrades ("Downgrading core protocol version from 66 to 65"); the
+    ///   Java driver 4 (`ProtocolInitHandler`) retries a lower version when
+    ///   the first request (OPTIONS or STARTUP) gets PROTOCOL_ERROR or
+    ///   SERVER_ERROR with "Invalid or unsupported protocol version" (or
+    ///   "Beta version of the protocol used") in the message; the C#, Lua
+    ///   and Go drivers look for the same prefix.
+    ///
+    /// So: Cassandra's message, which contains ScyllaDB's prefix, listing
+    /// only the versions really served; header version: the highest one
+    /// served (4 on a v4-only cluster, as ScyllaDB), or 4 for a client
+    /// older than every version served; the client's stream id.
+    async fn refuse_version(&mut self, stream: i16, client_version: u8) {
+        let max = self.node.config.max_protocol_version;
+        let shard = self.ctx.shard as usize;
+        bump_both(&self.node.stats, shard, |s| &s.version_refusals);
+        bump_both(&self.node.stats, shard, |s| &s.protocol_errors);
+        let message = format!(
+            "Invalid or unsupported protocol version ({client_version}); supported versions are ({})",
+            protocol_versions(max).join(", ")
+        );
+        let reply_version = if client_version < ProtocolVersion::V4.number() {
+            ProtocolVersion::V4
+        } else {
+            max
+        };
+        delay(&self.node).await;
+        let r = Response::error(error_code::PROTOCOL_ERROR, &message);
+        let _ = send(&self.out, reply_version, stream, &r).await;
+    }
+
     async fn dispatch(&mut self, h: FrameHeader, body: Bytes) -> Next {
         match (h.opcode, self.phase) {
             (Opcode::Options, _) => {
@@ -211,14 +524,21 @@ impl Conn {
                         .as_ref()
                         .and_then(|t| t.shard_aware_port)
                 });
-                let r = supported_response_with(
+                let r = supported_response_for(
                     self.ctx.shard,
                     self.ctx.node.shards.get(),
                     self.ctx.node.shard_aware_port,
                     ssl,
+                    self.node.config.max_protocol_version,
                     self.node.config.use_metadata_id,
                 );
-                self.respond_later(h.stream, r);
+                if self.phase == Phase::AwaitStartup && self.version().uses_segments() {
+                    // In v5 this answer must leave unframed, before the
+                    // STARTUP answer switches the writer to segments.
+                    self.respond_now(h.stream, r).await;
+                } else {
+                    self.respond_later(h.stream, r);
+                }
                 Next::Continue
             }
             (Opcode::Startup, Phase::AwaitStartup) => self.startup(h.stream, &body).await,
@@ -286,6 +606,7 @@ impl Conn {
             self.phase = Phase::AwaitAuth;
             self.respond_now(stream, Response::new(Opcode::Authenticate, b.freeze()))
                 .await;
+            self.start_segments_if_v5().await;
             return Next::Continue;
         }
         let admitted = self
@@ -298,8 +619,21 @@ impl Conn {
         }
         self.phase = Phase::Ready;
         self.respond_now(stream, Response::ready()).await;
+        self.start_segments_if_v5().await;
         bump_both(&stats, shard, |s| &s.handshakes_finished);
         Next::Continue
+    }
+
+    /// On a v5 connection, right after READY or AUTHENTICATE was queued:
+    /// every later message in both directions travels in segments.
+    async fn start_segments_if_v5(&mut self) {
+        if !self.version().uses_segments() || self.deframer.is_some() {
+            return;
+        }
+        let compressed = self.ctx.compression().is_some();
+        let _ = self.out.send(Outgoing::StartSegments { compressed }).await;
+        let max_envelope = self.node.config.max_body_len.saturating_add(HEADER_LEN);
+        self.deframer = Some(SegmentDecoder::new(compressed, max_envelope));
     }
 
     async fn auth_response(&mut self, stream: i16, body: &[u8]) -> Next {
@@ -382,13 +716,14 @@ impl Conn {
     fn handle(&mut self, req: Request) {
         let (node, ctx, out) = (self.node.clone(), self.ctx.clone(), self.out.clone());
         let stream = req.header.stream;
+        let version = self.version();
         self.tasks.spawn(async move {
             match node.handler.handle(&ctx, req).await {
                 Reply::Close => Next::Close,
                 Reply::Respond(r) => {
                     delay(&node).await;
                     bump_both(&node.stats, ctx.shard as usize, |s| &s.requests_served);
-                    send(&out, stream, &compressed(&ctx, r)).await
+                    send(&out, version, stream, &compressed(&ctx, version, r)).await
                 }
             }
         });
@@ -400,17 +735,18 @@ impl Conn {
         let (node, out) = (self.node.clone(), self.out.clone());
         // After STARTUP (the only time READY goes out uncompressed, through
         // `respond_now`), frames use the negotiated compression.
-        let r = compressed(&self.ctx, r);
+        let version = self.version();
+        let r = compressed(&self.ctx, version, r);
         self.tasks.spawn(async move {
             delay(&node).await;
-            send(&out, stream, &r).await
+            send(&out, version, stream, &r).await
         });
     }
 
     /// Responds in order, before reading on (handshake steps).
     async fn respond_now(&mut self, stream: i16, r: Response) {
         delay(&self.node).await;
-        let _ = send(&self.out, stream, &r).await;
+        let _ = send(&self.out, self.version(), stream, &r).await;
     }
 
     /// A protocol error after which the connection stays usable.
@@ -435,11 +771,15 @@ fn wire_compression(c: Compression) -> scylla_cql::Compression {
     }
 }
 
-/// `r` with its body compressed if the connection negotiated compression
-/// (and the body is not already compressed). On the impossible failure of
-/// compressing an in-memory body, it goes out uncompressed (a client reads
-/// the flag of every frame).
-fn compressed(ctx: &ConnCtx, mut r: Response) -> Response {
+/// `r` with its body compressed if the (v4) connection negotiated
+/// compression (and the body is not already compressed). On the impossible
+/// failure of compressing an in-memory body, it goes out uncompressed (a
+/// client reads the flag of every frame). In v5 envelopes are never
+/// compressed: their segments are.
+fn compressed(ctx: &ConnCtx, version: ProtocolVersion, mut r: Response) -> Response {
+    if version.uses_segments() {
+        return r;
+    }
     let Some(c) = ctx.compression() else {
         return r;
     };
@@ -462,11 +802,17 @@ async fn delay(node: &NodeShared) {
     }
 }
 
-/// Queues one response frame; closes the connection if the writer is gone.
-async fn send(out: &mpsc::Sender<Bytes>, stream: i16, r: &Response) -> Next {
+/// Queues one response frame of `version`; closes the connection if the
+/// writer is gone.
+async fn send(
+    out: &mpsc::Sender<Outgoing>,
+    version: ProtocolVersion,
+    stream: i16,
+    r: &Response,
+) -> Next {
     let mut b = BytesMut::with_capacity(HEADER_LEN + r.body.len());
-    r.encode_frame(stream, &mut b);
-    match out.send(b.freeze()).await {
+    r.encode_frame_as(version, stream, &mut b);
+    match out.send(Outgoing::Frame(b.freeze())).await {
         Ok(()) => Next::Continue,
         Err(_) => Next::Close,
     }

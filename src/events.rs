@@ -15,6 +15,7 @@ use bytes::{Bytes, BytesMut};
 use scylla_cql::frame::header::Opcode;
 use tokio::sync::mpsc;
 
+use crate::connection::Outgoing;
 use crate::handler::Response;
 
 /// An event type a connection can REGISTER for.
@@ -60,7 +61,7 @@ impl EventKind {
 #[derive(Debug)]
 struct Subscriber {
     mask: Arc<AtomicU8>,
-    out: mpsc::Sender<Bytes>,
+    out: mpsc::Sender<Outgoing>,
 }
 
 /// The connections of one node and their event registrations.
@@ -71,7 +72,7 @@ pub(crate) struct EventRegistry {
 
 impl EventRegistry {
     /// Adds a connection; returns the mask its REGISTER handling updates.
-    pub(crate) fn add(&self, id: u64, out: mpsc::Sender<Bytes>) -> Arc<AtomicU8> {
+    pub(crate) fn add(&self, id: u64, out: mpsc::Sender<Outgoing>) -> Arc<AtomicU8> {
         let mask = Arc::new(AtomicU8::new(0));
         if let Ok(mut m) = self.conns.lock() {
             m.insert(
@@ -103,7 +104,7 @@ impl EventRegistry {
         };
         m.values()
             .filter(|s| s.mask.load(Ordering::Relaxed) & kind.bit() != 0)
-            .filter(|s| s.out.try_send(frame.clone()).is_ok())
+            .filter(|s| s.out.try_send(Outgoing::Frame(frame.clone())).is_ok())
             .count()
     }
 }
@@ -140,7 +141,9 @@ mod tests {
             reg.push(EventKind::StatusChange, &Bytes::from_static(b"x")),
             0
         );
-        let f = rx1.try_recv().unwrap();
+        let Outgoing::Frame(f) = rx1.try_recv().unwrap() else {
+            panic!("not a frame")
+        };
         assert_eq!(&f[2..5], &[0xff, 0xff, 0x0c]);
         assert!(rx2.try_recv().is_err());
         reg.remove(1);

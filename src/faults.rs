@@ -8,7 +8,13 @@
 //!   firewall, an old node), so connecting to it fails with "connection refused";
 //! - **silent shard-aware port**: the port accepts and then never answers (a
 //!   black-holing middlebox), so only the client's timeouts save it;
-//! - **latency**: a delay before each response.
+//! - **latency**: a delay before each response;
+//! - **corrupt segments**: one payload byte of the node's next N protocol v5
+//!   segments is flipped after its CRC32 was computed (wire damage a v5
+//!   client detects as a checksum error);
+//! - **damaged v4 lengths**: the body length of the node's next N frames to
+//!   protocol v4 clients grows by 1 MiB (wire damage a v4 client cannot
+//!   detect: it waits for bytes that never come, a stalled connection).
 //!
 //! The settings a connection reads on every response live in atomics
 //! (`FaultState`); switching the shard-aware port between refusing and
@@ -59,6 +65,21 @@ pub struct Faults {
     /// (a handshake that stalls), until the node stops or
     /// [`Faults::silent_hold`] passes.
     pub tls_handshake_stall: bool,
+    /// Damage the payload of the node's next this many outgoing protocol v5
+    /// segments (all connections together): one byte is flipped after the
+    /// segment's CRC32 was computed, so the client's checksum fails. Each
+    /// [`crate::TestCluster::set_faults`] (re)arms the count it carries; 0
+    /// disarms; [`crate::TestCluster::faults`] reports what remains (so
+    /// `set_faults(i, faults(i)?.with_latency(..))` keeps the count going).
+    /// Counted in [`crate::NodeStatsSnapshot::segments_corrupted`].
+    pub corrupt_segments: u32,
+    /// Damage the body length field of the node's next this many frames
+    /// sent to protocol v4 clients (any connection of the node, handshake
+    /// frames included): bit 20 of the length is set, so the client waits
+    /// for 1 MiB more than comes (a frame longer than 1 MiB is left alone).
+    /// Armed like [`Faults::corrupt_segments`]; counted in
+    /// [`crate::NodeStatsSnapshot::v4_lengths_damaged`].
+    pub damage_v4_lengths: u32,
 }
 
 impl Faults {
@@ -94,6 +115,21 @@ impl Faults {
         self.latency = latency;
         self
     }
+
+    /// Damage the next `n` outgoing v5 segments (see [`Faults::corrupt_segments`]).
+    #[must_use]
+    pub fn with_corrupt_segments(mut self, n: u32) -> Self {
+        self.corrupt_segments = n;
+        self
+    }
+
+    /// Damage the length of the next `n` frames to v4 clients (see
+    /// [`Faults::damage_v4_lengths`]).
+    #[must_use]
+    pub fn with_damaged_v4_lengths(mut self, n: u32) -> Self {
+        self.damage_v4_lengths = n;
+        self
+    }
 }
 
 const NAT_OFF: u8 = 0;
@@ -108,6 +144,10 @@ pub(crate) struct FaultState {
     latency_us: AtomicU64,
     silent: AtomicU8,
     silent_hold_ms: AtomicU64,
+    /// Outgoing v5 segments still to damage.
+    corrupt_segments: AtomicU32,
+    /// Outgoing v4 frames whose length is still to damage.
+    damage_v4_lengths: AtomicU32,
     /// Random ports for [`NatMode::Random`]; a lock is fine here, it is taken
     /// once per accepted connection and only while that fault is on.
     rng: Mutex<fastrand::Rng>,
@@ -123,6 +163,8 @@ impl FaultState {
             latency_us: AtomicU64::new(0),
             silent: AtomicU8::new(0),
             silent_hold_ms: AtomicU64::new(u64::MAX),
+            corrupt_segments: AtomicU32::new(0),
+            damage_v4_lengths: AtomicU32::new(0),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             current: Mutex::new(Faults::none()),
         }
@@ -146,13 +188,38 @@ impl FaultState {
             (f.shard_aware_port == ShardAwarePortMode::Silent) as u8,
             Ordering::Relaxed,
         );
+        self.corrupt_segments
+            .store(f.corrupt_segments, Ordering::Relaxed);
+        self.damage_v4_lengths
+            .store(f.damage_v4_lengths, Ordering::Relaxed);
         if let Ok(mut cur) = self.current.lock() {
             *cur = f.clone();
         }
     }
 
+    /// Whether the corrupt-segments fault is armed.
+    pub(crate) fn corrupting_segments(&self) -> bool {
+        self.corrupt_segments.load(Ordering::Relaxed) > 0
+    }
+
+    /// Whether to damage the segment about to go out (taking one from the
+    /// armed count). One atomic load when the fault is off.
+    pub(crate) fn take_corrupt_segment(&self) -> bool {
+        take_one(&self.corrupt_segments)
+    }
+
+    /// Whether to damage the length of the v4 frame about to go out.
+    pub(crate) fn take_damaged_v4_length(&self) -> bool {
+        take_one(&self.damage_v4_lengths)
+    }
+
+    /// The last setting, with the corruption counts as they remain now (so
+    /// that `set(get().with_latency(..))` does not re-arm spent ones).
     pub(crate) fn get(&self) -> Faults {
-        self.current.lock().map(|f| f.clone()).unwrap_or_default()
+        let mut f = self.current.lock().map(|f| f.clone()).unwrap_or_default();
+        f.corrupt_segments = self.corrupt_segments.load(Ordering::Relaxed);
+        f.damage_v4_lengths = self.damage_v4_lengths.load(Ordering::Relaxed);
+        f
     }
 
     /// The source port the node sees for a client port, and whether NAT changed it.
@@ -191,6 +258,14 @@ impl FaultState {
     }
 }
 
+/// Decrements `armed` if it is above 0; whether it did.
+fn take_one(armed: &AtomicU32) -> bool {
+    armed.load(Ordering::Relaxed) > 0
+        && armed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,5 +292,30 @@ mod tests {
         assert_eq!(s.latency(), Duration::from_millis(7));
         assert!(s.is_silent());
         assert_eq!(s.silent_hold(), None);
+    }
+
+    #[test]
+    fn corruption_counts_down_and_rearms() {
+        let s = FaultState::new(1);
+        assert!(!s.take_corrupt_segment());
+        s.set(
+            &Faults::none()
+                .with_corrupt_segments(2)
+                .with_damaged_v4_lengths(1),
+        );
+        assert!(s.take_corrupt_segment());
+        assert!(s.take_corrupt_segment());
+        assert!(!s.take_corrupt_segment());
+        assert!(s.take_damaged_v4_length());
+        assert!(!s.take_damaged_v4_length());
+        s.set(&Faults::none().with_corrupt_segments(3));
+        assert!(s.take_corrupt_segment());
+        // What remains is what `get` reports, and setting that back keeps it.
+        assert_eq!(s.get().corrupt_segments, 2);
+        s.set(&s.get().with_latency(Duration::from_millis(1)));
+        assert!(s.take_corrupt_segment());
+        assert!(s.take_corrupt_segment());
+        assert!(!s.take_corrupt_segment());
+        assert_eq!(s.get().corrupt_segments, 0);
     }
 }

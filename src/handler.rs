@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{BufMut, Bytes, BytesMut};
 use scylla_cql::frame::header::{Direction, Flags, FrameHeader, Opcode};
 use scylla_cql::frame::wire;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::sharding::{Shard, Sharder};
 
 use crate::stats::{bump_both, NodeStats};
@@ -44,8 +45,10 @@ pub mod error_code {
 pub struct Request {
     /// The decoded header (the body length matches `body`).
     pub header: FrameHeader,
-    /// The body exactly as received. If the connection negotiated compression
-    /// and [`FrameHeader::flags`] has [`Flags::COMPRESSION`], it is compressed.
+    /// The body exactly as received (in protocol v5: as carried by its
+    /// segments, after their decompression). If a v4 connection negotiated
+    /// compression and [`FrameHeader::flags`] has [`Flags::COMPRESSION`], it
+    /// is compressed.
     pub body: Bytes,
 }
 
@@ -91,10 +94,16 @@ impl Response {
         Response::new(Opcode::Error, b.freeze())
     }
 
-    /// Appends this response as a complete frame on `stream`.
+    /// Appends this response as a complete protocol v4 frame on `stream`.
     pub fn encode_frame(&self, stream: i16, out: &mut BytesMut) {
+        self.encode_frame_as(ProtocolVersion::V4, stream, out);
+    }
+
+    /// Appends this response as a complete frame (a v5 envelope, before
+    /// segment framing) of `version` on `stream`.
+    pub fn encode_frame_as(&self, version: ProtocolVersion, stream: i16, out: &mut BytesMut) {
         FrameHeader {
-            version: scylla_cql::frame::ProtocolVersion::V4,
+            version,
             direction: Direction::Response,
             flags: self.flags,
             stream,
@@ -144,6 +153,10 @@ pub struct SessionState {
     /// Whether STARTUP asked for `TABLETS_ROUTING_V1` (tablet routing
     /// payloads go only to such connections).
     pub tablets_routing_v1: bool,
+    /// The connection's protocol version: that of the first frame the
+    /// client sent (v4 until then). Requests are decoded and responses
+    /// encoded with it.
+    pub protocol_version: ProtocolVersion,
     /// Whether STARTUP asked for `SCYLLA_USE_METADATA_ID` (offered): result
     /// metadata ids in PREPARED and EXECUTE on v4.
     pub use_metadata_id: bool,
@@ -240,7 +253,17 @@ impl ConnCtx {
         }
     }
 
-    /// Compression negotiated at STARTUP.
+    /// The connection's protocol version (see [`SessionState::protocol_version`]).
+    pub fn protocol_version(&self) -> ProtocolVersion {
+        self.state
+            .lock()
+            .map(|s| s.protocol_version)
+            .unwrap_or_default()
+    }
+
+    /// Compression negotiated at STARTUP. In protocol v5 it applies to
+    /// segments, not to frame bodies: a v5 [`Request`] body is never
+    /// compressed.
     pub fn compression(&self) -> Option<Compression> {
         self.state.lock().ok().and_then(|s| s.compression)
     }

@@ -80,6 +80,9 @@ pub(crate) struct ShardStats {
     pub(crate) requests_non_replica: AtomicU64,
     pub(crate) requests_tablet_misrouted: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
+    pub(crate) version_refusals: AtomicU64,
+    pub(crate) connections_v5: AtomicU64,
+    pub(crate) segment_checksum_failures: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -107,6 +110,9 @@ impl ShardStats {
             requests_non_replica: r(&self.requests_non_replica),
             requests_tablet_misrouted: r(&self.requests_tablet_misrouted),
             protocol_errors: r(&self.protocol_errors),
+            version_refusals: r(&self.version_refusals),
+            connections_v5: r(&self.connections_v5),
+            segment_checksum_failures: r(&self.segment_checksum_failures),
         }
     }
 }
@@ -123,6 +129,10 @@ pub(crate) struct NodeStats {
     pub(crate) nat_rewrites: AtomicU64,
     /// Connections accepted and held without an answer (silent port fault).
     pub(crate) silent_held: AtomicU64,
+    /// Outgoing v5 segments damaged by the corrupt-segments fault.
+    pub(crate) segments_corrupted: AtomicU64,
+    /// Outgoing v4 frames whose length the damaged-lengths fault changed.
+    pub(crate) v4_lengths_damaged: AtomicU64,
 }
 
 impl NodeStats {
@@ -132,6 +142,8 @@ impl NodeStats {
             node: ShardStats::default(),
             nat_rewrites: AtomicU64::new(0),
             silent_held: AtomicU64::new(0),
+            segments_corrupted: AtomicU64::new(0),
+            v4_lengths_damaged: AtomicU64::new(0),
         }
     }
 
@@ -142,6 +154,8 @@ impl NodeStats {
             shards: self.shards.iter().map(ShardStats::snapshot).collect(),
             nat_rewrites: self.nat_rewrites.load(Ordering::Relaxed),
             silent_held: self.silent_held.load(Ordering::Relaxed),
+            segments_corrupted: self.segments_corrupted.load(Ordering::Relaxed),
+            v4_lengths_damaged: self.v4_lengths_damaged.load(Ordering::Relaxed),
         }
     }
 }
@@ -183,8 +197,20 @@ pub struct StatsCounters {
     /// the tablet's replicas, or a replica node on a shard other than the
     /// tablet's shard there.
     pub requests_tablet_misrouted: u64,
-    /// Malformed frames answered with a protocol error.
+    /// Malformed frames answered with a protocol error (version refusals
+    /// included).
     pub protocol_errors: u64,
+    /// Connections whose first frame had a protocol version the cluster
+    /// does not serve (a v5 frame on a v4-only cluster, v3, garbage):
+    /// answered with a protocol error "Invalid or unsupported protocol
+    /// version (N); ..." and closed, as a server does to make a client
+    /// negotiate down.
+    pub version_refusals: u64,
+    /// Connections whose first frame was protocol v5 (and served).
+    pub connections_v5: u64,
+    /// v5 connections closed because a segment from the client failed its
+    /// CRC24 (header) or CRC32 (payload) check.
+    pub segment_checksum_failures: u64,
 }
 
 /// A point-in-time copy of one node's counters.
@@ -200,6 +226,10 @@ pub struct NodeStatsSnapshot {
     pub nat_rewrites: u64,
     /// Connections held silently by the silent shard-aware port fault.
     pub silent_held: u64,
+    /// Outgoing v5 segments damaged by [`crate::Faults::corrupt_segments`].
+    pub segments_corrupted: u64,
+    /// Outgoing v4 frames damaged by [`crate::Faults::damage_v4_lengths`].
+    pub v4_lengths_damaged: u64,
 }
 
 /// A point-in-time copy of every node's counters, indexed by node.

@@ -7,6 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use scylla_cql::frame::header::Opcode;
 use scylla_cql::frame::wire;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::sharding::{Shard, BIASED_TOKEN_ROUND_ROBIN, MURMUR3_PARTITIONER};
 
 use crate::handler::Response;
@@ -25,8 +26,21 @@ pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
 /// ScyllaDB's key for result metadata ids on protocol v4.
 pub const SCYLLA_USE_METADATA_ID: &str = "SCYLLA_USE_METADATA_ID";
 
+/// The `PROTOCOL_VERSIONS` values of a cluster serving versions up to
+/// `max`, oldest first, in Cassandra's `number/name` form (`"4/v4"`,
+/// `"5/v5"`). Cassandra also lists `3/v3`; the test cluster lists only what
+/// it really speaks.
+pub fn protocol_versions(max: ProtocolVersion) -> Vec<String> {
+    ProtocolVersion::ALL
+        .iter()
+        .filter(|v| **v <= max)
+        .map(|v| format!("{}/{v}", v.number()))
+        .collect()
+}
+
 /// The SUPPORTED options of a connection on `shard` of a node with
-/// `nr_shards` shards and (maybe) a shard-aware port.
+/// `nr_shards` shards and (maybe) a shard-aware port, on a cluster serving
+/// every protocol version this crate speaks.
 pub fn supported_options(
     shard: Shard,
     nr_shards: u16,
@@ -44,11 +58,29 @@ pub fn supported_options_with_ssl(
     shard_aware_port: Option<u16>,
     shard_aware_port_ssl: Option<u16>,
 ) -> Vec<(&'static str, Vec<String>)> {
+    supported_options_for(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        ProtocolVersion::NEWEST,
+    )
+}
+
+/// [`supported_options_with_ssl`] of a cluster serving protocol versions
+/// up to `max_version` (listed in `PROTOCOL_VERSIONS`).
+pub fn supported_options_for(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+    max_version: ProtocolVersion,
+) -> Vec<(&'static str, Vec<String>)> {
     let one = |s: String| vec![s];
     let mut v = vec![
         ("CQL_VERSION", one(CQL_VERSION.into())),
         ("COMPRESSION", one("lz4".into())),
-        ("PROTOCOL_VERSIONS", one("4/v4".into())),
+        ("PROTOCOL_VERSIONS", protocol_versions(max_version)),
         ("SCYLLA_SHARD", one(shard.to_string())),
         ("SCYLLA_NR_SHARDS", one(nr_shards.to_string())),
         ("SCYLLA_PARTITIONER", one(MURMUR3_PARTITIONER.into())),
@@ -95,11 +127,12 @@ pub fn supported_response_with_ssl(
     shard_aware_port: Option<u16>,
     shard_aware_port_ssl: Option<u16>,
 ) -> Response {
-    supported_response_with(
+    supported_response_for(
         shard,
         nr_shards,
         shard_aware_port,
         shard_aware_port_ssl,
+        ProtocolVersion::NEWEST,
         false,
     )
 }
@@ -113,8 +146,33 @@ pub fn supported_response_with(
     shard_aware_port_ssl: Option<u16>,
     use_metadata_id: bool,
 ) -> Response {
-    let mut opts =
-        supported_options_with_ssl(shard, nr_shards, shard_aware_port, shard_aware_port_ssl);
+    supported_response_for(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        ProtocolVersion::NEWEST,
+        use_metadata_id,
+    )
+}
+
+/// The SUPPORTED response of a cluster serving protocol versions up to
+/// `max_version`, offering [`SCYLLA_USE_METADATA_ID`] when `use_metadata_id`.
+pub fn supported_response_for(
+    shard: Shard,
+    nr_shards: u16,
+    shard_aware_port: Option<u16>,
+    shard_aware_port_ssl: Option<u16>,
+    max_version: ProtocolVersion,
+    use_metadata_id: bool,
+) -> Response {
+    let mut opts = supported_options_for(
+        shard,
+        nr_shards,
+        shard_aware_port,
+        shard_aware_port_ssl,
+        max_version,
+    );
     if use_metadata_id {
         opts.push((SCYLLA_USE_METADATA_ID, vec![String::new()]));
     }
@@ -132,6 +190,16 @@ pub fn supported_response_with(
 mod tests {
     use super::*;
     use scylla_cql::frame::wire::WireReader;
+
+    #[test]
+    fn lists_the_versions_served() {
+        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V4, false);
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4"]);
+        let r = supported_response_for(0, 1, None, None, ProtocolVersion::V5, false);
+        let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
+        assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4", "5/v5"]);
+    }
 
     #[test]
     fn advertises_the_ssl_shard_aware_port_next_to_the_plain_one() {
@@ -160,6 +228,7 @@ mod tests {
         );
         assert_eq!(m["SCYLLA_RATE_LIMIT_ERROR"], vec!["ERROR_CODE=61440"]);
         assert_eq!(m["TABLETS_ROUTING_V1"], vec![""]);
+        assert_eq!(m["PROTOCOL_VERSIONS"], vec!["4/v4", "5/v5"]);
         let r = supported_response(0, 1, None);
         let m = WireReader::new(&r.body).read_string_multimap("s").unwrap();
         assert!(!m.contains_key("SCYLLA_SHARD_AWARE_PORT"));

@@ -238,7 +238,7 @@ async fn shard_aware_port_uses_the_source_port() {
         );
         assert_eq!(opts["SCYLLA_SHARDING_IGNORE_MSB"], vec!["12"]);
         assert_eq!(opts["COMPRESSION"], vec!["lz4"]);
-        assert_eq!(opts["PROTOCOL_VERSIONS"], vec!["4/v4"]);
+        assert_eq!(opts["PROTOCOL_VERSIONS"], vec!["4/v4", "5/v5"]);
     }
     let st = c.stats();
     assert_eq!(st.nodes[1].node.accepted_shard_aware, 8);

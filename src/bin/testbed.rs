@@ -14,6 +14,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use scylla_cql::frame::ProtocolVersion;
 use scylla_testbed::{Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions};
 
 const USAGE: &str = "\
@@ -30,6 +31,8 @@ usage: testbed [options]
   --nat                   rewrite source ports on the shard-aware port (random)
   --nat-offset N          rewrite source ports by adding N
   --latency-ms N          delay before each response
+  --protocol-version 4|5  highest native protocol version served (default 5;
+                          4 refuses v5 like ScyllaDB, so clients negotiate down)
   --block X.Y             use addresses 127.X.Y.1.. instead of an allocated block
   --tls-dir DIR           also serve TLS (port 9142, shard-aware 19142); write
                           DIR/ca.pem, DIR/client.pem and DIR/client.key
@@ -100,6 +103,12 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
                     parse_num("--block", Some(x.into()))?,
                     parse_num("--block", Some(y.into()))?,
                 );
+            }
+            "--protocol-version" => {
+                let n: u8 = parse_num(&flag, it.next())?;
+                let v = ProtocolVersion::from_number(n)
+                    .ok_or_else(|| format!("--protocol-version: {n} is not 4 or 5"))?;
+                b = b.max_protocol_version(v);
             }
             "--duration-secs" => duration = Some(Duration::from_secs(parse_num(&flag, it.next())?)),
             "--tls-dir" => {
@@ -172,10 +181,11 @@ async fn run(args: Args) -> ExitCode {
         }
     };
     println!(
-        "cluster '{}': {} node(s), {} shard(s) each, faults: {:?}",
+        "cluster '{}': {} node(s), {} shard(s) each, protocol up to {}, faults: {:?}",
         cluster.topology().cluster_name(),
         cluster.len(),
         cluster.shards(),
+        cluster.config().max_protocol_version,
         args.faults
     );
     for n in cluster.nodes() {

@@ -32,8 +32,8 @@ pub(crate) fn invalid<T>(msg: impl Into<String>) -> Result<T, CqlError> {
 }
 
 impl CqlError {
-    /// The ERROR response.
-    pub(crate) fn into_response(self) -> Response {
+    /// The ERROR response, its body as `version` writes it.
+    pub(crate) fn into_response(self, version: ProtocolVersion) -> Response {
         let (error, message) = match self {
             CqlError::Syntax(m) => (DbError::SyntaxError, m),
             CqlError::Invalid(m) => (DbError::Invalid, m),
@@ -50,7 +50,7 @@ impl CqlError {
         };
         let mut b = BytesMut::new();
         let e = ErrorResponse { error, message };
-        match e.encode_body(&mut b, ProtocolVersion::V4) {
+        match e.encode_body(&mut b, version) {
             Ok(()) => Response::new(scylla_cql::frame::header::Opcode::Error, b.freeze()),
             Err(_) => Response::error(error_code::SERVER_ERROR, &e.message),
         }

@@ -85,11 +85,13 @@ impl RequestHandler for CqlHandler {
     }
 }
 
-fn result_response(body: &ResultBody) -> Response {
+fn result_response(body: &ResultBody, version: ProtocolVersion) -> Response {
     let mut b = BytesMut::new();
-    match body.encode_body(&mut b, ProtocolVersion::V4) {
+    match body.encode_body(&mut b, version) {
         Ok(()) => Response::new(Opcode::Result, b.freeze()),
-        Err(e) => CqlError::Invalid(format!("cannot encode the result: {e}")).into_response(),
+        Err(e) => {
+            CqlError::Invalid(format!("cannot encode the result: {e}")).into_response(version)
+        }
     }
 }
 
@@ -126,22 +128,25 @@ fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
 
 impl CqlHandler {
     fn serve(&self, ctx: &ConnCtx, req: &Request) -> Response {
+        let version = ctx.protocol_version();
         let comp = ctx.compression().map(|c| match c {
             Compression::Lz4 => scylla_cql::Compression::Lz4,
         });
         let env = match decode_envelope(&req.header, req.body.clone(), comp, DEFAULT_MAX_BODY_LEN) {
             Ok(e) => e,
-            Err(e) => return CqlError::Protocol(format!("invalid frame: {e}")).into_response(),
+            Err(e) => {
+                return CqlError::Protocol(format!("invalid frame: {e}")).into_response(version)
+            }
         };
         let decode_ctx = RequestContext {
-            version: ProtocolVersion::V4,
+            version,
             use_metadata_id: ctx.use_metadata_id(),
         };
         let msg = match CqlRequest::decode_in(req.header.opcode, &env.body, &decode_ctx) {
             Ok(m) => m,
             Err(e) => {
                 let what = format!("invalid {:?} body: {e}", req.header.opcode);
-                return CqlError::Protocol(what).into_response();
+                return CqlError::Protocol(what).into_response(version);
             }
         };
         // The `tablets-routing-v1` payload value, when the request touched a
@@ -188,10 +193,10 @@ impl CqlHandler {
             ))),
         };
         match result {
-            Ok(body) => with_tablet_payload(result_response(&body), tablet_payload),
+            Ok(body) => with_tablet_payload(result_response(&body, version), tablet_payload),
             Err(e) => {
                 tracing::debug!(node = ctx.node_index(), error = ?e, "CQL error");
-                e.into_response()
+                e.into_response(version)
             }
         }
     }
@@ -302,11 +307,11 @@ impl CqlHandler {
         }));
         Ok(ResultBody::Prepared(Box::new(Prepared {
             id,
-            // Answers are written as v4: with an id only when the connection
-            // negotiated SCYLLA_USE_METADATA_ID.
-            result_metadata_id: ctx
-                .use_metadata_id()
-                .then(|| select::metadata_id(&result_metadata)),
+            // An id always in v5; in v4 only when the connection negotiated
+            // SCYLLA_USE_METADATA_ID.
+            result_metadata_id: (ctx.protocol_version() == ProtocolVersion::V5
+                || ctx.use_metadata_id())
+            .then(|| select::metadata_id(&result_metadata)),
             metadata,
             result_metadata,
         })))

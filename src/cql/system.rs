@@ -383,13 +383,14 @@ fn system_tablets(ctx: &ConnCtx, schema: &Schema) -> View {
     view("system", "tablets", &TABLETS_COLS, rows)
 }
 
-const STATS_COLS: [(&str, &str); 16] = [
+const STATS_COLS: [(&str, &str); 19] = [
     ("node", "int"),
     ("shard", "int"),
     ("accepted_regular", "bigint"),
     ("accepted_shard_aware", "bigint"),
     ("accepted_tls", "bigint"),
     ("connections", "bigint"),
+    ("connections_v5", "bigint"),
     ("handshakes_finished", "bigint"),
     ("handshakes_shed", "bigint"),
     ("handshakes_started", "bigint"),
@@ -399,7 +400,9 @@ const STATS_COLS: [(&str, &str); 16] = [
     ("requests_served", "bigint"),
     ("requests_tablet_misrouted", "bigint"),
     ("requests_wrong_shard", "bigint"),
+    ("segment_checksum_failures", "bigint"),
     ("up", "boolean"),
+    ("version_refusals", "bigint"),
 ];
 
 fn testbed_stats(ctx: &ConnCtx) -> View {
@@ -415,6 +418,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 big(c.accepted_shard_aware),
                 big(c.accepted_tls),
                 big(c.connections),
+                big(c.connections_v5),
                 big(c.handshakes_finished),
                 big(c.handshakes_shed),
                 big(c.handshakes_started),
@@ -424,7 +428,9 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 big(c.requests_served),
                 big(c.requests_tablet_misrouted),
                 big(c.requests_wrong_shard),
+                big(c.segment_checksum_failures),
                 Some(CqlValue::Boolean(node.up)),
+                big(c.version_refusals),
             ]);
         }
     }
