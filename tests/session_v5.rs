@@ -2,9 +2,8 @@
 //! in-process test cluster: result metadata ids (v5, or v4 with ScyllaDB's
 //! `SCYLLA_USE_METADATA_ID`), the per-request keyspace, `now_in_seconds`.
 //!
-//! Tests whose outcome depends on the negotiated version read it from a
-//! connection and assert what that version must do, so they hold whichever
-//! version the session speaks; the ones that need v5 say so.
+//! Each test pins the version it is about (the test cluster speaks v5 by
+//! default, and v4 to a client that asks for it).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::atomic::Ordering;
@@ -20,8 +19,11 @@ mod common;
 use common::create_keyspace;
 
 /// A one-node cluster (with `SCYLLA_USE_METADATA_ID` offered when
-/// `metadata_id`), its handler, and a connected session.
-async fn setup(metadata_id: bool) -> (TestCluster, Arc<CqlHandler>, Session) {
+/// `metadata_id`), its handler, and a session pinned to `version`.
+async fn setup(
+    metadata_id: bool,
+    version: ProtocolVersion,
+) -> (TestCluster, Arc<CqlHandler>, Session) {
     let handler = Arc::new(CqlHandler::new());
     let cluster = TestCluster::builder()
         .nodes(1)
@@ -33,10 +35,12 @@ async fn setup(metadata_id: bool) -> (TestCluster, Arc<CqlHandler>, Session) {
         .unwrap();
     let session = SessionBuilder::new()
         .known_node(cluster.cql_addrs()[0].to_string())
+        .protocol_version(version)
         .build()
         .await
         .unwrap();
     assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    assert_eq!(version_of(&session), version);
     (cluster, handler, session)
 }
 
@@ -77,7 +81,14 @@ async fn table_with_one_row(session: &Session) {
 /// statement adopts them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_id_skips_metadata_and_adopts_changed_columns() {
-    let (_plain_cluster, _, plain) = setup(false).await;
+    // v4 with ScyllaDB's extension, and v5 (which always has ids).
+    for (metadata_id, version) in [(true, ProtocolVersion::V4), (false, ProtocolVersion::V5)] {
+        metadata_ids_in(metadata_id, version).await;
+    }
+}
+
+async fn metadata_ids_in(metadata_id: bool, version: ProtocolVersion) {
+    let (_plain_cluster, _, plain) = setup(false, ProtocolVersion::V4).await;
     table_with_one_row(&plain).await;
     let plain_select = plain
         .prepare("SELECT * FROM md.t WHERE pk = ?")
@@ -86,7 +97,7 @@ async fn metadata_id_skips_metadata_and_adopts_changed_columns() {
     assert_eq!(plain_select.result_metadata_id(), None);
     let plain_bytes = bytes_read_per_execution(&plain, &plain_select, 20).await;
 
-    let (_cluster, _, session) = setup(true).await;
+    let (_cluster, _, session) = setup(metadata_id, version).await;
     table_with_one_row(&session).await;
     let select = session
         .prepare("SELECT * FROM md.t WHERE pk = ?")
@@ -178,29 +189,22 @@ async fn reprepare_after_use(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reprepare_after_use_keeps_the_prepared_keyspace_on_v5_only() {
-    let (_cluster, handler, session) = setup(false).await;
-    let outcome = reprepare_after_use(&session, &handler).await;
-    match version_of(&session) {
-        ProtocolVersion::V5 => assert_eq!(outcome.unwrap(), "one"),
-        // v4 cannot name the keyspace: the statement is prepared again in
-        // ks2, under another id, and the execution fails (or, were the ids
-        // the same, would read ks2): never ks1's row.
-        ProtocolVersion::V4 => assert_ne!(outcome.ok().as_deref(), Some("one")),
-    }
-}
-
-/// The same on v5 only (the test cluster speaks v5 once its v5 support is
-/// merged; until then this is ignored).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs v5 in the test cluster"]
 async fn reprepare_after_use_keeps_the_prepared_keyspace_on_v5() {
-    let (_cluster, handler, session) = setup(false).await;
-    assert_eq!(version_of(&session), ProtocolVersion::V5);
+    let (_cluster, handler, session) = setup(false, ProtocolVersion::V5).await;
     assert_eq!(
         reprepare_after_use(&session, &handler).await.unwrap(),
         "one"
     );
+}
+
+/// v4 cannot name the keyspace: the statement is prepared again in ks2,
+/// under another id, and the execution fails (or, were the ids the same,
+/// would read ks2): never ks1's row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reprepare_after_use_cannot_keep_the_keyspace_on_v4() {
+    let (_cluster, handler, session) = setup(false, ProtocolVersion::V4).await;
+    let outcome = reprepare_after_use(&session, &handler).await;
+    assert_ne!(outcome.ok().as_deref(), Some("one"));
 }
 
 /// `now_in_seconds` is a v5 option: on a v4 connection the request fails
@@ -208,7 +212,13 @@ async fn reprepare_after_use_keeps_the_prepared_keyspace_on_v5() {
 /// silently), and nothing is retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn now_in_seconds_needs_v5() {
-    let (_cluster, _, session) = setup(false).await;
+    for version in ProtocolVersion::ALL {
+        now_in_seconds_in(version).await;
+    }
+}
+
+async fn now_in_seconds_in(version: ProtocolVersion) {
+    let (_cluster, _, session) = setup(false, version).await;
     table_with_one_row(&session).await;
     let mut statement = Statement::new("SELECT v FROM md.t WHERE pk = 1");
     statement.set_now_in_seconds(Some(1_700_000_000));
