@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use scylla_cql::frame::ProtocolVersion;
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -34,10 +35,10 @@ impl Drop for Server {
 }
 
 /// Starts `testbed` (1 node, 2 shards, with `extra` flags) on a fresh
-/// loopback block (`second` picks another one); returns it and the node's
+/// loopback block (`block` picks one of several); returns it and the node's
 /// address once it listens.
-fn start_server(extra: &[&str], second: bool) -> (Server, String) {
-    let block = format!("{}.{}", 81 + u8::from(second), std::process::id() % 200 + 1);
+fn start_server(extra: &[&str], block: u8) -> (Server, String) {
+    let block = format!("{}.{}", 81 + block, std::process::id() % 200 + 1);
     let mut child = Command::new(env!("CARGO_BIN_EXE_testbed"))
         .args(["--nodes", "1", "--shards", "2", "--block", &block])
         .args(extra)
@@ -105,22 +106,29 @@ async fn run(
 }
 
 /// Both ways of reading SELECT results: with their own columns (plain v4),
-/// and with the prepared statement's (metadata ids: skipped metadata).
+/// and with the prepared statement's (metadata ids: skipped metadata, on v4
+/// with ScyllaDB's extension and on v5, whose frames travel in segments).
 #[test]
 fn steady_state_requests_do_not_allocate() {
-    measure(&[], false);
-    measure(&["--use-metadata-id"], true);
+    measure(&[], 0, ProtocolVersion::V4, false);
+    measure(&["--use-metadata-id"], 1, ProtocolVersion::V4, true);
+    measure(&[], 2, ProtocolVersion::V5, true);
 }
 
-fn measure(extra: &[&str], second: bool) {
-    let (_server, addr) = start_server(extra, second);
+fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
+    let (_server, addr) = start_server(extra, block);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let s = SessionBuilder::new().known_node(addr).build().await.unwrap();
+        let s = SessionBuilder::new()
+            .known_node(addr)
+            .protocol_version(version)
+            .build()
+            .await
+            .unwrap();
         assert!(s.wait_for_all_shards(Duration::from_secs(20)).await);
         s.query_unpaged(
             "CREATE KEYSPACE alloc WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
@@ -139,8 +147,8 @@ fn measure(extra: &[&str], second: bool) {
             .prepare("SELECT k, v FROM alloc.kv WHERE k = ?")
             .await
             .unwrap();
-        // The second server offers metadata ids: SELECTs skip their metadata.
-        assert_eq!(select.result_metadata_id().is_some(), second);
+        // With metadata ids, SELECTs skip their metadata.
+        assert_eq!(select.result_metadata_id().is_some(), ids);
         // Every key the SELECTs read exists.
         run(&s, &insert, Workload::Insert, 0, 1000, 16).await;
 
@@ -155,7 +163,7 @@ fn measure(extra: &[&str], second: bool) {
                 // and one Arc: not per request.
                 let per_request = stats.allocations as f64 / MEASURED as f64;
                 println!(
-                    "{extra:?} {w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
+                    "{version} {extra:?} {w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
                     stats.allocations
                 );
                 report.push((w, c, stats.allocations));

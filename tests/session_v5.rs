@@ -109,7 +109,11 @@ async fn metadata_ids_in(metadata_id: bool, version: ProtocolVersion) {
     // The skipped metadata: the table spec ("md", "t": 4 + 3 bytes) and
     // two column specs ("pk" bigint, "v" varchar: 6 + 5 bytes); v5 adds its
     // segment framing around each response (6-byte header, 4-byte CRC32).
-    let framing = if version == ProtocolVersion::V5 { 10 } else { 0 };
+    let framing = if version == ProtocolVersion::V5 {
+        10
+    } else {
+        0
+    };
     assert_eq!(
         (plain_bytes + framing).checked_sub(bytes),
         Some(18),
