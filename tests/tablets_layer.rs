@@ -97,13 +97,23 @@ fn cell<T: SerializeValue>(v: &T, t: &ColumnType) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The first bound value of an EXECUTE body, if any.
-fn first_value(body: &[u8]) -> Option<Vec<u8>> {
+/// The first bound value of an EXECUTE body written in `version`, if any.
+fn first_value(body: &[u8], version: ProtocolVersion) -> Option<Vec<u8>> {
     let mut b = body;
     let id_len = b.try_get_u16().ok()? as usize;
     b.advance(id_len.min(b.len()));
+    let v5 = version == ProtocolVersion::V5;
+    if v5 {
+        // The result metadata id, then [int] flags.
+        let id_len = b.try_get_u16().ok()? as usize;
+        b.advance(id_len.min(b.len()));
+    }
     let _consistency = b.try_get_u16().ok()?;
-    let flags = b.try_get_u8().ok()?;
+    let flags = if v5 {
+        b.try_get_u32().ok()?
+    } else {
+        u32::from(b.try_get_u8().ok()?)
+    };
     if flags & 0x01 == 0 || flags & 0x40 != 0 {
         return None;
     }
@@ -211,7 +221,7 @@ impl RequestHandler for TabletLayer {
                 }
             }
             let payload = (request.header.opcode == Opcode::Execute)
-                .then(|| first_value(&request.body))
+                .then(|| first_value(&request.body, ctx.protocol_version()))
                 .flatten()
                 .filter(|v| v.len() == 8)
                 .and_then(|pk| self.misroute_payload(ctx, &pk));
