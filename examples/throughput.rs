@@ -57,8 +57,10 @@ use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::frame::wire::RawValue;
 use scylla_cql::types::SerializedValues;
 use scylla_driver::connection::tls::TlsConfig;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_driver::connection::{
-    open, Coalescing, Connection, ConnectionConfig, IoCounters, IoSnapshot, RequestOptions,
+    open, Coalescing, Connection, ConnectionConfig, IoCounters, IoSnapshot, ProtocolChoice,
+    RequestOptions,
 };
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -68,7 +70,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 const USAGE: &str = "usage: throughput [--node HOST:PORT] [--workload options|insert|select]
   [--concurrency C] [--requests N] [--warmup N] [--connections K]
   [--coalescing off|fixed:<micros>|adaptive|adaptive:<max_micros>:<max_bytes>|all] [--threads T] [--json]
-  [--tls [--tls-ca PATH]] [--front]";
+  [--tls [--tls-ca PATH]] [--front] [--protocol 4|5] [--full-metadata]";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -96,6 +98,10 @@ struct Args {
     tls_ca: Option<String>,
     /// The TLS configuration, once known (the child's CA).
     tls_config: Option<TlsConfig>,
+    /// A pinned protocol version (default: negotiated).
+    protocol: Option<ProtocolVersion>,
+    /// SELECTs ask for the result metadata (default: skip it).
+    full_metadata: bool,
 }
 
 fn parse_policy(s: &str) -> Result<Vec<(String, Coalescing)>, String> {
@@ -150,6 +156,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         json: false,
         tls: false,
         plain_front: false,
+        protocol: None,
+        full_metadata: false,
         tls_ca: None,
         tls_config: None,
     };
@@ -175,6 +183,16 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--json" => a.json = true,
             "--tls" => a.tls = true,
             "--front" => a.plain_front = true,
+            "--protocol" => {
+                let v = value()?;
+                a.protocol = Some(
+                    v.parse::<u8>()
+                        .ok()
+                        .and_then(ProtocolVersion::from_number)
+                        .ok_or(format!("--protocol {v}: expected 4 or 5"))?,
+                );
+            }
+            "--full-metadata" => a.full_metadata = true,
             "--tls-ca" => a.tls_ca = Some(value()?),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -450,6 +468,7 @@ fn spawn_server(
 /// One run's measurements.
 struct Report {
     policy: String,
+    protocol: ProtocolVersion,
     ops_per_s: f64,
     p50: u32,
     p99: u32,
@@ -458,6 +477,7 @@ struct Report {
     allocs_per_req: f64,
     writes_per_req: f64,
     reads_per_req: f64,
+    bytes_read_per_req: f64,
     errors: u64,
 }
 
@@ -470,22 +490,23 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
         let r = run_one(args, addr, name, *policy).await?;
         if args.json {
             println!(
-                "{{\"workload\":\"{:?}\",\"policy\":\"{}\",\"concurrency\":{},\"connections\":{},\"tls\":{},\"requests\":{},\"ops_per_s\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"cpu_us_per_req\":{:.3},\"allocs_per_req\":{:.3},\"writes_per_req\":{:.4},\"reads_per_req\":{:.4},\"errors\":{}}}",
+                "{{\"workload\":\"{:?}\",\"policy\":\"{}\",\"concurrency\":{},\"connections\":{},\"tls\":{},\"requests\":{},\"ops_per_s\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"cpu_us_per_req\":{:.3},\"allocs_per_req\":{:.3},\"writes_per_req\":{:.4},\"reads_per_req\":{:.4},\"bytes_read_per_req\":{:.1},\"protocol\":\"{}\",\"errors\":{}}}",
                 args.workload, r.policy, args.concurrency, args.connections, args.tls, args.requests,
                 r.ops_per_s, r.p50, r.p99, r.p999, r.cpu_us_per_req, r.allocs_per_req,
-                r.writes_per_req, r.reads_per_req, r.errors
+                r.writes_per_req, r.reads_per_req, r.bytes_read_per_req, r.protocol, r.errors
             );
         }
         reports.push(r);
     }
     if !args.json {
         println!(
-            "workload {:?}, concurrency {}, {} connection(s){}, {} requests (+{} warm-up), {} client thread(s), server {}",
-            args.workload, args.concurrency, args.connections, if args.tls { " over TLS" } else { "" }, args.requests, args.warmup,
+            "workload {:?}{}, protocol {}, concurrency {}, {} connection(s){}, {} requests (+{} warm-up), {} client thread(s), server {}",
+            args.workload, if args.full_metadata { " (full result metadata)" } else { "" },
+            reports.first().map_or("?".to_owned(), |r| r.protocol.to_string()), args.concurrency, args.connections, if args.tls { " over TLS" } else { "" }, args.requests, args.warmup,
             args.threads, args.node.map_or("in-process test cluster (child process)".to_owned(), |a| a.to_string())
         );
         println!(
-            "{:<12} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            "{:<12} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
             "coalescing",
             "ops/s",
             "p50 µs",
@@ -495,11 +516,12 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
             "allocs/r",
             "writes/r",
             "reads/r",
+            "rbytes/r",
             "errors"
         );
         for r in &reports {
             println!(
-                "{:<12} {:>10.0} {:>8} {:>8} {:>8} {:>9.2} {:>9.3} {:>9.4} {:>9.4} {:>6}",
+                "{:<12} {:>10.0} {:>8} {:>8} {:>8} {:>9.2} {:>9.3} {:>9.4} {:>9.4} {:>9.1} {:>6}",
                 r.policy,
                 r.ops_per_s,
                 r.p50,
@@ -509,6 +531,7 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
                 r.allocs_per_req,
                 r.writes_per_req,
                 r.reads_per_req,
+                r.bytes_read_per_req,
                 r.errors
             );
         }
@@ -538,6 +561,9 @@ async fn simple_query(conn: &Connection, cql: &str) -> Result<ResultBody, BoxErr
 fn base_config(args: &Args) -> ConnectionConfig {
     ConnectionConfig {
         tls: args.tls_config.clone(),
+        protocol: args
+            .protocol
+            .map_or_else(ProtocolChoice::negotiate, ProtocolChoice::pinned),
         ..ConnectionConfig::default()
     }
 }
@@ -568,6 +594,8 @@ async fn prepare(conn: &Connection, cql: &str) -> Result<PreparedIds, BoxError> 
 /// What every task of a phase shares.
 struct Phase {
     conns: Vec<Connection>,
+    /// SELECTs ask for their result metadata.
+    full_metadata: bool,
     workload: Workload,
     insert_id: PreparedIds,
     select_id: PreparedIds,
@@ -612,7 +640,7 @@ async fn one_request(p: &Phase, i: usize, values: &mut SerializedValues) -> Resu
         params: QueryParameters {
             consistency: Consistency::One,
             values: Cow::Borrowed(values),
-            skip_metadata: !insert,
+            skip_metadata: !insert && !p.full_metadata,
             ..QueryParameters::default()
         },
     };
@@ -667,6 +695,7 @@ async fn run_phase(
 ) -> PhaseResult {
     let p = Arc::new(Phase {
         conns: template.conns.clone(),
+        full_metadata: template.full_metadata,
         workload,
         insert_id: template.insert_id.clone(),
         select_id: template.select_id.clone(),
@@ -767,8 +796,10 @@ async fn run_one(
             prepare(&conns[0], "SELECT v FROM tput.kv WHERE pk = ?").await?,
         )
     };
+    let protocol = conns[0].protocol_version();
     let template = Phase {
         conns,
+        full_metadata: args.full_metadata,
         workload: args.workload,
         insert_id,
         select_id,
@@ -805,6 +836,7 @@ async fn run_one(
     let n = args.requests as f64;
     Ok(Report {
         policy: name.to_owned(),
+        protocol,
         ops_per_s: n / r.elapsed.as_secs_f64(),
         p50: percentile(&lat, 0.50),
         p99: percentile(&lat, 0.99),
@@ -813,6 +845,7 @@ async fn run_one(
         allocs_per_req: r.allocs as f64 / n,
         writes_per_req: r.io.write_syscalls as f64 / n,
         reads_per_req: r.io.read_syscalls as f64 / n,
+        bytes_read_per_req: r.io.bytes_read as f64 / n,
         errors: r.errors,
     })
 }

@@ -19,7 +19,12 @@
 # certificate, which both clients then present. Against an external server:
 # --node HOST:TLSPORT --tls-ca FILE [--tls-cert FILE --tls-key FILE].
 #
-# usage: scripts/compare-drivers.sh [--node HOST:PORT] [--rounds R]
+# --ours-protocol 4|5 pins the protocol version of ours (default: negotiated,
+# which is v5 against the testbed and Cassandra 4+; the official driver speaks
+# v4 only). v5 frames travel in checksummed segments and EXECUTE of a SELECT
+# skips the result metadata (the statement's metadata id).
+#
+# usage: scripts/compare-drivers.sh [--node HOST:PORT] [--rounds R] [--ours-protocol 4|5]
 #          [--concurrency "1 64 512"] [--requests N] [--requests-c1 N]
 #          [--warmup N] [--threads T] [--out FILE.jsonl] [--no-build]
 #          [--tls [--tls-client-auth]] [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]
@@ -55,6 +60,7 @@ while [[ $# -gt 0 ]]; do
         --threads) threads="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
+        --ours-protocol) export OURS_PROTOCOL="$2"; shift 2 ;;
         --tls) tls=1; shift ;;
         --tls-client-auth) tls=1; tls_client_auth=1; shift ;;
         --tls-ca) tls=1; tls_ca="$2"; shift 2 ;;
@@ -186,6 +192,7 @@ if [[ "$tls" == 1 ]]; then
     if [[ -n "$tls_cert" ]]; then tls_args+=(--tls-cert "$tls_cert" --tls-key "$tls_key"); fi
 fi
 echo "== server: $server_desc"
+echo "== ours: protocol ${OURS_PROTOCOL:-negotiated (v5 where the server has it)}; official: v4"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
 
 # Syscalls per request, counted by perf on each client's measured phase,

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use scylla_driver::connection::tls::TlsConfig;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
 
 fn main() {
@@ -67,7 +68,18 @@ async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::E
         }
         builder = builder.tls(config.build()?);
     }
+    // OURS_PROTOCOL=4|5 pins the protocol version (compare-drivers.sh
+    // --ours-protocol); by default the session negotiates.
+    if let Ok(v) = std::env::var("OURS_PROTOCOL") {
+        let version = v
+            .parse::<u8>()
+            .ok()
+            .and_then(ProtocolVersion::from_number)
+            .ok_or_else(|| format!("OURS_PROTOCOL={v}: expected 4 or 5"))?;
+        builder = builder.protocol_version(version);
+    }
     let session = builder.build().await?;
+    eprintln!("ours: protocol {:?}", session.protocol_version());
     for cql in bench_common::schema(&args.keyspace) {
         session.query_unpaged(cql, ()).await?;
     }
