@@ -55,9 +55,9 @@ use scylla_cql::consistency::Consistency;
 use scylla_cql::frame::request::{Execute, Options, Prepare, Query, QueryParameters};
 use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::frame::wire::RawValue;
+use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::types::SerializedValues;
 use scylla_driver::connection::tls::TlsConfig;
-use scylla_cql::frame::ProtocolVersion;
 use scylla_driver::connection::{
     open, Coalescing, Connection, ConnectionConfig, IoCounters, IoSnapshot, ProtocolChoice,
     RequestOptions,

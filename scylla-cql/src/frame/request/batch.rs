@@ -22,7 +22,8 @@ use std::borrow::Cow;
 use bytes::{BufMut, BytesMut};
 
 use super::query_params::{
-    check_v5_parts, put_flags, read_flags, WITH_KEYSPACE, WITH_NOW_IN_SECONDS,
+    check_v5_parts, put_flags, read_flags, Tail, DEFAULT_TIMESTAMP, NAMES_FOR_VALUES,
+    SERIAL_CONSISTENCY, WITH_KEYSPACE, WITH_NOW_IN_SECONDS,
 };
 use crate::consistency::Consistency;
 use crate::error::{DecodeError, EncodeError};
@@ -30,12 +31,6 @@ use crate::frame::wire::{self, WireReader};
 use crate::frame::{MessageBody, Opcode};
 use crate::types::SerializedValues;
 
-/// A serial consistency is present.
-const SERIAL_CONSISTENCY: u32 = 0x10;
-/// A default timestamp is present.
-const DEFAULT_TIMESTAMP: u32 = 0x20;
-/// Values are preceded by names.
-const NAMES_FOR_VALUES: u32 = 0x40;
 /// Every flag a v4 BATCH may carry (names included, though unsupported).
 const KNOWN_V4: u32 = SERIAL_CONSISTENCY | DEFAULT_TIMESTAMP | NAMES_FOR_VALUES;
 /// Every flag a v5 BATCH may carry.
@@ -126,34 +121,15 @@ impl<'a> Batch<'a> {
                 value: i64::from(flags),
             });
         }
-        let serial_consistency = if flags & SERIAL_CONSISTENCY != 0 {
-            Some(r.read_consistency("serial consistency")?)
-        } else {
-            None
-        };
-        let default_timestamp = if flags & DEFAULT_TIMESTAMP != 0 {
-            Some(r.read_long("default timestamp")?)
-        } else {
-            None
-        };
-        let keyspace = if flags & WITH_KEYSPACE != 0 {
-            Some(Cow::Borrowed(r.read_string("keyspace")?))
-        } else {
-            None
-        };
-        let now_in_seconds = if flags & WITH_NOW_IN_SECONDS != 0 {
-            Some(r.read_int("now_in_seconds")?)
-        } else {
-            None
-        };
+        let tail = Tail::decode(r, flags)?;
         Ok(Self {
             batch_type,
             statements: Cow::Owned(statements),
             consistency,
-            serial_consistency,
-            default_timestamp,
-            keyspace,
-            now_in_seconds,
+            serial_consistency: tail.serial_consistency,
+            default_timestamp: tail.default_timestamp,
+            keyspace: tail.keyspace,
+            now_in_seconds: tail.now_in_seconds,
         })
     }
 }
@@ -235,20 +211,17 @@ impl Batch<'_> {
     /// The flags this batch is written with (a `[byte]` in v4, an `[int]`
     /// in v5).
     pub fn flags(&self) -> u32 {
-        let mut f = 0;
-        if self.serial_consistency.is_some() {
-            f |= SERIAL_CONSISTENCY;
+        self.tail().flags()
+    }
+
+    /// The optional parts shared with the QUERY/EXECUTE parameters, borrowed.
+    fn tail(&self) -> Tail<'_> {
+        Tail {
+            serial_consistency: self.serial_consistency,
+            default_timestamp: self.default_timestamp,
+            keyspace: self.keyspace.as_deref().map(Cow::Borrowed),
+            now_in_seconds: self.now_in_seconds,
         }
-        if self.default_timestamp.is_some() {
-            f |= DEFAULT_TIMESTAMP;
-        }
-        if self.keyspace.is_some() {
-            f |= WITH_KEYSPACE;
-        }
-        if self.now_in_seconds.is_some() {
-            f |= WITH_NOW_IN_SECONDS;
-        }
-        f
     }
 }
 
@@ -276,18 +249,6 @@ impl MessageBody for Batch<'_> {
         }
         wire::put_consistency(buf, self.consistency);
         put_flags(buf, self.flags(), version);
-        if let Some(c) = self.serial_consistency {
-            wire::put_consistency(buf, c);
-        }
-        if let Some(ts) = self.default_timestamp {
-            wire::put_long(buf, ts);
-        }
-        if let Some(ks) = &self.keyspace {
-            wire::put_string(buf, ks, "keyspace")?;
-        }
-        if let Some(now) = self.now_in_seconds {
-            wire::put_int(buf, now);
-        }
-        Ok(())
+        self.tail().encode(buf)
     }
 }

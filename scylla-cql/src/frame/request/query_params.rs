@@ -32,11 +32,11 @@ const PAGE_SIZE: u32 = 0x04;
 /// A paging state is present.
 const PAGING_STATE: u32 = 0x08;
 /// A serial consistency is present.
-const SERIAL_CONSISTENCY: u32 = 0x10;
+pub(crate) const SERIAL_CONSISTENCY: u32 = 0x10;
 /// A default timestamp is present.
-const DEFAULT_TIMESTAMP: u32 = 0x20;
+pub(crate) const DEFAULT_TIMESTAMP: u32 = 0x20;
 /// Values are preceded by names.
-const NAMES_FOR_VALUES: u32 = 0x40;
+pub(crate) const NAMES_FOR_VALUES: u32 = 0x40;
 /// A keyspace is present (v5).
 pub(crate) const WITH_KEYSPACE: u32 = 0x80;
 /// A `now_in_seconds` is present (v5).
@@ -147,19 +147,17 @@ impl<'a> QueryParameters<'a> {
         if self.paging_state.is_some() {
             f |= PAGING_STATE;
         }
-        if self.serial_consistency.is_some() {
-            f |= SERIAL_CONSISTENCY;
+        f | self.tail().flags()
+    }
+
+    /// The optional parts shared with BATCH, borrowed.
+    fn tail(&self) -> Tail<'_> {
+        Tail {
+            serial_consistency: self.serial_consistency,
+            default_timestamp: self.default_timestamp,
+            keyspace: self.keyspace.as_deref().map(Cow::Borrowed),
+            now_in_seconds: self.now_in_seconds,
         }
-        if self.default_timestamp.is_some() {
-            f |= DEFAULT_TIMESTAMP;
-        }
-        if self.keyspace.is_some() {
-            f |= WITH_KEYSPACE;
-        }
-        if self.now_in_seconds.is_some() {
-            f |= WITH_NOW_IN_SECONDS;
-        }
-        f
     }
 
     /// Appends the encoded parameters for a connection speaking `version`.
@@ -186,18 +184,7 @@ impl<'a> QueryParameters<'a> {
         if let Some(state) = &self.paging_state {
             wire::put_bytes(buf, Some(state), "paging state")?;
         }
-        if let Some(c) = self.serial_consistency {
-            wire::put_consistency(buf, c);
-        }
-        if let Some(ts) = self.default_timestamp {
-            wire::put_long(buf, ts);
-        }
-        if let Some(ks) = &self.keyspace {
-            wire::put_string(buf, ks, "keyspace")?;
-        }
-        if let Some(now) = self.now_in_seconds {
-            wire::put_int(buf, now);
-        }
+        self.tail().encode(buf)?;
         Ok(())
     }
 
@@ -223,36 +210,17 @@ impl<'a> QueryParameters<'a> {
         } else {
             None
         };
-        let serial_consistency = if flags & SERIAL_CONSISTENCY != 0 {
-            Some(r.read_consistency("serial consistency")?)
-        } else {
-            None
-        };
-        let default_timestamp = if flags & DEFAULT_TIMESTAMP != 0 {
-            Some(r.read_long("default timestamp")?)
-        } else {
-            None
-        };
-        let keyspace = if flags & WITH_KEYSPACE != 0 {
-            Some(Cow::Borrowed(r.read_string("keyspace")?))
-        } else {
-            None
-        };
-        let now_in_seconds = if flags & WITH_NOW_IN_SECONDS != 0 {
-            Some(r.read_int("now_in_seconds")?)
-        } else {
-            None
-        };
+        let tail = Tail::decode(r, flags)?;
         Ok(Self {
             consistency,
             values: Cow::Owned(values),
             skip_metadata: flags & SKIP_METADATA != 0,
             page_size,
             paging_state,
-            serial_consistency,
-            default_timestamp,
-            keyspace,
-            now_in_seconds,
+            serial_consistency: tail.serial_consistency,
+            default_timestamp: tail.default_timestamp,
+            keyspace: tail.keyspace,
+            now_in_seconds: tail.now_in_seconds,
         })
     }
 
@@ -287,4 +255,77 @@ pub(crate) fn check_v5_parts(
         }
     }
     Ok(())
+}
+
+/// The optional parts that end both the QUERY/EXECUTE parameters and a
+/// BATCH, with the same flag bits and in this wire order: serial
+/// consistency, default timestamp, keyspace (v5), `now_in_seconds` (v5).
+pub(crate) struct Tail<'a> {
+    pub(crate) serial_consistency: Option<Consistency>,
+    pub(crate) default_timestamp: Option<i64>,
+    pub(crate) keyspace: Option<Cow<'a, str>>,
+    pub(crate) now_in_seconds: Option<i32>,
+}
+
+impl<'a> Tail<'a> {
+    /// The flag bits of the parts present.
+    pub(crate) fn flags(&self) -> u32 {
+        let mut f = 0;
+        if self.serial_consistency.is_some() {
+            f |= SERIAL_CONSISTENCY;
+        }
+        if self.default_timestamp.is_some() {
+            f |= DEFAULT_TIMESTAMP;
+        }
+        if self.keyspace.is_some() {
+            f |= WITH_KEYSPACE;
+        }
+        if self.now_in_seconds.is_some() {
+            f |= WITH_NOW_IN_SECONDS;
+        }
+        f
+    }
+
+    /// Appends the parts present (the caller checked the version).
+    pub(crate) fn encode(&self, buf: &mut impl BufMut) -> Result<(), EncodeError> {
+        if let Some(c) = self.serial_consistency {
+            wire::put_consistency(buf, c);
+        }
+        if let Some(ts) = self.default_timestamp {
+            wire::put_long(buf, ts);
+        }
+        if let Some(ks) = &self.keyspace {
+            wire::put_string(buf, ks, "keyspace")?;
+        }
+        if let Some(now) = self.now_in_seconds {
+            wire::put_int(buf, now);
+        }
+        Ok(())
+    }
+
+    /// Reads the parts `flags` announce, borrowing the keyspace.
+    pub(crate) fn decode(r: &mut WireReader<'a>, flags: u32) -> Result<Self, DecodeError> {
+        Ok(Self {
+            serial_consistency: if flags & SERIAL_CONSISTENCY != 0 {
+                Some(r.read_consistency("serial consistency")?)
+            } else {
+                None
+            },
+            default_timestamp: if flags & DEFAULT_TIMESTAMP != 0 {
+                Some(r.read_long("default timestamp")?)
+            } else {
+                None
+            },
+            keyspace: if flags & WITH_KEYSPACE != 0 {
+                Some(Cow::Borrowed(r.read_string("keyspace")?))
+            } else {
+                None
+            },
+            now_in_seconds: if flags & WITH_NOW_IN_SECONDS != 0 {
+                Some(r.read_int("now_in_seconds")?)
+            } else {
+                None
+            },
+        })
+    }
 }
