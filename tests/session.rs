@@ -158,3 +158,45 @@ async fn use_keyspace_switches_every_connection() {
         assert_eq!(r.single_row::<(i32,)>().unwrap(), (k * 2,));
     }
 }
+
+/// PREPARE goes to every node at once and the first success returns: one
+/// slow node does not delay it (sequential preparation waited for each
+/// node in turn), and executions on every replica succeed afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_returns_with_the_first_node_not_the_slowest() {
+    let (cluster, session) = cluster_and_session(3, 1, |b| b).await;
+    create_keyspace(&session, "ks", 3).await;
+    session
+        .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v text)", ())
+        .await
+        .unwrap();
+    let slow = std::time::Duration::from_millis(1500);
+    cluster
+        .set_faults(2, scylla_testbed::Faults::none().with_latency(slow))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let insert = session
+        .prepare("INSERT INTO ks.t (pk, v) VALUES (?, ?)")
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took < slow, "prepare waited for the slow node: {took:?}");
+    cluster
+        .set_faults(2, scylla_testbed::Faults::none())
+        .await
+        .unwrap();
+    // The slow node's preparation completes in the background meanwhile.
+    tokio::time::sleep(slow).await;
+    for k in 0..60i64 {
+        session
+            .execute_unpaged(&insert, (k, format!("v{k}")))
+            .await
+            .unwrap();
+    }
+    let r = session
+        .query_unpaged("SELECT COUNT(*) FROM ks.t", ())
+        .await
+        .unwrap();
+    assert_eq!(r.single_row::<(i64,)>().unwrap().0, 60);
+}

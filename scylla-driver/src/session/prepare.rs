@@ -1,107 +1,180 @@
-//! Preparing a statement: on one connection of every node, so that executions
-//! rarely meet UNPREPARED (and when they do, `execute` prepares again on the
-//! spot).
+//! Preparing a statement: on one connection of every node at once, so that
+//! executions rarely meet UNPREPARED (and when they do, `execute` prepares
+//! again on the spot); the first success is returned.
 //!
 //! On protocol v5 the PREPARE names the session's keyspace, and the statement
 //! remembers it: a re-preparation after a `USE` then still resolves
 //! unqualified tables where the first one did (v4 cannot say it: there the
 //! connection's keyspace applies).
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 use arc_swap::ArcSwap;
 use scylla_cql::frame::request::Prepare;
 use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::frame::ProtocolVersion;
+use tokio::task::JoinSet;
 
 use super::SessionInner;
-use crate::connection::RequestOptions;
+use crate::connection::{Connection, RequestOptions};
 use crate::error::ExecutionError;
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::PreparedStatement;
 
-/// Prepares `text` on one connection of every node; the first answer wins.
+/// Prepares `text` on one connection of every node, all at once, and
+/// returns the first success (or, when every node failed, the first error;
+/// a server error such as bad syntax is the same everywhere and returns at
+/// once). The other nodes' answers arrive in the background, where their ids
+/// are compared with the winner's: ids that disagree (nodes of different
+/// versions hash differently) only mean an UNPREPARED and a re-preparation
+/// later, so they are logged, not failed.
+///
+/// Cancellation: dropping the future aborts the preparations still running.
 pub(super) async fn prepare_everywhere(
-    inner: &SessionInner,
+    inner: &Arc<SessionInner>,
     text: &str,
 ) -> Result<PreparedStatement, ExecutionError> {
     let state = inner.state();
     let prepared_in = inner.keyspace.load_full();
-    let opts = RequestOptions {
-        timeout: Some(inner.config.request_timeout),
-        ..RequestOptions::default()
-    };
-    let mut first: Option<Result<PreparedStatement, ExecutionError>> = None;
-    let mut new_keyspace = false;
+    let text: Arc<str> = Arc::from(text);
+    let mut tasks = JoinSet::new();
     for node in &state.nodes {
         let Some(conn) = node.pool.connection_for(None) else {
             continue;
         };
-        inner.ensure_keyspace(&conn).await;
-        let msg = Prepare {
-            query: text.into(),
-            keyspace: keyspace_for(
-                conn.protocol_version(),
-                prepared_in.as_deref().map(String::as_str),
-            ),
+        let (inner, text, prepared_in) = (inner.clone(), text.clone(), prepared_in.clone());
+        let address = node.address;
+        tasks.spawn(async move {
+            let outcome = prepare_on(&inner, &conn, address, &text, prepared_in).await;
+            (address, outcome)
+        });
+    }
+    let mut first_error = None;
+    let mut winner = None;
+    // Bounded: one iteration per node's task.
+    while let Some(joined) = tasks.join_next().await {
+        let outcome = match joined {
+            Ok((_, outcome)) => outcome,
+            Err(e) => Err(ExecutionError::Protocol(format!(
+                "a preparation task failed: {e}"
+            ))),
         };
-        let outcome = match conn.request(&msg, &opts).await {
-            Ok(frame) => match frame.response {
-                Response::Result(ResultBody::Prepared(p)) => {
-                    let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;
-                    let (keyspace, table) = match (
-                        p.metadata.global_table_spec.as_ref(),
-                        p.metadata.col_specs.first(),
-                    ) {
-                        (Some(t), _) => (Some(t.keyspace.clone()), Some(t.table.clone())),
-                        (None, Some(c)) => (Some(c.keyspace.clone()), Some(c.table.clone())),
-                        (None, None) => (None, None),
-                    };
-                    let tablets = match (&keyspace, &table) {
-                        (Some(ks), Some(t)) => {
-                            let store = &inner.cluster.tablets;
-                            new_keyspace |= store.use_keyspace(ks);
-                            Some(store.table(ks, t))
-                        }
-                        _ => None,
-                    };
-                    Ok(PreparedStatement::new(PreparedShared {
-                        is_lwt: p.metadata.is_lwt(ctx_mask),
-                        result: ArcSwap::from_pointee(ResultShape {
-                            id: p.result_metadata_id.clone(),
-                            specs: p.result_metadata.col_specs.clone(),
-                        }),
-                        prepared_in: prepared_in.clone(),
-                        id: p.id,
-                        contents: text.to_owned(),
-                        metadata: p.metadata,
-                        keyspace,
-                        table,
-                        tablets,
-                    }))
+        match outcome {
+            Ok(p) => {
+                winner = Some(p);
+                break;
+            }
+            Err(e) => {
+                let same_everywhere = matches!(e, ExecutionError::Server(_));
+                first_error.get_or_insert(e);
+                if same_everywhere {
+                    break;
                 }
-                Response::Error(e) => Err(ExecutionError::server(e.error, e.message, node.address)),
-                _ => Err(ExecutionError::Protocol(
-                    "unexpected answer to PREPARE".into(),
-                )),
-            },
-            Err(error) => Err(ExecutionError::Connection {
-                node: node.address,
-                error,
-            }),
-        };
-        // A server error (bad syntax, unknown table) is the same on every
-        // node: stop at the first.
-        let stop = matches!(outcome, Err(ExecutionError::Server(_)));
-        if first.as_ref().is_none_or(|f| f.is_err()) {
-            first = Some(outcome);
-        }
-        if stop {
-            break;
+            }
         }
     }
+    let Some(prepared) = winner else {
+        return Err(first_error
+            .unwrap_or_else(|| ExecutionError::NoConnection("no node is connected".into())));
+    };
+    if !tasks.is_empty() {
+        let id = prepared.id().to_vec();
+        tokio::spawn(compare_ids(tasks, id));
+    }
+    // Marked here, for the winner only, so that exactly one preparation
+    // sees the keyspace as new.
+    let new_keyspace = prepared
+        .keyspace()
+        .is_some_and(|ks| inner.cluster.tablets.use_keyspace(ks));
     if new_keyspace {
         warm_up_new_keyspace(inner).await;
     }
-    first.unwrap_or_else(|| Err(ExecutionError::NoConnection("no node is connected".into())))
+    Ok(prepared)
+}
+
+type PrepareOutcome = (SocketAddr, Result<PreparedStatement, ExecutionError>);
+
+/// Waits for the preparations still running and logs ids that differ from
+/// `id` (bounded: each task ends within the request timeout).
+async fn compare_ids(mut tasks: JoinSet<PrepareOutcome>, id: Vec<u8>) {
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((node, Ok(other))) if other.id() != id.as_slice() => {
+                tracing::warn!(
+                    %node,
+                    "a node prepared the statement under another id; executions there will be prepared again"
+                );
+            }
+            Ok((node, Err(e))) => tracing::debug!(%node, error = %e, "preparing on a node failed"),
+            _ => {}
+        }
+    }
+}
+
+/// Prepares `text` on `conn`.
+async fn prepare_on(
+    inner: &SessionInner,
+    conn: &Connection,
+    address: SocketAddr,
+    text: &str,
+    prepared_in: Option<Arc<String>>,
+) -> Result<PreparedStatement, ExecutionError> {
+    let opts = RequestOptions {
+        timeout: Some(inner.config.request_timeout),
+        ..RequestOptions::default()
+    };
+    inner.ensure_keyspace(conn).await;
+    let msg = Prepare {
+        query: text.into(),
+        keyspace: keyspace_for(
+            conn.protocol_version(),
+            prepared_in.as_deref().map(String::as_str),
+        ),
+    };
+    let frame = conn
+        .request(&msg, &opts)
+        .await
+        .map_err(|error| ExecutionError::Connection {
+            node: address,
+            error,
+        })?;
+    let p = match frame.response {
+        Response::Result(ResultBody::Prepared(p)) => p,
+        Response::Error(e) => return Err(ExecutionError::server(e.error, e.message, address)),
+        _ => {
+            return Err(ExecutionError::Protocol(
+                "unexpected answer to PREPARE".into(),
+            ))
+        }
+    };
+    let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;
+    let (keyspace, table) = match (
+        p.metadata.global_table_spec.as_ref(),
+        p.metadata.col_specs.first(),
+    ) {
+        (Some(t), _) => (Some(t.keyspace.clone()), Some(t.table.clone())),
+        (None, Some(c)) => (Some(c.keyspace.clone()), Some(c.table.clone())),
+        (None, None) => (None, None),
+    };
+    let tablets = match (&keyspace, &table) {
+        (Some(ks), Some(t)) => Some(inner.cluster.tablets.table(ks, t)),
+        _ => None,
+    };
+    Ok(PreparedStatement::new(PreparedShared {
+        is_lwt: p.metadata.is_lwt(ctx_mask),
+        result: ArcSwap::from_pointee(ResultShape {
+            id: p.result_metadata_id.clone(),
+            specs: p.result_metadata.col_specs.clone(),
+        }),
+        prepared_in,
+        id: p.id,
+        contents: text.to_owned(),
+        metadata: p.metadata,
+        keyspace,
+        table,
+        tablets,
+    }))
 }
 
 /// The keyspace a PREPARE on a connection speaking `version` names: the
