@@ -200,3 +200,35 @@ async fn prepare_returns_with_the_first_node_not_the_slowest() {
         .unwrap();
     assert_eq!(r.single_row::<(i64,)>().unwrap().0, 60);
 }
+
+/// The prepared-statement cache keeps at most its configured number of
+/// statements under a workload of 10x as many distinct statements (the
+/// `query_*` methods with values prepare first), and the statements it
+/// evicted still run (they are prepared again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prepared_cache_stays_within_its_bound() {
+    const BOUND: usize = 16;
+    let (_cluster, session) = cluster_and_session(1, 1, |b| b.prepared_cache_size(BOUND)).await;
+    create_keyspace(&session, "ks", 1).await;
+    session
+        .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v text)", ())
+        .await
+        .unwrap();
+    for round in 0..2 {
+        for n in 0..(10 * BOUND) as i64 {
+            let text = format!("INSERT INTO ks.t (pk, v) VALUES (?, 'v{n}')");
+            session.query_unpaged(text, (n,)).await.unwrap();
+            assert!(
+                session.prepared_cache_len() <= BOUND,
+                "round {round}: {} cached",
+                session.prepared_cache_len()
+            );
+        }
+    }
+    assert_eq!(session.prepared_cache_len(), BOUND);
+    let r = session
+        .query_unpaged("SELECT v FROM ks.t WHERE pk = ?", (7i64,))
+        .await
+        .unwrap();
+    assert_eq!(r.single_row::<(&str,)>().unwrap().0, "v7");
+}

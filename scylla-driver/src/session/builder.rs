@@ -46,6 +46,10 @@ pub struct SessionConfig {
     pub speculative: Option<SpeculativeExecution>,
     /// Bound on waiting for schema agreement after DDL.
     pub schema_agreement_timeout: Duration,
+    /// Most statements the prepared-statement cache keeps (`Session::prepare`
+    /// and the `query_*` methods with values go through it); the least
+    /// recently used is evicted. 0 disables caching.
+    pub prepared_cache_size: usize,
     /// How long `build` waits for a first connection to every node.
     pub initial_connect_timeout: Duration,
     /// The control connection's settings.
@@ -74,6 +78,7 @@ impl Default for SessionConfig {
             retry_policy: Arc::new(DefaultRetryPolicy),
             speculative: None,
             schema_agreement_timeout: Duration::from_secs(10),
+            prepared_cache_size: 1024,
             initial_connect_timeout: Duration::from_secs(5),
             control: ControlOptions::default(),
             skip_result_metadata: false,
@@ -305,6 +310,14 @@ impl SessionBuilder {
     #[must_use]
     pub fn tablet_warmup(mut self, mode: TabletWarmup) -> Self {
         self.config.tablet_warmup = mode;
+        self
+    }
+
+    /// Most statements the prepared-statement cache keeps (default 1024;
+    /// the least recently used is evicted; 0 disables caching).
+    #[must_use]
+    pub fn prepared_cache_size(mut self, statements: usize) -> Self {
+        self.config.prepared_cache_size = statements;
         self
     }
 

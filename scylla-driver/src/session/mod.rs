@@ -4,7 +4,8 @@
 //! - `execute`: running one request along its routing plan (retries,
 //!   re-prepare, speculative execution).
 //! - [`pager`]: paged results as an async stream of typed rows.
-//! - `prepared_cache`: prepared statements by text.
+//! - `prepared_cache`: prepared statements by keyspace and text, bounded
+//!   (least recently used evicted).
 //!
 //! Every method's future can be dropped at any time: a request already
 //! handed to a connection still completes there (its stream id is released
@@ -15,10 +16,10 @@ pub mod builder;
 mod execute;
 pub mod pager;
 mod prepare;
+mod prepared_cache;
 pub(crate) mod values;
 
 use scylla_cql::frame::ProtocolVersion;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -68,9 +69,6 @@ pub struct Session {
     inner: Arc<SessionInner>,
 }
 
-/// The prepared-statement cache's key: (session keyspace, statement text).
-type PreparedKey = (Option<Arc<String>>, String);
-
 pub(crate) struct SessionInner {
     cluster: Cluster,
     config: SessionConfig,
@@ -78,7 +76,7 @@ pub(crate) struct SessionInner {
     seed: AtomicU64,
     /// Prepared statements by (session keyspace when prepared, text): an
     /// unqualified table name means another table after `USE`.
-    prepared: Mutex<HashMap<PreparedKey, PreparedStatement>>,
+    prepared: Mutex<prepared_cache::PreparedCache>,
     keyspace: ArcSwapOption<String>,
 }
 
@@ -280,13 +278,14 @@ impl Session {
         metrics: Arc<Metrics>,
     ) -> Self {
         let keyspace = config.keyspace.clone().map(Arc::new);
+        let prepared = prepared_cache::PreparedCache::new(config.prepared_cache_size);
         Session {
             inner: Arc::new(SessionInner {
                 cluster,
                 config,
                 metrics,
                 seed: AtomicU64::new(fastrand::u64(..)),
-                prepared: Mutex::new(HashMap::new()),
+                prepared: Mutex::new(prepared),
                 keyspace: ArcSwapOption::new(keyspace),
             }),
         }
@@ -380,8 +379,7 @@ impl Session {
             .prepared
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned();
+            .get(&key);
         if let Some(mut p) = cached {
             p.options = statement.options;
             return Ok(p);
@@ -609,6 +607,16 @@ impl Session {
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         let choice = &self.inner.config.pool.connection.protocol;
         choice.pinned_version().or_else(|| choice.learned())
+    }
+
+    /// Statements in the prepared-statement cache (at most
+    /// [`SessionConfig::prepared_cache_size`]).
+    pub fn prepared_cache_len(&self) -> usize {
+        self.inner
+            .prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// The keyspace the session is using.
