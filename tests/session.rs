@@ -232,3 +232,56 @@ async fn the_prepared_cache_stays_within_its_bound() {
         .unwrap();
     assert_eq!(r.single_row::<(&str,)>().unwrap().0, "v7");
 }
+
+/// A batch's values as a tuple of rows of different types, and as a vector
+/// of rows of one type: no casts to trait objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_values_of_different_types_need_no_casts() {
+    let (_cluster, session) = cluster_and_session(1, 1, |b| b).await;
+    create_keyspace(&session, "ks", 1).await;
+    session
+        .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v text)", ())
+        .await
+        .unwrap();
+    session
+        .query_unpaged("CREATE TABLE ks.n (pk int PRIMARY KEY, n bigint)", ())
+        .await
+        .unwrap();
+    let insert = session
+        .prepare("INSERT INTO ks.t (pk, v) VALUES (?, ?)")
+        .await
+        .unwrap();
+    let mut mixed = Batch::new(BatchType::Logged);
+    mixed.append(insert.clone());
+    mixed.append("INSERT INTO ks.n (pk, n) VALUES (?, ?)");
+    mixed.append("INSERT INTO ks.t (pk, v) VALUES (3, 'plain')");
+    session
+        .batch(&mixed, ((1i64, "one"), (2i32, 20i64), ()))
+        .await
+        .unwrap();
+    let mut many = Batch::new(BatchType::Unlogged);
+    let rows: Vec<(i64, String)> = (10..20).map(|k| (k, format!("v{k}"))).collect();
+    for _ in &rows {
+        many.append(insert.clone());
+    }
+    session.batch(&many, &rows).await.unwrap();
+    // A count that does not match is a clear error.
+    let err = session.batch(&mixed, ((1i64, "one"),)).await.unwrap_err();
+    assert!(matches!(err, ExecutionError::BadQuery(_)), "{err}");
+
+    let r = session
+        .query_unpaged("SELECT v FROM ks.t WHERE pk = ?", (3i64,))
+        .await
+        .unwrap();
+    assert_eq!(r.single_row::<(&str,)>().unwrap().0, "plain");
+    let r = session
+        .query_unpaged("SELECT n FROM ks.n WHERE pk = ?", (2i32,))
+        .await
+        .unwrap();
+    assert_eq!(r.single_row::<(i64,)>().unwrap().0, 20);
+    let r = session
+        .query_unpaged("SELECT v FROM ks.t WHERE pk = ?", (15i64,))
+        .await
+        .unwrap();
+    assert_eq!(r.single_row::<(&str,)>().unwrap().0, "v15");
+}

@@ -27,7 +27,11 @@ fn futures_are_send(session: &Session, prepared: &PreparedStatement) {
     assert_send(&session.query_iter::<(i32,)>("SELECT 1", ()));
     assert_send(&session.batch(
         &scylla_driver::Batch::new(scylla_driver::BatchType::Logged),
-        &[],
+        (),
+    ));
+    assert_send(&session.batch(
+        &scylla_driver::Batch::new(scylla_driver::BatchType::Logged),
+        ((1, "a"), (2i64,)),
     ));
 }
 

@@ -96,6 +96,7 @@ pub use scylla_cql::_macro_internal;
 /// (see `scylla-driver-macros`): `#[derive(DeserializeRow)]` on a struct
 /// reads rows into it, `#[derive(SerializeRow)]` binds its fields to bind
 /// markers, `#[derive(SerializeValue, DeserializeValue)]` maps it to a UDT.
+pub use scylla_cql::types::serialize::BatchValues;
 pub use scylla_cql::types::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 pub use scylla_driver_macros::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 pub use session::{Session, SessionBuilder, SessionConfig};

@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 
 use scylla_cql::frame::request::{BatchStatement as WireStatement, BatchStatementKind};
-use scylla_cql::types::{SerializeRow, SerializedValues};
+use scylla_cql::types::serialize::BatchValues;
+use scylla_cql::types::SerializedValues;
 
 use super::execute::{self, BatchMessage, BatchPrepared};
 use super::{values, Session};
@@ -17,7 +18,7 @@ use crate::statement::{Batch, BatchStatement, PreparedStatement};
 pub(super) async fn run(
     session: &Session,
     batch: &Batch,
-    values: &[&(dyn SerializeRow + Sync)],
+    values: &(impl BatchValues + Sync + ?Sized),
 ) -> Result<QueryResult, ExecutionError> {
     if values.len() != batch.statements.len() {
         return Err(ExecutionError::BadQuery(format!(
@@ -30,14 +31,17 @@ pub(super) async fn run(
     // values), and serialize its values.
     let mut resolved: Vec<(Option<PreparedStatement>, Option<&str>, SerializedValues)> =
         Vec::with_capacity(values.len());
-    for (statement, v) in batch.statements.iter().zip(values) {
+    for (i, statement) in batch.statements.iter().enumerate() {
+        let Some(v) = values.row(i) else {
+            // Ruled out by the length check above (a `BatchValues` whose
+            // `row` disagrees with its `len` is a bug in that impl).
+            return Err(ExecutionError::BadQuery(format!(
+                "the batch's values have no row for statement {i}"
+            )));
+        };
         match statement {
             BatchStatement::Prepared(p) => {
-                resolved.push((
-                    Some(p.clone()),
-                    None,
-                    values::serialize(p, *v)?.into_inner(),
-                ));
+                resolved.push((Some(p.clone()), None, values::serialize(p, v)?.into_inner()));
             }
             BatchStatement::Query(text) => {
                 let mut none = SerializedValues::new();
@@ -45,7 +49,7 @@ pub(super) async fn run(
                     resolved.push((None, Some(text.as_str()), none));
                 } else {
                     let p = session.prepare(text.as_str()).await?;
-                    let s = values::serialize(&p, *v)?.into_inner();
+                    let s = values::serialize(&p, v)?.into_inner();
                     resolved.push((Some(p), None, s));
                 }
             }

@@ -20,6 +20,7 @@ mod prepared_cache;
 pub(crate) mod values;
 
 use scylla_cql::frame::ProtocolVersion;
+use scylla_cql::types::serialize::BatchValues;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -467,14 +468,32 @@ impl Session {
         Ok((result, next))
     }
 
-    /// Runs a batch. `values` has one entry per statement (use `&()` for a
-    /// statement without values). Statements with values are prepared first.
+    /// Runs a batch. `values` has one row per statement, in order (`()` for
+    /// a statement without values): a tuple of rows of different types, or
+    /// a slice or vector of rows of one type (see [`BatchValues`]).
+    /// Statements with values are prepared first.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// use scylla_driver::statement::{Batch, BatchType};
+    ///
+    /// let insert = session.prepare("INSERT INTO ks.t (k, v) VALUES (?, ?)").await?;
+    /// let mut batch = Batch::new(BatchType::Logged);
+    /// batch.append(insert.clone());
+    /// batch.append("UPDATE ks.c SET n = ? WHERE k = 1");
+    /// batch.append("DELETE FROM ks.t WHERE k = 0");
+    /// session.batch(&batch, ((1, "one"), (7i64,), ())).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Cancellation: dropping the future before the BATCH was written
+    /// leaves nothing behind; after, the batch may still be applied.
     pub async fn batch(
         &self,
         batch: &Batch,
-        values: &[&(dyn SerializeRow + Sync)],
+        values: impl BatchValues + Send + Sync,
     ) -> Result<QueryResult, ExecutionError> {
-        batch::run(self, batch, values).await
+        batch::run(self, batch, &values).await
     }
 
     /// Pages through a statement's result as a stream of typed rows.

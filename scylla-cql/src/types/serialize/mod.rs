@@ -15,12 +15,15 @@
 //! - [`vector`]: `vector<T, N>`, with its fixed/variable element layout.
 //! - [`cql_value`]: [`CqlValue`](super::CqlValue), for any type.
 //! - [`row`]: [`SerializeRow`] for tuples, slices and `()`.
+//! - [`batch`]: [`BatchValues`], the rows of a batch (tuples of rows of
+//!   different types, slices and vectors of rows).
 //!
 //! # Implementing for your own type
 //!
 //! Check the [`ColumnType`], append the bytes, return [`Written::Value`]; for
 //! a struct mapped to a UDT call [`serialize_udt`] with its fields.
 
+pub mod batch;
 pub mod collections;
 pub mod cql_value;
 pub mod native;
@@ -29,6 +32,7 @@ pub mod tuple;
 pub mod udt;
 pub mod vector;
 
+pub use batch::BatchValues;
 pub use native::{MaybeUnset, Unset};
 pub use row::SerializeRow;
 pub use udt::serialize_udt;
