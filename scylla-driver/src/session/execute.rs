@@ -361,8 +361,13 @@ async fn attempt_chain(
         if now >= deadline {
             return Err(ExecutionError::Timeout(opts.timeout));
         }
-        inner.ensure_keyspace(&conn).await;
-        let outcome = attempt(&conn, msg, consistency, now, deadline - now, opts.tracing).await;
+        // The keyspace switch, the attempt, and a re-preparation within it
+        // all share the request's deadline.
+        let outcome = match inner.ensure_keyspace(&conn, deadline).await {
+            Ok(()) => attempt(&conn, msg, consistency, now, deadline, opts.tracing).await,
+            Err(ExecutionError::Connection { error, .. }) => Err(AttemptError::Request(error)),
+            Err(e) => Err(AttemptError::Fatal(e)),
+        };
         let ctx = RetryContext {
             idempotent: opts.idempotent,
             retries,
@@ -477,17 +482,19 @@ enum AttemptError {
     Fatal(ExecutionError),
 }
 
-/// One attempt on one connection, preparing again once on UNPREPARED.
+/// One attempt on one connection, preparing again once on UNPREPARED; every
+/// request it sends ends by `deadline` (the request's, shared with the other
+/// attempts).
 async fn attempt(
     conn: &Connection,
     msg: &dyn MessageFor,
     consistency: Consistency,
     now: Instant,
-    timeout: Duration,
+    deadline: Instant,
     tracing: bool,
 ) -> Result<ResponseFrame, AttemptError> {
-    let opts = RequestOptions {
-        timeout: Some(timeout),
+    let until_deadline = |now: Instant| RequestOptions {
+        timeout: Some(deadline.saturating_duration_since(now)),
         tracing,
         custom_payload: None,
     };
@@ -497,7 +504,7 @@ async fn attempt(
         metadata_id: conn.info().server.response_context.has_metadata_id(),
     };
     let frame = conn
-        .request_at(&body, &opts, now)
+        .request_at(&body, &until_deadline(now), now)
         .await
         .map_err(request_error)?;
     let Response::Error(e) = &frame.response else {
@@ -514,7 +521,11 @@ async fn attempt(
         query: again.text.into(),
         keyspace: super::prepare::keyspace_for(conn.protocol_version(), again.keyspace),
     };
-    let prepared = conn.request(&prepare, &opts).await.map_err(request_error)?;
+    let now = Instant::now();
+    let prepared = conn
+        .request_at(&prepare, &until_deadline(now), now)
+        .await
+        .map_err(request_error)?;
     match prepared.response {
         Response::Result(ResultBody::Prepared(_)) => {}
         Response::Error(e) => {
@@ -530,7 +541,10 @@ async fn attempt(
             )))
         }
     }
-    conn.request(&body, &opts).await.map_err(request_error)
+    let now = Instant::now();
+    conn.request_at(&body, &until_deadline(now), now)
+        .await
+        .map_err(request_error)
 }
 
 /// A request that cannot be written for its connection (a v5-only option on

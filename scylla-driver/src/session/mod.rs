@@ -24,7 +24,7 @@ use scylla_cql::types::serialize::BatchValues;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
@@ -91,13 +91,21 @@ impl std::fmt::Debug for SessionInner {
 }
 
 impl SessionInner {
-    /// Switches `conn` to the session's keyspace if it is on another one.
-    async fn ensure_keyspace(&self, conn: &Connection) {
+    /// Switches `conn` to the session's keyspace if it is on another one,
+    /// within the request's `deadline`. A `USE` the server refuses (the
+    /// keyspace was dropped, say) is an error of the request, never
+    /// silently skipped: the statement would otherwise run in another
+    /// keyspace.
+    async fn ensure_keyspace(
+        &self,
+        conn: &Connection,
+        deadline: Instant,
+    ) -> Result<(), ExecutionError> {
         let Some(want) = self.keyspace.load_full() else {
-            return;
+            return Ok(());
         };
         if conn.keyspace().is_some_and(|have| *have == *want) {
-            return;
+            return Ok(());
         }
         let query = Query {
             contents: format!(
@@ -107,18 +115,24 @@ impl SessionInner {
             .into(),
             params: QueryParameters::default(),
         };
+        let now = Instant::now();
         let opts = RequestOptions {
-            timeout: Some(self.config.request_timeout),
+            timeout: Some(deadline.saturating_duration_since(now)),
             ..RequestOptions::default()
         };
-        match conn.request(&query, &opts).await {
-            Ok(f) if matches!(f.response, Response::Result(ResultBody::SetKeyspace(_))) => {
-                conn.set_keyspace(Some(want));
-            }
-            Ok(f) => {
-                tracing::warn!(keyspace = %want, response = ?f.response, "USE failed on a connection")
-            }
-            Err(e) => tracing::debug!(keyspace = %want, error = %e, "USE failed on a connection"),
+        let node = conn.info().peer;
+        match conn.request_at(&query, &opts, now).await {
+            Ok(f) => match f.response {
+                Response::Result(ResultBody::SetKeyspace(_)) => {
+                    conn.set_keyspace(Some(want));
+                    Ok(())
+                }
+                Response::Error(e) => Err(ExecutionError::server(e.error, e.message, node)),
+                _ => Err(ExecutionError::Protocol(format!(
+                    "unexpected answer to USE {want}"
+                ))),
+            },
+            Err(error) => Err(ExecutionError::Connection { node, error }),
         }
     }
 

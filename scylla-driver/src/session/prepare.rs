@@ -120,11 +120,9 @@ async fn prepare_on(
     text: &str,
     prepared_in: Option<Arc<String>>,
 ) -> Result<PreparedStatement, ExecutionError> {
-    let opts = RequestOptions {
-        timeout: Some(inner.config.request_timeout),
-        ..RequestOptions::default()
-    };
-    inner.ensure_keyspace(conn).await;
+    // The keyspace switch and the PREPARE share one deadline.
+    let deadline = std::time::Instant::now() + inner.config.request_timeout;
+    inner.ensure_keyspace(conn, deadline).await?;
     let msg = Prepare {
         query: text.into(),
         keyspace: keyspace_for(
@@ -132,13 +130,18 @@ async fn prepare_on(
             prepared_in.as_deref().map(String::as_str),
         ),
     };
-    let frame = conn
-        .request(&msg, &opts)
-        .await
-        .map_err(|error| ExecutionError::Connection {
-            node: address,
-            error,
-        })?;
+    let now = std::time::Instant::now();
+    let opts = RequestOptions {
+        timeout: Some(deadline.saturating_duration_since(now)),
+        ..RequestOptions::default()
+    };
+    let frame =
+        conn.request_at(&msg, &opts, now)
+            .await
+            .map_err(|error| ExecutionError::Connection {
+                node: address,
+                error,
+            })?;
     let p = match frame.response {
         Response::Result(ResultBody::Prepared(p)) => p,
         Response::Error(e) => return Err(ExecutionError::server(e.error, e.message, address)),
