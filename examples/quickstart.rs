@@ -1,5 +1,7 @@
-//! The README's quick start, as a program: connect, create a table, insert
-//! with a prepared statement, read typed rows back, page through them.
+//! The README's quick start, as a program: connect, create a table with a
+//! user-defined type, insert with a prepared statement (values from a
+//! derived struct), read typed rows back (into derived structs), page
+//! through them.
 //!
 //! ```sh
 //! SCYLLA_URI=127.0.0.1:9042 cargo run --example quickstart
@@ -16,13 +18,32 @@
 
 use scylla_driver::connection::tls::{ServerName, TlsConfig};
 use scylla_driver::statement::Statement;
-use scylla_driver::{DeserializeRow, SessionBuilder};
+use scylla_driver::{
+    DeserializeRow, DeserializeValue, SerializeRow, SerializeValue, SessionBuilder,
+};
+
+/// The UDT `quickstart.address`, fields matched by name.
+#[derive(Debug, SerializeValue, DeserializeValue)]
+struct Address {
+    street: String,
+    city: String,
+}
 
 /// A row, matched to the selected columns by name; `name` borrows the frame.
 #[derive(DeserializeRow)]
 struct Person<'a> {
     name: &'a str,
     age: i32,
+    address: Option<Address>,
+}
+
+/// Bound values, matched to the bind markers by name.
+#[derive(SerializeRow)]
+struct NewPerson<'a> {
+    id: i32,
+    name: &'a str,
+    age: i32,
+    address: Address,
 }
 
 /// TLS settings from the environment, if `SCYLLA_TLS_CA` is set.
@@ -61,29 +82,53 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     session
         .query_unpaged(
-            "CREATE TABLE IF NOT EXISTS quickstart.people (id int PRIMARY KEY, name text, age int)",
+            "CREATE TYPE IF NOT EXISTS quickstart.address (street text, city text)",
+            (),
+        )
+        .await?;
+    session
+        .query_unpaged(
+            "CREATE TABLE IF NOT EXISTS quickstart.users \
+             (id int PRIMARY KEY, name text, age int, address frozen<address>)",
             (),
         )
         .await?;
 
     let insert = session
-        .prepare("INSERT INTO quickstart.people (id, name, age) VALUES (?, ?, ?)")
+        .prepare("INSERT INTO quickstart.users (id, name, age, address) VALUES (?, ?, ?, ?)")
         .await?;
-    for (id, name, age) in [(1, "Ada", 36), (2, "Alan", 41), (3, "Grace", 85)] {
-        session.execute_unpaged(&insert, (id, name, age)).await?;
+    for (id, name, age, city) in [
+        (1, "Ada", 36, "London"),
+        (2, "Alan", 41, "Manchester"),
+        (3, "Grace", 85, "Arlington"),
+    ] {
+        let address = Address {
+            street: format!("{id} Main Street"),
+            city: city.to_owned(),
+        };
+        let person = NewPerson {
+            id,
+            name,
+            age,
+            address,
+        };
+        session.execute_unpaged(&insert, person).await?;
     }
 
     // One row, borrowed straight from the response frame.
     let result = session
-        .query_unpaged("SELECT name, age FROM quickstart.people WHERE id = ?", (1,))
+        .query_unpaged(
+            "SELECT name, age, address FROM quickstart.users WHERE id = ?",
+            (1,),
+        )
         .await?;
-    let Person { name, age } = result.single_row()?;
-    println!("id 1: {name}, {age}");
+    let Person { name, age, address } = result.single_row()?;
+    println!("id 1: {name}, {age}, {address:?}");
 
     // Every row, a page at a time, as owned values.
     let mut rows = session
         .query_iter::<(i32, String, i32)>(
-            Statement::new("SELECT id, name, age FROM quickstart.people").with_page_size(2),
+            Statement::new("SELECT id, name, age FROM quickstart.users").with_page_size(2),
             (),
         )
         .await?;
