@@ -10,6 +10,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use scylla_cql::frame::response::error::DbError;
+
+#[cfg(doc)]
+use crate::cluster::control::ControlError;
 use scylla_cql::types::{DeserializationError, SerializationError, TypeCheckError};
 
 pub use crate::connection::{BrokenConnection, ConnectionError, RequestError};
@@ -95,11 +98,20 @@ pub enum NewSessionError {
     #[error("no contact points were given")]
     NoContactPoints,
     /// A contact point could not be resolved.
-    #[error("cannot resolve contact point {0:?}: {1}")]
-    Resolve(String, String),
-    /// The control connection could not be established to any contact point.
+    #[error("cannot resolve contact point {contact_point:?}: {source}")]
+    Resolve {
+        /// The contact point as given.
+        contact_point: String,
+        /// The resolver's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The control connection could not be established to any contact
+    /// point: [`ControlError::Unreachable`] lists each contact point with
+    /// its typed failure (refused, TLS, bad credentials as the server's
+    /// `AuthenticationError`, ...).
     #[error("cannot connect to any contact point: {0}")]
-    Control(String),
+    Control(#[source] crate::cluster::control::ControlError),
     /// Metadata could not be read.
     #[error("reading cluster metadata failed: {0}")]
     Metadata(String),

@@ -349,7 +349,10 @@ impl SessionBuilder {
             };
             let resolved = tokio::net::lookup_host(&with_port)
                 .await
-                .map_err(|e| NewSessionError::Resolve(cp.clone(), e.to_string()))?;
+                .map_err(|source| NewSessionError::Resolve {
+                    contact_point: cp.clone(),
+                    source,
+                })?;
             addrs.extend(resolved);
         }
         let metrics = Arc::new(Metrics::default());
@@ -360,7 +363,7 @@ impl SessionBuilder {
             config.control.clone(),
         )
         .await
-        .map_err(|e| NewSessionError::Control(e.to_string()))?;
+        .map_err(NewSessionError::Control)?;
         let cluster = Cluster::start(
             control,
             updates,
