@@ -12,6 +12,11 @@
 //! default: traces are written with a low consistency, and a trace is a
 //! diagnostic, not data that needs a quorum.
 //!
+//! Complete means the coordinator has finished: in a cluster of several
+//! nodes, an event a replica records late (or a trace row not yet
+//! replicated to the node that answers the read) can still be missing;
+//! fetching again later reads it.
+//!
 //! [`QueryResult::tracing_id`]: crate::result::QueryResult::tracing_id
 
 use std::collections::HashMap;
