@@ -46,6 +46,27 @@ impl QueryResult {
             .unwrap_or(&[])
     }
 
+    /// The id of the request's trace, when the statement asked for tracing
+    /// ([`with_tracing(true)`](crate::statement::Statement::with_tracing))
+    /// and the server traced it. For a paged read, each page is a request of
+    /// its own, with its own trace; for a batch, the batch's. Fetch the trace
+    /// with [`Session::get_tracing_info`](crate::Session::get_tracing_info).
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// use scylla_driver::statement::Statement;
+    /// let traced = Statement::new("SELECT * FROM system.local").with_tracing(true);
+    /// let result = session.query_unpaged(traced, ()).await?;
+    /// if let Some(id) = result.tracing_id() {
+    ///     let trace = session.get_tracing_info(id).await?;
+    ///     println!("{} events in {:?}", trace.events.len(), trace.duration);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn tracing_id(&self) -> Option<Uuid> {
+        self.tracing_id
+    }
+
     /// Where the next page starts, if there is one.
     pub fn paging_state(&self) -> Option<&Bytes> {
         self.rows.as_ref().and_then(Rows::paging_state)

@@ -53,10 +53,18 @@ pub(crate) fn keyspace_of(name: &QualifiedName, session: Option<&str>) -> Result
     }
 }
 
+/// The error for a keyspace the schema does not have.
+fn no_keyspace<T>(ks: &str) -> Result<T, CqlError> {
+    if ks == "system_traces" {
+        return invalid(super::TRACES_UNSUPPORTED);
+    }
+    invalid(format!("Keyspace {ks} does not exist"))
+}
+
 /// A user table of the schema.
 pub(crate) fn table<'s>(schema: &'s Schema, ks: &str, name: &str) -> Result<&'s Table, CqlError> {
     match schema.keyspaces.get(ks) {
-        None => invalid(format!("Keyspace {ks} does not exist")),
+        None => no_keyspace(ks),
         Some(k) => match k.tables.get(name) {
             Some(t) => Ok(t),
             None => invalid(format!("unconfigured table {name}")),
@@ -66,7 +74,7 @@ pub(crate) fn table<'s>(schema: &'s Schema, ks: &str, name: &str) -> Result<&'s 
 
 fn table_mut<'s>(schema: &'s mut Schema, ks: &str, name: &str) -> Result<&'s mut Table, CqlError> {
     match schema.keyspaces.get_mut(ks) {
-        None => invalid(format!("Keyspace {ks} does not exist")),
+        None => no_keyspace(ks),
         Some(k) => match k.tables.get_mut(name) {
             Some(t) => Ok(t),
             None => invalid(format!("unconfigured table {name}")),

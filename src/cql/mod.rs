@@ -13,6 +13,10 @@
 //! `select` (filtering, projection, paging), `dml` and `ddl`
 //! (executors), `system` (system and virtual tables), `replicas`
 //! (replica placement), `error` (CQL errors).
+//!
+//! Tracing is not supported: a request with the TRACING flag gets an Invalid
+//! error ([`TRACING_UNSUPPORTED`]) and `system_traces` does not exist
+//! ([`TRACES_UNSUPPORTED`]).
 
 mod accounting;
 mod ast;
@@ -54,6 +58,16 @@ use dml::{keyspace_of, Outcome};
 use error::{invalid, CqlError};
 use prepared::{bind_specs, selected_specs, PreparedStatement};
 use select::PageOpts;
+
+/// The message of the Invalid error (0x2200) that answers any request with
+/// the TRACING flag: the test cluster does not trace (and has no
+/// `system_traces` keyspace; reading it fails with [`TRACES_UNSUPPORTED`]).
+pub const TRACING_UNSUPPORTED: &str = "tracing is not supported by the test cluster";
+
+/// The message of the Invalid error that answers statements on
+/// `system_traces` tables.
+pub const TRACES_UNSUPPORTED: &str =
+    "system_traces is not supported by the test cluster (it does not trace requests)";
 
 /// The in-memory CQL server every node of a cluster shares.
 #[derive(Debug, Clone, Default)]
@@ -138,6 +152,12 @@ impl CqlHandler {
                 return CqlError::Protocol(format!("invalid frame: {e}")).into_response(version)
             }
         };
+        // No trace is ever written here: answering a traced request as if
+        // untraced would leave the client waiting for a trace that never
+        // comes, so it fails at once, saying why.
+        if env.tracing_requested() {
+            return CqlError::Invalid(TRACING_UNSUPPORTED.to_owned()).into_response(version);
+        }
         let decode_ctx = RequestContext {
             version,
             use_metadata_id: ctx.use_metadata_id(),

@@ -29,6 +29,7 @@ mod schema;
 mod three_nodes;
 mod tls;
 mod tokens;
+mod tracing;
 mod types;
 mod writes;
 

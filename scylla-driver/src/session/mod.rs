@@ -6,6 +6,7 @@
 //! - [`pager`]: paged results as an async stream of typed rows.
 //! - `prepared_cache`: prepared statements by keyspace and text, bounded
 //!   (least recently used evicted).
+//! - [`trace`]: fetching a traced request's trace ([`Session::get_tracing_info`]).
 //!
 //! Every method's future can be dropped at any time: a request already
 //! handed to a connection still completes there (its stream id is released
@@ -17,6 +18,7 @@ mod execute;
 pub mod pager;
 mod prepare;
 mod prepared_cache;
+pub mod trace;
 pub(crate) mod values;
 
 use scylla_cql::frame::ProtocolVersion;
@@ -35,6 +37,7 @@ use scylla_cql::types::{SerializeRow, SerializedValues};
 
 pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::RowStream;
+pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo};
 
 use self::execute::{Answer, ExecuteMessage, QueryMessage, RoutingInfo, RunOptions};
 use crate::cluster::state::{Cluster, ClusterState};

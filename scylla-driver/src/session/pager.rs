@@ -52,6 +52,8 @@ pub struct RowStream<R> {
     paging_state: Option<Bytes>,
     finished: bool,
     pages: usize,
+    /// The tracing ids of the pages fetched so far (traced statements).
+    tracing_ids: Vec<uuid::Uuid>,
     fetching: Option<PageFuture>,
     _row: PhantomData<fn() -> R>,
 }
@@ -79,6 +81,7 @@ where
             paging_state: None,
             finished: false,
             pages: 0,
+            tracing_ids: Vec::new(),
             fetching: None,
             _row: PhantomData,
         }
@@ -92,6 +95,13 @@ where
     /// Pages fetched so far.
     pub fn pages_fetched(&self) -> usize {
         self.pages
+    }
+
+    /// The tracing ids of the pages fetched so far, in order: with tracing
+    /// on, every page is a traced request of its own (see
+    /// [`QueryResult::tracing_id`]). Empty when the statement is not traced.
+    pub fn tracing_ids(&self) -> &[uuid::Uuid] {
+        &self.tracing_ids
     }
 
     /// Where the next page starts (to resume later with
@@ -126,6 +136,7 @@ where
             };
             self.fetching = None;
             self.pages += 1;
+            self.tracing_ids.extend(page.tracing_id());
             self.finished = next.is_none();
             self.paging_state = next;
             if page.has_rows() {

@@ -30,7 +30,7 @@ pub struct StatementOptions {
     pub idempotent: bool,
     /// Overall timeout of a request (all its attempts).
     pub timeout: Option<Duration>,
-    /// Ask the server to trace the request.
+    /// Ask the server to trace the request (see `with_tracing`).
     pub tracing: bool,
     /// The time the server should run the statement at ("now", seconds
     /// since the epoch: TTL expiry and deletion times), for tests. Protocol
@@ -100,7 +100,12 @@ macro_rules! option_setters {
             self
         }
 
-        /// Turns tracing on or off.
+        /// Turns tracing on or off: the server records what it does with
+        /// a traced request, the result carries the trace's id
+        /// ([`QueryResult::tracing_id`](crate::QueryResult::tracing_id)),
+        /// and [`Session::get_tracing_info`](crate::Session::get_tracing_info)
+        /// fetches the trace. Tracing costs the server writes: trace a few
+        /// requests, not a workload.
         #[must_use]
         pub fn with_tracing(mut self, tracing: bool) -> Self {
             self.options.tracing = tracing;
