@@ -522,8 +522,13 @@ async fn attempt(
         keyspace: super::prepare::keyspace_for(conn.protocol_version(), again.keyspace),
     };
     let now = Instant::now();
+    // The re-preparation is not the user's statement: it is not traced.
+    let untraced = RequestOptions {
+        tracing: false,
+        ..until_deadline(now)
+    };
     let prepared = conn
-        .request_at(&prepare, &until_deadline(now), now)
+        .request_at(&prepare, &untraced, now)
         .await
         .map_err(request_error)?;
     match prepared.response {
