@@ -71,12 +71,13 @@ async fn translated_nodes_are_reached_on_every_shard_through_the_shard_aware_por
             assert_eq!(n.advertised.to_string().split('.').nth(1), Some("255"));
         }
         let t = translator(&cluster);
-        let session = SessionBuilder::new()
+        let builder = SessionBuilder::new()
             .known_node(cluster.cql_addrs()[0].to_string())
-            .address_translator(t.clone())
-            .build()
-            .await
-            .unwrap();
+            .address_translator(t.clone());
+        // Shares the session's record of whether peers_v2 exists.
+        let node_opts = builder.config.control.nodes.clone();
+        let session = builder.build().await.unwrap();
+        assert_eq!(node_opts.peers_v2_missing(), !peers_v2);
         assert!(
             session.wait_for_all_shards(Duration::from_secs(20)).await,
             "peers_v2={peers_v2}: not every shard connected"

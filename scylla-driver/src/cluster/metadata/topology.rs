@@ -360,6 +360,58 @@ mod tests {
     }
 
     #[test]
+    fn peers_v2_rows_carry_their_native_ports() {
+        let specs = vec![
+            ("host_id", ColumnType::Uuid),
+            ("peer", ColumnType::Inet),
+            ("native_address", ColumnType::Inet),
+            ("native_port", ColumnType::Int),
+            ("data_center", ColumnType::Text),
+            ("rack", ColumnType::Text),
+            ("tokens", ColumnType::Set(Box::new(ColumnType::Text))),
+            ("schema_version", ColumnType::Uuid),
+            ("release_version", ColumnType::Text),
+        ];
+        let row = |host: u128, peer: &str, native: &str, port: Option<i32>| {
+            let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+            vec![
+                cell(&Uuid::from_u128(host), &specs[0].1),
+                cell(&ip(peer), &specs[1].1),
+                cell(&ip(native), &specs[2].1),
+                port.and_then(|p| cell(&p, &specs[3].1)),
+                cell(&"dc2".to_owned(), &specs[4].1),
+                cell(&"r2".to_owned(), &specs[5].1),
+                cell(&vec!["7".to_owned()], &specs[6].1),
+                None,
+                None,
+            ]
+        };
+        let rows = build(
+            &specs,
+            vec![
+                row(1, "10.0.0.1", "10.1.0.1", Some(19142)),
+                row(2, "10.0.0.2", "10.1.0.2", None), // null: the default port
+                row(3, "10.0.0.3", "0.0.0.0", Some(9043)), // wildcard: use peer
+                row(4, "10.0.0.4", "10.1.0.4", Some(70000)), // not a port
+            ],
+        );
+        let nodes = parse_peers_v2(&[rows], 9042).unwrap();
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.address).collect();
+        assert_eq!(
+            addrs,
+            vec![
+                "10.1.0.1:19142".parse().unwrap(),
+                "10.1.0.2:9042".parse().unwrap(),
+                "10.0.0.3:9043".parse().unwrap(),
+                "10.1.0.4:9042".parse().unwrap(),
+            ]
+        );
+        assert_eq!(nodes[0].datacenter, "dc2");
+        assert_eq!(nodes[0].rack, "r2");
+        assert_eq!(nodes[0].tokens, vec![Token(7)]);
+    }
+
+    #[test]
     fn wrong_column_type_fails_the_query() {
         let mut specs = peer_specs();
         specs[0].1 = ColumnType::Text;
