@@ -53,8 +53,10 @@ pub struct NodeMeta {
     pub host_id: Uuid,
     /// Where the driver connects to it: its `rpc_address` (or its `peer`
     /// address when `rpc_address` is a wildcard) and the control
-    /// connection's port; for the control connection's node, the address the
-    /// control connection reached.
+    /// connection's port (`system.peers_v2`: its `native_address` and
+    /// `native_port`), passed through the
+    /// [`AddressTranslator`]; for the
+    /// control connection's node, the address the control connection reached.
     pub address: SocketAddr,
     /// Its datacenter (`data_center`; empty if null).
     pub datacenter: String,
