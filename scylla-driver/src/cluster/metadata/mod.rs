@@ -24,10 +24,12 @@ pub(crate) mod tablets;
 mod test_rows;
 mod topology;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use scylla_cql::frame::response::error::ErrorResponse;
 use scylla_cql::sharding::Sharder;
@@ -222,6 +224,9 @@ pub struct NodeOptions {
     /// Set once `system.peers_v2` turned out not to exist on this cluster
     /// (ScyllaDB, Cassandra 3): `system.peers` is read from then on.
     peers_v2_missing: Arc<AtomicBool>,
+    /// The host ids the filter rejected at the latest read (tablet replicas
+    /// on them are expected, not a sign of a stale topology).
+    rejected: Arc<ArcSwap<HashSet<Uuid>>>,
 }
 
 impl Default for NodeOptions {
@@ -231,6 +236,7 @@ impl Default for NodeOptions {
             translator: Arc::new(IdentityTranslator),
             filter: None,
             peers_v2_missing: Arc::new(AtomicBool::new(false)),
+            rejected: Arc::new(ArcSwap::from_pointee(HashSet::new())),
         }
     }
 }
@@ -246,6 +252,16 @@ impl NodeOptions {
                 host_id: node.host_id,
             })
         })
+    }
+
+    /// Records the host ids the filter rejected.
+    pub(crate) fn set_rejected(&self, hosts: HashSet<Uuid>) {
+        self.rejected.store(Arc::new(hosts));
+    }
+
+    /// Whether the host filter rejected node `host` at the latest read.
+    pub fn is_rejected(&self, host: &Uuid) -> bool {
+        self.rejected.load().contains(host)
     }
 
     /// Whether `system.peers_v2` is known to be missing (and `system.peers`
@@ -312,11 +328,13 @@ pub(crate) async fn read_topology(
         .collect();
     let local_id = local.host_id;
     let mut local_rejected = false;
+    let mut rejected = HashSet::new();
     let nodes = topology::join_nodes(local, peers)
         .into_iter()
         .filter(|n| {
             let keep = node_opts.accepts(n);
             if !keep {
+                rejected.insert(n.host_id);
                 if n.host_id == local_id {
                     local_rejected = true;
                 }
@@ -325,6 +343,9 @@ pub(crate) async fn read_topology(
             keep
         })
         .collect();
+    if node_opts.filter.is_some() {
+        node_opts.set_rejected(rejected);
+    }
     Ok(NodesRead {
         nodes,
         local_rejected,
