@@ -10,7 +10,9 @@
 //! `NetworkTopologyStrategy` and a filter by datacenter this is exact (each
 //! datacenter's replicas depend only on its own nodes); other filters may
 //! make token-aware routing pick a coordinator that is not a replica, which
-//! is correct but costs a hop.
+//! is correct but costs a hop. Tablet replicas on rejected nodes are
+//! skipped (the tablet routes to its accepted replicas) without the topology
+//! refresh an unknown host would trigger.
 
 use std::fmt;
 use std::net::SocketAddr;
