@@ -103,6 +103,11 @@ fn validate(c: &ClusterConfig) -> Result<NonZeroU16, ClusterError> {
     if c.block.is_some_and(|(x, _)| x == 0) {
         return bad("address block 127.0.y.0/24 is reserved; use x >= 1");
     }
+    if c.block.is_some_and(|(x, _)| x == 255) {
+        return bad(
+            "address blocks 127.255.y.0/24 are reserved for advertised addresses; use x <= 254",
+        );
+    }
     let out_of_range = c
         .without_shard_aware_port
         .iter()
@@ -130,6 +135,11 @@ fn node_infos(c: &ClusterConfig, shards: NonZeroU16, block: (u8, u8)) -> Vec<Nod
             NodeInfo {
                 index: i,
                 address: node_address(block, i),
+                advertised: if c.advertise_unreachable {
+                    crate::topology::advertised_address(node_address(block, i))
+                } else {
+                    node_address(block, i)
+                },
                 port: c.port,
                 shard_aware_port: c
                     .shard_aware_port
@@ -173,7 +183,8 @@ impl TestCluster {
             };
             let topology = Arc::new(
                 Topology::new(infos, config.cluster_name.clone())
-                    .with_tablets(TabletRegistry::new(config.seed, config.tablets)),
+                    .with_tablets(TabletRegistry::new(config.seed, config.tablets))
+                    .with_peers_v2(config.peers_v2),
             );
             let cluster = TestCluster {
                 nodes: (0..config.nodes)

@@ -82,6 +82,12 @@ pub struct ClusterConfig {
     pub use_metadata_id: bool,
     /// Answers the CQL requests.
     pub handler: Arc<dyn RequestHandler>,
+    /// Nodes report unreachable addresses (`127.255.y.n` for `127.x.y.n`)
+    /// instead of the ones they listen on, as nodes behind address
+    /// translation do.
+    pub advertise_unreachable: bool,
+    /// Serve `system.peers_v2` (as Cassandra 4+ does); ScyllaDB has none.
+    pub peers_v2: bool,
 }
 
 impl fmt::Debug for ClusterConfig {
@@ -126,6 +132,8 @@ impl Default for ClusterConfig {
             tls: None,
             use_metadata_id: false,
             handler: Arc::new(CqlHandler::new()),
+            advertise_unreachable: false,
+            peers_v2: false,
         }
     }
 }
@@ -315,6 +323,26 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn use_metadata_id(mut self, on: bool) -> Self {
         self.config.use_metadata_id = on;
+        self
+    }
+
+    /// Nodes report `127.255.y.n` (where nothing listens) instead of the
+    /// `127.x.y.n` they listen on, in `system.local` and `system.peers(_v2)`,
+    /// as nodes behind a NAT or proxy report addresses clients cannot reach
+    /// (see [`crate::topology::advertised_address`]). A driver reaches the
+    /// other nodes only through an address translator; without one its
+    /// connections are refused on loopback.
+    #[must_use]
+    pub fn advertise_unreachable(mut self, on: bool) -> Self {
+        self.config.advertise_unreachable = on;
+        self
+    }
+
+    /// Serve `system.peers_v2` (as Cassandra 4+ does; default off, as
+    /// ScyllaDB, which answers it with "unconfigured table").
+    #[must_use]
+    pub fn peers_v2(mut self, on: bool) -> Self {
+        self.config.peers_v2 = on;
         self
     }
 

@@ -33,8 +33,13 @@ pub const SHARDING_IGNORE_MSB: u8 = 12;
 pub struct NodeInfo {
     /// Index in the cluster (0-based).
     pub index: usize,
-    /// The node's loopback address.
+    /// The node's loopback address (where it listens).
     pub address: IpAddr,
+    /// The address it reports in `system.local`, `system.peers(_v2)`: its
+    /// listening address, or (with
+    /// [`TestClusterBuilder::advertise_unreachable`](crate::TestClusterBuilder::advertise_unreachable))
+    /// [`advertised_address`] of it, where nothing listens.
+    pub advertised: IpAddr,
     /// The regular CQL port (the same on every node).
     pub port: u16,
     /// The shard-aware port, if this node has one (the same on every node that has one).
@@ -82,6 +87,8 @@ pub struct Topology {
     /// The tablet maps of tablet tables (ScyllaDB keeps them with the token
     /// metadata: every node knows every table's tablets).
     tablets: TabletRegistry,
+    /// Whether `system.peers_v2` exists.
+    peers_v2: bool,
 }
 
 impl Topology {
@@ -94,6 +101,7 @@ impl Topology {
             cluster_name,
             stats,
             tablets: TabletRegistry::new(0, None),
+            peers_v2: false,
         }
     }
 
@@ -101,6 +109,18 @@ impl Topology {
     pub(crate) fn with_tablets(mut self, tablets: TabletRegistry) -> Self {
         self.tablets = tablets;
         self
+    }
+
+    /// The same topology, serving `system.peers_v2` or not.
+    pub(crate) fn with_peers_v2(mut self, on: bool) -> Self {
+        self.peers_v2 = on;
+        self
+    }
+
+    /// Whether the nodes serve `system.peers_v2` (Cassandra 4+ does,
+    /// ScyllaDB does not).
+    pub fn has_peers_v2(&self) -> bool {
+        self.peers_v2
     }
 
     /// The tablet maps of the cluster's tablet tables.
@@ -211,6 +231,20 @@ pub(crate) fn node_address((x, y): (u8, u8), i: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, x, y, (i + 1) as u8))
 }
 
+/// The address a node listening on `listen` advertises when advertising
+/// unreachable addresses: `127.255.y.n` for `127.x.y.n`. Blocks never use
+/// `x = 255`, so nothing listens there and a connection to it is refused on
+/// loopback.
+pub fn advertised_address(listen: IpAddr) -> IpAddr {
+    match listen {
+        IpAddr::V4(v4) => {
+            let [_, _, y, n] = v4.octets();
+            IpAddr::V4(Ipv4Addr::new(127, 255, y, n))
+        }
+        other => other,
+    }
+}
+
 /// The deterministic identity parts of node `i`: host id and tokens.
 /// `taken` holds every token already given to earlier nodes (kept distinct).
 pub(crate) fn node_identity(
@@ -273,6 +307,7 @@ mod tests {
         let mk = |index: usize, tokens: Vec<i64>| NodeInfo {
             index,
             address: node_address((1, 1), index),
+            advertised: node_address((1, 1), index),
             port: 9042,
             shard_aware_port: None,
             host_id: Uuid::nil(),

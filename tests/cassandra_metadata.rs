@@ -119,6 +119,40 @@ async fn discovers_the_node() {
     assert_eq!(control.connected_to(), Some(addr));
 }
 
+/// Cassandra 5 has `system.peers_v2`: it is read (no fallback to
+/// `system.peers`); a host filter that rejects the node leaves the control
+/// connection without a node.
+#[tokio::test]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
+async fn reads_peers_v2_and_honours_the_host_filter() {
+    use scylla_driver::cluster::{ContactError, FnHostFilter, HostInfo};
+    let Some(addr) = node_addr() else { return };
+    let options = ControlOptions::default();
+    let nodes = options.nodes.clone();
+    let (control, _rx) = ControlHandle::start(vec![addr], ConnectionConfig::default(), options)
+        .await
+        .expect("control connection");
+    assert!(!nodes.peers_v2_missing(), "system.peers_v2 was not read");
+    assert_eq!(control.metadata().nodes.len(), 1);
+    drop(control);
+
+    let mut options = ControlOptions::default();
+    let dc = "datacenter1";
+    options.nodes.filter = Some(std::sync::Arc::new(FnHostFilter(
+        move |h: &HostInfo<'_>| h.datacenter != dc,
+    )));
+    match ControlHandle::start(vec![addr], ConnectionConfig::default(), options).await {
+        Err(ControlError::Unreachable(failures)) => {
+            assert_eq!(failures.len(), 1);
+            assert!(matches!(
+                &failures[0].error,
+                ContactError::Filtered { accepted } if accepted.is_empty()
+            ));
+        }
+        other => panic!("expected Unreachable, got {:?}", other.map(|_| ())),
+    }
+}
+
 #[tokio::test]
 #[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn reads_keyspaces_and_partition_keys() {

@@ -42,6 +42,9 @@ usage: testbed [options]
   --tablet-script FILE    timed tablet migrations and splits (lines like
                           '5 migrate ks.t 3 0 1 2' or '10 split ks.t')
   --use-metadata-id       offer SCYLLA_USE_METADATA_ID (result metadata ids on v4)
+  --advertise-unreachable nodes report 127.255.Y.N instead of their 127.X.Y.N
+                          (clients need an address translator to reach peers)
+  --peers-v2              serve system.peers_v2 (as Cassandra 4+; ScyllaDB has none)
   --duration-secs N       stop after N seconds (default: run until Ctrl-C)
   --help                  print this help";
 
@@ -118,6 +121,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
             }
             "--tls-client-auth" => tls_client_auth = true,
             "--use-metadata-id" => b = b.use_metadata_id(true),
+            "--advertise-unreachable" => b = b.advertise_unreachable(true),
+            "--peers-v2" => b = b.peers_v2(true),
             "--tablets" => b = b.tablets(parse_num(&flag, it.next())?),
             "--tablet-script" => {
                 let path = it.next().ok_or("--tablet-script needs a file")?;
@@ -203,6 +208,9 @@ async fn run(args: Args) -> ExitCode {
             n.rack,
             n.tokens.len()
         );
+        if n.advertised != n.address {
+            println!("node {}: advertised as {}", n.index, n.advertised);
+        }
     }
     if let Some(dir) = &args.tls_dir {
         if let Err(e) = write_tls_files(&cluster, dir) {

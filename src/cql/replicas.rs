@@ -151,6 +151,7 @@ mod tests {
         NodeInfo {
             index,
             address: std::net::IpAddr::from([127, 0, 0, 1]),
+            advertised: std::net::IpAddr::from([127, 0, 0, 1]),
             port: 9042,
             shard_aware_port: None,
             host_id: uuid::Uuid::nil(),

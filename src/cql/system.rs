@@ -6,7 +6,9 @@
 //! answers `system.local` with its own row and `system.peers` with the
 //! other nodes that are up; everyone reports the store's schema version, so
 //! schema agreement holds. `system.peers_v2` does not exist (as on
-//! ScyllaDB), which makes drivers fall back to `system.peers`.
+//! ScyllaDB), which makes drivers fall back to `system.peers`, unless the
+//! cluster is built with `peers_v2(true)` (as Cassandra 4+). Nodes report
+//! their advertised address (`NodeInfo::advertised`) everywhere.
 //! `system_schema.scylla_keyspaces` and `system.tablets` tell which
 //! keyspaces use tablets and where every tablet is, as ScyllaDB's do.
 
@@ -122,18 +124,18 @@ fn system_local(ctx: &ConnCtx, schema: &Schema) -> View {
     let row = vec![
         Some(text("local")),
         Some(text("COMPLETED")),
-        Some(CqlValue::Inet(n.address)),
+        Some(CqlValue::Inet(n.advertised)),
         Some(text(ctx.topology().cluster_name())),
         Some(text(CQL_VERSION)),
         Some(text(&n.datacenter)),
         Some(CqlValue::Int(1)),
         Some(CqlValue::Uuid(n.host_id)),
-        Some(CqlValue::Inet(n.address)),
+        Some(CqlValue::Inet(n.advertised)),
         Some(text("4")),
         Some(text("org.apache.cassandra.dht.Murmur3Partitioner")),
         Some(text(&n.rack)),
         Some(text(RELEASE_VERSION)),
-        Some(CqlValue::Inet(n.address)),
+        Some(CqlValue::Inet(n.advertised)),
         Some(CqlValue::Uuid(schema.version)),
         Some(text("")),
         Some(text("20.1.0")),
@@ -153,13 +155,13 @@ fn system_peers(ctx: &ConnCtx, schema: &Schema) -> View {
         .filter(|p| p.index != ctx.node_index())
         .map(|p| {
             vec![
-                Some(CqlValue::Inet(p.address)),
+                Some(CqlValue::Inet(p.advertised)),
                 Some(text(&p.datacenter)),
                 Some(CqlValue::Uuid(p.host_id)),
-                Some(CqlValue::Inet(p.address)),
+                Some(CqlValue::Inet(p.advertised)),
                 Some(text(&p.rack)),
                 Some(text(RELEASE_VERSION)),
-                Some(CqlValue::Inet(p.address)),
+                Some(CqlValue::Inet(p.advertised)),
                 Some(CqlValue::Uuid(schema.version)),
                 Some(text("")),
                 Some(tokens(p)),
@@ -167,6 +169,51 @@ fn system_peers(ctx: &ConnCtx, schema: &Schema) -> View {
         })
         .collect();
     view("system", "peers", &PEERS_COLS, rows)
+}
+
+const PEERS_V2_COLS: [(&str, &str); 13] = [
+    ("peer", "inet"),
+    ("peer_port", "int"),
+    ("data_center", "text"),
+    ("host_id", "uuid"),
+    ("native_address", "inet"),
+    ("native_port", "int"),
+    ("preferred_ip", "inet"),
+    ("preferred_port", "int"),
+    ("rack", "text"),
+    ("release_version", "text"),
+    ("schema_version", "uuid"),
+    ("supported_features", "text"),
+    ("tokens", "set<text>"),
+];
+
+/// `system.peers_v2` (Cassandra 4+): `system.peers` with ports. Gossip
+/// runs on 7000 as on a default node; `native_port` is the node's CQL port.
+fn system_peers_v2(ctx: &ConnCtx, schema: &Schema) -> View {
+    let topo = ctx.topology();
+    let rows = topo
+        .nodes()
+        .iter()
+        .filter(|p| p.index != ctx.node_index())
+        .map(|p| {
+            vec![
+                Some(CqlValue::Inet(p.advertised)),
+                Some(CqlValue::Int(7000)),
+                Some(text(&p.datacenter)),
+                Some(CqlValue::Uuid(p.host_id)),
+                Some(CqlValue::Inet(p.advertised)),
+                Some(CqlValue::Int(i32::from(p.port))),
+                Some(CqlValue::Inet(p.advertised)),
+                Some(CqlValue::Int(7000)),
+                Some(text(&p.rack)),
+                Some(text(RELEASE_VERSION)),
+                Some(CqlValue::Uuid(schema.version)),
+                Some(text("")),
+                Some(tokens(p)),
+            ]
+        })
+        .collect();
+    view("system", "peers_v2", &PEERS_V2_COLS, rows)
 }
 
 /// Every keyspace with its replication: built-ins first, then the store's.
@@ -449,6 +496,7 @@ pub(crate) fn system_view(
     Ok(match (ks, table) {
         ("system", "local") => system_local(ctx, schema),
         ("system", "peers") => system_peers(ctx, schema),
+        ("system", "peers_v2") if ctx.topology().has_peers_v2() => system_peers_v2(ctx, schema),
         ("system_schema", "keyspaces") => {
             let rows = keyspaces(schema)
                 .into_iter()

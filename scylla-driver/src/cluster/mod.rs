@@ -7,6 +7,9 @@
 //!   with their pools and the routing table, swapped atomically.
 //! - [`control`]: the control connection ([`ControlHandle`]): events,
 //!   debounced and periodic refreshes, reconnection to another node.
+//! - [`translation`]: [`AddressTranslator`], from the address a node reports
+//!   to the address the driver connects to.
+//! - [`host_filter`]: [`HostFilter`], which nodes the driver uses at all.
 //! - [`tablets`]: the tablet maps of tablet tables ([`TabletStore`]):
 //!   learned from responses, warmed up from `system.tablets`, invalidated by
 //!   schema and topology changes.
@@ -16,12 +19,16 @@
 //! and `pool` (reconnect backoff); none of those imports it.
 
 pub mod control;
+pub mod host_filter;
 pub mod metadata;
 pub mod state;
 pub mod tablets;
+pub mod translation;
 
 pub use control::{
     ContactError, ContactFailure, ControlError, ControlHandle, ControlOptions, NodeEvent,
 };
-pub use metadata::{KeyspaceMeta, Metadata, MetadataError, NodeMeta, TableMeta};
+pub use host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
+pub use metadata::{KeyspaceMeta, Metadata, MetadataError, NodeMeta, NodeOptions, TableMeta};
 pub use tablets::{TabletStore, TabletWarmup};
+pub use translation::{AddressTranslator, IdentityTranslator, MapTranslator, TranslationError};

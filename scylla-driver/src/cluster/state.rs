@@ -173,7 +173,10 @@ impl Cluster {
         );
         let state = Arc::new(ArcSwap::from_pointee(first));
         let cancel = CancellationToken::new();
-        let tablets = Arc::new(TabletStore::new(state.clone(), metrics.clone()));
+        let tablets = Arc::new(
+            TabletStore::new(state.clone(), metrics.clone())
+                .with_node_options(control.options().nodes.clone()),
+        );
         let query = control.options().query;
         tokio::spawn(super::tablets::warmup_task(
             tablets.clone(),

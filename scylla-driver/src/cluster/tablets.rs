@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::control::ControlHandle;
 use super::metadata::tablets::{TabletRowsReader, TABLETS_QUERY};
-use super::metadata::{Metadata, MetadataError, QueryOptions};
+use super::metadata::{Metadata, MetadataError, NodeOptions, QueryOptions};
 use super::state::ClusterState;
 use crate::metrics::Metrics;
 use crate::routing::tablets::{ResolvedTablets, TabletTable};
@@ -66,6 +66,9 @@ pub struct TabletStore {
     warmups_served: AtomicU64,
     /// A topology refresh asked for an unknown host is under way.
     refreshing: AtomicBool,
+    /// Which hosts the host filter left out (replicas on them are skipped
+    /// without asking for a refresh).
+    nodes: NodeOptions,
 }
 
 /// What learning a tablet found.
@@ -87,7 +90,14 @@ impl TabletStore {
             warmups_requested: AtomicU64::new(0),
             warmups_served: AtomicU64::new(0),
             refreshing: AtomicBool::new(false),
+            nodes: NodeOptions::default(),
         }
+    }
+
+    /// The same store, told which hosts the host filter leaves out.
+    pub(crate) fn with_node_options(mut self, nodes: NodeOptions) -> Self {
+        self.nodes = nodes;
+        self
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(String, String), Arc<TabletTable>>> {
@@ -198,7 +208,7 @@ impl TabletStore {
             tablet
                 .replicas
                 .iter()
-                .any(|(h, _)| state.node_of_host(h).is_none())
+                .any(|(h, _)| state.node_of_host(h).is_none() && !self.nodes.is_rejected(h))
         };
         self.update(slot, |map, state| {
             map.with_tablet(tablet.clone(), &|h| state.node_of_host(h))
@@ -454,6 +464,22 @@ mod tests {
         assert!(learned.unknown_host);
         let learned = store.learn(&slot, tablet(100, 200, &[(1, 0), (3, 7)]));
         assert!(!learned.unknown_host);
+        // A replica on a host the filter left out is expected: no refresh.
+        let nodes = NodeOptions::default();
+        nodes.set_rejected([Uuid::from_u128(9)].into_iter().collect());
+        let filtered =
+            TabletStore::new(swap.clone(), Arc::new(Metrics::default())).with_node_options(nodes);
+        let fslot = filtered.table("ks", "t");
+        assert!(
+            !filtered
+                .learn(&fslot, tablet(0, 100, &[(2, 5), (9, 1)]))
+                .unknown_host
+        );
+        assert!(
+            filtered
+                .learn(&fslot, tablet(0, 100, &[(2, 5), (8, 1)]))
+                .unknown_host
+        );
         let snap = slot.snapshot();
         let r = snap.lookup(layout, Token(50)).unwrap();
         assert_eq!((r.nodes, r.shards), (&[NodeIdx(1)][..], &[5u16][..]));

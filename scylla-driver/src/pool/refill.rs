@@ -262,6 +262,8 @@ async fn fill_missing(
             s.shard_aware_port
         };
         let port = advertised.filter(|_| inner.config.shard_aware_port)?;
+        // `inner.addr` is already translated (address translation applies
+        // to the node's address); the port number is the node's own.
         Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
     });
     let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));

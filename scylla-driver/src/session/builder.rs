@@ -13,6 +13,7 @@ use super::Session;
 use crate::cluster::control::{ControlHandle, ControlOptions};
 use crate::cluster::state::Cluster;
 use crate::cluster::TabletWarmup;
+use crate::cluster::{AddressTranslator, HostFilter};
 use crate::connection::{Authenticator, Coalescing, PasswordAuthenticator};
 use crate::error::NewSessionError;
 use crate::metrics::Metrics;
@@ -325,6 +326,26 @@ impl SessionBuilder {
     #[must_use]
     pub fn schema_agreement_timeout(mut self, d: Duration) -> Self {
         self.config.schema_agreement_timeout = d;
+        self
+    }
+
+    /// Maps the addresses nodes report (in `system.peers(_v2)` and events)
+    /// to the addresses to connect to (default: identity). Contact points
+    /// are used as given. The shard-aware port is used on the translated IP
+    /// with the port number the node reports; see
+    /// [`translation`](crate::cluster::translation).
+    #[must_use]
+    pub fn address_translator(mut self, t: Arc<dyn AddressTranslator>) -> Self {
+        self.config.control.nodes.translator = t;
+        self
+    }
+
+    /// Uses only the nodes `filter` accepts: the others get no pool, are in
+    /// no query plan, and the control connection does not stay on them.
+    /// See [`host_filter`](crate::cluster::host_filter).
+    #[must_use]
+    pub fn host_filter(mut self, filter: Arc<dyn HostFilter>) -> Self {
+        self.config.control.nodes.filter = Some(filter);
         self
     }
 

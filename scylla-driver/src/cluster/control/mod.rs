@@ -46,8 +46,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
 use super::metadata::{
-    read_metadata, wait_for_schema_agreement, AgreementOptions, Metadata, MetadataError,
-    QueryOptions,
+    read_schema, read_topology, wait_for_schema_agreement, AgreementOptions, Metadata,
+    MetadataError, NodeOptions, QueryOptions,
 };
 use crate::connection::{open, Connection, ConnectionConfig, ConnectionError};
 use crate::pool::backoff::{ExponentialBackoff, ReconnectPolicy};
@@ -74,6 +74,9 @@ pub struct ControlOptions {
     /// Consecutive failed refreshes (on a connection that still looks alive)
     /// after which the control connection moves to another node.
     pub max_refresh_failures: u32,
+    /// Address translation and host filter applied to the nodes read (and
+    /// to the addresses in events).
+    pub nodes: NodeOptions,
 }
 
 impl Default for ControlOptions {
@@ -89,6 +92,7 @@ impl Default for ControlOptions {
             event_buffer: 1024,
             node_event_buffer: 256,
             max_refresh_failures: 2,
+            nodes: NodeOptions::default(),
         }
     }
 }
@@ -115,6 +119,13 @@ pub enum ContactError {
     /// The connection opened, but reading the metadata failed.
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    /// The node is rejected by the host filter; `accepted` lists the nodes
+    /// it knows that the filter accepts (where to go instead).
+    #[error("the node is rejected by the host filter ({} accepted nodes known)", .accepted.len())]
+    Filtered {
+        /// The accepted nodes' addresses.
+        accepted: Vec<SocketAddr>,
+    },
 }
 
 /// A failed attempt at one contact point.
@@ -273,14 +284,26 @@ impl ControlHandle {
 
         let mut failures = Vec::new();
         let mut first = None;
-        for &address in &contact_points {
-            match connect_and_read(address, &config, &options.query).await {
+        // The contact points, then (bounded: each address once) the accepted
+        // nodes that a filtered contact point lists.
+        let mut candidates = contact_points.clone();
+        let mut i = 0;
+        while let Some(&address) = candidates.get(i) {
+            i += 1;
+            match connect_and_read(address, &config, &options.query, &options.nodes).await {
                 Ok(ok) => {
                     first = Some(ok);
                     break;
                 }
                 Err(error) => {
                     tracing::info!(%address, %error, "contact point unusable");
+                    if let ContactError::Filtered { accepted } = &error {
+                        for a in accepted {
+                            if !candidates.contains(a) {
+                                candidates.push(*a);
+                            }
+                        }
+                    }
                     failures.push(ContactFailure { address, error });
                 }
             }
@@ -414,13 +437,28 @@ impl ControlHandle {
     }
 }
 
-/// Opens a control connection to `address` and reads the metadata through it.
+/// Opens a control connection to `address` and reads the metadata through
+/// it; a node the host filter rejects is not kept.
 async fn connect_and_read(
     address: SocketAddr,
     config: &ConnectionConfig,
     query: &QueryOptions,
+    node_opts: &NodeOptions,
 ) -> Result<(Connection, Metadata), ContactError> {
     let conn = open(address, None, config).await?;
-    let metadata = read_metadata(&conn, query).await?;
-    Ok((conn, metadata))
+    let read = read_topology(&conn, query, node_opts).await?;
+    if read.local_rejected {
+        conn.close();
+        return Err(ContactError::Filtered {
+            accepted: read.nodes.iter().map(|n| n.address).collect(),
+        });
+    }
+    let keyspaces = read_schema(&conn, query).await?;
+    Ok((
+        conn,
+        Metadata {
+            nodes: read.nodes,
+            keyspaces,
+        },
+    ))
 }

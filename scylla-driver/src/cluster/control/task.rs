@@ -17,7 +17,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::{connect_and_read, Command, ControlError, NodeEvent, Refresh, Shared};
-use crate::cluster::metadata::{read_nodes, read_schema, Metadata, MetadataError};
+use crate::cluster::metadata::{read_schema, read_topology, Metadata, MetadataError};
 use crate::connection::{Connection, ConnectionConfig};
 use crate::pool::backoff::ReconnectSchedule;
 
@@ -170,6 +170,16 @@ impl ControlTask {
             }),
             Event::StatusChange { change, addr } => {
                 let up = change == StatusChangeType::Up;
+                // Events name nodes by the address they report: translate it
+                // as the peers' addresses are (an untranslatable address
+                // stays as it is and matches no known node).
+                let addr = match self.shared.options.nodes.translator.translate(addr) {
+                    Ok(a) => a,
+                    Err(error) => {
+                        tracing::debug!(%error, "STATUS_CHANGE address does not translate");
+                        addr
+                    }
+                };
                 let metadata = self.shared.metadata.load();
                 let known = metadata.node_by_ip(addr.ip());
                 {
@@ -223,7 +233,12 @@ impl ControlTask {
         tracing::info!(peer = %failed_addr, reason = ?failed.broken().map(|b| b.reason().to_string()), "control connection lost; reconnecting");
         loop {
             for address in self.candidates(failed_addr) {
-                let attempt = connect_and_read(address, &self.config, &self.shared.options.query);
+                let attempt = connect_and_read(
+                    address,
+                    &self.config,
+                    &self.shared.options.query,
+                    &self.shared.options.nodes,
+                );
                 match unless_cancelled(&self.cancel, attempt).await? {
                     Ok((conn, metadata)) => {
                         self.schedule.reset();
@@ -285,7 +300,13 @@ async fn refresh(
     let q = &shared.options.query;
     let current = shared.metadata.load_full();
     let nodes = if what.nodes {
-        read_nodes(conn, q).await?
+        let read = read_topology(conn, q, &shared.options.nodes).await?;
+        if read.local_rejected {
+            // The filter rejects this node now: move to an accepted one.
+            tracing::info!(peer = %conn.info().peer, "control connection's node rejected by the host filter; moving");
+            conn.close();
+        }
+        read.nodes
     } else {
         current.nodes.clone()
     };

@@ -35,11 +35,18 @@ fn node(id: u128, address: &str) -> NodeMeta {
 
 /// A task over `nodes` that never runs (no connection).
 fn task(nodes: Vec<NodeMeta>, contact_points: Vec<SocketAddr>) -> ControlTask {
+    task_with(nodes, contact_points, ControlOptions::default())
+}
+
+fn task_with(
+    nodes: Vec<NodeMeta>,
+    contact_points: Vec<SocketAddr>,
+    options: ControlOptions,
+) -> ControlTask {
     let metadata = Arc::new(Metadata {
         nodes,
         keyspaces: Default::default(),
     });
-    let options = ControlOptions::default();
     let shared = Arc::new(Shared {
         metadata: ArcSwap::new(metadata.clone()),
         watch: watch::channel(metadata).0,
@@ -105,6 +112,38 @@ fn status_changes_become_node_events() {
     );
     let e = events.try_recv().unwrap();
     assert_eq!((e.host_id, e.address), (None, addr("10.0.0.9:9042")));
+}
+
+#[test]
+fn status_change_addresses_are_translated() {
+    use crate::cluster::translation::MapTranslator;
+    let mut options = ControlOptions::default();
+    options.nodes.translator = Arc::new(
+        MapTranslator::new().ip("10.9.0.1".parse().unwrap(), "127.0.0.1".parse().unwrap()),
+    );
+    // The metadata holds translated addresses; the event names the node by
+    // the address it reports.
+    let t = task_with(vec![node(1, "127.0.0.1:9042")], vec![], options);
+    let mut events = t.shared.node_events.subscribe();
+    let down = Event::StatusChange {
+        change: StatusChangeType::Down,
+        addr: addr("10.9.0.1:9042"),
+    };
+    assert_eq!(t.on_event(down), None);
+    let e = events.try_recv().unwrap();
+    assert_eq!(
+        (e.host_id, e.address, e.up),
+        (Some(Uuid::from_u128(1)), addr("127.0.0.1:9042"), false)
+    );
+    assert!(t.shared.down().contains(&addr("127.0.0.1:0").ip()));
+    // An address the translator does not know stays as it is.
+    let other = Event::StatusChange {
+        change: StatusChangeType::Down,
+        addr: addr("10.9.0.2:9042"),
+    };
+    t.on_event(other);
+    let e = events.try_recv().unwrap();
+    assert_eq!((e.host_id, e.address), (None, addr("10.9.0.2:9042")));
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! about the cluster, read through one connection (the control connection).
 //!
 //! - `topology.rs`: the nodes, from `system.local` and
-//!   `system.peers` ([`NodeMeta`]).
+//!   `system.peers_v2` / `system.peers` ([`NodeMeta`]), translated and
+//!   filtered as [`NodeOptions`] say.
 //! - `schema.rs`: keyspaces with their replication and tables with their
 //!   partition keys, from `system_schema` ([`KeyspaceMeta`], [`TableMeta`]).
 //! - `tablets.rs`: the tablets of tablet tables, from `system.tablets`
@@ -23,8 +24,12 @@ pub(crate) mod tablets;
 mod test_rows;
 mod topology;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use scylla_cql::frame::response::error::ErrorResponse;
 use scylla_cql::sharding::Sharder;
@@ -38,6 +43,8 @@ pub use self::agreement::{
 pub(crate) use self::query::for_each_page;
 pub use self::query::QueryOptions;
 
+use super::host_filter::{HostFilter, HostInfo};
+use super::translation::{AddressTranslator, IdentityTranslator};
 use crate::connection::{Connection, RequestError};
 use crate::routing::{NodeInfo, ReplicationStrategy, TopologyInput};
 
@@ -48,8 +55,10 @@ pub struct NodeMeta {
     pub host_id: Uuid,
     /// Where the driver connects to it: its `rpc_address` (or its `peer`
     /// address when `rpc_address` is a wildcard) and the control
-    /// connection's port; for the control connection's node, the address the
-    /// control connection reached.
+    /// connection's port (`system.peers_v2`: its `native_address` and
+    /// `native_port`), passed through the
+    /// [`AddressTranslator`]; for the
+    /// control connection's node, the address the control connection reached.
     pub address: SocketAddr,
     /// Its datacenter (`data_center`; empty if null).
     pub datacenter: String,
@@ -204,18 +213,153 @@ impl MetadataError {
     }
 }
 
+/// How the nodes read from the system tables become the driver's nodes:
+/// address translation, host filter, and which peers table to read.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// Maps each peer's reported address to the one to connect to.
+    pub translator: Arc<dyn AddressTranslator>,
+    /// Which nodes to keep (`None`: all).
+    pub filter: Option<Arc<dyn HostFilter>>,
+    /// Set once `system.peers_v2` turned out not to exist on this cluster
+    /// (ScyllaDB, Cassandra 3): `system.peers` is read from then on.
+    peers_v2_missing: Arc<AtomicBool>,
+    /// The host ids the filter rejected at the latest read (tablet replicas
+    /// on them are expected, not a sign of a stale topology).
+    rejected: Arc<ArcSwap<HashSet<Uuid>>>,
+}
+
+impl Default for NodeOptions {
+    /// No translation, no filter.
+    fn default() -> Self {
+        Self {
+            translator: Arc::new(IdentityTranslator),
+            filter: None,
+            peers_v2_missing: Arc::new(AtomicBool::new(false)),
+            rejected: Arc::new(ArcSwap::from_pointee(HashSet::new())),
+        }
+    }
+}
+
+impl NodeOptions {
+    /// Whether `node` passes the filter.
+    pub fn accepts(&self, node: &NodeMeta) -> bool {
+        self.filter.as_ref().is_none_or(|f| {
+            f.accept(&HostInfo {
+                address: node.address,
+                datacenter: &node.datacenter,
+                rack: &node.rack,
+                host_id: node.host_id,
+            })
+        })
+    }
+
+    /// Records the host ids the filter rejected.
+    pub(crate) fn set_rejected(&self, hosts: HashSet<Uuid>) {
+        self.rejected.store(Arc::new(hosts));
+    }
+
+    /// Whether the host filter rejected node `host` at the latest read.
+    pub fn is_rejected(&self, host: &Uuid) -> bool {
+        self.rejected.load().contains(host)
+    }
+
+    /// Whether `system.peers_v2` is known to be missing (and `system.peers`
+    /// is read instead).
+    pub fn peers_v2_missing(&self) -> bool {
+        self.peers_v2_missing.load(Ordering::Relaxed)
+    }
+}
+
+/// The nodes read by [`read_topology`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodesRead {
+    /// The accepted nodes, sorted by host id.
+    pub nodes: Vec<NodeMeta>,
+    /// Whether the host filter rejected the node `conn` is connected to.
+    pub local_rejected: bool,
+}
+
 /// Reads the nodes: `system.local` (the node `conn` is connected to) and
-/// `system.peers`; peers are addressed on `conn`'s port.
+/// `system.peers_v2` or `system.peers`; translates the peers' addresses and
+/// applies the host filter. Peers of `system.peers` are addressed on `conn`'s
+/// port.
+pub(crate) async fn read_topology(
+    conn: &Connection,
+    opts: &QueryOptions,
+    node_opts: &NodeOptions,
+) -> Result<NodesRead, MetadataError> {
+    let address = conn.info().peer;
+    let local = query::select_all(conn, topology::LOCAL_QUERY, opts).await?;
+    let local = topology::parse_local(&local, address)?;
+    let mut peers = None;
+    if !node_opts.peers_v2_missing() {
+        match query::select_all(conn, topology::PEERS_V2_QUERY, opts).await {
+            Ok(pages) => peers = Some(topology::parse_peers_v2(&pages, address.port())?),
+            Err(MetadataError::Server { error, .. }) => {
+                tracing::debug!(%error, "no system.peers_v2; reading system.peers from now on");
+                node_opts.peers_v2_missing.store(true, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let peers = match peers {
+        Some(p) => p,
+        None => {
+            let pages = query::select_all(conn, topology::PEERS_QUERY, opts).await?;
+            topology::parse_peers(&pages, address.port())?
+        }
+    };
+    let peers = peers
+        .into_iter()
+        .filter_map(|mut node| match node_opts.translator.translate(node.address) {
+            Ok(to) => {
+                if to != node.address {
+                    tracing::trace!(host_id = %node.host_id, from = %node.address, %to, "address translated");
+                }
+                node.address = to;
+                Some(node)
+            }
+            Err(error) => {
+                tracing::warn!(host_id = %node.host_id, %error, "peer left out: its address does not translate");
+                None
+            }
+        })
+        .collect();
+    let local_id = local.host_id;
+    let mut local_rejected = false;
+    let mut rejected = HashSet::new();
+    let nodes = topology::join_nodes(local, peers)
+        .into_iter()
+        .filter(|n| {
+            let keep = node_opts.accepts(n);
+            if !keep {
+                rejected.insert(n.host_id);
+                if n.host_id == local_id {
+                    local_rejected = true;
+                }
+                tracing::trace!(host_id = %n.host_id, address = %n.address, "node rejected by the host filter");
+            }
+            keep
+        })
+        .collect();
+    if node_opts.filter.is_some() {
+        node_opts.set_rejected(rejected);
+    }
+    Ok(NodesRead {
+        nodes,
+        local_rejected,
+    })
+}
+
+/// Reads the nodes (see [`NodeOptions`]): `system.local`, then
+/// `system.peers_v2` or `system.peers`; peers are translated and filtered.
 pub async fn read_nodes(
     conn: &Connection,
     opts: &QueryOptions,
+    node_opts: &NodeOptions,
 ) -> Result<Vec<NodeMeta>, MetadataError> {
-    let address = conn.info().peer;
-    let local = query::select_all(conn, topology::LOCAL_QUERY, opts).await?;
-    let peers = query::select_all(conn, topology::PEERS_QUERY, opts).await?;
-    let local = topology::parse_local(&local, address)?;
-    let peers = topology::parse_peers(&peers, address.port())?;
-    Ok(topology::join_nodes(local, peers))
+    Ok(read_topology(conn, opts, node_opts).await?.nodes)
 }
 
 /// Reads the keyspaces with their replication and tables.
@@ -248,8 +392,9 @@ pub async fn read_schema(
 pub async fn read_metadata(
     conn: &Connection,
     opts: &QueryOptions,
+    node_opts: &NodeOptions,
 ) -> Result<Metadata, MetadataError> {
-    let nodes = read_nodes(conn, opts).await?;
+    let nodes = read_nodes(conn, opts, node_opts).await?;
     let keyspaces = read_schema(conn, opts).await?;
     Ok(Metadata { nodes, keyspaces })
 }

@@ -2,10 +2,11 @@
 //! connection is on) and `system.peers` (every other node, as that node sees
 //! them).
 //!
-//! Both ScyllaDB and Cassandra have the columns read here in both tables
-//! (Cassandra 4+ also has `system.peers_v2` with per-peer ports; it is not
-//! needed because the driver connects to every node on the control
-//! connection's port). A peer row that cannot be used (no host id, no address,
+//! Both ScyllaDB and Cassandra have the columns read here in both tables.
+//! Cassandra 4+ also has `system.peers_v2`, with each peer's native port
+//! (`native_address`, `native_port`): it is read first where it exists, and
+//! `system.peers` (whose peers are addressed on the control connection's
+//! port) otherwise. A peer row that cannot be used (no host id, no address,
 //! a token that is not a number, a value that does not deserialize) is skipped
 //! with a warning: one bad row must not hide the rest of the cluster.
 
@@ -26,6 +27,10 @@ pub(crate) const LOCAL_QUERY: &str = "SELECT host_id, rpc_address, data_center, 
 /// The query for every other node.
 pub(crate) const PEERS_QUERY: &str = "SELECT host_id, peer, rpc_address, data_center, rack, \
      tokens, schema_version, release_version FROM system.peers";
+
+/// The query for every other node, with their native ports (Cassandra 4+).
+pub(crate) const PEERS_V2_QUERY: &str = "SELECT host_id, peer, native_address, native_port, \
+     data_center, rack, tokens, schema_version, release_version FROM system.peers_v2";
 
 /// A `system.local` row; every column may be null.
 struct LocalRow {
@@ -68,6 +73,54 @@ scylla_cql::impl_deserialize_row!(PeerRow {
     schema_version: Option<Uuid>,
     release_version: Option<String>,
 });
+
+/// A `system.peers_v2` row; every column may be null.
+struct PeerV2Row {
+    host_id: Option<Uuid>,
+    peer: Option<IpAddr>,
+    native_address: Option<IpAddr>,
+    native_port: Option<i32>,
+    data_center: Option<String>,
+    rack: Option<String>,
+    tokens: Option<Vec<String>>,
+    schema_version: Option<Uuid>,
+    release_version: Option<String>,
+}
+scylla_cql::impl_deserialize_row!(PeerV2Row {
+    host_id: Option<Uuid>,
+    peer: Option<IpAddr>,
+    native_address: Option<IpAddr>,
+    native_port: Option<i32>,
+    data_center: Option<String>,
+    rack: Option<String>,
+    tokens: Option<Vec<String>>,
+    schema_version: Option<Uuid>,
+    release_version: Option<String>,
+});
+
+impl PeerV2Row {
+    /// The same peer as a `system.peers` row, and its native port (`None`
+    /// if null or out of range: the caller's default port applies).
+    fn into_v1(self) -> (PeerRow, Option<u16>) {
+        let port = self
+            .native_port
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|&p| p != 0);
+        (
+            PeerRow {
+                host_id: self.host_id,
+                peer: self.peer,
+                rpc_address: self.native_address,
+                data_center: self.data_center,
+                rack: self.rack,
+                tokens: self.tokens,
+                schema_version: self.schema_version,
+                release_version: self.release_version,
+            },
+            port,
+        )
+    }
+}
 
 /// Why a peer row was skipped (logged, never returned).
 #[derive(Debug, PartialEq, Eq)]
@@ -134,31 +187,67 @@ pub(crate) fn parse_local(pages: &[Rows], address: SocketAddr) -> Result<NodeMet
 
 /// The other nodes, from `system.peers`; `port` is the CQL port the driver
 /// connects to (the control connection's), since `system.peers` has none.
-/// Unusable rows are skipped with a warning.
+/// Unusable rows are skipped with a warning. Addresses are as reported
+/// (before translation).
 pub(crate) fn parse_peers(pages: &[Rows], port: u16) -> Result<Vec<NodeMeta>, MetadataError> {
     let mut nodes = Vec::new();
     let mut index = 0usize;
     for_each_row::<PeerRow>(pages, PEERS_QUERY, |row| {
         index += 1;
-        match row {
-            Err(e) => {
-                tracing::warn!(row = index, error = %e, "system.peers: skipping a row that does not deserialize")
-            }
-            Ok(row) => {
-                let peer = row.peer;
-                match peer_to_node(row, port) {
-                    Ok(node) => nodes.push(node),
-                    Err(reason) => tracing::warn!(
-                        row = index,
-                        ?peer,
-                        ?reason,
-                        "system.peers: skipping an unusable row"
-                    ),
-                }
-            }
-        }
+        push_peer(
+            &mut nodes,
+            index,
+            row.map(|r| (r, None)),
+            port,
+            "system.peers",
+        );
     })?;
     Ok(nodes)
+}
+
+/// The other nodes, from `system.peers_v2`: each on its own `native_port`
+/// (`port` where that is null).
+pub(crate) fn parse_peers_v2(pages: &[Rows], port: u16) -> Result<Vec<NodeMeta>, MetadataError> {
+    let mut nodes = Vec::new();
+    let mut index = 0usize;
+    for_each_row::<PeerV2Row>(pages, PEERS_V2_QUERY, |row| {
+        index += 1;
+        push_peer(
+            &mut nodes,
+            index,
+            row.map(PeerV2Row::into_v1),
+            port,
+            "system.peers_v2",
+        );
+    })?;
+    Ok(nodes)
+}
+
+fn push_peer(
+    nodes: &mut Vec<NodeMeta>,
+    index: usize,
+    row: Result<(PeerRow, Option<u16>), scylla_cql::types::deserialize::DeserializationError>,
+    default_port: u16,
+    table: &'static str,
+) {
+    match row {
+        Err(e) => {
+            tracing::warn!(row = index, error = %e, table, "skipping a peer row that does not deserialize")
+        }
+        Ok((row, port)) => {
+            let peer = row.peer;
+            match peer_to_node(row, port.unwrap_or(default_port)) {
+                Ok(node) => nodes.push(node),
+                Err(reason) => tracing::warn!(
+                    row = index,
+                    ?peer,
+                    ?reason,
+                    table,
+                    "skipping an unusable peer row"
+                ),
+            }
+        }
+    }
 }
 
 fn peer_to_node(row: PeerRow, port: u16) -> Result<NodeMeta, BadRow> {
@@ -268,6 +357,58 @@ mod tests {
         assert_eq!(nodes[0].schema_version, Some(Uuid::from_u128(7)));
         assert_eq!(nodes[1].host_id, Uuid::from_u128(5));
         assert_eq!(nodes[1].address, "10.0.0.5:9042".parse().unwrap());
+    }
+
+    #[test]
+    fn peers_v2_rows_carry_their_native_ports() {
+        let specs = vec![
+            ("host_id", ColumnType::Uuid),
+            ("peer", ColumnType::Inet),
+            ("native_address", ColumnType::Inet),
+            ("native_port", ColumnType::Int),
+            ("data_center", ColumnType::Text),
+            ("rack", ColumnType::Text),
+            ("tokens", ColumnType::Set(Box::new(ColumnType::Text))),
+            ("schema_version", ColumnType::Uuid),
+            ("release_version", ColumnType::Text),
+        ];
+        let row = |host: u128, peer: &str, native: &str, port: Option<i32>| {
+            let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+            vec![
+                cell(&Uuid::from_u128(host), &specs[0].1),
+                cell(&ip(peer), &specs[1].1),
+                cell(&ip(native), &specs[2].1),
+                port.and_then(|p| cell(&p, &specs[3].1)),
+                cell(&"dc2".to_owned(), &specs[4].1),
+                cell(&"r2".to_owned(), &specs[5].1),
+                cell(&vec!["7".to_owned()], &specs[6].1),
+                None,
+                None,
+            ]
+        };
+        let rows = build(
+            &specs,
+            vec![
+                row(1, "10.0.0.1", "10.1.0.1", Some(19142)),
+                row(2, "10.0.0.2", "10.1.0.2", None), // null: the default port
+                row(3, "10.0.0.3", "0.0.0.0", Some(9043)), // wildcard: use peer
+                row(4, "10.0.0.4", "10.1.0.4", Some(70000)), // not a port
+            ],
+        );
+        let nodes = parse_peers_v2(&[rows], 9042).unwrap();
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.address).collect();
+        assert_eq!(
+            addrs,
+            vec![
+                "10.1.0.1:19142".parse().unwrap(),
+                "10.1.0.2:9042".parse().unwrap(),
+                "10.0.0.3:9043".parse().unwrap(),
+                "10.1.0.4:9042".parse().unwrap(),
+            ]
+        );
+        assert_eq!(nodes[0].datacenter, "dc2");
+        assert_eq!(nodes[0].rack, "r2");
+        assert_eq!(nodes[0].tokens, vec![Token(7)]);
     }
 
     #[test]
