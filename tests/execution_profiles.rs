@@ -12,6 +12,7 @@ use std::time::Duration;
 use scylla_cql::frame::header::{Flags, Opcode};
 use scylla_cql::frame::request::{Request as Decoded, RequestContext};
 use scylla_driver::policy::retry::FallthroughRetryPolicy;
+use scylla_driver::policy::speculative::SpeculativeExecution;
 use scylla_driver::statement::{Batch, BatchType, Consistency, ExecutionProfile, Statement};
 use scylla_driver::{ExecutionError, Session, SessionBuilder};
 use scylla_testbed::{
@@ -85,12 +86,19 @@ impl RequestHandler for Recorder {
 async fn start(
     configure: impl FnOnce(SessionBuilder) -> SessionBuilder,
 ) -> (TestCluster, Arc<Recorder>, Session) {
+    start_nodes(1, configure).await
+}
+
+async fn start_nodes(
+    nodes: usize,
+    configure: impl FnOnce(SessionBuilder) -> SessionBuilder,
+) -> (TestCluster, Arc<Recorder>, Session) {
     let recorder = Arc::new(Recorder {
         inner: CqlHandler::new(),
         seen: Mutex::new(Vec::new()),
     });
     let cluster = TestCluster::builder()
-        .nodes(1)
+        .nodes(nodes)
         .shards(2)
         .handler(recorder.clone())
         .start()
@@ -101,7 +109,7 @@ async fn start(
     assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
     session
         .query_unpaged(
-            "CREATE KEYSPACE pt WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            "CREATE KEYSPACE pt WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
             (),
         )
         .await
@@ -263,4 +271,41 @@ async fn an_unknown_profile_name_is_an_error() {
     // Only registered names resolve; the default profile has no name.
     assert!(session.execution_profile("default").is_err());
     assert!(session.execution_profile("reporting").is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_s_speculative_execution_applies_only_to_its_statements() {
+    let (cluster, _rec, session) = start_nodes(3, |b| {
+        b.execution_profile(
+            "hedged",
+            ExecutionProfile::new()
+                .speculative_execution(SpeculativeExecution::new(3, Duration::from_millis(30))),
+        )
+    })
+    .await;
+    let hedged = session.execution_profile("hedged").unwrap();
+    let plain = session
+        .prepare(Statement::new("SELECT v FROM pt.t WHERE k = ?").with_idempotent(true))
+        .await
+        .unwrap();
+    let with_profile = plain.clone().with_execution_profile(hedged);
+    // Two of three nodes answer after 400 ms.
+    for i in [1, 2] {
+        cluster
+            .set_faults(i, Faults::none().with_latency(Duration::from_millis(400)))
+            .await
+            .unwrap();
+    }
+    for k in 0..10 {
+        session.execute_unpaged(&plain, (k,)).await.unwrap();
+    }
+    // The session has no speculative execution: none started.
+    assert_eq!(session.metrics().snapshot().speculative_attempts, 0);
+    let started = std::time::Instant::now();
+    for k in 0..10 {
+        session.execute_unpaged(&with_profile, (k,)).await.unwrap();
+    }
+    let per_request = started.elapsed() / 10;
+    assert!(session.metrics().snapshot().speculative_attempts > 0);
+    assert!(per_request < Duration::from_millis(300), "{per_request:?}");
 }
