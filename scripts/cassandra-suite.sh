@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the real-server suite (tests/cassandra) against Apache Cassandra:
 #   (a) 1 node:            cargo test --test cassandra (and cassandra_metadata,
-#                          and the quickstart example) with SCYLLA_URI, in
+#                          the quickstart and semantic_cache examples) with SCYLLA_URI, in
 #                          protocol v5 (negotiated) and again pinned to v4
 #   (b) 1 node with --auth: the auth/LZ4 tests           with SCYLLA_AUTH_URI
 #   (c) 1 node with --tls-client-auth: the tls tests and the quick start over
@@ -44,6 +44,7 @@ trap cleanup EXIT
 log "compiling the tests"
 cargo test --test cassandra --test cassandra_metadata --no-run
 cargo build --example quickstart
+cargo build --example semantic_cache
 phase "compiling"
 
 log "(a) 1 node"
@@ -63,6 +64,8 @@ SCYLLA_PROTOCOL_VERSION=4 SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassan
     --skip three_nodes:: --skip tls::
 log "(a) the README's quick start against the real server"
 SCYLLA_URI="$(bash "$C" uri)" cargo run --example quickstart
+log "(a) the semantic cache example (vector search; fails below its hit-rate floor or on a false hit)"
+SCYLLA_URI="$(bash "$C" uri)" timeout 300 cargo run --example semantic_cache
 phase "(a) tests"
 bash "$C" stop
 phase "(a) stop"

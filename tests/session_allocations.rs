@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
+use scylla_driver::policy::retry::DefaultRetryPolicy;
+use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -126,6 +128,16 @@ fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
         let s = SessionBuilder::new()
             .known_node(addr)
             .protocol_version(version)
+            // The SELECTs run with a profile (over a default profile): its
+            // resolution is part of the measured path.
+            .default_execution_profile(ExecutionProfile::new().consistency(Consistency::One))
+            .execution_profile(
+                "reads",
+                ExecutionProfile::new()
+                    .consistency(Consistency::LocalOne)
+                    .request_timeout(Duration::from_secs(10))
+                    .retry_policy(std::sync::Arc::new(DefaultRetryPolicy)),
+            )
             .build()
             .await
             .unwrap();
@@ -144,7 +156,10 @@ fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
             .await
             .unwrap();
         let select = s
-            .prepare("SELECT k, v FROM alloc.kv WHERE k = ?")
+            .prepare(
+                Statement::new("SELECT k, v FROM alloc.kv WHERE k = ?")
+                    .with_execution_profile(s.execution_profile("reads").unwrap()),
+            )
             .await
             .unwrap();
         // With metadata ids, SELECTs skip their metadata.

@@ -58,6 +58,10 @@ pub enum ExecutionError {
     /// The schema did not settle in time after DDL.
     #[error("schema agreement not reached within {0:?}")]
     SchemaAgreementTimeout(Duration),
+    /// [`Session::execution_profile`](crate::Session::execution_profile)
+    /// was asked for a name no profile was registered under.
+    #[error("no execution profile named {0:?} is registered on the session")]
+    UnknownExecutionProfile(String),
 }
 
 impl ExecutionError {

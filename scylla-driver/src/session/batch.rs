@@ -81,8 +81,8 @@ pub(super) async fn run(
         batch: scylla_cql::frame::request::Batch {
             batch_type: batch.batch_type,
             statements: Cow::Owned(statements),
-            consistency: o.consistency.unwrap_or(inner.config.consistency),
-            serial_consistency: o.serial_consistency,
+            consistency: inner.consistency(o),
+            serial_consistency: inner.serial_consistency(o),
             default_timestamp: o.timestamp,
             // The session's keyspace is added per attempt (v5 only).
             keyspace: None,

@@ -2,6 +2,7 @@
 //! `build()`, which returns once the control connection and a first
 //! connection to every node are up.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use crate::policy::speculative::SpeculativeExecution;
 use crate::pool::backoff::ReconnectPolicy;
 use crate::pool::shard_port::PortRange;
 use crate::pool::PoolConfig;
+use crate::statement::{ExecutionProfile, ExecutionProfileHandle};
 
 /// A session's configuration.
 #[derive(Debug, Clone)]
@@ -64,6 +66,13 @@ pub struct SessionConfig {
     /// Which tablets to read from `system.tablets` ahead of requests
     /// (default: the keyspaces the session uses).
     pub tablet_warmup: TabletWarmup,
+    /// The session's default execution profile: its set fields override
+    /// the defaults above for every statement (see
+    /// [`statement::profile`](crate::statement::profile)).
+    pub default_profile: ExecutionProfile,
+    /// Execution profiles by name, for
+    /// [`Session::execution_profile`](crate::Session::execution_profile).
+    pub execution_profiles: HashMap<String, ExecutionProfileHandle>,
 }
 
 impl Default for SessionConfig {
@@ -84,6 +93,8 @@ impl Default for SessionConfig {
             control: ControlOptions::default(),
             skip_result_metadata: false,
             tablet_warmup: TabletWarmup::default(),
+            default_profile: ExecutionProfile::default(),
+            execution_profiles: HashMap::new(),
         }
     }
 }
@@ -319,6 +330,42 @@ impl SessionBuilder {
     #[must_use]
     pub fn prepared_cache_size(mut self, statements: usize) -> Self {
         self.config.prepared_cache_size = statements;
+        self
+    }
+
+    /// Registers `profile` under `name` (replacing a profile of that name);
+    /// statements select it with
+    /// `with_execution_profile(session.execution_profile(name)?)`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use scylla_driver::statement::{Consistency, ExecutionProfile};
+    /// use scylla_driver::SessionBuilder;
+    ///
+    /// let builder = SessionBuilder::new()
+    ///     .known_node("127.0.0.1:9042")
+    ///     .execution_profile(
+    ///         "oltp",
+    ///         ExecutionProfile::new()
+    ///             .consistency(Consistency::LocalQuorum)
+    ///             .request_timeout(Duration::from_millis(500)),
+    ///     );
+    /// assert!(builder.config.execution_profiles.contains_key("oltp"));
+    /// ```
+    #[must_use]
+    pub fn execution_profile(mut self, name: impl Into<String>, profile: ExecutionProfile) -> Self {
+        let name = name.into();
+        let handle = profile.into_handle(name.clone());
+        self.config.execution_profiles.insert(name, handle);
+        self
+    }
+
+    /// The default execution profile: its set fields override the
+    /// session's defaults (consistency, timeout, ...) for every statement;
+    /// a statement's own profile and options override it.
+    #[must_use]
+    pub fn default_execution_profile(mut self, profile: ExecutionProfile) -> Self {
+        self.config.default_profile = profile;
         self
     }
 

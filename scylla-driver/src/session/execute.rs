@@ -42,7 +42,8 @@ use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::ExecutionError;
 use crate::metrics::Metrics;
-use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision};
+use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
+use crate::policy::speculative::SpeculativeExecution;
 use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
 use crate::statement::prepared::ResultShape;
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
@@ -61,13 +62,16 @@ pub(crate) struct RoutingInfo {
     pub(crate) tablets: Option<Arc<TabletTable>>,
 }
 
-/// How a request runs.
+/// How a request runs (resolved from the statement, its execution profile
+/// and the session defaults).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RunOptions {
+pub(crate) struct RunOptions<'a> {
     pub(crate) consistency: Consistency,
     pub(crate) idempotent: bool,
     pub(crate) timeout: Duration,
     pub(crate) tracing: bool,
+    pub(crate) retry_policy: &'a dyn RetryPolicy,
+    pub(crate) speculative: Option<SpeculativeExecution>,
 }
 
 /// What the connection of an attempt speaks.
@@ -159,7 +163,7 @@ pub(crate) async fn run(
     state: &ClusterState,
     routing: RoutingInfo,
     msg: &dyn MessageFor,
-    opts: RunOptions,
+    opts: RunOptions<'_>,
 ) -> Result<Answer, ExecutionError> {
     let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
     // Without a subscriber interested in the span, skip the instrumentation
@@ -177,7 +181,7 @@ async fn run_in_span(
     state: &ClusterState,
     routing: RoutingInfo,
     msg: &dyn MessageFor,
-    opts: RunOptions,
+    opts: RunOptions<'_>,
 ) -> Result<Answer, ExecutionError> {
     Metrics::inc(&inner.metrics.requests);
     let started = Instant::now();
@@ -215,7 +219,7 @@ async fn run_in_span(
     let plan = Mutex::new(plan);
     let next_target = || plan.lock().unwrap_or_else(|e| e.into_inner()).next();
 
-    let result = match inner.config.speculative {
+    let result = match opts.speculative {
         Some(spec) if opts.idempotent && spec.max_attempts > 1 => {
             speculate(
                 inner,
@@ -259,10 +263,10 @@ async fn speculate(
     state: &ClusterState,
     routing: &RoutingInfo,
     msg: &dyn MessageFor,
-    opts: RunOptions,
+    opts: RunOptions<'_>,
     deadline: Instant,
     next_target: &(dyn Fn() -> Option<Target> + Sync),
-    spec: crate::policy::speculative::SpeculativeExecution,
+    spec: SpeculativeExecution,
 ) -> Result<Answer, ExecutionError> {
     type Attempt<'a> = Pin<Box<dyn Future<Output = Result<Answer, ExecutionError>> + Send + 'a>>;
     let mut running: Vec<Attempt<'_>> = Vec::with_capacity(spec.max_attempts);
@@ -327,7 +331,7 @@ async fn attempt_chain(
     state: &ClusterState,
     routing: &RoutingInfo,
     msg: &dyn MessageFor,
-    opts: RunOptions,
+    opts: RunOptions<'_>,
     (started, deadline): (Instant, Instant),
     next_target: &(dyn Fn() -> Option<Target> + Sync),
 ) -> Result<Answer, ExecutionError> {
@@ -385,8 +389,7 @@ async fn attempt_chain(
                     });
                 };
                 tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                let decision = inner
-                    .config
+                let decision = opts
                     .retry_policy
                     .decide(AttemptFailure::Server(&e.error), &ctx);
                 let Response::Error(e) = frame.response else {
@@ -404,8 +407,7 @@ async fn attempt_chain(
                 {
                     return Err(ExecutionError::Timeout(opts.timeout));
                 }
-                let decision = inner
-                    .config
+                let decision = opts
                     .retry_policy
                     .decide(AttemptFailure::Connection(&e), &ctx);
                 (

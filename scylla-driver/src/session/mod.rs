@@ -44,9 +44,13 @@ use crate::cluster::state::{Cluster, ClusterState};
 use crate::connection::{Connection, RequestOptions};
 use crate::error::ExecutionError;
 use crate::metrics::Metrics;
+use crate::policy::retry::RetryPolicy;
+use crate::policy::speculative::SpeculativeExecution;
 use crate::result::QueryResult;
 use crate::statement::prepared::{PreparedShared, ResultShape};
-use crate::statement::{Batch, PreparedStatement, Statement, StatementOptions};
+use crate::statement::{
+    Batch, ExecutionProfile, ExecutionProfileHandle, PreparedStatement, Statement, StatementOptions,
+};
 
 /// A session: connections to every shard of every node, and the API to run
 /// statements on them. Cheap to clone, `Send + Sync`.
@@ -82,6 +86,43 @@ pub(crate) struct SessionInner {
     /// unqualified table name means another table after `USE`.
     prepared: Mutex<prepared_cache::PreparedCache>,
     keyspace: ArcSwapOption<String>,
+    /// The session configuration with the default execution profile
+    /// applied: what a statement falls back to.
+    defaults: Defaults,
+}
+
+/// The session-wide request settings: the configuration, overridden by the
+/// default execution profile's set fields (resolved once, at start).
+#[derive(Debug)]
+struct Defaults {
+    consistency: scylla_cql::Consistency,
+    serial_consistency: Option<scylla_cql::Consistency>,
+    timeout: Duration,
+    page_size: i32,
+    retry_policy: Arc<dyn RetryPolicy>,
+    speculative: Option<SpeculativeExecution>,
+}
+
+impl Defaults {
+    fn new(config: &SessionConfig) -> Self {
+        let p = &config.default_profile;
+        Defaults {
+            consistency: p.consistency.unwrap_or(config.consistency),
+            serial_consistency: p.serial_consistency,
+            timeout: p.request_timeout.unwrap_or(config.request_timeout),
+            page_size: p.page_size.unwrap_or(config.page_size),
+            retry_policy: p
+                .retry_policy
+                .clone()
+                .unwrap_or_else(|| config.retry_policy.clone()),
+            speculative: p.speculative_execution.or(config.speculative),
+        }
+    }
+}
+
+/// The statement's profile, if it has one.
+fn profile_of(o: &StatementOptions) -> Option<&ExecutionProfile> {
+    o.profile.as_ref().map(ExecutionProfileHandle::profile)
 }
 
 impl std::fmt::Debug for SessionInner {
@@ -139,13 +180,46 @@ impl SessionInner {
         }
     }
 
-    fn run_options(&self, o: &StatementOptions) -> RunOptions {
+    /// How a statement with options `o` runs: each setting from the
+    /// statement, else its profile, else the session defaults. Borrows the
+    /// retry policy; allocates nothing.
+    fn run_options<'a>(&'a self, o: &'a StatementOptions) -> RunOptions<'a> {
+        let p = profile_of(o);
+        let d = &self.defaults;
         RunOptions {
-            consistency: o.consistency.unwrap_or(self.config.consistency),
+            consistency: self.consistency(o),
             idempotent: o.idempotent,
-            timeout: o.timeout.unwrap_or(self.config.request_timeout),
+            timeout: o
+                .timeout
+                .or_else(|| p?.request_timeout)
+                .unwrap_or(d.timeout),
             tracing: o.tracing,
+            retry_policy: p
+                .and_then(|p| p.retry_policy.as_deref())
+                .unwrap_or(&*d.retry_policy),
+            speculative: p.and_then(|p| p.speculative_execution).or(d.speculative),
         }
+    }
+
+    /// The consistency of a statement with options `o`.
+    fn consistency(&self, o: &StatementOptions) -> scylla_cql::Consistency {
+        o.consistency
+            .or_else(|| profile_of(o)?.consistency)
+            .unwrap_or(self.defaults.consistency)
+    }
+
+    /// The serial consistency of a statement with options `o`.
+    fn serial_consistency(&self, o: &StatementOptions) -> Option<scylla_cql::Consistency> {
+        o.serial_consistency
+            .or_else(|| profile_of(o)?.serial_consistency)
+            .or(self.defaults.serial_consistency)
+    }
+
+    /// The page size of a statement with options `o`.
+    fn page_size(&self, o: &StatementOptions) -> i32 {
+        o.page_size
+            .or_else(|| profile_of(o)?.page_size)
+            .unwrap_or(self.defaults.page_size)
     }
 
     fn params<'a>(
@@ -154,12 +228,12 @@ impl SessionInner {
         values: &'a SerializedValues,
     ) -> QueryParameters<'a> {
         QueryParameters {
-            consistency: o.consistency.unwrap_or(self.config.consistency),
+            consistency: self.consistency(o),
             values: std::borrow::Cow::Borrowed(values),
             skip_metadata: false,
             page_size: None,
             paging_state: None,
-            serial_consistency: o.serial_consistency,
+            serial_consistency: self.serial_consistency(o),
             default_timestamp: o.timestamp,
             // The session's keyspace is added per attempt (v5 only).
             keyspace: None,
@@ -297,8 +371,10 @@ impl Session {
     ) -> Self {
         let keyspace = config.keyspace.clone().map(Arc::new);
         let prepared = prepared_cache::PreparedCache::new(config.prepared_cache_size);
+        let defaults = Defaults::new(&config);
         Session {
             inner: Arc::new(SessionInner {
+                defaults,
                 cluster,
                 config,
                 metrics,
@@ -353,12 +429,7 @@ impl Session {
         let inner = &self.inner;
         let mut params = inner.params(&statement.options, &none);
         if paged {
-            params.page_size = Some(
-                statement
-                    .options
-                    .page_size
-                    .unwrap_or(inner.config.page_size),
-            );
+            params.page_size = Some(inner.page_size(&statement.options));
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
         }
         let msg = QueryMessage {
@@ -450,7 +521,7 @@ impl Session {
         let routing = values::routing(&state, prepared, values);
         let mut params = inner.params(&prepared.options, values);
         if paged {
-            params.page_size = Some(prepared.options.page_size.unwrap_or(inner.config.page_size));
+            params.page_size = Some(inner.page_size(&prepared.options));
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
         }
         let shared = &prepared.shared;
@@ -563,6 +634,29 @@ impl Session {
             pager::Source::Query(s) => self.query_page(s.clone(), &(), paging_state, true).await,
             pager::Source::Prepared(p) => self.execute_page(p, values, paging_state, true).await,
         }
+    }
+
+    /// The execution profile registered under `name` (with
+    /// [`SessionBuilder::execution_profile`]), for statements'
+    /// `with_execution_profile`. Fails with
+    /// [`ExecutionError::UnknownExecutionProfile`] if there is none: an
+    /// unknown name never silently means the defaults.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// use scylla_driver::Statement;
+    /// let analytics = session.execution_profile("analytics")?;
+    /// let s = Statement::new("SELECT * FROM ks.big").with_execution_profile(analytics);
+    /// session.query_unpaged(s, ()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn execution_profile(&self, name: &str) -> Result<ExecutionProfileHandle, ExecutionError> {
+        self.inner
+            .config
+            .execution_profiles
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ExecutionError::UnknownExecutionProfile(name.to_owned()))
     }
 
     /// Switches the session to `keyspace` (every connection follows).

@@ -4,6 +4,7 @@
 mod batch;
 pub(crate) mod partition_key;
 pub(crate) mod prepared;
+pub mod profile;
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ pub use scylla_cql::Consistency;
 
 pub use self::batch::{Batch, BatchStatement};
 pub use self::prepared::PreparedStatement;
+pub use self::profile::{ExecutionProfile, ExecutionProfileHandle};
 
 /// Options of one statement; unset fields take the session's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +39,9 @@ pub struct StatementOptions {
     /// v5 only: on a v4 connection the request fails with
     /// [`ExecutionError::BadQuery`](crate::ExecutionError::BadQuery).
     pub now_in_seconds: Option<i32>,
+    /// The execution profile whose settings fill the options left unset
+    /// here (see [`profile`] for the precedence).
+    pub profile: Option<ExecutionProfileHandle>,
 }
 
 /// An unprepared CQL statement.
@@ -109,6 +114,17 @@ macro_rules! option_setters {
         #[must_use]
         pub fn with_tracing(mut self, tracing: bool) -> Self {
             self.options.tracing = tracing;
+            self
+        }
+
+        /// Runs with `profile`'s settings where this statement sets none
+        /// (see [`profile`](crate::statement::profile) for the precedence).
+        #[must_use]
+        pub fn with_execution_profile(
+            mut self,
+            profile: crate::statement::ExecutionProfileHandle,
+        ) -> Self {
+            self.options.profile = Some(profile);
             self
         }
 

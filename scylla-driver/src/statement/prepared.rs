@@ -114,9 +114,15 @@ impl PreparedStatement {
     }
 
     /// Whether the server marked it as a lightweight transaction (ScyllaDB),
-    /// or it is run with a serial consistency.
+    /// or it is run with a serial consistency (its own or its profile's).
     pub fn is_lwt(&self) -> bool {
-        self.shared.is_lwt || self.options.serial_consistency.is_some()
+        self.shared.is_lwt
+            || self.options.serial_consistency.is_some()
+            || self
+                .options
+                .profile
+                .as_ref()
+                .is_some_and(|h| h.profile().serial_consistency.is_some())
     }
 
     /// The keyspace of the table it binds, if known.

@@ -1,0 +1,311 @@
+//! Execution profiles end to end against the test cluster: a recording
+//! layer around the default CQL handler decodes every QUERY (on table
+//! `pt.t`), EXECUTE and BATCH as the server sees it, so the tests judge the
+//! consistency, serial consistency and page size that reached the node; a
+//! node's injected latency judges timeouts. Precedence: statement option >
+//! statement's profile > session default profile > session config.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use scylla_cql::frame::header::{Flags, Opcode};
+use scylla_cql::frame::request::{Request as Decoded, RequestContext};
+use scylla_driver::policy::retry::FallthroughRetryPolicy;
+use scylla_driver::policy::speculative::SpeculativeExecution;
+use scylla_driver::statement::{Batch, BatchType, Consistency, ExecutionProfile, Statement};
+use scylla_driver::{ExecutionError, Session, SessionBuilder};
+use scylla_testbed::{
+    ConnCtx, CqlHandler, Faults, HandlerFuture, Request, RequestHandler, TestCluster,
+};
+
+/// What the server saw of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    opcode: Opcode,
+    consistency: Consistency,
+    serial_consistency: Option<Consistency>,
+    page_size: Option<i32>,
+}
+
+/// The default handler, recording what requests on `pt.t` carried.
+struct Recorder {
+    inner: CqlHandler,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl Recorder {
+    fn record(&self, ctx: &ConnCtx, request: &Request) {
+        if request.header.flags.contains(Flags::COMPRESSION) {
+            return;
+        }
+        let rctx = RequestContext {
+            version: ctx.protocol_version(),
+            use_metadata_id: ctx.use_metadata_id(),
+        };
+        let Ok(decoded) = Decoded::decode_in(request.header.opcode, &request.body, &rctx) else {
+            return;
+        };
+        let seen = match decoded {
+            Decoded::Query(q) if q.contents.contains("pt.t") => Seen {
+                opcode: Opcode::Query,
+                consistency: q.params.consistency,
+                serial_consistency: q.params.serial_consistency,
+                page_size: q.params.page_size,
+            },
+            Decoded::Execute(e) => Seen {
+                opcode: Opcode::Execute,
+                consistency: e.params.consistency,
+                serial_consistency: e.params.serial_consistency,
+                page_size: e.params.page_size,
+            },
+            Decoded::Batch(b) => Seen {
+                opcode: Opcode::Batch,
+                consistency: b.consistency,
+                serial_consistency: b.serial_consistency,
+                page_size: None,
+            },
+            _ => return,
+        };
+        self.seen.lock().unwrap().push(seen);
+    }
+
+    /// What was recorded since the last call.
+    fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+impl RequestHandler for Recorder {
+    fn handle<'a>(&'a self, ctx: &'a ConnCtx, request: Request) -> HandlerFuture<'a> {
+        self.record(ctx, &request);
+        self.inner.handle(ctx, request)
+    }
+}
+
+async fn start(
+    configure: impl FnOnce(SessionBuilder) -> SessionBuilder,
+) -> (TestCluster, Arc<Recorder>, Session) {
+    start_nodes(1, configure).await
+}
+
+async fn start_nodes(
+    nodes: usize,
+    configure: impl FnOnce(SessionBuilder) -> SessionBuilder,
+) -> (TestCluster, Arc<Recorder>, Session) {
+    let recorder = Arc::new(Recorder {
+        inner: CqlHandler::new(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let cluster = TestCluster::builder()
+        .nodes(nodes)
+        .shards(2)
+        .handler(recorder.clone())
+        .start()
+        .await
+        .unwrap();
+    let builder = SessionBuilder::new().known_node(cluster.cql_addrs()[0].to_string());
+    let session = configure(builder).build().await.unwrap();
+    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE pt WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
+            (),
+        )
+        .await
+        .unwrap();
+    session
+        .query_unpaged("CREATE TABLE pt.t (k int PRIMARY KEY, v int)", ())
+        .await
+        .unwrap();
+    recorder.take();
+    (cluster, recorder, session)
+}
+
+/// The one request recorded since the last `take`.
+fn only(recorder: &Recorder) -> Seen {
+    let seen = recorder.take();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    seen[0]
+}
+
+fn profiled(b: SessionBuilder) -> SessionBuilder {
+    b.consistency(Consistency::Quorum)
+        .page_size(100)
+        .default_execution_profile(ExecutionProfile::new().consistency(Consistency::Two))
+        .execution_profile(
+            "reporting",
+            ExecutionProfile::new()
+                .consistency(Consistency::One)
+                .serial_consistency(Consistency::LocalSerial)
+                .page_size(7),
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_s_settings_reach_the_server() {
+    let (_cluster, rec, session) = start(profiled).await;
+    let reporting = session.execution_profile("reporting").unwrap();
+    assert_eq!(reporting.name(), "reporting");
+
+    // No profile: the session's default profile beats the session config.
+    session
+        .query_single_page("SELECT v FROM pt.t", (), None)
+        .await
+        .unwrap();
+    let seen = only(&rec);
+    assert_eq!(
+        (seen.consistency, seen.serial_consistency, seen.page_size),
+        (Consistency::Two, None, Some(100))
+    );
+
+    // The statement's profile beats the default profile and the config.
+    let s = Statement::new("SELECT v FROM pt.t").with_execution_profile(reporting.clone());
+    session
+        .query_single_page(s.clone(), (), None)
+        .await
+        .unwrap();
+    let seen = only(&rec);
+    assert_eq!(
+        (seen.consistency, seen.serial_consistency, seen.page_size),
+        (Consistency::One, Some(Consistency::LocalSerial), Some(7))
+    );
+
+    // The statement's own options beat its profile, field by field.
+    let s = s
+        .with_consistency(Consistency::Three)
+        .with_page_size(9)
+        .with_serial_consistency(Consistency::Serial);
+    session.query_single_page(s, (), None).await.unwrap();
+    let seen = only(&rec);
+    assert_eq!(
+        (seen.consistency, seen.serial_consistency, seen.page_size),
+        (Consistency::Three, Some(Consistency::Serial), Some(9))
+    );
+
+    // Prepared statements and batches take profiles too.
+    let insert = session
+        .prepare(
+            Statement::new("INSERT INTO pt.t (k, v) VALUES (?, ?)")
+                .with_execution_profile(reporting.clone()),
+        )
+        .await
+        .unwrap();
+    rec.take();
+    session.execute_unpaged(&insert, (1, 1)).await.unwrap();
+    let seen = only(&rec);
+    assert_eq!(seen.opcode, Opcode::Execute);
+    assert_eq!(
+        (seen.consistency, seen.serial_consistency),
+        (Consistency::One, Some(Consistency::LocalSerial))
+    );
+    let plain = insert.clone().with_execution_profile(
+        ExecutionProfile::new()
+            .consistency(Consistency::All)
+            .into_handle("ad hoc"),
+    );
+    session.execute_unpaged(&plain, (2, 2)).await.unwrap();
+    assert_eq!(only(&rec).consistency, Consistency::All);
+
+    let mut batch = Batch::new(BatchType::Unlogged).with_execution_profile(reporting);
+    batch.append(insert.clone());
+    batch.append(insert);
+    session.batch(&batch, &[&(3, 3), &(4, 4)]).await.unwrap();
+    let seen = only(&rec);
+    assert_eq!(seen.opcode, Opcode::Batch);
+    assert_eq!(
+        (seen.consistency, seen.serial_consistency),
+        (Consistency::One, Some(Consistency::LocalSerial))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_s_timeout_applies_and_a_statement_timeout_beats_it() {
+    let (cluster, _rec, session) = start(|b| {
+        b.request_timeout(Duration::from_secs(10))
+            .execution_profile(
+                "impatient",
+                ExecutionProfile::new()
+                    .request_timeout(Duration::from_millis(150))
+                    .retry_policy(Arc::new(FallthroughRetryPolicy)),
+            )
+    })
+    .await;
+    let impatient = session.execution_profile("impatient").unwrap();
+    cluster
+        .set_faults(0, Faults::none().with_latency(Duration::from_millis(600)))
+        .await
+        .unwrap();
+    let s = Statement::new("SELECT v FROM pt.t").with_execution_profile(impatient);
+    let started = std::time::Instant::now();
+    let err = session.query_unpaged(s.clone(), ()).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        matches!(err, ExecutionError::Timeout(d) if d == Duration::from_millis(150)),
+        "{err:?}"
+    );
+    assert!(took < Duration::from_millis(550), "{took:?}");
+
+    // Without the profile the session's 10 s apply, and the request waits
+    // out the latency.
+    session
+        .query_unpaged("SELECT v FROM pt.t", ())
+        .await
+        .unwrap();
+    // The statement's own timeout beats its profile's.
+    session
+        .query_unpaged(s.with_timeout(Duration::from_secs(5)), ())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_profile_name_is_an_error() {
+    let (_cluster, _rec, session) = start(profiled).await;
+    let err = session.execution_profile("reportin").unwrap_err();
+    assert!(
+        matches!(&err, ExecutionError::UnknownExecutionProfile(n) if n == "reportin"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("\"reportin\""), "{err}");
+    // Only registered names resolve; the default profile has no name.
+    assert!(session.execution_profile("default").is_err());
+    assert!(session.execution_profile("reporting").is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_s_speculative_execution_applies_only_to_its_statements() {
+    let (cluster, _rec, session) = start_nodes(3, |b| {
+        b.execution_profile(
+            "hedged",
+            ExecutionProfile::new()
+                .speculative_execution(SpeculativeExecution::new(3, Duration::from_millis(30))),
+        )
+    })
+    .await;
+    let hedged = session.execution_profile("hedged").unwrap();
+    let plain = session
+        .prepare(Statement::new("SELECT v FROM pt.t WHERE k = ?").with_idempotent(true))
+        .await
+        .unwrap();
+    let with_profile = plain.clone().with_execution_profile(hedged);
+    // Two of three nodes answer after 400 ms.
+    for i in [1, 2] {
+        cluster
+            .set_faults(i, Faults::none().with_latency(Duration::from_millis(400)))
+            .await
+            .unwrap();
+    }
+    for k in 0..10 {
+        session.execute_unpaged(&plain, (k,)).await.unwrap();
+    }
+    // The session has no speculative execution: none started.
+    assert_eq!(session.metrics().snapshot().speculative_attempts, 0);
+    let started = std::time::Instant::now();
+    for k in 0..10 {
+        session.execute_unpaged(&with_profile, (k,)).await.unwrap();
+    }
+    let per_request = started.elapsed() / 10;
+    assert!(session.metrics().snapshot().speculative_attempts > 0);
+    assert!(per_request < Duration::from_millis(300), "{per_request:?}");
+}
