@@ -1,16 +1,17 @@
 //! The driver's metrics through the `metrics` facade: a Prometheus recorder
 //! (without its HTTP listener) is installed for this process, a session runs
 //! a workload against the test cluster, and the rendered exposition must
-//! hold the documented names with non-zero values. This binary holds one
-//! test: the recorder is process-wide.
+//! hold the documented names with non-zero values; then a node's refused
+//! shard-aware port and its stop show in the pool's metrics. This binary
+//! holds one test: the recorder is process-wide.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::Duration;
 
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use scylla_driver::metrics::names;
 use scylla_driver::SessionBuilder;
-use scylla_testbed::TestCluster;
+use scylla_testbed::{Faults, ShardAwarePortMode, TestCluster};
 
 /// The value of the sample whose name is `name` and whose labels include
 /// every `key="value"` of `labels`, summed over the matching lines.
@@ -150,4 +151,84 @@ async fn documented_metrics_appear_with_non_zero_values() {
     );
     drop(session);
     cluster.shutdown().await;
+
+    // Then the pool's failures, on another cluster (its own node labels).
+    pool_failures_are_counted(&handle).await;
+}
+
+/// A node whose shard-aware port refuses: the fallback (by reason) and the
+/// failed shard-aware attempts are counted; the node stops: reconnect delays
+/// and failed regular-port attempts are, and its open connections drop to 0.
+async fn pool_failures_are_counted(handle: &PrometheusHandle) {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(3)
+        .faults(
+            0,
+            Faults::none().with_shard_aware_port(ShardAwarePortMode::Refuse),
+        )
+        .start()
+        .await
+        .unwrap();
+    let node = cluster.cql_addrs()[0].to_string();
+    let session = SessionBuilder::new()
+        .known_node(node.clone())
+        .build()
+        .await
+        .unwrap();
+    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    let text = handle.render();
+    let fallbacks = sum(
+        &text,
+        names::SHARD_AWARE_FALLBACKS,
+        &[("node", &node), ("reason", "refused")],
+    );
+    assert!(fallbacks >= 1.0, "fallbacks {fallbacks}\n{text}");
+    let refused = sum(
+        &text,
+        names::CONNECTION_ATTEMPTS,
+        &[
+            ("node", &node),
+            ("port", "shard_aware"),
+            ("outcome", "error"),
+        ],
+    );
+    assert!(refused >= 1.0, "refused attempts {refused}\n{text}");
+    // Every shard covered through the regular port.
+    let open_regular = sum(
+        &text,
+        names::CONNECTIONS,
+        &[("node", &node), ("port", "regular")],
+    );
+    assert_eq!(open_regular, 3.0, "{text}");
+
+    cluster.stop_node(0).await.unwrap();
+    // Bounded: the pool's first backoff delays are well under a second.
+    let mut last = String::new();
+    for _ in 0..100 {
+        last = handle.render();
+        let delays = sum(
+            &last,
+            &format!("{}_count", names::RECONNECT_DELAY),
+            &[("node", &node)],
+        );
+        let failed = sum(
+            &last,
+            names::CONNECTION_ATTEMPTS,
+            &[
+                ("node", &node),
+                ("port", "regular"),
+                ("shard", "unknown"),
+                ("outcome", "error"),
+            ],
+        );
+        let open = sum(&last, names::CONNECTIONS, &[("node", &node)]);
+        if delays >= 1.0 && failed >= 1.0 && open == 0.0 {
+            drop(session);
+            cluster.shutdown().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no reconnect delay / failed attempt / zero connections recorded for {node}\n{last}");
 }

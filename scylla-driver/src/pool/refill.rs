@@ -171,9 +171,10 @@ fn publish(inner: &PoolInner, slots: &Slots) {
             .collect(),
         sharder: slots.sharding.as_ref().map(ShardingInfo::sharder),
     };
+    // The gauges first: whoever waits for the change sees them set.
+    record_connections(inner, slots);
     inner.snapshot.store(Arc::new(snapshot));
     inner.changes.send_modify(|v| *v += 1);
-    record_connections(inner, slots);
 }
 
 /// Sets the `metrics` facade's gauges of open connections, per shard and port
