@@ -173,9 +173,12 @@ impl TabletStore {
     fn update_known(&self, before: usize, after: usize) {
         // Two's complement: adding the wrapped difference subtracts.
         let delta = (after as u64).wrapping_sub(before as u64);
-        self.metrics
+        let now = self
+            .metrics
             .tablets_known
-            .fetch_add(delta, Ordering::Relaxed);
+            .fetch_add(delta, Ordering::Relaxed)
+            .wrapping_add(delta);
+        crate::metrics::record::tablets_known(now);
     }
 
     /// Replaces `slot`'s map by `f(current map, state)`, resolved against

@@ -513,6 +513,8 @@ impl Shared {
                     .unwrap_or_else(|| BrokenConnection(Arc::new(BrokenReason::Closed))),
             )
         };
+        // Counted as queued until it has an id (or gives up).
+        let _queued = stats::QueuedGuard::enter();
         let wait = self.slots.alloc(deadline);
         let id = match deadline {
             Some(d) => tokio::time::timeout_at(d.into(), wait)

@@ -78,3 +78,25 @@ impl IoSnapshot {
         }
     }
 }
+
+/// The [`metrics`](https://docs.rs/metrics) gauge of requests waiting for a
+/// free stream id (re-exported as `names::REQUESTS_QUEUED` of the `metrics` module;
+/// it lives here because this layer records it).
+pub const REQUESTS_QUEUED_METRIC: &str = "scylla_driver_requests_queued";
+
+/// Counts one request in [`REQUESTS_QUEUED_METRIC`] while it lives.
+#[derive(Debug)]
+pub(crate) struct QueuedGuard(());
+
+impl QueuedGuard {
+    pub(crate) fn enter() -> Self {
+        ::metrics::gauge!(REQUESTS_QUEUED_METRIC).increment(1.0);
+        QueuedGuard(())
+    }
+}
+
+impl Drop for QueuedGuard {
+    fn drop(&mut self) {
+        ::metrics::gauge!(REQUESTS_QUEUED_METRIC).decrement(1.0);
+    }
+}

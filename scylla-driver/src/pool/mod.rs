@@ -33,7 +33,8 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{Connection, ConnectionConfig};
-use crate::metrics::Metrics;
+use crate::metrics::record::NodeLabels;
+use crate::metrics::{record, Metrics};
 
 use self::backoff::{ExponentialBackoff, ReconnectPolicy};
 use self::nat::{FallbackConfig, FallbackReason, ShardAwareHealth};
@@ -108,6 +109,8 @@ impl PoolSnapshot {
 /// The state shared by the pool's handle and its refill task.
 struct PoolInner {
     addr: SocketAddr,
+    /// The node's labels of the `metrics` facade, built once.
+    labels: NodeLabels,
     config: PoolConfig,
     metrics: Arc<Metrics>,
     snapshot: ArcSwap<PoolSnapshot>,
@@ -153,6 +156,7 @@ impl NodePool {
         let cancel = CancellationToken::new();
         let inner = Arc::new(PoolInner {
             addr,
+            labels: NodeLabels::new(addr, config.connection.uses_tls()),
             health: Mutex::new(ShardAwareHealth::new(config.fallback)),
             config,
             metrics,
@@ -193,6 +197,7 @@ impl NodePool {
                 return None;
             }
             Metrics::inc(&self.inner.metrics.shard_fallback_requests);
+            record::shard_fallback_request();
         }
         let n = snap.shards.len();
         if n == 0 {

@@ -33,6 +33,19 @@ pub enum FallbackReason {
     PortsExhausted,
 }
 
+impl FallbackReason {
+    /// A stable snake_case name (the `reason` label of the
+    /// `scylla_driver_shard_aware_fallbacks_total` metric).
+    pub fn name(&self) -> &'static str {
+        match self {
+            FallbackReason::ShardMismatch => "shard_mismatch",
+            FallbackReason::Refused => "refused",
+            FallbackReason::TimedOut => "timed_out",
+            FallbackReason::PortsExhausted => "ports_exhausted",
+        }
+    }
+}
+
 impl std::fmt::Display for FallbackReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -32,12 +32,14 @@ use super::nat::{FallbackReason, PortChoice, Transition};
 use super::shard_port::{PortLease, SourcePortAllocator};
 use super::{PoolInner, PoolSnapshot};
 use crate::connection::{self, Connection, ConnectionError};
+use crate::metrics::record::{PortKind, ShardTag};
 use crate::metrics::Metrics;
 
 /// A pooled connection and the source port it holds, if it chose one.
 struct Held {
     conn: Connection,
-    _lease: Option<PortLease>,
+    /// `Some` for a connection through the shard-aware port.
+    lease: Option<PortLease>,
 }
 
 /// What the pool holds, by shard.
@@ -138,6 +140,7 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
                     .metrics
                     .reconnect_delay_micros_total
                     .fetch_add(delay.as_micros() as u64, Ordering::Relaxed);
+                inner.labels.reconnect_delay(delay);
                 tracing::debug!(node = %inner.addr, ?delay, "reconnect backoff");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
@@ -168,8 +171,32 @@ fn publish(inner: &PoolInner, slots: &Slots) {
             .collect(),
         sharder: slots.sharding.as_ref().map(ShardingInfo::sharder),
     };
+    // The gauges first: whoever waits for the change sees them set.
+    record_connections(inner, slots);
     inner.snapshot.store(Arc::new(snapshot));
     inner.changes.send_modify(|v| *v += 1);
+}
+
+/// Sets the `metrics` facade's gauges of open connections, per shard and port
+/// (zeros included, so a shard that lost its connections shows 0).
+fn record_connections(inner: &PoolInner, slots: &Slots) {
+    let sharded = slots.sharding.is_some();
+    for (shard, held) in slots.shards.iter().enumerate() {
+        let tag = if sharded {
+            ShardTag::Shard(shard as Shard)
+        } else {
+            ShardTag::Unsharded
+        };
+        let usable = held.iter().filter(|h| h.conn.is_usable());
+        let shard_aware = usable.clone().filter(|h| h.lease.is_some()).count();
+        let regular = usable.count() - shard_aware;
+        inner.labels.connections(PortKind::Regular, tag, regular);
+        if sharded {
+            inner
+                .labels
+                .connections(PortKind::ShardAware, tag, shard_aware);
+        }
+    }
 }
 
 fn watch_close(inner: &Arc<PoolInner>, conn: &Connection) {
@@ -208,7 +235,7 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
             let shard = conn.shard().unwrap_or(0) as usize;
             watch_close(inner, &conn);
             if let Some(s) = slots.shards.get_mut(shard) {
-                s.push(Held { conn, _lease: None });
+                s.push(Held { conn, lease: None });
             }
             if missing(inner, slots).is_empty() {
                 Round::Complete
@@ -317,10 +344,7 @@ async fn fill_missing(
                 match slots.shards.get_mut(landed as usize) {
                     Some(s) if s.len() < want => {
                         watch_close(inner, &conn);
-                        s.push(Held {
-                            conn,
-                            _lease: lease,
-                        });
+                        s.push(Held { conn, lease });
                         progress = true;
                     }
                     _ => {
@@ -348,6 +372,13 @@ async fn fill_missing(
 
 async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> {
     let r = connection::open(inner.addr, None, &inner.config.connection).await;
+    let shard = match &r {
+        Ok(conn) => ShardTag::of(conn.shard()),
+        Err(_) => ShardTag::Unknown,
+    };
+    inner
+        .labels
+        .connection_attempt(PortKind::Regular, shard, r.is_ok());
     Metrics::inc(if r.is_ok() {
         &inner.metrics.connects_regular_ok
     } else {
@@ -369,6 +400,9 @@ async fn open_for_shard(
         Ok((conn, lease)) => {
             Metrics::inc(&inner.metrics.connects_shard_aware_ok);
             let landed = conn.shard().unwrap_or(shard);
+            inner
+                .labels
+                .connection_attempt(PortKind::ShardAware, ShardTag::Shard(landed), true);
             let t = lock_health(inner).on_landed(shard, landed, Instant::now());
             report(inner, t);
             Ok((conn, Some(lease)))
@@ -376,6 +410,11 @@ async fn open_for_shard(
         Err(ShardAwareError::Fallback(reason, error)) => {
             if reason != FallbackReason::PortsExhausted {
                 Metrics::inc(&inner.metrics.connects_shard_aware_failed);
+                inner.labels.connection_attempt(
+                    PortKind::ShardAware,
+                    ShardTag::Shard(shard),
+                    false,
+                );
             }
             tracing::debug!(node = %inner.addr, %reason, error = ?error, "shard-aware port failed; trying the regular port");
             let regular = open_regular(inner).await;
@@ -390,6 +429,9 @@ async fn open_for_shard(
         }
         Err(ShardAwareError::Other(e)) => {
             Metrics::inc(&inner.metrics.connects_shard_aware_failed);
+            inner
+                .labels
+                .connection_attempt(PortKind::ShardAware, ShardTag::Shard(shard), false);
             Err(e)
         }
     }
@@ -403,10 +445,12 @@ fn report(inner: &PoolInner, t: Option<Transition>) {
     match t {
         Some(Transition::Disabled { reason, probation }) => {
             Metrics::inc(&inner.metrics.shard_aware_fallbacks);
+            inner.labels.shard_aware_fallback(reason.name());
             tracing::warn!(node = %inner.addr, %reason, ?probation, "not using the shard-aware port for this node");
         }
         Some(Transition::Restored) => {
             Metrics::inc(&inner.metrics.shard_aware_restored);
+            inner.labels.shard_aware_restored();
             tracing::info!(node = %inner.addr, "using the shard-aware port again");
         }
         None => {}

@@ -424,6 +424,8 @@ impl SessionBuilder {
             addrs.extend(resolved);
         }
         let metrics = Arc::new(Metrics::default());
+        // Types, units and help texts of the `metrics` facade's metrics.
+        crate::metrics::record::describe();
         config.pool.connection.counters = metrics.io.clone();
         let (control, updates) = ControlHandle::start(
             addrs,

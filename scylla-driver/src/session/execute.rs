@@ -41,7 +41,7 @@ use crate::cluster::state::ClusterState;
 use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::ExecutionError;
-use crate::metrics::Metrics;
+use crate::metrics::{record, Metrics};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
 use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
@@ -184,6 +184,7 @@ async fn run_in_span(
     opts: RunOptions<'_>,
 ) -> Result<Answer, ExecutionError> {
     Metrics::inc(&inner.metrics.requests);
+    let _in_flight = record::InFlight::enter();
     let started = Instant::now();
     let deadline = started + opts.timeout;
     let is_up = |idx: NodeIdx| state.node(idx).is_some_and(|n| n.pool.is_connected());
@@ -246,7 +247,9 @@ async fn run_in_span(
             .await
         }
     };
-    inner.metrics.latency.record(started.elapsed());
+    let latency = started.elapsed();
+    inner.metrics.latency.record(latency);
+    record::request_finished(result.is_ok(), latency);
     if let Err(e) = &result {
         tracing::debug!(error = %e, "request failed");
         Metrics::inc(&inner.metrics.request_errors);
@@ -309,6 +312,7 @@ async fn speculate(
             }
             None => {
                 Metrics::inc(&inner.metrics.speculative_attempts);
+                record::speculative_attempt();
                 running.push(Box::pin(attempt_chain(
                     inner,
                     state,
@@ -425,12 +429,14 @@ async fn attempt_chain(
             RetryDecision::RetrySameTarget(c) => {
                 consistency = c.unwrap_or(consistency);
                 Metrics::inc(&inner.metrics.retries);
+                record::retry();
                 retries += 1;
                 last_error = Some(error);
             }
             RetryDecision::RetryNextTarget(c) => {
                 consistency = c.unwrap_or(consistency);
                 Metrics::inc(&inner.metrics.retries);
+                record::retry();
                 retries += 1;
                 last_error = Some(error);
                 target = next_target();
@@ -454,9 +460,13 @@ fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo, payload: &CustomPay
     };
     count_payload(&inner.metrics);
     let info = match TabletRoutingInfo::decode_entry(value.as_deref()) {
-        Ok(info) => info,
+        Ok(info) => {
+            record::tablet_misroute(true);
+            info
+        }
         Err(e) => {
             Metrics::inc(&inner.metrics.tablet_payload_errors);
+            record::tablet_misroute(false);
             tracing::warn!(error = %e, "ignoring a malformed tablet routing payload");
             return;
         }

@@ -1,12 +1,56 @@
-//! Counters a user (and the benchmarks and examples) can read from a session.
+//! The driver's numbers, two ways.
 //!
-//! All are relaxed atomics, updated where the event happens; reading them
-//! never blocks the driver. [`Metrics::snapshot`] copies them.
+//! - **Through the [`metrics`](https://docs.rs/metrics) facade**, the Rust
+//!   ecosystem's standard: the application installs a recorder
+//!   (`metrics-exporter-prometheus`, an OpenTelemetry bridge, statsd...) and
+//!   every session records into it. With no recorder installed nothing is
+//!   recorded: each call is one atomic load, with no allocation (per-request
+//!   metrics carry no dynamic labels). The names and labels below are stable
+//!   (constants in [`names`]); `examples/prometheus.rs` scrapes them.
+//! - **In process**: [`Metrics`], relaxed atomic counters of one session
+//!   (`Session::metrics()`), read without blocking the driver;
+//!   [`Metrics::snapshot`] copies them.
+//!
+//! # Metrics of the facade
+//!
+//! | name | type | labels | what |
+//! | --- | --- | --- | --- |
+//! | `scylla_driver_requests_total` | counter | `outcome` | requests finished, after retries and speculative attempts |
+//! | `scylla_driver_request_duration_seconds` | histogram | | request latency, retries included, any outcome |
+//! | `scylla_driver_requests_in_flight` | gauge | | requests started, not finished |
+//! | `scylla_driver_requests_queued` | gauge | | requests waiting for a free stream id (a saturated connection) |
+//! | `scylla_driver_retries_total` | counter | | attempts retried by the retry policy |
+//! | `scylla_driver_speculative_attempts_total` | counter | | speculative attempts started |
+//! | `scylla_driver_shard_fallback_requests_total` | counter | | requests sent to another shard's connection (theirs had none) |
+//! | `scylla_driver_connection_attempts_total` | counter | `node`, `shard`, `port`, `outcome` | connection attempts of the pools |
+//! | `scylla_driver_connections` | gauge | `node`, `shard`, `port` | open pooled connections |
+//! | `scylla_driver_shard_aware_fallbacks_total` | counter | `node`, `reason` | times a pool stopped using the shard-aware port |
+//! | `scylla_driver_shard_aware_restored_total` | counter | `node` | times a pool used the shard-aware port again |
+//! | `scylla_driver_reconnect_delay_seconds` | histogram | `node` | backoff delays waited before reconnecting |
+//! | `scylla_driver_tablet_misroutes_total` | counter | `outcome` | requests the server reported misrouted for a tablet table (`error`: payload did not decode) |
+//! | `scylla_driver_tablets_known` | gauge | | tablets known, over all tables |
+//!
+//! Label values:
+//!
+//! | label | values |
+//! | --- | --- |
+//! | `outcome` | `ok`, `error` |
+//! | `node` | the node's CQL address, `ip:port` |
+//! | `shard` | the shard number; `none` for an unsharded node (Cassandra); `unknown` for a failed regular-port attempt |
+//! | `port` | `regular` (9042), `shard_aware` (19042), `regular_tls` (9142), `shard_aware_tls` (19142) |
+//! | `reason` | `shard_mismatch` (NAT rewriting source ports?), `refused`, `timed_out`, `ports_exhausted` |
+//!
+//! Connection and pool metrics are shared by every session of the process
+//! (a recorder is process-wide); install the recorder before building
+//! sessions so that it also sees their first connections.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::connection::IoCounters;
+
+pub mod names;
+pub(crate) mod record;
 
 /// Session-wide counters.
 #[derive(Debug, Default)]
