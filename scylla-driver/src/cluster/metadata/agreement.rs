@@ -41,14 +41,12 @@ impl Default for AgreementOptions {
     }
 }
 
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct PeerVersionRow {
     host_id: Option<Uuid>,
     schema_version: Option<Uuid>,
 }
-scylla_cql::impl_deserialize_row!(PeerVersionRow {
-    host_id: Option<Uuid>,
-    schema_version: Option<Uuid>,
-});
 
 /// The distinct schema versions reported by the control connection's node
 /// and by the peers for which `is_reachable(host_id)` holds. Peers without a

@@ -36,32 +36,26 @@ pub(crate) const COLUMNS_QUERY: &str = "SELECT keyspace_name, table_name, column
 pub(crate) const SCYLLA_KEYSPACES_QUERY: &str =
     "SELECT keyspace_name, initial_tablets FROM system_schema.scylla_keyspaces";
 
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct ScyllaKeyspaceRow {
     keyspace_name: String,
     initial_tablets: Option<i32>,
 }
-scylla_cql::impl_deserialize_row!(ScyllaKeyspaceRow {
-    keyspace_name: String,
-    initial_tablets: Option<i32>,
-});
 
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct KeyspaceRow {
     keyspace_name: String,
     replication: Option<BTreeMap<String, String>>,
 }
-scylla_cql::impl_deserialize_row!(KeyspaceRow {
-    keyspace_name: String,
-    replication: Option<BTreeMap<String, String>>,
-});
 
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct TableRow {
     keyspace_name: String,
     table_name: String,
 }
-scylla_cql::impl_deserialize_row!(TableRow {
-    keyspace_name: String,
-    table_name: String,
-});
 
 struct ColumnRow {
     keyspace_name: String,

@@ -24,6 +24,8 @@ use crate::routing::Tablet;
 pub(crate) const TABLETS_QUERY: &str =
     "SELECT table_id, keyspace_name, table_name, last_token, replicas FROM system.tablets";
 
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct TabletRow {
     table_id: Uuid,
     keyspace_name: Option<String>,
@@ -31,13 +33,6 @@ struct TabletRow {
     last_token: i64,
     replicas: Option<Vec<(Uuid, i32)>>,
 }
-scylla_cql::impl_deserialize_row!(TabletRow {
-    table_id: Uuid,
-    keyspace_name: Option<String>,
-    table_name: Option<String>,
-    last_token: i64,
-    replicas: Option<Vec<(Uuid, i32)>>,
-});
 
 /// The table whose rows are being read.
 struct Current {

@@ -33,6 +33,8 @@ pub(crate) const PEERS_V2_QUERY: &str = "SELECT host_id, peer, native_address, n
      data_center, rack, tokens, schema_version, release_version FROM system.peers_v2";
 
 /// A `system.local` row; every column may be null.
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct LocalRow {
     host_id: Option<Uuid>,
     rpc_address: Option<IpAddr>,
@@ -42,17 +44,10 @@ struct LocalRow {
     schema_version: Option<Uuid>,
     release_version: Option<String>,
 }
-scylla_cql::impl_deserialize_row!(LocalRow {
-    host_id: Option<Uuid>,
-    rpc_address: Option<IpAddr>,
-    data_center: Option<String>,
-    rack: Option<String>,
-    tokens: Option<Vec<String>>,
-    schema_version: Option<Uuid>,
-    release_version: Option<String>,
-});
 
 /// A `system.peers` row; every column may be null.
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct PeerRow {
     host_id: Option<Uuid>,
     peer: Option<IpAddr>,
@@ -63,18 +58,10 @@ struct PeerRow {
     schema_version: Option<Uuid>,
     release_version: Option<String>,
 }
-scylla_cql::impl_deserialize_row!(PeerRow {
-    host_id: Option<Uuid>,
-    peer: Option<IpAddr>,
-    rpc_address: Option<IpAddr>,
-    data_center: Option<String>,
-    rack: Option<String>,
-    tokens: Option<Vec<String>>,
-    schema_version: Option<Uuid>,
-    release_version: Option<String>,
-});
 
 /// A `system.peers_v2` row; every column may be null.
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
 struct PeerV2Row {
     host_id: Option<Uuid>,
     peer: Option<IpAddr>,
@@ -86,17 +73,6 @@ struct PeerV2Row {
     schema_version: Option<Uuid>,
     release_version: Option<String>,
 }
-scylla_cql::impl_deserialize_row!(PeerV2Row {
-    host_id: Option<Uuid>,
-    peer: Option<IpAddr>,
-    native_address: Option<IpAddr>,
-    native_port: Option<i32>,
-    data_center: Option<String>,
-    rack: Option<String>,
-    tokens: Option<Vec<String>>,
-    schema_version: Option<Uuid>,
-    release_version: Option<String>,
-});
 
 impl PeerV2Row {
     /// The same peer as a `system.peers` row, and its native port (`None`
