@@ -574,6 +574,12 @@ impl Connection {
     /// An ERROR from the server is a successful round trip here
     /// ([`Response::Error`]); only failures of the connection itself, the
     /// timeout and encoding are [`RequestError`]s.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future does not unsend a frame that was already encoded: its stream id
+    /// stays reserved until the late response arrives and is discarded. A request dropped
+    /// before encoding leaves nothing behind.
     pub async fn request(
         &self,
         msg: &(impl MessageBody + ?Sized),

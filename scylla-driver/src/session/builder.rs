@@ -403,6 +403,11 @@ impl SessionBuilder {
     /// tablets of the session's keyspace (or of all tablet keyspaces) were
     /// read, or that read failed or took longer than the request timeout
     /// (it is logged, and tablets are then learned as requests go).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future stops the control connection and the pools
+    /// started so far (they stop when dropped), closing their connections.
     pub async fn build(self) -> Result<Session, NewSessionError> {
         let mut config = self.config;
         if config.contact_points.is_empty() {

@@ -387,6 +387,12 @@ impl Session {
 
     /// Runs a statement and returns all of its result in one response (no
     /// paging). Statements with values are prepared first (and cached).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future cancels the request: if its frame was already written, the
+    /// server may still run it (a write may be applied) and the late response is discarded;
+    /// retries and speculative attempts not yet started never start.
     pub async fn query_unpaged(
         &self,
         statement: impl Into<Statement>,
@@ -399,6 +405,12 @@ impl Session {
     /// Runs a statement and returns one page of its result, and where the next
     /// page starts (`None` on the last page). Pass that state back to get the
     /// next page.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future cancels the request as for
+    /// [`query_unpaged`](Self::query_unpaged); the paging state of an abandoned page is
+    /// never returned, so a caller resumes from the last page it received.
     pub async fn query_single_page(
         &self,
         statement: impl Into<Statement>,
@@ -454,6 +466,12 @@ impl Session {
     }
 
     /// Prepares a statement (once per text: later calls hit a cache).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future aborts the preparations still running on the other nodes; a node
+    /// that already received the PREPARE keeps the statement (harmless: it is prepared
+    /// again, or reused, on the next call). Nothing is cached unless the call completes.
     pub async fn prepare(
         &self,
         statement: impl Into<Statement>,
@@ -484,6 +502,12 @@ impl Session {
     }
 
     /// Executes a prepared statement, returning its whole result (no paging).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future cancels the request: if its frame was already written, the
+    /// server may still execute it and the late response is discarded; a re-preparation,
+    /// retry or speculative attempt not yet started never starts.
     pub async fn execute_unpaged(
         &self,
         prepared: &PreparedStatement,
@@ -498,6 +522,12 @@ impl Session {
 
     /// Executes a prepared statement, returning one page and where the next
     /// starts.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future cancels the request as for
+    /// [`execute_unpaged`](Self::execute_unpaged); the next paging state is only returned
+    /// with a completed page.
     pub async fn execute_single_page(
         &self,
         prepared: &PreparedStatement,
@@ -585,6 +615,12 @@ impl Session {
     }
 
     /// Pages through a statement's result as a stream of typed rows.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping this future (which may prepare the statement) leaves nothing behind;
+    /// dropping the returned stream stops fetching pages: a page request in flight
+    /// completes on its connection and is discarded.
     pub async fn query_iter<R>(
         &self,
         statement: impl Into<Statement>,
@@ -660,6 +696,16 @@ impl Session {
     }
 
     /// Switches the session to `keyspace` (every connection follows).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future before the answer leaves the session on its old
+    /// keyspace. If `USE` had already been sent, the connection that carried
+    /// it may have switched on the server's side. On protocol v5 every QUERY
+    /// and BATCH names the session's keyspace, so that does not matter; on v4
+    /// that connection runs unqualified statements in the new keyspace until
+    /// it is switched again: do not abandon a `USE` on v4, or qualify table
+    /// names.
     pub async fn use_keyspace(&self, keyspace: &str) -> Result<(), ExecutionError> {
         let q = format!(
             "USE {}",
@@ -669,6 +715,10 @@ impl Session {
     }
 
     /// Waits until every reachable node has the same schema version.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future stops polling; nothing is left behind.
     pub async fn await_schema_agreement(&self) -> Result<(), ExecutionError> {
         self.inner.after_schema_change(None).await
     }

@@ -88,6 +88,13 @@ where
     }
 
     /// The next row, or `None` after the last.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future loses nothing: a page fetch under way is kept in
+    /// the stream and resumed by the next call. Dropping the stream abandons
+    /// it: the request in flight completes on its connection and is
+    /// discarded.
     pub async fn next(&mut self) -> Option<Result<R, ExecutionError>> {
         std::future::poll_fn(|cx| self.poll_row(cx)).await
     }
