@@ -17,8 +17,10 @@ use std::sync::{Arc, RwLock};
 
 use bytes::{Buf, BufMut, BytesMut};
 use scylla_cql::frame::header::{Flags, Opcode};
+use scylla_cql::frame::request::Execute;
 use scylla_cql::frame::response::result::{ResultBody, ResultMetadata, Rows};
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
+use scylla_cql::frame::wire::RawValue;
 use scylla_cql::frame::{wire, MessageBody};
 use scylla_cql::token::murmur3::murmur3_token;
 use scylla_cql::token::Token;
@@ -97,30 +99,16 @@ fn cell<T: SerializeValue>(v: &T, t: &ColumnType) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The first bound value of an EXECUTE body written in `version`, if any.
+/// The first bound value of an EXECUTE body written in `version`, if any
+/// (this cluster does not offer `SCYLLA_USE_METADATA_ID`).
 fn first_value(body: &[u8], version: ProtocolVersion) -> Option<Vec<u8>> {
-    let mut b = body;
-    let id_len = b.try_get_u16().ok()? as usize;
-    b.advance(id_len.min(b.len()));
-    let v5 = version == ProtocolVersion::V5;
-    if v5 {
-        // The result metadata id, then [int] flags.
-        let id_len = b.try_get_u16().ok()? as usize;
-        b.advance(id_len.min(b.len()));
+    let mut r = wire::WireReader::new(body);
+    let execute = Execute::decode(&mut r, version, false).ok()?;
+    let (_, value) = execute.params.values.iter().next()?;
+    match value {
+        RawValue::Value(v) => Some(v.to_vec()),
+        _ => None,
     }
-    let _consistency = b.try_get_u16().ok()?;
-    let flags = if v5 {
-        b.try_get_u32().ok()?
-    } else {
-        u32::from(b.try_get_u8().ok()?)
-    };
-    if flags & 0x01 == 0 || flags & 0x40 != 0 {
-        return None;
-    }
-    let _n = b.try_get_u16().ok()?;
-    let len = b.try_get_i32().ok()?;
-    let len = usize::try_from(len).ok()?;
-    (b.len() >= len).then(|| b[..len].to_vec())
 }
 
 /// The query text of a QUERY body.

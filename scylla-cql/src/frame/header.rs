@@ -205,6 +205,32 @@ impl FrameHeader {
         }))
     }
 
+    /// Decodes the header of `frame`, a whole frame (a v5 segment decoder
+    /// hands out whole envelopes): fewer than [`HEADER_LEN`] bytes is an
+    /// error here, not "more bytes needed".
+    pub fn decode_whole(frame: &[u8], max_body_len: usize) -> Result<FrameHeader, DecodeError> {
+        FrameHeader::decode(frame, max_body_len)?.ok_or(DecodeError::UnexpectedEof {
+            what: "frame header",
+            offset: 0,
+            needed: HEADER_LEN,
+            available: frame.len(),
+        })
+    }
+
+    /// Fails unless this header carries `expected`, the version of its
+    /// connection (every frame of a connection has the same one).
+    pub fn expect_version(&self, expected: ProtocolVersion) -> Result<(), DecodeError> {
+        if self.version == expected {
+            Ok(())
+        } else {
+            let dir = match self.direction {
+                Direction::Request => 0x00,
+                Direction::Response => 0x80,
+            };
+            Err(DecodeError::UnsupportedVersion(self.version.number() | dir))
+        }
+    }
+
     /// Fails unless this header travels in `expected` direction.
     pub fn expect_direction(&self, expected: Direction) -> Result<(), DecodeError> {
         if self.direction == expected {
@@ -261,6 +287,21 @@ mod tests {
                 Some(h)
             );
         }
+    }
+
+    #[test]
+    fn whole_frames_and_versions() {
+        let v5 = [0x85, 0, 0, 1, 0x02, 0, 0, 0, 0];
+        let h = FrameHeader::decode_whole(&v5, 10).unwrap();
+        assert!(h.expect_version(ProtocolVersion::V5).is_ok());
+        assert_eq!(
+            h.expect_version(ProtocolVersion::V4),
+            Err(DecodeError::UnsupportedVersion(0x85))
+        );
+        assert!(matches!(
+            FrameHeader::decode_whole(&v5[..4], 10),
+            Err(DecodeError::UnexpectedEof { available: 4, .. })
+        ));
     }
 
     #[test]

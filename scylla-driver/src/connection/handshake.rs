@@ -374,17 +374,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
             }
             if let Some(frame) = self.next_frame(step)? {
                 let decode = |source| ConnectionError::Decode { step, source };
-                let header = FrameHeader::decode(&frame, usize::MAX)
-                    .map_err(decode)?
-                    .ok_or(ConnectionError::Decode {
-                        step,
-                        source: scylla_cql::DecodeError::UnexpectedEof {
-                            what: "frame header",
-                            offset: 0,
-                            needed: HEADER_LEN,
-                            available: frame.len(),
-                        },
-                    })?;
+                let header = FrameHeader::decode_whole(&frame, usize::MAX).map_err(decode)?;
                 header
                     .expect_direction(Direction::Response)
                     .map_err(decode)?;
@@ -405,14 +395,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
                 if let Some(refusal) = self.refusal(step, header.version, &response) {
                     return Err(refusal);
                 }
-                if header.version != self.version {
-                    return Err(ConnectionError::Decode {
-                        step,
-                        source: scylla_cql::DecodeError::UnsupportedVersion(
-                            header.version.number() | 0x80,
-                        ),
-                    });
-                }
+                header.expect_version(self.version).map_err(decode)?;
                 return Ok(response);
             }
             self.buf.reserve(4096);

@@ -21,7 +21,6 @@ use scylla_cql::frame::response::result::SpecCache;
 use scylla_cql::frame::response::{Response, ResponseContext};
 use scylla_cql::frame::segment_stream::SegmentDecoder;
 use scylla_cql::frame::{Direction, FrameHeader, ProtocolVersion, HEADER_LEN};
-use scylla_cql::DecodeError;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
@@ -79,17 +78,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
             loop {
                 match decoder.decode_next(&mut buf) {
                     Ok(Some(frame)) => {
-                        let header = match FrameHeader::decode(&frame, shared.max_frame_len) {
-                            Ok(Some(h)) => h,
-                            // The decoder hands out whole envelopes only.
-                            Ok(None) => {
-                                return BrokenReason::Decode(DecodeError::UnexpectedEof {
-                                    what: "frame header",
-                                    offset: 0,
-                                    needed: HEADER_LEN,
-                                    available: frame.len(),
-                                })
-                            }
+                        let header = match FrameHeader::decode_whole(&frame, shared.max_frame_len) {
+                            Ok(h) => h,
                             Err(e) => return BrokenReason::Decode(e),
                         };
                         if let Err(reason) = dispatch(shared, cfg, &mut specs, header, frame) {
@@ -168,11 +158,9 @@ fn dispatch(
     header
         .expect_direction(Direction::Response)
         .map_err(BrokenReason::Decode)?;
-    if header.version != cfg.version {
-        return Err(BrokenReason::Decode(DecodeError::UnsupportedVersion(
-            header.version.number() | 0x80,
-        )));
-    }
+    header
+        .expect_version(cfg.version)
+        .map_err(BrokenReason::Decode)?;
     let envelope = decode_envelope(
         &header,
         frame.slice(HEADER_LEN..),
