@@ -27,58 +27,25 @@ const BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0, 10.0,
 ];
 
-/// The command line.
+/// Runs a workload through the driver with a Prometheus exporter installed,
+/// then prints the driver's metrics as scraped from its own endpoint.
+#[derive(Debug, clap::Parser)]
+#[command(name = "prometheus")]
 struct Args {
+    /// Address of the exporter's HTTP listener.
+    #[arg(long, default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
+    /// How long the workload runs.
+    #[arg(long, default_value_t = 10)]
     seconds: u64,
-    concurrency: usize,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
-        seconds: 10,
-        concurrency: 32,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--listen" => {
-                let v = value()?;
-                args.listen = v.parse().map_err(|e| format!("--listen {v}: {e}"))?;
-            }
-            "--seconds" => {
-                let v = value()?;
-                args.seconds = v.parse().map_err(|e| format!("--seconds {v}: {e}"))?;
-            }
-            "--concurrency" => {
-                let v = value()?;
-                args.concurrency = v
-                    .parse::<usize>()
-                    .map_err(|e| format!("--concurrency {v}: {e}"))?
-                    .max(1);
-            }
-            "-h" | "--help" => {
-                return Err(
-                    "usage: prometheus [--listen ADDR] [--seconds N] [--concurrency C]".into(),
-                )
-            }
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    Ok(args)
+    /// Requests in flight.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let args = <Args as clap::Parser>::parse();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

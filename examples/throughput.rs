@@ -67,51 +67,101 @@ use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-const USAGE: &str = "usage: throughput [--node HOST:PORT] [--workload options|insert|select]
-  [--concurrency C] [--requests N] [--warmup N] [--connections K]
-  [--coalescing off|fixed:<micros>|adaptive|adaptive:<max_micros>:<max_bytes>|all] [--threads T] [--json]
-  [--tls [--tls-ca PATH]] [--front] [--protocol 4|5] [--full-metadata]";
-
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A workload: what each request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 enum Workload {
+    /// OPTIONS -> SUPPORTED, the cheapest round trip.
     Options,
+    /// A prepared INSERT of a fresh key and a 100-byte blob.
     Insert,
+    /// A prepared SELECT by key, checking each row came back.
     Select,
 }
 
-#[derive(Debug, Clone)]
+/// A closed-loop workload runner for the connection layer: latency
+/// percentiles, client CPU, heap allocations and socket syscalls per request.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "throughput")]
 struct Args {
+    /// Run against this node instead of a test cluster in a child process.
+    #[arg(long, value_name = "HOST:PORT")]
     node: Option<SocketAddr>,
+    /// What each request is.
+    #[arg(long, value_enum, default_value = "options")]
     workload: Workload,
+    /// Requests in flight at any time.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
     concurrency: usize,
+    /// Measured requests per coalescing policy.
+    #[arg(long, default_value_t = 100_000, value_parser = positive)]
     requests: usize,
+    /// Unmeasured requests before each measurement.
+    #[arg(long, default_value_t = 10_000)]
     warmup: usize,
+    /// Connections the requests are spread over.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
     connections: usize,
-    policies: Vec<(String, Coalescing)>,
+    /// off, fixed:<micros>, adaptive, adaptive:<max_micros>:<max_bytes>, or all
+    /// (off, fixed:1000 and adaptive, one after the other).
+    #[arg(long = "coalescing", default_value = "adaptive", value_parser = parse_policy)]
+    policies: Policies,
+    /// Worker threads of the client's runtime.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
     threads: usize,
+    /// One JSON object per policy instead of a table.
+    #[arg(long)]
     json: bool,
+    /// Encrypt the connections (without --node: through a TLS front in the child).
+    #[arg(long)]
     tls: bool,
-    /// Plaintext through the same in-child hop as `--tls` (a fair baseline).
+    /// Plaintext through the same in-child hop as --tls (a fair baseline).
+    #[arg(long = "front")]
     plain_front: bool,
+    /// The node's CA certificate (PEM), for --tls with --node.
+    #[arg(long, value_name = "PATH")]
     tls_ca: Option<String>,
-    /// The TLS configuration, once known (the child's CA).
-    tls_config: Option<TlsConfig>,
-    /// A pinned protocol version (default: negotiated).
+    /// Pin the protocol version (default: negotiated).
+    #[arg(long, value_name = "4|5", value_parser = parse_protocol)]
     protocol: Option<ProtocolVersion>,
     /// SELECTs ask for the result metadata (default: skip it).
+    #[arg(long)]
     full_metadata: bool,
+    /// The TLS configuration, once known (the child's CA).
+    #[arg(skip)]
+    tls_config: Option<TlsConfig>,
 }
 
-fn parse_policy(s: &str) -> Result<Vec<(String, Coalescing)>, String> {
+/// The coalescing policies to run, by name.
+#[derive(Debug, Clone)]
+struct Policies(Vec<(String, Coalescing)>);
+
+/// A count of at least 1.
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_protocol(s: &str) -> Result<ProtocolVersion, String> {
+    s.parse::<u8>()
+        .ok()
+        .and_then(ProtocolVersion::from_number)
+        .ok_or_else(|| format!("expected 4 or 5, got {s:?}"))
+}
+
+fn parse_policy(s: &str) -> Result<Policies, String> {
     let fixed = |us: u64| {
         (
             format!("fixed:{us}"),
             Coalescing::Fixed(Duration::from_micros(us)),
         )
     };
-    Ok(match s {
+    Ok(Policies(match s {
         "off" => vec![("off".to_owned(), Coalescing::Off)],
         "adaptive" => vec![("adaptive".to_owned(), Coalescing::ADAPTIVE)],
         "all" => vec![
@@ -131,74 +181,16 @@ fn parse_policy(s: &str) -> Result<Vec<(String, Coalescing)>, String> {
                             max_bytes: bytes as usize,
                         },
                     )],
-                    _ => return Err(format!("bad --coalescing {other:?}")),
+                    _ => return Err(format!("bad policy {other:?}")),
                 }
             } else {
                 match other.strip_prefix("fixed:").map(str::parse::<u64>) {
                     Some(Ok(us)) => vec![fixed(us)],
-                    _ => return Err(format!("bad --coalescing {other:?}")),
+                    _ => return Err(format!("unknown policy {other:?}")),
                 }
             }
         }
-    })
-}
-
-fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut a = Args {
-        node: None,
-        workload: Workload::Options,
-        concurrency: 1,
-        requests: 100_000,
-        warmup: 10_000,
-        connections: 1,
-        policies: parse_policy("adaptive")?,
-        threads: 1,
-        json: false,
-        tls: false,
-        plain_front: false,
-        protocol: None,
-        full_metadata: false,
-        tls_ca: None,
-        tls_config: None,
-    };
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
-        match flag.as_str() {
-            "--node" => a.node = Some(value()?.parse().map_err(|e| format!("--node: {e}"))?),
-            "--workload" => {
-                a.workload = match value()?.as_str() {
-                    "options" => Workload::Options,
-                    "insert" => Workload::Insert,
-                    "select" => Workload::Select,
-                    w => return Err(format!("unknown workload {w:?}")),
-                }
-            }
-            "--concurrency" => a.concurrency = num(value()?)?.max(1),
-            "--requests" => a.requests = num(value()?)?.max(1),
-            "--warmup" => a.warmup = num(value()?)?,
-            "--connections" => a.connections = num(value()?)?.max(1),
-            "--coalescing" => a.policies = parse_policy(&value()?)?,
-            "--threads" => a.threads = num(value()?)?.max(1),
-            "--json" => a.json = true,
-            "--tls" => a.tls = true,
-            "--front" => a.plain_front = true,
-            "--protocol" => {
-                let v = value()?;
-                a.protocol = Some(
-                    v.parse::<u8>()
-                        .ok()
-                        .and_then(ProtocolVersion::from_number)
-                        .ok_or(format!("--protocol {v}: expected 4 or 5"))?,
-                );
-            }
-            "--full-metadata" => a.full_metadata = true,
-            "--tls-ca" => a.tls_ca = Some(value()?),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    Ok(a)
+    }))
 }
 
 fn main() -> ExitCode {
@@ -213,13 +205,7 @@ fn main() -> ExitCode {
         };
         return serve(front);
     }
-    let mut args = match parse_args(argv.into_iter()) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let mut args = <Args as clap::Parser>::parse();
     let mut child = None;
     let addr = match args.node {
         Some(a) => a,
@@ -486,15 +472,29 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
         create_schema(args, addr).await?;
     }
     let mut reports = Vec::new();
-    for (name, policy) in &args.policies {
+    for (name, policy) in &args.policies.0 {
         let r = run_one(args, addr, name, *policy).await?;
         if args.json {
-            println!(
-                "{{\"workload\":\"{:?}\",\"policy\":\"{}\",\"concurrency\":{},\"connections\":{},\"tls\":{},\"requests\":{},\"ops_per_s\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"cpu_us_per_req\":{:.3},\"allocs_per_req\":{:.3},\"writes_per_req\":{:.4},\"reads_per_req\":{:.4},\"bytes_read_per_req\":{:.1},\"protocol\":\"{}\",\"errors\":{}}}",
-                args.workload, r.policy, args.concurrency, args.connections, args.tls, args.requests,
-                r.ops_per_s, r.p50, r.p99, r.p999, r.cpu_us_per_req, r.allocs_per_req,
-                r.writes_per_req, r.reads_per_req, r.bytes_read_per_req, r.protocol, r.errors
-            );
+            let line = serde_json::json!({
+                "workload": args.workload,
+                "policy": r.policy,
+                "concurrency": args.concurrency,
+                "connections": args.connections,
+                "tls": args.tls,
+                "requests": args.requests,
+                "ops_per_s": r.ops_per_s.round(),
+                "p50_us": r.p50,
+                "p99_us": r.p99,
+                "p999_us": r.p999,
+                "cpu_us_per_req": r.cpu_us_per_req,
+                "allocs_per_req": r.allocs_per_req,
+                "writes_per_req": r.writes_per_req,
+                "reads_per_req": r.reads_per_req,
+                "bytes_read_per_req": r.bytes_read_per_req,
+                "protocol": r.protocol.to_string(),
+                "errors": r.errors,
+            });
+            println!("{line}");
         }
         reports.push(r);
     }
