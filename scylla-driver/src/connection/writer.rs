@@ -36,12 +36,12 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
         ends: Vec::new(),
         segments,
     };
-    let result = tokio::select! {
-        biased;
-        _ = shared.cancel.cancelled() => Ok(()),
-        r = write_loop(&shared, &mut socket, policy, &mut bufs) => r,
-    };
-    if let Err(e) = result {
+    // Cancellation is watched only where the writer can wait without bound
+    // (for the first frame, and on a socket that does not take bytes), not
+    // around the whole loop: the coalescing rounds poll the writer hundreds
+    // of times per write, and a select around them polled the token each
+    // time (profiled: 1.5% of the client's CPU at concurrency 1024).
+    if let Err(e) = write_loop(&shared, &mut socket, policy, &mut bufs).await {
         shared.fail(BrokenReason::Io(e));
     }
     // Dropping the write half sends FIN.
@@ -66,14 +66,21 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     policy: Coalescing,
     b: &mut WriteBuffers,
 ) -> std::io::Result<()> {
-    let max_idle_rounds = idle_round_limit();
     loop {
         // Wait for the first frame. `notify_one` stores a permit, so a frame
         // encoded between the check and the wait is not missed.
         while shared.pending().is_empty() {
-            shared.writer_wake.notified().await;
+            tokio::select! {
+                biased;
+                _ = shared.cancel.cancelled() => return Ok(()),
+                _ = shared.writer_wake.notified() => {}
+            }
         }
-        coalesce(shared, policy, max_idle_rounds).await;
+        if shared.cancel.is_cancelled() {
+            return Ok(());
+        }
+        // Bounded by the policy's time bound: no cancellation needed.
+        coalesce(shared, policy, MAX_IDLE_ROUNDS).await;
         {
             let mut p = shared.pending();
             // Requesters do not write directly while these are on their way.
@@ -84,38 +91,12 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             // v5: the rest of a direct write, already in segments, goes first.
             std::mem::swap(&mut p.framed, &mut b.framed);
         }
-        match &mut b.segments {
-            Some(encoder) if policy.one_frame_per_write() => {
-                write_counted(socket, &b.framed, &shared.counters).await?;
-                let mut start = 0;
-                for &end in b.ends.iter() {
-                    b.framed.clear();
-                    encoder
-                        .encode_envelopes(&b.out[start..end], &mut b.framed)
-                        .map_err(std::io::Error::other)?;
-                    write_counted(socket, &b.framed, &shared.counters).await?;
-                    start = end;
-                }
-            }
-            Some(encoder) => {
-                // Whole frames only (requesters append whole frames), so
-                // this cannot fail; if it did, the connection fails loudly.
-                encoder
-                    .encode_envelopes(&b.out, &mut b.framed)
-                    .map_err(std::io::Error::other)?;
-                write_counted(socket, &b.framed, &shared.counters).await?;
-            }
-            None if policy.one_frame_per_write() => {
-                let mut start = 0;
-                for &end in b.ends.iter() {
-                    write_counted(socket, &b.out[start..end], &shared.counters).await?;
-                    start = end;
-                }
-            }
-            None => write_counted(socket, &b.out, &shared.counters).await?,
-        }
-        // A no-op on TCP (no extra syscall); TLS may hold records until flushed.
-        socket.flush().await?;
+        let written = tokio::select! {
+            biased;
+            _ = shared.cancel.cancelled() => return Ok(()),
+            r = write_out(shared, socket, policy, b) => r,
+        };
+        written?;
         IoCounters::add(&shared.counters.frames_written, b.ids.len() as u64);
         shared.mark_write();
         b.out.clear();
@@ -124,6 +105,48 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         b.ends.clear();
         shared.pending().writing = false;
     }
+}
+
+/// Writes the frames taken from the requesters: as they are (v4), or packed
+/// into segments (v5); one write per frame when the policy says so.
+async fn write_out<W: AsyncWrite + Unpin>(
+    shared: &Shared,
+    socket: &mut W,
+    policy: Coalescing,
+    b: &mut WriteBuffers,
+) -> std::io::Result<()> {
+    match &mut b.segments {
+        Some(encoder) if policy.one_frame_per_write() => {
+            write_counted(socket, &b.framed, &shared.counters).await?;
+            let mut start = 0;
+            for &end in b.ends.iter() {
+                b.framed.clear();
+                encoder
+                    .encode_envelopes(&b.out[start..end], &mut b.framed)
+                    .map_err(std::io::Error::other)?;
+                write_counted(socket, &b.framed, &shared.counters).await?;
+                start = end;
+            }
+        }
+        Some(encoder) => {
+            // Whole frames only (requesters append whole frames), so
+            // this cannot fail; if it did, the connection fails loudly.
+            encoder
+                .encode_envelopes(&b.out, &mut b.framed)
+                .map_err(std::io::Error::other)?;
+            write_counted(socket, &b.framed, &shared.counters).await?;
+        }
+        None if policy.one_frame_per_write() => {
+            let mut start = 0;
+            for &end in b.ends.iter() {
+                write_counted(socket, &b.out[start..end], &shared.counters).await?;
+                start = end;
+            }
+        }
+        None => write_counted(socket, &b.out, &shared.counters).await?,
+    }
+    // A no-op on TCP (no extra syscall); TLS may hold records until flushed.
+    socket.flush().await
 }
 
 /// The write half of a TCP connection shared with the requesters that write
@@ -220,22 +243,18 @@ async fn coalesce(shared: &Shared, policy: Coalescing, max_idle_rounds: u32) {
 /// second is spent on a turn of the I/O driver). Measured at concurrency 64
 /// (INSERT, 2 workers, compare-ours): ending after one idle round gave
 /// 6.6-7.6 us of client CPU per request, two 7.4-9.0, and waiting out the
-/// policy's time bounds (the earlier behaviour) 11.5-12.8.
+/// policy's time bounds 11.5-12.8.
+///
+/// The same holds on a single worker thread (`examples/throughput`, INSERT at
+/// concurrency 1024 on one connection, three interleaved runs at load
+/// average 7): two idle rounds gave 0.18-0.21 writes per request and
+/// 5.8-7.1 us of client CPU per request, waiting out the time bounds 0.06-0.07
+/// writes and 8.5-10.4 us, one write per frame (`Off`) 6.7-9.5 us. The
+/// spinning rounds cost more than the syscalls they saved. (An earlier
+/// measurement had favoured waiting out the bounds on one worker; the
+/// requester's direct write on an idle connection has since changed the
+/// picture.)
 const MAX_IDLE_ROUNDS: u32 = 2;
-
-/// The idle-round limit for the runtime the writer runs on. With a single
-/// worker thread, requeueing costs no other thread anything and more frames
-/// can only come through the I/O the worker polls between rounds, so the
-/// wait runs to the policy's time bounds instead (measured with
-/// `examples/throughput --threads 1`, INSERT at concurrency 1024: 0.06
-/// writes per request and less CPU than Off, where two idle rounds gave 0.7
-/// writes per request and more CPU than Off).
-fn idle_round_limit() -> u32 {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.metrics().num_workers() <= 1 => u32::MAX,
-        _ => MAX_IDLE_ROUNDS,
-    }
-}
 
 /// Lets the tasks already queued on this worker run once (requesters about
 /// to add frames), then resumes: the task wakes itself, and tokio queues a
