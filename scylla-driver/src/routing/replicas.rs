@@ -329,8 +329,15 @@ impl ReplicaSets {
         let list = if self.grouped.is_empty() {
             ring_order
         } else {
-            let start = self.list_index(ring, pos).unwrap_or(0) * self.stride;
-            self.grouped.get(start..start + self.stride).unwrap_or(&[])
+            // `pos` comes from the same ring the lists were built from, so
+            // it has an owner and a list; a mismatch is a bug, and yields no
+            // replicas (the plan degrades to round robin) rather than the
+            // replicas of another position.
+            let start = self.list_index(ring, pos).map(|i| i * self.stride);
+            debug_assert!(start.is_some(), "ring position {pos} without a list");
+            start
+                .and_then(|start| self.grouped.get(start..start + self.stride))
+                .unwrap_or(&[])
         };
         // A datacenter without replicas (or unknown) has an empty range.
         let local = self.groups.get(dc.0 as usize).copied().unwrap_or((0, 0));
