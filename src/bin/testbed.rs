@@ -8,159 +8,199 @@
 //! It prints each node's address and ports and runs until Ctrl-C or
 //! `--duration-secs`. Nodes serve CQL from one in-memory store (see
 //! `scylla_testbed::cql`); `SELECT * FROM testbed.stats` returns the
-//! per-node, per-shard counters to any client. Arguments are parsed by hand to keep the dependency
-//! list short.
+//! per-node, per-shard counters to any client. `--help` lists the options.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
 use scylla_testbed::{Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions};
 
-const USAGE: &str = "\
-usage: testbed [options]
-  --nodes N               number of nodes (default 1)
-  --shards N              shards per node (default 1)
-  --vnodes N              tokens per node (default 16)
-  --seed N                seed of host ids and tokens (default 0)
-  --port P                regular CQL port of every node (default 9042)
-  --shard-aware-port P    shard-aware port (default 19042; 'none' disables it)
-  --datacenter NAME       datacenter of every node (default datacenter1)
-  --rack NAME             rack of every node (default rack1)
-  --auth USER:PASSWORD    require PasswordAuthenticator credentials
-  --nat                   rewrite source ports on the shard-aware port (random)
-  --nat-offset N          rewrite source ports by adding N
-  --latency-ms N          delay before each response
-  --protocol-version 4|5  highest native protocol version served (default 5;
-                          4 refuses v5 like ScyllaDB, so clients negotiate down)
-  --block X.Y             use addresses 127.X.Y.1.. instead of an allocated block
-  --tls-dir DIR           also serve TLS (port 9142, shard-aware 19142); write
-                          DIR/ca.pem, DIR/client.pem and DIR/client.key
-  --tls-client-auth       with --tls-dir: require a client certificate
-  --tablets N             new NetworkTopologyStrategy keyspaces use tablets,
-                          N initial tablets per table (as ScyllaDB does)
-  --tablet-script FILE    timed tablet migrations and splits (lines like
-                          '5 migrate ks.t 3 0 1 2' or '10 split ks.t')
-  --use-metadata-id       offer SCYLLA_USE_METADATA_ID (result metadata ids on v4)
-  --advertise-unreachable nodes report 127.255.Y.N instead of their 127.X.Y.N
-                          (clients need an address translator to reach peers)
-  --peers-v2              serve system.peers_v2 (as Cassandra 4+; ScyllaDB has none)
-  --duration-secs N       stop after N seconds (default: run until Ctrl-C)
-  --help                  print this help";
+/// Runs the in-process ScyllaDB-like test cluster on loopback addresses
+/// until Ctrl-C (or `--duration-secs`).
+#[derive(Debug, clap::Parser)]
+#[command(name = "testbed")]
+struct Cli {
+    /// Number of nodes.
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// Shards per node.
+    #[arg(long, default_value_t = 1)]
+    shards: u16,
+    /// Tokens per node.
+    #[arg(long, default_value_t = 16)]
+    vnodes: usize,
+    /// Seed of host ids and tokens.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Regular CQL port of every node.
+    #[arg(long, default_value_t = 9042)]
+    port: u16,
+    /// Shard-aware port ('none' disables it).
+    #[arg(long, value_name = "PORT|none", default_value = "19042", value_parser = parse_optional_port)]
+    shard_aware_port: OptionalPort,
+    /// Datacenter of every node.
+    #[arg(long, default_value = "datacenter1")]
+    datacenter: String,
+    /// Rack of every node.
+    #[arg(long, default_value = "rack1")]
+    rack: String,
+    /// Require PasswordAuthenticator credentials.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_credentials)]
+    auth: Option<(String, String)>,
+    /// Rewrite source ports on the shard-aware port (random).
+    #[arg(long)]
+    nat: bool,
+    /// Rewrite source ports on the shard-aware port by adding N.
+    #[arg(long, value_name = "N", conflicts_with = "nat")]
+    nat_offset: Option<u16>,
+    /// Delay before each response, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    latency_ms: Option<u64>,
+    /// Highest native protocol version served (4 refuses v5 like ScyllaDB,
+    /// so clients negotiate down).
+    #[arg(long, value_name = "4|5", default_value = "5", value_parser = parse_protocol)]
+    protocol_version: ProtocolVersion,
+    /// Use addresses 127.X.Y.1.. instead of an allocated block.
+    #[arg(long, value_name = "X.Y", value_parser = parse_block)]
+    block: Option<(u8, u8)>,
+    /// Also serve TLS (port 9142, shard-aware 19142); write DIR/ca.pem,
+    /// DIR/client.pem and DIR/client.key.
+    #[arg(long, value_name = "DIR")]
+    tls_dir: Option<PathBuf>,
+    /// With --tls-dir: require a client certificate.
+    #[arg(long, requires = "tls_dir")]
+    tls_client_auth: bool,
+    /// New NetworkTopologyStrategy keyspaces use tablets, N initial tablets
+    /// per table (as ScyllaDB does).
+    #[arg(long, value_name = "N")]
+    tablets: Option<usize>,
+    /// Timed tablet migrations and splits (lines like '5 migrate ks.t 3 0 1 2'
+    /// or '10 split ks.t').
+    #[arg(long, value_name = "FILE")]
+    tablet_script: Option<PathBuf>,
+    /// Offer SCYLLA_USE_METADATA_ID (result metadata ids on v4).
+    #[arg(long)]
+    use_metadata_id: bool,
+    /// Nodes report 127.255.Y.N instead of their 127.X.Y.N (clients need an
+    /// address translator to reach peers).
+    #[arg(long)]
+    advertise_unreachable: bool,
+    /// Serve system.peers_v2 (as Cassandra 4+; ScyllaDB has none).
+    #[arg(long)]
+    peers_v2: bool,
+    /// Stop after N seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "N")]
+    duration_secs: Option<u64>,
+}
 
+/// A port, or none.
+#[derive(Debug, Clone, Copy)]
+struct OptionalPort(Option<u16>);
+
+fn parse_optional_port(s: &str) -> Result<OptionalPort, String> {
+    if s == "none" {
+        return Ok(OptionalPort(None));
+    }
+    s.parse()
+        .map(|p| OptionalPort(Some(p)))
+        .map_err(|_| format!("'{s}' is neither a port nor 'none'"))
+}
+
+fn parse_credentials(s: &str) -> Result<(String, String), String> {
+    s.split_once(':')
+        .map(|(u, p)| (u.to_owned(), p.to_owned()))
+        .ok_or_else(|| "expected USER:PASSWORD".to_owned())
+}
+
+fn parse_protocol(s: &str) -> Result<ProtocolVersion, String> {
+    s.parse::<u8>()
+        .ok()
+        .and_then(ProtocolVersion::from_number)
+        .ok_or_else(|| format!("'{s}' is not 4 or 5"))
+}
+
+fn parse_block(s: &str) -> Result<(u8, u8), String> {
+    let (x, y) = s.split_once('.').ok_or("expected X.Y")?;
+    match (x.parse(), y.parse()) {
+        (Ok(x), Ok(y)) => Ok((x, y)),
+        _ => Err(format!("'{s}' is not X.Y with X and Y in 0..=255")),
+    }
+}
+
+/// What the command line asks for, ready to run.
 struct Args {
     builder: TestClusterBuilder,
     faults: Faults,
     duration: Option<Duration>,
-    tls_dir: Option<std::path::PathBuf>,
+    tls_dir: Option<PathBuf>,
     tablet_script: Option<TabletScript>,
 }
 
-fn parse_num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
-    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
-    v.parse()
-        .map_err(|_| format!("{flag}: '{v}' is not a valid number"))
-}
-
-fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut b = TestCluster::builder();
-    let mut faults = Faults::none();
-    let mut duration = None;
-    let mut tls_dir = None;
-    let mut tls_client_auth = false;
-    let mut tablet_script = None;
-    while let Some(flag) = it.next() {
-        match flag.as_str() {
-            "--help" | "-h" => return Ok(None),
-            "--nodes" => b = b.nodes(parse_num(&flag, it.next())?),
-            "--shards" => b = b.shards(parse_num(&flag, it.next())?),
-            "--vnodes" => b = b.vnodes(parse_num(&flag, it.next())?),
-            "--seed" => b = b.seed(parse_num(&flag, it.next())?),
-            "--port" => b = b.port(parse_num(&flag, it.next())?),
-            "--shard-aware-port" => {
-                let v = it.next();
-                b = if v.as_deref() == Some("none") {
-                    b.shard_aware_port(None)
-                } else {
-                    b.shard_aware_port(Some(parse_num(&flag, v)?))
-                };
-            }
-            "--datacenter" => b = b.datacenter(it.next().ok_or("--datacenter needs a value")?),
-            "--rack" => b = b.rack(it.next().ok_or("--rack needs a value")?),
-            "--auth" => {
-                let v = it.next().ok_or("--auth needs USER:PASSWORD")?;
-                let (u, p) = v.split_once(':').ok_or("--auth needs USER:PASSWORD")?;
-                b = b.password_auth(u, p);
-            }
-            "--nat" => faults = faults.with_nat(NatMode::Random),
-            "--nat-offset" => {
-                faults = faults.with_nat(NatMode::Offset(parse_num(&flag, it.next())?))
-            }
-            "--latency-ms" => {
-                faults = faults.with_latency(Duration::from_millis(parse_num(&flag, it.next())?))
-            }
-            "--block" => {
-                let v = it.next().ok_or("--block needs X.Y")?;
-                let (x, y) = v.split_once('.').ok_or("--block needs X.Y")?;
-                b = b.address_block(
-                    parse_num("--block", Some(x.into()))?,
-                    parse_num("--block", Some(y.into()))?,
-                );
-            }
-            "--protocol-version" => {
-                let n: u8 = parse_num(&flag, it.next())?;
-                let v = ProtocolVersion::from_number(n)
-                    .ok_or_else(|| format!("--protocol-version: {n} is not 4 or 5"))?;
-                b = b.max_protocol_version(v);
-            }
-            "--duration-secs" => duration = Some(Duration::from_secs(parse_num(&flag, it.next())?)),
-            "--tls-dir" => {
-                tls_dir = Some(std::path::PathBuf::from(
-                    it.next().ok_or("--tls-dir needs a directory")?,
-                ))
-            }
-            "--tls-client-auth" => tls_client_auth = true,
-            "--use-metadata-id" => b = b.use_metadata_id(true),
-            "--advertise-unreachable" => b = b.advertise_unreachable(true),
-            "--peers-v2" => b = b.peers_v2(true),
-            "--tablets" => b = b.tablets(parse_num(&flag, it.next())?),
-            "--tablet-script" => {
-                let path = it.next().ok_or("--tablet-script needs a file")?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("--tablet-script: cannot read {path}: {e}"))?;
-                tablet_script =
-                    Some(TabletScript::parse(&text).map_err(|e| format!("{path}: {e}"))?);
-            }
-            other => return Err(format!("unknown argument '{other}'")),
+impl Cli {
+    fn into_args(self) -> Result<Args, String> {
+        let mut b = TestCluster::builder()
+            .nodes(self.nodes)
+            .shards(self.shards)
+            .vnodes(self.vnodes)
+            .seed(self.seed)
+            .port(self.port)
+            .shard_aware_port(self.shard_aware_port.0)
+            .datacenter(self.datacenter)
+            .rack(self.rack)
+            .max_protocol_version(self.protocol_version)
+            .use_metadata_id(self.use_metadata_id)
+            .advertise_unreachable(self.advertise_unreachable)
+            .peers_v2(self.peers_v2);
+        if let Some((user, password)) = &self.auth {
+            b = b.password_auth(user, password);
         }
+        if let Some((x, y)) = self.block {
+            b = b.address_block(x, y);
+        }
+        if let Some(n) = self.tablets {
+            b = b.tablets(n);
+        }
+        if self.tls_dir.is_some() {
+            b = b.tls(TlsOptions::default().require_client_cert(self.tls_client_auth));
+        }
+        let mut faults = Faults::none();
+        if self.nat {
+            faults = faults.with_nat(NatMode::Random);
+        }
+        if let Some(n) = self.nat_offset {
+            faults = faults.with_nat(NatMode::Offset(n));
+        }
+        if let Some(ms) = self.latency_ms {
+            faults = faults.with_latency(Duration::from_millis(ms));
+        }
+        let tablet_script = match &self.tablet_script {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("--tablet-script: cannot read {}: {e}", path.display()))?;
+                Some(TabletScript::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+            }
+            None => None,
+        };
+        for i in 0..self.nodes {
+            b = b.faults(i, faults.clone());
+        }
+        Ok(Args {
+            builder: b,
+            faults,
+            duration: self.duration_secs.map(Duration::from_secs),
+            tls_dir: self.tls_dir,
+            tablet_script,
+        })
     }
-    if tls_dir.is_some() {
-        b = b.tls(TlsOptions::default().require_client_cert(tls_client_auth));
-    } else if tls_client_auth {
-        return Err("--tls-client-auth needs --tls-dir".into());
-    }
-    let nodes = b.config().nodes;
-    for i in 0..nodes {
-        b = b.faults(i, faults.clone());
-    }
-    Ok(Some(Args {
-        builder: b,
-        faults,
-        duration,
-        tls_dir,
-        tablet_script,
-    }))
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
+    let args = match <Cli as clap::Parser>::parse().into_args() {
+        Ok(a) => a,
         Err(e) => {
-            eprintln!("testbed: {e}\n{USAGE}");
+            eprintln!("testbed: {e}");
             return ExitCode::from(2);
         }
     };
