@@ -66,6 +66,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     policy: Coalescing,
     b: &mut WriteBuffers,
 ) -> std::io::Result<()> {
+    let max_idle_rounds = idle_round_limit();
     loop {
         // Wait for the first frame. `notify_one` stores a permit, so a frame
         // encoded between the check and the wait is not missed.
@@ -80,7 +81,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             return Ok(());
         }
         // Bounded by the policy's time bound: no cancellation needed.
-        coalesce(shared, policy, MAX_IDLE_ROUNDS).await;
+        coalesce(shared, policy, max_idle_rounds).await;
         {
             let mut p = shared.pending();
             // Requesters do not write directly while these are on their way.
@@ -243,18 +244,28 @@ async fn coalesce(shared: &Shared, policy: Coalescing, max_idle_rounds: u32) {
 /// second is spent on a turn of the I/O driver). Measured at concurrency 64
 /// (INSERT, 2 workers, compare-ours): ending after one idle round gave
 /// 6.6-7.6 us of client CPU per request, two 7.4-9.0, and waiting out the
-/// policy's time bounds 11.5-12.8.
-///
-/// The same holds on a single worker thread (`examples/throughput`, INSERT at
-/// concurrency 1024 on one connection, three interleaved runs at load
-/// average 7): two idle rounds gave 0.18-0.21 writes per request and
-/// 5.8-7.1 us of client CPU per request, waiting out the time bounds 0.06-0.07
-/// writes and 8.5-10.4 us, one write per frame (`Off`) 6.7-9.5 us. The
-/// spinning rounds cost more than the syscalls they saved. (An earlier
-/// measurement had favoured waiting out the bounds on one worker; the
-/// requester's direct write on an idle connection has since changed the
-/// picture.)
+/// policy's time bounds (the earlier behaviour) 11.5-12.8.
 const MAX_IDLE_ROUNDS: u32 = 2;
+
+/// The idle-round limit for the runtime the writer runs on. With a single
+/// worker thread, requeueing costs no other thread anything and more frames
+/// can only come through the I/O the worker polls between rounds, so the
+/// wait runs to the policy's time bounds instead (measured with
+/// `examples/throughput --threads 1`, INSERT at concurrency 1024: 0.06
+/// writes per request and less CPU than Off, where two idle rounds gave 0.7
+/// writes per request and more CPU than Off).
+///
+/// Checked again (2026-11-23) at concurrency 1024 on one worker: on a quiet
+/// machine two idle rounds still gave 0.56-0.75 writes per request and as
+/// much or more CPU than Off; under heavy load (load average 7-9, the
+/// server slowed down) they gave 0.18-0.21 writes and less CPU than either.
+/// The time bounds stay, since a quiet machine is what users benchmark on.
+fn idle_round_limit() -> u32 {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.metrics().num_workers() <= 1 => u32::MAX,
+        _ => MAX_IDLE_ROUNDS,
+    }
+}
 
 /// Lets the tasks already queued on this worker run once (requesters about
 /// to add frames), then resumes: the task wakes itself, and tokio queues a
