@@ -450,3 +450,35 @@ async fn a_backoff_past_the_deadline_is_not_taken() {
         started.elapsed()
     );
 }
+
+/// A paged read holds a place in flight per page fetch, none between pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paged_reads_take_one_permit_per_page() {
+    let (_cluster, session) =
+        cluster_and_session(1, 2, |b| b.max_requests_in_flight(1).max_queued_requests(0)).await;
+    let (insert, update) = table(&session, 1).await;
+    for r in all(executions(&session, &insert, 10)).await {
+        // The bound is 1 and nothing may queue: some of these are refused.
+        assert!(matches!(
+            r,
+            Ok(_) | Err(ExecutionError::ClientOverloaded { .. })
+        ));
+    }
+    for k in 0..10i64 {
+        session.execute_unpaged(&insert, (k, k)).await.unwrap();
+    }
+    let mut rows = session
+        .query_iter::<(i64, i64)>(Statement::new("SELECT k, v FROM p.t").with_page_size(3), ())
+        .await
+        .unwrap();
+    let mut n = 0i64;
+    while let Some(row) = rows.next().await {
+        let (k, _) = row.unwrap();
+        n += 1;
+        // Between page fetches the stream holds nothing: another request
+        // gets the session's only place.
+        assert_eq!(session.requests_in_flight(), 0);
+        session.execute_unpaged(&update, (n, k)).await.unwrap();
+    }
+    assert_eq!(n, 10);
+}
