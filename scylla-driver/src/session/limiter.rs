@@ -319,6 +319,29 @@ mod tests {
         assert_eq!(l.state.load(Ordering::Relaxed), 0);
     }
 
+    /// The cost of the fast path (take and give back a permit under the
+    /// bound), next to a tokio semaphore's. A measurement, not a check:
+    /// `cargo test -p scylla-driver --release --lib fast_path_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement; run in release"]
+    fn fast_path_cost() {
+        const N: u32 = 20_000_000;
+        let l = RequestLimiter::new(4096, 0);
+        let started = Instant::now();
+        for _ in 0..N {
+            assert!(std::hint::black_box(&l).try_acquire());
+            l.release();
+        }
+        let ours = started.elapsed() / N;
+        let sem = tokio::sync::Semaphore::new(4096);
+        let started = Instant::now();
+        for _ in 0..N {
+            drop(std::hint::black_box(&sem).try_acquire().unwrap());
+        }
+        let tokio = started.elapsed() / N;
+        println!("take + give back a permit: limiter {ours:?}, tokio::sync::Semaphore {tokio:?}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_bound_holds_under_contention_and_cancellation() {
         const BOUND: usize = 4;
