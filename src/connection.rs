@@ -717,6 +717,16 @@ impl Conn {
         let (node, ctx, out) = (self.node.clone(), self.ctx.clone(), self.out.clone());
         let stream = req.header.stream;
         let version = self.version();
+        // Overload faults: a statement answered without being run.
+        if matches!(
+            req.header.opcode,
+            Opcode::Query | Opcode::Execute | Opcode::Batch
+        ) {
+            if let Some(answer) = node.faults.take_overload() {
+                self.respond_later(stream, overload_response(answer));
+                return;
+            }
+        }
         self.tasks.spawn(async move {
             match node.handler.handle(&ctx, req).await {
                 Reply::Close => Next::Close,
@@ -761,6 +771,26 @@ impl Conn {
     /// A protocol error before closing (the caller returns).
     async fn protocol_error(&mut self, stream: i16, msg: &str) {
         self.protocol_error_keep(stream, msg).await;
+    }
+}
+
+/// The error an overload fault answers with: OVERLOADED, or ScyllaDB's
+/// rate-limit error (`SCYLLA_RATE_LIMIT_ERROR`: the advertised code, then
+/// `op_type` = write and `rejected_by_coordinator` = 1).
+fn overload_response(answer: crate::faults::OverloadAnswer) -> Response {
+    match answer {
+        crate::faults::OverloadAnswer::Overloaded => {
+            Response::error(error_code::OVERLOADED, "overloaded (injected fault)")
+        }
+        crate::faults::OverloadAnswer::RateLimited => {
+            let r = Response::error(
+                crate::supported::RATE_LIMIT_ERROR_CODE,
+                "per-partition rate limit reached (injected fault)",
+            );
+            let mut body = BytesMut::from(&r.body[..]);
+            body.extend_from_slice(&[1, 1]);
+            Response::new(r.opcode, body.freeze())
+        }
     }
 }
 

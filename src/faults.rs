@@ -15,6 +15,9 @@
 //! - **damaged v4 lengths**: the body length of the node's next N frames to
 //!   protocol v4 clients grows by 1 MiB (wire damage a v4 client cannot
 //!   detect: it waits for bytes that never come, a stalled connection).
+//! - **overload**: the node answers its next N statements (QUERY, EXECUTE,
+//!   BATCH) with OVERLOADED, or with ScyllaDB's rate-limit error, without
+//!   running them.
 //!
 //! The settings a connection reads on every response live in atomics
 //! (`FaultState`); switching the shard-aware port between refusing and
@@ -80,6 +83,15 @@ pub struct Faults {
     /// Armed like [`Faults::corrupt_segments`]; counted in
     /// [`crate::NodeStatsSnapshot::v4_lengths_damaged`].
     pub damage_v4_lengths: u32,
+    /// Answer the node's next this many statements (QUERY, EXECUTE, BATCH;
+    /// any connection) with OVERLOADED (0x1001), without running them.
+    /// Armed like [`Faults::corrupt_segments`]; `u32::MAX` never runs out.
+    pub overloaded: u32,
+    /// Answer the node's next this many statements with ScyllaDB's
+    /// rate-limit error (the code advertised as `SCYLLA_RATE_LIMIT_ERROR`,
+    /// a write rejected by the coordinator), without running them. Checked
+    /// after [`Faults::overloaded`]; armed alike.
+    pub rate_limited: u32,
 }
 
 impl Faults {
@@ -130,6 +142,22 @@ impl Faults {
         self.damage_v4_lengths = n;
         self
     }
+
+    /// Answer the next `n` statements with OVERLOADED (see
+    /// [`Faults::overloaded`]).
+    #[must_use]
+    pub fn with_overloaded(mut self, n: u32) -> Self {
+        self.overloaded = n;
+        self
+    }
+
+    /// Answer the next `n` statements with the rate-limit error (see
+    /// [`Faults::rate_limited`]).
+    #[must_use]
+    pub fn with_rate_limited(mut self, n: u32) -> Self {
+        self.rate_limited = n;
+        self
+    }
 }
 
 const NAT_OFF: u8 = 0;
@@ -148,6 +176,9 @@ pub(crate) struct FaultState {
     corrupt_segments: AtomicU32,
     /// Outgoing v4 frames whose length is still to damage.
     damage_v4_lengths: AtomicU32,
+    /// Statements still to answer with OVERLOADED / the rate-limit error.
+    overloaded: AtomicU32,
+    rate_limited: AtomicU32,
     /// Random ports for [`NatMode::Random`]; a lock is fine here, it is taken
     /// once per accepted connection and only while that fault is on.
     rng: Mutex<fastrand::Rng>,
@@ -165,6 +196,8 @@ impl FaultState {
             silent_hold_ms: AtomicU64::new(u64::MAX),
             corrupt_segments: AtomicU32::new(0),
             damage_v4_lengths: AtomicU32::new(0),
+            overloaded: AtomicU32::new(0),
+            rate_limited: AtomicU32::new(0),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             current: Mutex::new(Faults::none()),
         }
@@ -192,6 +225,8 @@ impl FaultState {
             .store(f.corrupt_segments, Ordering::Relaxed);
         self.damage_v4_lengths
             .store(f.damage_v4_lengths, Ordering::Relaxed);
+        self.overloaded.store(f.overloaded, Ordering::Relaxed);
+        self.rate_limited.store(f.rate_limited, Ordering::Relaxed);
         if let Ok(mut cur) = self.current.lock() {
             *cur = f.clone();
         }
@@ -219,6 +254,8 @@ impl FaultState {
         let mut f = self.current.lock().map(|f| f.clone()).unwrap_or_default();
         f.corrupt_segments = self.corrupt_segments.load(Ordering::Relaxed);
         f.damage_v4_lengths = self.damage_v4_lengths.load(Ordering::Relaxed);
+        f.overloaded = self.overloaded.load(Ordering::Relaxed);
+        f.rate_limited = self.rate_limited.load(Ordering::Relaxed);
         f
     }
 
@@ -264,6 +301,34 @@ fn take_one(armed: &AtomicU32) -> bool {
         && armed
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_ok()
+}
+
+/// Overload answers: what the node answers a statement with instead of
+/// running it, if an overload fault is armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OverloadAnswer {
+    Overloaded,
+    RateLimited,
+}
+
+impl FaultState {
+    /// The overload answer for the statement about to run, taking one from
+    /// the armed count (`u32::MAX` is never used up). Two atomic loads when
+    /// the faults are off.
+    pub(crate) fn take_overload(&self) -> Option<OverloadAnswer> {
+        let take = |armed: &AtomicU32| match armed.load(Ordering::Relaxed) {
+            0 => false,
+            u32::MAX => true,
+            _ => take_one(armed),
+        };
+        if take(&self.overloaded) {
+            Some(OverloadAnswer::Overloaded)
+        } else if take(&self.rate_limited) {
+            Some(OverloadAnswer::RateLimited)
+        } else {
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -317,5 +382,22 @@ mod tests {
         assert!(s.take_corrupt_segment());
         assert!(!s.take_corrupt_segment());
         assert_eq!(s.get().corrupt_segments, 0);
+    }
+
+    #[test]
+    fn overload_answers_count_down() {
+        let s = FaultState::new(1);
+        assert_eq!(s.take_overload(), None);
+        s.set(&Faults::none().with_overloaded(1).with_rate_limited(2));
+        assert_eq!(s.take_overload(), Some(OverloadAnswer::Overloaded));
+        assert_eq!(s.take_overload(), Some(OverloadAnswer::RateLimited));
+        assert_eq!(s.get().rate_limited, 1);
+        assert_eq!(s.take_overload(), Some(OverloadAnswer::RateLimited));
+        assert_eq!(s.take_overload(), None);
+        s.set(&Faults::none().with_overloaded(u32::MAX));
+        for _ in 0..3 {
+            assert_eq!(s.take_overload(), Some(OverloadAnswer::Overloaded));
+        }
+        assert_eq!(s.get().overloaded, u32::MAX);
     }
 }

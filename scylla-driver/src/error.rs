@@ -62,6 +62,16 @@ pub enum ExecutionError {
     /// was asked for a name no profile was registered under.
     #[error("no execution profile named {0:?} is registered on the session")]
     UnknownExecutionProfile(String),
+    /// The session's bound on requests in flight was reached and its queue
+    /// of waiting requests was full: the request was not sent (safe to try
+    /// again later). See [`SessionConfig::max_requests_in_flight`](crate::SessionConfig::max_requests_in_flight).
+    #[error("overloaded: client queue full ({max_queued} requests already wait behind {max_in_flight} in flight)")]
+    ClientOverloaded {
+        /// The session's bound on requests in flight.
+        max_in_flight: usize,
+        /// The session's bound on queued requests.
+        max_queued: usize,
+    },
 }
 
 impl ExecutionError {

@@ -73,6 +73,16 @@ pub struct SessionConfig {
     /// Execution profiles by name, for
     /// [`Session::execution_profile`](crate::Session::execution_profile).
     pub execution_profiles: HashMap<String, ExecutionProfileHandle>,
+    /// Backpressure: most requests the session has in flight at once (each
+    /// holds one from its start to its end, retries and speculative attempts
+    /// included; a paged read one per page). Default 4096.
+    pub max_requests_in_flight: usize,
+    /// Backpressure: most requests waiting for one of the
+    /// [`max_requests_in_flight`](Self::max_requests_in_flight) to finish;
+    /// a request beyond fails at once with
+    /// [`ExecutionError::ClientOverloaded`](crate::ExecutionError::ClientOverloaded),
+    /// a waiting one with a timeout at its deadline. Default 65536.
+    pub max_queued_requests: usize,
 }
 
 impl Default for SessionConfig {
@@ -95,6 +105,8 @@ impl Default for SessionConfig {
             tablet_warmup: TabletWarmup::default(),
             default_profile: ExecutionProfile::default(),
             execution_profiles: HashMap::new(),
+            max_requests_in_flight: 4096,
+            max_queued_requests: 65_536,
         }
     }
 }
@@ -373,6 +385,23 @@ impl SessionBuilder {
     #[must_use]
     pub fn schema_agreement_timeout(mut self, d: Duration) -> Self {
         self.config.schema_agreement_timeout = d;
+        self
+    }
+
+    /// Backpressure: most requests in flight at once (default 4096, at
+    /// least 1); see [`SessionConfig::max_requests_in_flight`].
+    #[must_use]
+    pub fn max_requests_in_flight(mut self, n: usize) -> Self {
+        self.config.max_requests_in_flight = n.max(1);
+        self
+    }
+
+    /// Backpressure: most requests waiting for a place in flight (default
+    /// 65536; 0 fails every request beyond the bound at once); see
+    /// [`SessionConfig::max_queued_requests`].
+    #[must_use]
+    pub fn max_queued_requests(mut self, n: usize) -> Self {
+        self.config.max_queued_requests = n;
         self
     }
 

@@ -187,6 +187,16 @@ async fn run_in_span(
     let _in_flight = record::InFlight::enter();
     let started = Instant::now();
     let deadline = started + opts.timeout;
+    // Backpressure: one permit for the whole request (every attempt),
+    // released when this future ends or is dropped.
+    let _permit = match inner.limiter.acquire(deadline, opts.timeout).await {
+        Ok(p) => p,
+        Err(e) => {
+            Metrics::inc(&inner.metrics.request_errors);
+            record::request_finished(false, started.elapsed());
+            return Err(e);
+        }
+    };
     let is_up = |idx: NodeIdx| state.node(idx).is_some_and(|n| n.pool.is_connected());
     let request = RoutingRequest {
         keyspace: routing.keyspace,
@@ -434,6 +444,21 @@ async fn attempt_chain(
                 last_error = Some(error);
             }
             RetryDecision::RetryNextTarget(c) => {
+                consistency = c.unwrap_or(consistency);
+                Metrics::inc(&inner.metrics.retries);
+                record::retry();
+                retries += 1;
+                last_error = Some(error);
+                target = next_target();
+            }
+            RetryDecision::RetryNextTargetAfter(c, delay) => {
+                // Backoff from an overloaded node, within the deadline: a
+                // delay that would pass it is not taken.
+                if Instant::now() + delay >= deadline {
+                    return Err(error);
+                }
+                tracing::debug!(node = %node.address, ?delay, "backing off before the next target");
+                tokio::time::sleep(delay).await;
                 consistency = c.unwrap_or(consistency);
                 Metrics::inc(&inner.metrics.retries);
                 record::retry();

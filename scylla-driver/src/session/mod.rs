@@ -7,6 +7,8 @@
 //! - `prepared_cache`: prepared statements by keyspace and text, bounded
 //!   (least recently used evicted).
 //! - [`trace`]: fetching a traced request's trace ([`Session::get_tracing_info`]).
+//! - `limiter`: backpressure, the bound on requests in flight and the queue
+//!   behind it.
 //!
 //! Every method's future can be dropped at any time: a request already
 //! handed to a connection still completes there (its stream id is released
@@ -15,6 +17,7 @@
 mod batch;
 pub mod builder;
 mod execute;
+mod limiter;
 pub mod pager;
 mod prepare;
 mod prepared_cache;
@@ -89,6 +92,8 @@ pub(crate) struct SessionInner {
     /// The session configuration with the default execution profile
     /// applied: what a statement falls back to.
     defaults: Defaults,
+    /// Backpressure: the bound on requests in flight, and the queue.
+    limiter: limiter::RequestLimiter,
 }
 
 /// The session-wide request settings: the configuration, overridden by the
@@ -372,8 +377,11 @@ impl Session {
         let keyspace = config.keyspace.clone().map(Arc::new);
         let prepared = prepared_cache::PreparedCache::new(config.prepared_cache_size);
         let defaults = Defaults::new(&config);
+        let limiter =
+            limiter::RequestLimiter::new(config.max_requests_in_flight, config.max_queued_requests);
         Session {
             inner: Arc::new(SessionInner {
+                limiter,
                 defaults,
                 cluster,
                 config,
@@ -797,6 +805,18 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .len()
+    }
+
+    /// Requests in flight now (at most
+    /// [`SessionConfig::max_requests_in_flight`]).
+    pub fn requests_in_flight(&self) -> usize {
+        self.inner.limiter.in_flight()
+    }
+
+    /// Requests waiting for a place in flight now (at most
+    /// [`SessionConfig::max_queued_requests`]).
+    pub fn requests_queued(&self) -> usize {
+        self.inner.limiter.queued()
     }
 
     /// The keyspace the session is using.
