@@ -56,7 +56,7 @@ async fn a_reprepare_and_its_retry_share_the_deadline() {
     let outcome = session.execute_unpaged(&select, (1i64,)).await;
     let took = started.elapsed();
     assert!(
-        matches!(outcome, Err(ExecutionError::Timeout(_))),
+        matches!(outcome, Err(ExecutionError::Timeout { .. })),
         "expected the deadline to cut the re-preparation: {outcome:?} after {took:?}"
     );
     // The deadline plus a tick or two of the connection's timer (10 ms),

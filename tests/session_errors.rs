@@ -129,5 +129,5 @@ async fn unknown_keyspace_syntax_error_and_timeout() {
         .query_unpaged("SELECT release_version FROM system.local", ())
         .await
         .unwrap_err();
-    assert!(matches!(err, ExecutionError::Timeout(_)), "{err:?}");
+    assert!(matches!(err, ExecutionError::Timeout { .. }), "{err:?}");
 }

@@ -88,7 +88,7 @@ pub mod session;
 pub mod statement;
 
 pub use cluster::TabletWarmup;
-pub use error::{ExecutionError, NewSessionError};
+pub use error::{ExecutionError, NewSessionError, PrepareError};
 pub use result::QueryResult;
 #[doc(hidden)]
 pub use scylla_cql::_macro_internal;
