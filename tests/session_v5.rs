@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
-use scylla_driver::statement::Statement;
 use scylla_driver::error::BadQuery;
+use scylla_driver::statement::Statement;
 use scylla_driver::{ExecutionError, PreparedStatement, Session, SessionBuilder};
 use scylla_testbed::{CqlHandler, TestCluster};
 

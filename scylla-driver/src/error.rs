@@ -83,19 +83,13 @@ pub enum ExecutionError {
     /// A `query_*` call with values, or a batch, had to prepare its
     /// statement, and that failed.
     #[error("{0}")]
-    Prepare(#[source] Box<PrepareError>),
+    Prepare(#[source] PrepareError),
     /// A stream failed fetching a page after it had delivered earlier ones:
     /// retrying the whole query would repeat those rows; resume from
     /// [`RowStream::paging_state`](crate::session::RowStream::paging_state)
     /// instead.
-    #[error("fetching page {page} failed: {source}")]
-    Page {
-        /// The page that failed (1 is the second page of the stream).
-        page: usize,
-        /// Why.
-        #[source]
-        source: Box<ExecutionError>,
-    },
+    #[error(transparent)]
+    Page(Box<PageError>),
     /// A schema change ran, but the nodes did not agree on the new schema
     /// (the change itself was applied by the coordinator).
     #[error("the schema change was applied, but {0}")]
@@ -123,11 +117,11 @@ impl ExecutionError {
     pub fn server_error(&self) -> Option<&ServerError> {
         match self {
             ExecutionError::Server(e) => Some(e),
-            ExecutionError::Prepare(p) => match &**p {
+            ExecutionError::Prepare(p) => match p {
                 PrepareError::Server(e) => Some(e),
                 _ => None,
             },
-            ExecutionError::Page { source, .. } => source.server_error(),
+            ExecutionError::Page(p) => p.source.server_error(),
             _ => None,
         }
     }
@@ -140,7 +134,7 @@ impl ExecutionError {
             ExecutionError::Timeout { attempts, .. }
             | ExecutionError::NoConnection { attempts }
             | ExecutionError::Connection { attempts, .. } => attempts,
-            ExecutionError::Page { source, .. } => source.attempts(),
+            ExecutionError::Page(p) => p.source.attempts(),
             _ => &[],
         }
     }
@@ -149,7 +143,7 @@ impl ExecutionError {
     pub fn is_timeout(&self) -> bool {
         match self {
             ExecutionError::Timeout { .. } => true,
-            ExecutionError::Page { source, .. } => source.is_timeout(),
+            ExecutionError::Page(p) => p.source.is_timeout(),
             _ => false,
         }
     }
@@ -167,14 +161,18 @@ impl ExecutionError {
 
     /// The request's final error: `error`, the last attempt's failure on
     /// `node`, after `earlier` failed attempts.
-    pub(crate) fn from_attempt(node: SocketAddr, error: AttemptError, earlier: Vec<Attempt>) -> Self {
+    pub(crate) fn from_attempt(
+        node: SocketAddr,
+        error: AttemptError,
+        earlier: Vec<Attempt>,
+    ) -> Self {
         match error {
-            AttemptError::Server { error, message } => ExecutionError::Server(Box::new(
-                ServerError {
+            AttemptError::Server { error, message } => {
+                ExecutionError::Server(Box::new(ServerError {
                     attempts: Attempts::from(earlier),
                     ..ServerError::new(error, message, node)
-                },
-            )),
+                }))
+            }
             AttemptError::Connection(error) => ExecutionError::Connection {
                 node,
                 error,
@@ -196,13 +194,31 @@ impl ExecutionError {
 
 impl From<PrepareError> for ExecutionError {
     fn from(e: PrepareError) -> Self {
-        ExecutionError::Prepare(Box::new(e))
+        ExecutionError::Prepare(e)
     }
 }
 
 impl From<BadQuery> for ExecutionError {
     fn from(e: BadQuery) -> Self {
         ExecutionError::BadQuery(e)
+    }
+}
+
+/// A page of a stream could not be fetched (after earlier pages were).
+#[derive(Debug, thiserror::Error)]
+#[error("fetching page {page} failed: {source}")]
+#[non_exhaustive]
+pub struct PageError {
+    /// The page that failed (1 is the second page of the stream).
+    pub page: usize,
+    /// Why.
+    #[source]
+    pub source: ExecutionError,
+}
+
+impl PageError {
+    pub(crate) fn new(page: usize, source: ExecutionError) -> Self {
+        PageError { page, source }
     }
 }
 
@@ -497,7 +513,10 @@ mod tests {
         let text = e.to_string();
         assert!(!text.contains('\n'), "{text}");
         assert!(text.starts_with("127.0.0.2:9042 answered"), "{text}");
-        assert!(text.ends_with("(after: 127.0.0.1:9042: no open connection)"), "{text}");
+        assert!(
+            text.ends_with("(after: 127.0.0.1:9042: no open connection)"),
+            "{text}"
+        );
         assert_eq!(e.attempts().len(), 1);
         assert_eq!(e.server_error().map(|s| s.node), Some(addr(2)));
         // The last attempt of an exhausted plan without connections is
@@ -512,15 +531,26 @@ mod tests {
     #[test]
     fn sources_chain_to_the_cause() {
         use std::error::Error as _;
-        let e = ExecutionError::Page {
-            page: 1,
-            source: Box::new(ExecutionError::from(PrepareError::Server(Box::new(
-                ServerError::new(DbError::SyntaxError, "line 1".into(), addr(1)),
+        let e = ExecutionError::Page(Box::new(PageError::new(
+            1,
+            ExecutionError::from(PrepareError::Server(Box::new(ServerError::new(
+                DbError::SyntaxError,
+                "line 1".into(),
+                addr(1),
             )))),
-        };
-        let prepare = e.source().expect("page -> execution error");
-        let server = prepare.source().expect("execution -> prepare error");
-        assert!(server.to_string().contains("preparing refused"), "{server}");
+        )));
+        let inner = e.source().expect("page -> execution error");
+        assert!(
+            inner.downcast_ref::<ExecutionError>().is_some(),
+            "{inner:?}"
+        );
+        let prepare = inner.source().expect("execution -> prepare error");
+        assert!(
+            prepare.downcast_ref::<PrepareError>().is_some(),
+            "{prepare:?}"
+        );
+        // The error stays small: it travels through every `Result`.
+        assert!(std::mem::size_of::<ExecutionError>() <= 96);
         assert_eq!(e.db_error(), Some(&DbError::SyntaxError));
     }
 }

@@ -434,11 +434,7 @@ async fn attempt_chain(
         };
         match decision {
             RetryDecision::Fail => {
-                return Err(ExecutionError::from_attempt(
-                    node.address,
-                    error,
-                    attempts,
-                ))
+                return Err(ExecutionError::from_attempt(node.address, error, attempts))
             }
             RetryDecision::RetrySameTarget(c) => {
                 consistency = c.unwrap_or(consistency);

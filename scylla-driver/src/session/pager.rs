@@ -29,7 +29,7 @@ use bytes::Bytes;
 use scylla_cql::types::{DeserializeRow, SerializedValues};
 
 use super::Session;
-use crate::error::ExecutionError;
+use crate::error::{ExecutionError, PageError};
 use crate::result::QueryResult;
 use crate::statement::{PreparedStatement, Statement};
 
@@ -181,11 +181,7 @@ where
                 let values = self.values.clone();
                 let state = self.paging_state.clone();
                 let deadline = self.deadline;
-                Box::pin(async move {
-                    session
-                        .fetch_page(&source, &values, state, deadline)
-                        .await
-                })
+                Box::pin(async move { session.fetch_page(&source, &values, state, deadline).await })
             });
             let (page, next) = match fut.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -196,10 +192,7 @@ where
                     // running the query again repeats them.
                     let e = match self.pages {
                         0 => e,
-                        page => ExecutionError::Page {
-                            page,
-                            source: Box::new(e),
-                        },
+                        page => ExecutionError::Page(Box::new(PageError::new(page, e))),
                     };
                     return Poll::Ready(Some(Err(e)));
                 }
