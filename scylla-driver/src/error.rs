@@ -117,10 +117,7 @@ impl ExecutionError {
     pub fn server_error(&self) -> Option<&ServerError> {
         match self {
             ExecutionError::Server(e) => Some(e),
-            ExecutionError::Prepare(p) => match p {
-                PrepareError::Server(e) => Some(e),
-                _ => None,
-            },
+            ExecutionError::Prepare(PrepareError::Server(e)) => Some(e),
             ExecutionError::Page(p) => p.source.server_error(),
             _ => None,
         }
@@ -318,6 +315,9 @@ impl Eq for AttemptError {}
 /// records any); dereferences to `[Attempt]`. Displays as
 /// `" (after: node: error; ...)"`, or nothing when empty.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+// Boxed on purpose: one thin pointer in every error instead of a Vec's
+// three words (or a boxed slice's two); only failures allocate it.
+#[allow(clippy::box_collection)]
 pub struct Attempts(Option<Box<Vec<Attempt>>>);
 
 impl From<Vec<Attempt>> for Attempts {
@@ -549,8 +549,10 @@ mod tests {
             prepare.downcast_ref::<PrepareError>().is_some(),
             "{prepare:?}"
         );
-        // The error stays small: it travels through every `Result`.
-        assert!(std::mem::size_of::<ExecutionError>() <= 96);
+        // The error stays small: it travels through every `Result` (the
+        // largest variant is a connection error with its node).
+        let size = std::mem::size_of::<ExecutionError>();
+        assert!(size <= 112, "{size}");
         assert_eq!(e.db_error(), Some(&DbError::SyntaxError));
     }
 }
