@@ -1,12 +1,14 @@
 //! The metadata layer and the control connection against a real server (a
 //! Cassandra 5.0 node from `scripts/cassandra.sh`, address in `SCYLLA_URI`).
 //!
-//! Without `SCYLLA_URI` the server tests print "skipped: SCYLLA_URI not set"
-//! and pass. Each test uses its own keyspace, so they can run in parallel.
+//! The server tests are `#[ignore]`d (a plain `cargo test` reports them as
+//! ignored, never as passed); run them with `--ignored` and `SCYLLA_URI`,
+//! without which they fail saying so. Each test uses its own keyspace, so
+//! they can run in parallel.
 //!
 //! ```sh
 //! scripts/cassandra.sh start
-//! SCYLLA_URI=127.0.0.1:9042 cargo test --test cassandra_metadata
+//! SCYLLA_URI=127.0.0.1:9042 cargo test --test cassandra_metadata -- --ignored
 //! ```
 
 use std::net::{SocketAddr, ToSocketAddrs};
