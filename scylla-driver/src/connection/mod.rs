@@ -34,16 +34,17 @@
 //! with [`RequestError::NotSent`], so it can be retried safely. Dropping the
 //! last [`Connection`] handle closes the connection.
 
-pub mod auth;
-pub mod coalescing;
-pub mod error;
-pub mod handshake;
+// Internals: what users need is re-exported below (or in `tls`).
+mod auth;
+mod coalescing;
+mod error;
+pub(crate) mod handshake;
 mod housekeeping;
-pub mod negotiation;
-pub mod open;
+mod negotiation;
+mod open;
 mod reader;
-pub mod stats;
-pub mod stream_slots;
+pub(crate) mod stats;
+mod stream_slots;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod writer;
