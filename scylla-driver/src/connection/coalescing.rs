@@ -50,7 +50,7 @@ impl Default for Coalescing {
 }
 
 /// Byte cap for [`Coalescing::Fixed`] and the default adaptive policy.
-pub const DEFAULT_MAX_BYTES: usize = 64 * 1024;
+pub(super) const DEFAULT_MAX_BYTES: usize = 64 * 1024;
 
 impl Coalescing {
     /// The default adaptive policy: at most 250 µs and 64 KiB.

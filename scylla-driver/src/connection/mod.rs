@@ -1,15 +1,15 @@
 //! One TCP connection to one shard of one node, in plaintext or over TLS.
 //!
-//! [`open()`](fn@open) connects ([`open`](mod@open) module: socket2, optional bind of a
+//! [`open()`](fn@open) connects (`open` module: socket2, optional bind of a
 //! chosen source port), runs the TLS handshake if configured (`tls` module,
-//! feature `tls`), runs the [`handshake`], and spawns three tasks that own
+//! feature `tls`), runs the handshake (`handshake`), and spawns three tasks that own
 //! the socket; the caller gets a cheap, clonable [`Connection`] handle:
 //!
 //! - the **writer** (`writer`) takes the frames that requests encoded into the
 //!   shared pending buffer and writes them, several per syscall when the
-//!   [`coalescing`] policy says so;
+//!   [`Coalescing`] policy says so;
 //! - the **reader** (`reader`) splits the incoming bytes into frames, decodes
-//!   them, and completes the [`stream_slots`] of their stream ids (events go to
+//!   them, and completes the `stream_slots` of their stream ids (events go to
 //!   a channel);
 //! - the **tick** (`housekeeping`) times out requests past their deadline
 //!   (no timer per request), sends heartbeats on idle connections, probes a

@@ -101,7 +101,7 @@ impl OpenError {
 }
 
 /// Opens a TCP connection to `addr`, optionally from `source` (address and port).
-pub async fn open_socket(
+pub(super) async fn open_socket(
     addr: SocketAddr,
     source: Option<SocketAddr>,
     cfg: &SocketConfig,
@@ -139,7 +139,7 @@ pub async fn open_socket(
 
 /// The local address of a connected stream (the source port the server sees,
 /// unless a NAT rewrites it).
-pub fn local_addr(stream: &TcpStream) -> io::Result<SocketAddr> {
+pub(super) fn local_addr(stream: &TcpStream) -> io::Result<SocketAddr> {
     SockRef::from(stream)
         .local_addr()?
         .as_socket()
