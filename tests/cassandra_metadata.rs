@@ -60,9 +60,10 @@ async fn execute(conn: &Connection, cql: &str) {
         contents: cql.into(),
         params: QueryParameters::default(),
     };
-    let opts = RequestOptions {
-        timeout: Some(Duration::from_secs(60)),
-        ..RequestOptions::default()
+    let opts = {
+        let mut built = RequestOptions::default();
+        built.timeout = Some(Duration::from_secs(60));
+        built
     };
     let frame = conn.request(&query, &opts).await.expect("request");
     if let Response::Error(e) = frame.response {
@@ -393,12 +394,14 @@ async fn reconnects_and_keeps_receiving_events() {
     let proxy = Proxy::start(addr).await;
     let conn = session(addr).await;
     fresh_keyspace(&conn, "meta_ks_reconnect").await;
-    let options = ControlOptions {
-        reconnect: std::sync::Arc::new(scylla_driver::pool::backoff::ExponentialBackoff::new(
-            Duration::from_millis(10),
-            Duration::from_millis(100),
-        )),
-        ..ControlOptions::default()
+    let options = {
+        let mut built = ControlOptions::default();
+        built.reconnect =
+            std::sync::Arc::new(scylla_driver::pool::backoff::ExponentialBackoff::new(
+                Duration::from_millis(10),
+                Duration::from_millis(100),
+            ));
+        built
     };
     let (control, mut rx) =
         ControlHandle::start(vec![proxy.addr], ConnectionConfig::default(), options)
@@ -440,12 +443,14 @@ async fn moves_to_another_contact_point_when_its_node_dies() {
     let Some(addr) = node_addr() else { return };
     let a = Proxy::start(addr).await;
     let b = Proxy::start(addr).await;
-    let options = ControlOptions {
-        reconnect: std::sync::Arc::new(scylla_driver::pool::backoff::ExponentialBackoff::new(
-            Duration::from_millis(10),
-            Duration::from_millis(100),
-        )),
-        ..ControlOptions::default()
+    let options = {
+        let mut built = ControlOptions::default();
+        built.reconnect =
+            std::sync::Arc::new(scylla_driver::pool::backoff::ExponentialBackoff::new(
+                Duration::from_millis(10),
+                Duration::from_millis(100),
+            ));
+        built
     };
     let (control, _rx) =
         ControlHandle::start(vec![a.addr, b.addr], ConnectionConfig::default(), options)

@@ -75,13 +75,14 @@ pub use self::error::{
 };
 pub use self::handshake::ServerInfo;
 pub use self::negotiation::ProtocolChoice;
-pub use self::open::SocketConfig;
+pub use self::open::{OpenError, OpenStep, SocketConfig};
 pub use self::stats::{IoCounters, IoSnapshot};
 
 use self::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
 
 /// How to open and run a connection.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ConnectionConfig {
     /// Socket options and the connect timeout.
     pub socket: SocketConfig,
@@ -191,6 +192,7 @@ impl Default for ConnectionConfig {
 
 /// Per-request options.
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct RequestOptions<'a> {
     /// Give up waiting after this long (the request may still run).
     pub timeout: Option<Duration>,

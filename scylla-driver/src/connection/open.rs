@@ -18,6 +18,7 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// Socket options of a new connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
     /// Disable Nagle's algorithm (the writer does its own coalescing).
     pub nodelay: bool,
@@ -50,6 +51,7 @@ pub enum OpenStep {
 
 /// Opening a socket failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenError {
     /// An I/O error at one step.
     #[error("{step:?} to {addr} failed: {source}")]

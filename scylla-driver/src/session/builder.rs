@@ -27,6 +27,7 @@ use crate::statement::{ExecutionProfile, ExecutionProfileHandle};
 
 /// A session's configuration.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SessionConfig {
     /// Addresses (`host:port`) of nodes to discover the cluster from.
     pub contact_points: Vec<String>,

@@ -50,6 +50,7 @@ use crate::statement::{Consistency, Statement};
 /// assert!(patient.max_total_wait() > TraceFetchOptions::default().max_total_wait());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TraceFetchOptions {
     /// Reads of the session row before giving up (at least one is made).
     pub attempts: u32,
