@@ -42,11 +42,9 @@ use crate::statement::{Consistency, Statement};
 /// use std::time::Duration;
 /// use scylla_driver::session::TraceFetchOptions;
 ///
-/// let patient = TraceFetchOptions {
-///     attempts: 20,
-///     max_interval: Duration::from_millis(500),
-///     ..TraceFetchOptions::default()
-/// };
+/// let mut patient = TraceFetchOptions::default();
+/// patient.attempts = 20;
+/// patient.max_interval = Duration::from_millis(500);
 /// assert!(patient.max_total_wait() > TraceFetchOptions::default().max_total_wait());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
