@@ -635,6 +635,11 @@ impl Session {
 
     /// Pages through a statement's result as a stream of typed rows.
     ///
+    /// The statement's request timeout covers the whole stream, every page
+    /// fetch included, from this call on (see
+    /// [`RowStream::with_deadline`](pager::RowStream::with_deadline) to set
+    /// another deadline or none).
+    ///
     /// # Cancellation
     ///
     /// Dropping this future (which may prepare the statement) leaves nothing behind;
@@ -663,6 +668,9 @@ impl Session {
     }
 
     /// Pages through a prepared statement's result as a stream of typed rows.
+    ///
+    /// The statement's request timeout covers the whole stream (see
+    /// [`query_iter`](Self::query_iter)).
     pub fn execute_iter<R>(
         &self,
         prepared: &PreparedStatement,
