@@ -27,9 +27,10 @@ fn policies() -> [(&'static str, Coalescing); 3] {
 }
 
 async fn round_trip(conn: &Connection) {
-    let opts = RequestOptions {
-        timeout: Some(Duration::from_secs(10)),
-        ..RequestOptions::default()
+    let opts = {
+        let mut built = RequestOptions::default();
+        built.timeout = Some(Duration::from_secs(10));
+        built
     };
     match conn.request(&Options, &opts).await {
         Ok(f) if matches!(f.response, Response::Supported(_)) => {}
@@ -70,9 +71,10 @@ fn request_path(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2))
         .sample_size(10);
     for (name, policy) in policies() {
-        let cfg = ConnectionConfig {
-            coalescing: policy,
-            ..ConnectionConfig::default()
+        let cfg = {
+            let mut built = ConnectionConfig::default();
+            built.coalescing = policy;
+            built
         };
         let conn = match rt.block_on(open(addr, None, &cfg)) {
             Ok(c) => c,

@@ -540,9 +540,10 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
 }
 
 fn opts() -> RequestOptions<'static> {
-    RequestOptions {
-        timeout: Some(Duration::from_secs(10)),
-        ..RequestOptions::default()
+    {
+        let mut built = RequestOptions::default();
+        built.timeout = Some(Duration::from_secs(10));
+        built
     }
 }
 
@@ -559,12 +560,13 @@ async fn simple_query(conn: &Connection, cql: &str) -> Result<ResultBody, BoxErr
 
 /// The connection settings every connection starts from (TLS or not).
 fn base_config(args: &Args) -> ConnectionConfig {
-    ConnectionConfig {
-        tls: args.tls_config.clone(),
-        protocol: args
+    {
+        let mut built = ConnectionConfig::default();
+        built.tls = args.tls_config.clone();
+        built.protocol = args
             .protocol
-            .map_or_else(ProtocolChoice::negotiate, ProtocolChoice::pinned),
-        ..ConnectionConfig::default()
+            .map_or_else(ProtocolChoice::negotiate, ProtocolChoice::pinned);
+        built
     }
 }
 
@@ -779,10 +781,11 @@ async fn run_one(
     policy: Coalescing,
 ) -> Result<Report, BoxError> {
     let counters = Arc::new(IoCounters::default());
-    let cfg = ConnectionConfig {
-        coalescing: policy,
-        counters: counters.clone(),
-        ..base_config(args)
+    let cfg = {
+        let mut built = base_config(args);
+        built.coalescing = policy;
+        built.counters = counters.clone();
+        built
     };
     let mut conns = Vec::with_capacity(args.connections);
     for _ in 0..args.connections {

@@ -89,6 +89,9 @@ pub struct Topology {
     tablets: TabletRegistry,
     /// Whether `system.peers_v2` exists.
     peers_v2: bool,
+    /// Whether coordinators answer UNAVAILABLE when too few replicas are up
+    /// (see [`Topology::set_check_live_replicas`]).
+    check_live_replicas: AtomicBool,
 }
 
 impl Topology {
@@ -102,6 +105,7 @@ impl Topology {
             stats,
             tablets: TabletRegistry::new(0, None),
             peers_v2: false,
+            check_live_replicas: AtomicBool::new(false),
         }
     }
 
@@ -182,6 +186,20 @@ impl Topology {
     /// Whether node `i` is running (its listeners are open).
     pub fn is_up(&self, i: usize) -> bool {
         self.up.get(i).is_some_and(|u| u.load(Ordering::Acquire))
+    }
+
+    /// Makes every coordinator answer UNAVAILABLE (as a real one does) to a
+    /// single-partition read or write when fewer of the partition's
+    /// replicas are running than its consistency level needs. Off by
+    /// default: the nodes share one store, so any node can serve any
+    /// partition whatever is down.
+    pub fn set_check_live_replicas(&self, on: bool) {
+        self.check_live_replicas.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether [`Topology::set_check_live_replicas`] is on.
+    pub fn checks_live_replicas(&self) -> bool {
+        self.check_live_replicas.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_up(&self, i: usize, up: bool) {

@@ -16,9 +16,10 @@ async fn options_round_trips_and_coalesces() {
         .await
         .unwrap();
     let addr = cluster.cql_addrs()[0];
-    let cfg = ConnectionConfig {
-        coalescing: Coalescing::default(),
-        ..ConnectionConfig::default()
+    let cfg = {
+        let mut built = ConnectionConfig::default();
+        built.coalescing = Coalescing::default();
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     assert!(conn.shard().is_some());
@@ -34,9 +35,10 @@ async fn options_round_trips_and_coalesces() {
         let c = conn.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..20 {
-                let opts = RequestOptions {
-                    timeout: Some(Duration::from_secs(5)),
-                    ..Default::default()
+                let opts = {
+                    let mut built = RequestOptions::default();
+                    built.timeout = Some(Duration::from_secs(5));
+                    built
                 };
                 let r = c.request(&Options, &opts).await.unwrap();
                 assert!(matches!(r.response, Response::Supported(_)));

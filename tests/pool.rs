@@ -17,17 +17,19 @@ use scylla_testbed::{Faults, NatMode, ShardAwarePortMode, TestCluster};
 const FULL: Duration = Duration::from_secs(20);
 
 fn config() -> PoolConfig {
-    PoolConfig {
-        connection: ConnectionConfig {
-            handshake_timeout: Duration::from_millis(500),
-            ..ConnectionConfig::default()
-        },
-        reconnect: Arc::new(ExponentialBackoff::new(
+    {
+        let mut built = PoolConfig::default();
+        built.connection = {
+            let mut built = ConnectionConfig::default();
+            built.handshake_timeout = Duration::from_millis(500);
+            built
+        };
+        built.reconnect = Arc::new(ExponentialBackoff::new(
             Duration::from_millis(20),
             Duration::from_millis(500),
-        )),
-        reconnect_spread: Duration::from_millis(200),
-        ..PoolConfig::default()
+        ));
+        built.reconnect_spread = Duration::from_millis(200);
+        built
     }
 }
 
@@ -126,9 +128,10 @@ async fn tiny_port_range_is_exhausted_cleanly() {
         .unwrap();
     let metrics = Arc::new(Metrics::default());
     // 4 ports cover at most 4 of the 8 shards' residues.
-    let cfg = PoolConfig {
-        source_ports: PortRange::new(63000, 63004).unwrap(),
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.source_ports = PortRange::new(63000, 63004).unwrap();
+        built
     };
     let pool = NodePool::new(cluster.cql_addrs()[0], cfg, metrics.clone());
     assert!(pool.wait_until_full(FULL).await);

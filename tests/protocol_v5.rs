@@ -152,10 +152,11 @@ async fn a_damaged_segment_is_a_checksum_error_never_a_wrong_value() {
     let cluster = cluster(1, 1, ProtocolVersion::V5).await;
     let addr = cluster.cql_addrs()[0];
     for compression in [None, Some(Compression::Lz4)] {
-        let config = ConnectionConfig {
-            compression,
-            protocol: ProtocolChoice::pinned(ProtocolVersion::V5),
-            ..ConnectionConfig::default()
+        let config = {
+            let mut built = ConnectionConfig::default();
+            built.compression = compression;
+            built.protocol = ProtocolChoice::pinned(ProtocolVersion::V5);
+            built
         };
         let query = Query {
             contents: "SELECT release_version FROM system.local".into(),
@@ -256,11 +257,12 @@ async fn damage_under_load_never_reaches_the_caller() {
 async fn a_damaged_v4_length_is_recycled_within_the_bound() {
     let cluster = cluster(1, 1, ProtocolVersion::V5).await;
     let addr = cluster.cql_addrs()[0];
-    let config = ConnectionConfig {
-        protocol: ProtocolChoice::pinned(ProtocolVersion::V4),
-        stall_probe_after: Some(Duration::from_millis(300)),
-        stall_probe_timeout: Duration::from_millis(300),
-        ..ConnectionConfig::default()
+    let config = {
+        let mut built = ConnectionConfig::default();
+        built.protocol = ProtocolChoice::pinned(ProtocolVersion::V4);
+        built.stall_probe_after = Some(Duration::from_millis(300));
+        built.stall_probe_timeout = Duration::from_millis(300);
+        built
     };
     let query = Query {
         contents: "SELECT release_version FROM system.local".into(),
@@ -276,13 +278,11 @@ async fn a_damaged_v4_length_is_recycled_within_the_bound() {
         .unwrap();
     let started = Instant::now();
     let err = conn
-        .request(
-            &query,
-            &RequestOptions {
-                timeout: Some(Duration::from_secs(10)),
-                ..RequestOptions::default()
-            },
-        )
+        .request(&query, &{
+            let mut built = RequestOptions::default();
+            built.timeout = Some(Duration::from_secs(10));
+            built
+        })
         .await
         .unwrap_err();
     let took = started.elapsed();

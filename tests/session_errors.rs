@@ -1,6 +1,8 @@
 //! The error paths a user matches on, each matched by variant (and the
 //! server's error code as data), never by message text: bad credentials,
-//! unknown keyspace, syntax error, timeout, no node reachable.
+//! unknown keyspace, syntax error, unavailable, timeout, no node reachable;
+//! a failed preparation is a `PrepareError`, and a failed execution lists
+//! its attempts.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::Duration;
@@ -8,7 +10,8 @@ use std::time::Duration;
 use scylla_cql::frame::response::error::DbError;
 use scylla_driver::cluster::control::{ContactError, ControlError};
 use scylla_driver::connection::ConnectionError;
-use scylla_driver::{ExecutionError, NewSessionError, SessionBuilder};
+use scylla_driver::error::{AttemptError, PrepareError};
+use scylla_driver::{Consistency, ExecutionError, NewSessionError, SessionBuilder, Statement};
 use scylla_testbed::{Faults, TestCluster};
 
 async fn cluster(auth: bool) -> TestCluster {
@@ -129,5 +132,138 @@ async fn unknown_keyspace_syntax_error_and_timeout() {
         .query_unpaged("SELECT release_version FROM system.local", ())
         .await
         .unwrap_err();
-    assert!(matches!(err, ExecutionError::Timeout(_)), "{err:?}");
+    assert!(matches!(err, ExecutionError::Timeout { .. }), "{err:?}");
+}
+
+/// RF 3, one node stopped: CL=ALL cannot be met and the coordinator says
+/// UNAVAILABLE (required 3, alive 2), with the node that answered; the
+/// default policy tried another node first, listed in the attempts. CL=ONE
+/// still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_names_the_coordinator_and_the_attempts() {
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .shards(1)
+        .start()
+        .await
+        .unwrap();
+    let session = builder(&cluster)
+        .request_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
+            (),
+        )
+        .await
+        .unwrap();
+    session
+        .query_unpaged("CREATE TABLE ks.t (k bigint PRIMARY KEY, v bigint)", ())
+        .await
+        .unwrap();
+    let insert = session
+        .prepare("INSERT INTO ks.t (k, v) VALUES (?, ?)")
+        .await
+        .unwrap();
+    let all = insert.clone().with_consistency(Consistency::All);
+    cluster.topology().set_check_live_replicas(true);
+    // Every replica up: ALL is fine.
+    session.execute_unpaged(&all, (1i64, 1i64)).await.unwrap();
+
+    cluster.stop_node(2).await.unwrap();
+    // Wait until the session saw the node go (bounded), so that no request
+    // is caught on the closing connection.
+    let gone_by = std::time::Instant::now() + Duration::from_secs(20);
+    while session
+        .cluster_state()
+        .nodes
+        .iter()
+        .filter(|n| n.pool.is_connected())
+        .count()
+        > 2
+    {
+        assert!(
+            std::time::Instant::now() < gone_by,
+            "node 2 still connected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = session
+        .execute_unpaged(&all, (2i64, 2i64))
+        .await
+        .unwrap_err();
+    let ExecutionError::Server(e) = &err else {
+        panic!("expected the server's UNAVAILABLE, got {err:?}");
+    };
+    assert!(
+        matches!(
+            e.error,
+            DbError::Unavailable {
+                consistency: Consistency::All,
+                required: 3,
+                alive: 2
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(e.code(), 0x1000);
+    let up = &cluster.cql_addrs()[..2];
+    assert!(up.contains(&e.node), "{} answered", e.node);
+    // The first UNAVAILABLE was retried on another node (once).
+    let retried: Vec<_> = err
+        .attempts()
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.error,
+                AttemptError::Server {
+                    error: DbError::Unavailable { .. },
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert_eq!(retried.len(), 1, "{err}");
+    assert_ne!(retried[0].node, e.node, "{err}");
+    assert!(!err.to_string().contains('\n'), "{err}");
+
+    // ONE needs one live replica.
+    session
+        .execute_unpaged(&insert.with_consistency(Consistency::One), (3i64, 3i64))
+        .await
+        .unwrap();
+}
+
+/// `prepare` fails with a `PrepareError`; a query with values that had to
+/// prepare says so (`ExecutionError::Prepare`), keeping the server's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_preparation_is_a_prepare_error() {
+    let cluster = cluster(false).await;
+    let session = builder(&cluster).build().await.unwrap();
+    let err = session.prepare("SELEC nonsense ?").await.unwrap_err();
+    match &err {
+        PrepareError::Server(e) => {
+            assert!(matches!(e.error, DbError::SyntaxError), "{e:?}");
+            assert_eq!(e.node, cluster.cql_addrs()[0]);
+        }
+        other => panic!("expected the server's refusal, got {other:?}"),
+    }
+    let err = session
+        .query_unpaged(Statement::new("SELEC nonsense ?"), (1i64,))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ExecutionError::Prepare(PrepareError::Server(_))),
+        "{err:?}"
+    );
+    assert_eq!(err.db_error(), Some(&DbError::SyntaxError));
+    // The cause is reachable through `source()`.
+    let source = std::error::Error::source(&err).expect("a source");
+    assert!(
+        source.downcast_ref::<PrepareError>().is_some(),
+        "{source:?}"
+    );
 }

@@ -65,8 +65,8 @@ async fn node_stop_under_load() {
                             matches!(
                                 e,
                                 ExecutionError::Connection { .. }
-                                    | ExecutionError::Timeout(_)
-                                    | ExecutionError::NoConnection(_)
+                                    | ExecutionError::Timeout { .. }
+                                    | ExecutionError::NoConnection { .. }
                             ),
                             "{e}"
                         );

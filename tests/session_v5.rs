@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
+use scylla_driver::error::BadQuery;
 use scylla_driver::statement::Statement;
 use scylla_driver::{ExecutionError, PreparedStatement, Session, SessionBuilder};
 use scylla_testbed::{CqlHandler, TestCluster};
@@ -244,7 +245,7 @@ async fn now_in_seconds_in(version: ProtocolVersion) {
         ProtocolVersion::V4 => {
             for r in [query, execute] {
                 match r {
-                    Err(ExecutionError::BadQuery(msg)) => {
+                    Err(ExecutionError::BadQuery(BadQuery::Unsupported(msg))) => {
                         assert!(msg.contains("needs protocol v5"), "{msg}")
                     }
                     other => panic!("expected BadQuery, got {other:?}"),

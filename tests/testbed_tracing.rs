@@ -118,11 +118,12 @@ async fn fetching_a_trace_fails_at_once_with_system_traces_unsupported() {
 
     // A failed read is not retried for the whole wait: even with a wait of
     // minutes, the error comes back at once.
-    let patient = TraceFetchOptions {
-        attempts: 100,
-        interval: Duration::from_secs(10),
-        max_interval: Duration::from_secs(10),
-        ..TraceFetchOptions::default()
+    let patient = {
+        let mut built = TraceFetchOptions::default();
+        built.attempts = 100;
+        built.interval = Duration::from_secs(10);
+        built.max_interval = Duration::from_secs(10);
+        built
     };
     let e = tokio::time::timeout(
         NO_HANG,

@@ -45,19 +45,21 @@ fn client_tls(cluster: &TestCluster, with_cert: bool) -> TlsConfig {
 }
 
 fn pool_config(tls: TlsConfig) -> PoolConfig {
-    let mut connection = ConnectionConfig {
-        handshake_timeout: Duration::from_secs(2),
-        ..ConnectionConfig::default()
+    let mut connection = {
+        let mut built = ConnectionConfig::default();
+        built.handshake_timeout = Duration::from_secs(2);
+        built
     };
     connection.tls = Some(tls);
-    PoolConfig {
-        connection,
-        reconnect: Arc::new(ExponentialBackoff::new(
+    {
+        let mut built = PoolConfig::default();
+        built.connection = connection;
+        built.reconnect = Arc::new(ExponentialBackoff::new(
             Duration::from_millis(20),
             Duration::from_millis(500),
-        )),
-        reconnect_spread: Duration::from_millis(200),
-        ..PoolConfig::default()
+        ));
+        built.reconnect_spread = Duration::from_millis(200);
+        built
     }
 }
 

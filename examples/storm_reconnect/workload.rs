@@ -136,7 +136,7 @@ pub(crate) async fn prepare(
     sessions: &[Session],
     rf: usize,
     tablets: Option<usize>,
-) -> Result<Vec<Statements>, scylla_driver::ExecutionError> {
+) -> Result<Vec<Statements>, Box<dyn std::error::Error + Send + Sync>> {
     let Some(first) = sessions.first() else {
         return Ok(Vec::new());
     };

@@ -7,8 +7,8 @@
 //!
 //! | the design | where it lives |
 //! | --- | --- |
-//! | connection layer with writer/reader loops | [`connection`] (its `writer` and `reader` tasks, [`connection::stream_slots`]) |
-//! | time-based frame coalescing | [`connection::coalescing`] |
+//! | connection layer with writer/reader loops | [`connection`] (its `writer` and `reader` tasks, `connection::stream_slots`) |
+//! | time-based frame coalescing | [`connection::Coalescing`] |
 //! | precomputed token/shard-aware routing table | [`routing`], built by [`cluster`] |
 //! | per-shard connections | [`pool`] |
 //! | source-port selection on the shard-aware port | [`pool::shard_port`] |
@@ -88,7 +88,7 @@ pub mod session;
 pub mod statement;
 
 pub use cluster::TabletWarmup;
-pub use error::{ExecutionError, NewSessionError};
+pub use error::{ExecutionError, NewSessionError, PrepareError};
 pub use result::QueryResult;
 #[doc(hidden)]
 pub use scylla_cql::_macro_internal;

@@ -85,9 +85,7 @@ impl QueryResult {
     /// ```
     pub fn rows<'r, R: DeserializeRow<'r>>(&'r self) -> Result<RowIterator<'r, R>, ExecutionError> {
         let Some(rows) = &self.rows else {
-            return Err(ExecutionError::BadQuery(
-                "the statement returned no rows (it is not a SELECT)".into(),
-            ));
+            return Err(ExecutionError::BadQuery(crate::error::BadQuery::NoRows));
         };
         Ok(RowIterator::new(
             self.columns(),
@@ -116,9 +114,8 @@ impl QueryResult {
         let mut it = self.rows::<R>()?;
         match (it.next(), it.next()) {
             (Some(r), None) => Ok(r?),
-            _ => Err(ExecutionError::BadQuery(format!(
-                "expected exactly one row, got {}",
-                self.rows_count()
+            _ => Err(ExecutionError::BadQuery(crate::error::BadQuery::NotOneRow(
+                self.rows_count(),
             ))),
         }
     }

@@ -25,17 +25,19 @@ use scylla_driver::connection::{
 use tokio::sync::Notify;
 
 fn opts(timeout: Duration) -> RequestOptions<'static> {
-    RequestOptions {
-        timeout: Some(timeout),
-        ..RequestOptions::default()
+    {
+        let mut built = RequestOptions::default();
+        built.timeout = Some(timeout);
+        built
     }
 }
 
 fn config() -> ConnectionConfig {
-    ConnectionConfig {
-        handshake_timeout: Duration::from_secs(2),
-        heartbeat_interval: None,
-        ..fake_server::v4_config()
+    {
+        let mut built = fake_server::v4_config();
+        built.handshake_timeout = Duration::from_secs(2);
+        built.heartbeat_interval = None;
+        built
     }
 }
 
@@ -66,9 +68,10 @@ async fn handshake_times_out_naming_the_step() {
         tokio::time::sleep(Duration::from_secs(3)).await;
         drop(s);
     });
-    let cfg = ConnectionConfig {
-        handshake_timeout: Duration::from_millis(200),
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.handshake_timeout = Duration::from_millis(200);
+        built
     };
     let start = Instant::now();
     let e = open(addr, None, &cfg).await.unwrap_err();
@@ -200,9 +203,10 @@ async fn authentication_required_without_credentials() {
 async fn password_authentication_sends_sasl_plain() {
     let (l, addr) = listen().await;
     let server = auth_server(l);
-    let cfg = ConnectionConfig {
-        authenticator: Some(Arc::new(PasswordAuthenticator::new("user", "pass"))),
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.authenticator = Some(Arc::new(PasswordAuthenticator::new("user", "pass")));
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let r = conn.request(&Options, &opts(Duration::from_secs(2))).await;
@@ -215,9 +219,10 @@ async fn password_authentication_sends_sasl_plain() {
 async fn bad_credentials_are_a_server_error_at_authentication() {
     let (l, addr) = listen().await;
     let server = auth_server(l);
-    let cfg = ConnectionConfig {
-        authenticator: Some(Arc::new(PasswordAuthenticator::new("user", "wrong"))),
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.authenticator = Some(Arc::new(PasswordAuthenticator::new("user", "wrong")));
+        built
     };
     let e = open(addr, None, &cfg).await.unwrap_err();
     match &e {
@@ -323,9 +328,10 @@ async fn timeouts_orphan_ids_until_late_responses_drain_them() {
     let received = Arc::new(AtomicUsize::new(0));
     let _server = late_server(l, release.clone(), received.clone());
     let tick = Duration::from_millis(50);
-    let cfg = ConnectionConfig {
-        timeout_tick: tick,
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.timeout_tick = tick;
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let timeout = Duration::from_millis(200);
@@ -367,10 +373,11 @@ async fn timeouts_orphan_ids_until_late_responses_drain_them() {
 async fn too_many_orphans_recycles_the_connection() {
     let (l, addr) = listen().await;
     let _server = late_server(l, Arc::new(Notify::new()), Arc::new(AtomicUsize::new(0)));
-    let cfg = ConnectionConfig {
-        timeout_tick: Duration::from_millis(10),
-        max_orphans: 5,
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.timeout_tick = Duration::from_millis(10);
+        built.max_orphans = 5;
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let handles = spawn_requests(&conn, 8, Duration::from_millis(50));
@@ -460,11 +467,12 @@ async fn slow_heartbeat_breaks_the_connection() {
     let (l, addr) = listen().await;
     let count = Arc::new(AtomicUsize::new(0));
     let _server = options_server(l, Duration::from_secs(2), count.clone());
-    let cfg = ConnectionConfig {
-        heartbeat_interval: Some(Duration::from_millis(100)),
-        heartbeat_timeout: Duration::from_millis(100),
-        timeout_tick: Duration::from_millis(10),
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.heartbeat_interval = Some(Duration::from_millis(100));
+        built.heartbeat_timeout = Duration::from_millis(100);
+        built.timeout_tick = Duration::from_millis(10);
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let start = Instant::now();
@@ -490,10 +498,11 @@ async fn idle_connection_sends_heartbeats_and_stays_up() {
     let (l, addr) = listen().await;
     let count = Arc::new(AtomicUsize::new(0));
     let _server = options_server(l, Duration::ZERO, count.clone());
-    let cfg = ConnectionConfig {
-        heartbeat_interval: Some(Duration::from_millis(100)),
-        heartbeat_timeout: Duration::from_millis(500),
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.heartbeat_interval = Some(Duration::from_millis(100));
+        built.heartbeat_timeout = Duration::from_millis(500);
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     tokio::time::sleep(Duration::from_millis(450)).await;
@@ -511,9 +520,10 @@ async fn exhausted_stream_ids_wait_then_proceed() {
     let (l, addr) = listen().await;
     let count = Arc::new(AtomicUsize::new(0));
     let _server = options_server(l, Duration::from_millis(200), count.clone());
-    let cfg = ConnectionConfig {
-        max_in_flight: 4,
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.max_in_flight = 4;
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let first = spawn_requests(&conn, 4, Duration::from_secs(5));
@@ -574,9 +584,10 @@ async fn lz4_compresses_frames_both_ways() {
         }
         compressed_queries
     });
-    let cfg = ConnectionConfig {
-        compression: Some(Compression::Lz4),
-        ..config()
+    let cfg = {
+        let mut built = config();
+        built.compression = Some(Compression::Lz4);
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     assert_eq!(conn.info().server.compression, Some(Compression::Lz4));
@@ -653,11 +664,12 @@ fn damaging_server(l: tokio::net::TcpListener, delay: Duration) -> tokio::task::
 }
 
 fn stall_config() -> ConnectionConfig {
-    ConnectionConfig {
-        stall_probe_after: Some(Duration::from_millis(200)),
-        stall_probe_timeout: Duration::from_millis(300),
-        timeout_tick: Duration::from_millis(10),
-        ..config()
+    {
+        let mut built = config();
+        built.stall_probe_after = Some(Duration::from_millis(200));
+        built.stall_probe_timeout = Duration::from_millis(300);
+        built.timeout_tick = Duration::from_millis(10);
+        built
     }
 }
 
@@ -699,9 +711,10 @@ async fn slow_answers_with_a_responsive_server_are_not_a_stall() {
     // connection stays.
     let count = Arc::new(AtomicUsize::new(0));
     let _server = options_server(l, Duration::from_millis(700), count.clone());
-    let cfg = ConnectionConfig {
-        stall_probe_timeout: Duration::from_secs(1),
-        ..stall_config()
+    let cfg = {
+        let mut built = stall_config();
+        built.stall_probe_timeout = Duration::from_secs(1);
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let r = conn.request(&Options, &opts(Duration::from_secs(5))).await;

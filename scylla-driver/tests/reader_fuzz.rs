@@ -13,7 +13,7 @@ use std::time::Duration;
 use fake_server::{accept_ready, encode_response, listen, supported};
 use scylla_cql::frame::request::Options;
 use scylla_cql::frame::response::{DbError, ErrorResponse, Response, ResultBody};
-use scylla_driver::connection::{open, BrokenReason, ConnectionConfig, RequestOptions};
+use scylla_driver::connection::{open, BrokenReason, RequestOptions};
 
 /// Connections in total (each one a fresh handshake and a fresh garbage script).
 const CONNECTIONS: usize = 600;
@@ -115,24 +115,26 @@ async fn one_connection(seed: u64) -> &'static str {
         rd.drain_to_eof(Duration::from_secs(5)).await;
     });
 
-    let cfg = ConnectionConfig {
-        heartbeat_interval: None,
+    let cfg = {
+        let mut built = fake_server::v4_config();
+        built.heartbeat_interval = None;
         // Keep a garbage length from reserving the protocol's 256 MiB.
-        max_frame_len: if seed % 2 == 0 {
+        built.max_frame_len = if seed % 2 == 0 {
             1 << 20
         } else {
             scylla_cql::frame::DEFAULT_MAX_BODY_LEN
-        },
-        ..fake_server::v4_config()
+        };
+        built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let handles: Vec<_> = (0..REQUESTS)
         .map(|_| {
             let c = conn.clone();
             tokio::spawn(async move {
-                let o = RequestOptions {
-                    timeout: Some(Duration::from_secs(2)),
-                    ..RequestOptions::default()
+                let o = {
+                    let mut built = RequestOptions::default();
+                    built.timeout = Some(Duration::from_secs(2));
+                    built
                 };
                 c.request(&Options, &o).await
             })

@@ -209,10 +209,11 @@ fn client(ca: &Ca) -> ConnectionConfig {
 }
 
 fn with_tls(tls: TlsConfig) -> ConnectionConfig {
-    let mut c = ConnectionConfig {
-        handshake_timeout: Duration::from_secs(3),
-        heartbeat_interval: None,
-        ..ConnectionConfig::default()
+    let mut c = {
+        let mut built = ConnectionConfig::default();
+        built.handshake_timeout = Duration::from_secs(3);
+        built.heartbeat_interval = None;
+        built
     };
     c.socket.connect_timeout = Duration::from_secs(3);
     c.tls = Some(tls);
@@ -220,9 +221,10 @@ fn with_tls(tls: TlsConfig) -> ConnectionConfig {
 }
 
 fn opts() -> RequestOptions<'static> {
-    RequestOptions {
-        timeout: Some(Duration::from_secs(3)),
-        ..RequestOptions::default()
+    {
+        let mut built = RequestOptions::default();
+        built.timeout = Some(Duration::from_secs(3));
+        built
     }
 }
 
@@ -328,10 +330,11 @@ async fn plaintext_client_to_tls_server_is_named() {
     let ca = Ca::new("test CA");
     let leaf = ca.issue(&["127.0.0.1"], false, false);
     let addr = tls_server(server_config(&leaf, None)).await;
-    let mut plain = ConnectionConfig {
-        handshake_timeout: Duration::from_secs(3),
-        heartbeat_interval: None,
-        ..ConnectionConfig::default()
+    let mut plain = {
+        let mut built = ConnectionConfig::default();
+        built.handshake_timeout = Duration::from_secs(3);
+        built.heartbeat_interval = None;
+        built
     };
     plain.tls = None;
     let e = expect_tls_error(addr, &plain, TlsErrorKind::ServerRequiresTls).await;
@@ -566,9 +569,10 @@ async fn pools_over_tls_use_the_ssl_shard_aware_port() {
     let metrics = Arc::new(Metrics::default());
     let pool = NodePool::new(
         regular_addr,
-        PoolConfig {
-            connection: client(&ca),
-            ..PoolConfig::default()
+        {
+            let mut built = PoolConfig::default();
+            built.connection = client(&ca);
+            built
         },
         metrics.clone(),
     );

@@ -201,6 +201,8 @@ fn run_select(
         for p in &partitions {
             let (token, pk) = token_of(p)?;
             if partitions.len() == 1 {
+                let strategy = super::availability::strategy_if_checked(ctx, &schema, ks);
+                super::availability::check(ctx, strategy.as_ref(), token, opts.consistency)?;
                 routing = Some(Routing {
                     keyspace: ks.to_owned(),
                     table: sel.table.name.clone(),
@@ -269,11 +271,13 @@ pub(crate) fn execute(
         return invalid(format!("{ks} keyspace is not user-modifiable."));
     }
     let mut schema = store.write();
+    let strategy = super::availability::strategy_if_checked(ctx, &schema, &ks);
     let t = table_mut(&mut schema, &ks, &name.name)?;
     let vals = resolve(&slots(st), values, &col_type_fn(t))?;
     let eq = eq_values(st, &vals);
     let pk = key_parts(t, 0..t.pk_len, &eq)?;
     let (token, pk_bytes) = token_of(&pk)?;
+    super::availability::check(ctx, strategy.as_ref(), token, opts.consistency)?;
     let routing = Some(Routing {
         keyspace: ks.clone(),
         table: name.name.clone(),

@@ -24,6 +24,12 @@ pub(crate) enum CqlError {
     Unprepared(Bytes),
     /// 0x000A (a malformed request body)
     Protocol(String),
+    /// 0x1000: too few replicas up for the consistency level.
+    Unavailable {
+        consistency: scylla_cql::Consistency,
+        required: i32,
+        alive: i32,
+    },
 }
 
 /// Shorthand for an Invalid error.
@@ -47,6 +53,18 @@ impl CqlError {
                 "Prepared query with ID not found (either the query was not prepared on this host (maybe the host has been restarted?) or you have prepared too many queries and it has been evicted from the internal cache)".to_owned(),
             ),
             CqlError::Protocol(m) => (DbError::ProtocolError, m),
+            CqlError::Unavailable {
+                consistency,
+                required,
+                alive,
+            } => (
+                DbError::Unavailable {
+                    consistency,
+                    required,
+                    alive,
+                },
+                format!("Cannot achieve consistency level {consistency:?}"),
+            ),
         };
         let mut b = BytesMut::new();
         let e = ErrorResponse { error, message };

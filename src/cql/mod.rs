@@ -20,6 +20,7 @@
 
 mod accounting;
 mod ast;
+mod availability;
 mod ddl;
 mod dml;
 mod error;
@@ -137,6 +138,7 @@ fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
         paging_state: p.paging_state.as_ref().map(|s| s.to_vec()),
         skip_metadata: p.skip_metadata,
         metadata_id: None,
+        consistency: Some(p.consistency),
     }
 }
 

@@ -150,6 +150,9 @@ pub(crate) struct PageOpts {
     /// `SCYLLA_USE_METADATA_ID`): when it is not the id of the result's
     /// columns, the rows carry them with their new id (`Metadata_changed`).
     pub(crate) metadata_id: Option<Vec<u8>>,
+    /// The request's consistency, for the live-replica check
+    /// ([`super::availability`]); `None` skips it.
+    pub(crate) consistency: Option<scylla_cql::Consistency>,
 }
 
 /// The id of result metadata: a hash of its columns as encoded (what the

@@ -172,11 +172,12 @@ async fn traced_statements_return_ids_and_their_traces_have_events() {
 async fn an_unknown_trace_is_not_complete_after_the_bounded_wait() {
     let uri = require!("SCYLLA_URI");
     let session = session(&uri).await;
-    let options = TraceFetchOptions {
-        attempts: 4,
-        interval: Duration::from_millis(5),
-        max_interval: Duration::from_millis(20),
-        ..TraceFetchOptions::default()
+    let options = {
+        let mut built = TraceFetchOptions::default();
+        built.attempts = 4;
+        built.interval = Duration::from_millis(5);
+        built.max_interval = Duration::from_millis(20);
+        built
     };
     let id = Uuid::from_u128(fastrand::u128(..));
     let started = std::time::Instant::now();

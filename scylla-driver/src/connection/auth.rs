@@ -40,7 +40,7 @@ pub trait AuthSession: Send {
 /// Its `Debug` output never shows the password.
 ///
 /// ```
-/// use scylla_driver::connection::auth::PasswordAuthenticator;
+/// use scylla_driver::connection::PasswordAuthenticator;
 /// let a = PasswordAuthenticator::new("cassandra", "cassandra");
 /// assert!(!format!("{a:?}").contains("cassandra\"), password: \"cassandra"));
 /// ```

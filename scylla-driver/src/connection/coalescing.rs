@@ -50,7 +50,7 @@ impl Default for Coalescing {
 }
 
 /// Byte cap for [`Coalescing::Fixed`] and the default adaptive policy.
-pub const DEFAULT_MAX_BYTES: usize = 64 * 1024;
+pub(super) const DEFAULT_MAX_BYTES: usize = 64 * 1024;
 
 impl Coalescing {
     /// The default adaptive policy: at most 250 µs and 64 KiB.
@@ -85,7 +85,7 @@ impl Coalescing {
     /// Decides what the writer does with the frames pending now. A yield
     /// after an idle round (under an idle-round limit) goes through the I/O
     /// driver, so that responses that arrived meanwhile get their turn.
-    pub fn decide(&self, p: &PendingWrites) -> Decision {
+    pub(crate) fn decide(&self, p: &PendingWrites) -> Decision {
         match self.decide_step(p) {
             Decision::Yield if p.idle_rounds > 0 && p.max_idle_rounds != u32::MAX => {
                 Decision::YieldToDriver
@@ -156,7 +156,7 @@ impl Coalescing {
 
 /// What the writer knows about its pending frames when it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PendingWrites {
+pub(crate) struct PendingWrites {
     /// Bytes encoded and not yet written.
     pub bytes: usize,
     /// Frames encoded and not yet written.
@@ -183,7 +183,7 @@ pub struct PendingWrites {
 
 /// The writer's next step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Write everything pending now.
     Write,
     /// Let the tasks already queued on this worker go first, then decide

@@ -1,15 +1,15 @@
 //! One TCP connection to one shard of one node, in plaintext or over TLS.
 //!
-//! [`open()`](fn@open) connects ([`open`](mod@open) module: socket2, optional bind of a
+//! [`open()`](fn@open) connects (`open` module: socket2, optional bind of a
 //! chosen source port), runs the TLS handshake if configured (`tls` module,
-//! feature `tls`), runs the [`handshake`], and spawns three tasks that own
+//! feature `tls`), runs the handshake (`handshake`), and spawns three tasks that own
 //! the socket; the caller gets a cheap, clonable [`Connection`] handle:
 //!
 //! - the **writer** (`writer`) takes the frames that requests encoded into the
 //!   shared pending buffer and writes them, several per syscall when the
-//!   [`coalescing`] policy says so;
+//!   [`Coalescing`] policy says so;
 //! - the **reader** (`reader`) splits the incoming bytes into frames, decodes
-//!   them, and completes the [`stream_slots`] of their stream ids (events go to
+//!   them, and completes the `stream_slots` of their stream ids (events go to
 //!   a channel);
 //! - the **tick** (`housekeeping`) times out requests past their deadline
 //!   (no timer per request), sends heartbeats on idle connections, probes a
@@ -34,16 +34,17 @@
 //! with [`RequestError::NotSent`], so it can be retried safely. Dropping the
 //! last [`Connection`] handle closes the connection.
 
-pub mod auth;
-pub mod coalescing;
-pub mod error;
-pub mod handshake;
+// Internals: what users need is re-exported below (or in `tls`).
+mod auth;
+mod coalescing;
+mod error;
+pub(crate) mod handshake;
 mod housekeeping;
-pub mod negotiation;
-pub mod open;
+mod negotiation;
+mod open;
 mod reader;
-pub mod stats;
-pub mod stream_slots;
+pub(crate) mod stats;
+mod stream_slots;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod writer;
@@ -74,13 +75,14 @@ pub use self::error::{
 };
 pub use self::handshake::ServerInfo;
 pub use self::negotiation::ProtocolChoice;
-pub use self::open::SocketConfig;
+pub use self::open::{OpenError, OpenStep, SocketConfig};
 pub use self::stats::{IoCounters, IoSnapshot};
 
 use self::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
 
 /// How to open and run a connection.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ConnectionConfig {
     /// Socket options and the connect timeout.
     pub socket: SocketConfig,
@@ -190,6 +192,7 @@ impl Default for ConnectionConfig {
 
 /// Per-request options.
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct RequestOptions<'a> {
     /// Give up waiting after this long (the request may still run).
     pub timeout: Option<Duration>,

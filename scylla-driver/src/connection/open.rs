@@ -18,6 +18,7 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// Socket options of a new connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
     /// Disable Nagle's algorithm (the writer does its own coalescing).
     pub nodelay: bool,
@@ -50,6 +51,7 @@ pub enum OpenStep {
 
 /// Opening a socket failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenError {
     /// An I/O error at one step.
     #[error("{step:?} to {addr} failed: {source}")]
@@ -101,7 +103,7 @@ impl OpenError {
 }
 
 /// Opens a TCP connection to `addr`, optionally from `source` (address and port).
-pub async fn open_socket(
+pub(super) async fn open_socket(
     addr: SocketAddr,
     source: Option<SocketAddr>,
     cfg: &SocketConfig,
@@ -139,7 +141,7 @@ pub async fn open_socket(
 
 /// The local address of a connected stream (the source port the server sees,
 /// unless a NAT rewrites it).
-pub fn local_addr(stream: &TcpStream) -> io::Result<SocketAddr> {
+pub(super) fn local_addr(stream: &TcpStream) -> io::Result<SocketAddr> {
     SockRef::from(stream)
         .local_addr()?
         .as_socket()

@@ -82,7 +82,7 @@ impl IoSnapshot {
 /// The [`metrics`](https://docs.rs/metrics) gauge of requests waiting for a
 /// free stream id (re-exported as `names::REQUESTS_QUEUED` of the `metrics` module;
 /// it lives here because this layer records it).
-pub const REQUESTS_QUEUED_METRIC: &str = "scylla_driver_requests_queued";
+pub(crate) const REQUESTS_QUEUED_METRIC: &str = "scylla_driver_requests_queued";
 
 /// Counts one request in [`REQUESTS_QUEUED_METRIC`] while it lives.
 #[derive(Debug)]

@@ -33,7 +33,7 @@ use std::time::Instant;
 use tokio::sync::Semaphore;
 
 /// The protocol's limit on concurrent streams per connection (v3+).
-pub const MAX_STREAMS: usize = 32_768;
+pub(super) const MAX_STREAMS: usize = 32_768;
 const CHUNK: usize = 64;
 const CHUNKS: usize = MAX_STREAMS / CHUNK;
 
@@ -73,7 +73,7 @@ struct FreeIds {
 
 /// Why a slot could not be completed by the reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompleteError {
+pub(super) enum CompleteError {
     /// No request is waiting on this stream id: the server answered a stream
     /// we never used (or answered twice). This is a protocol violation.
     UnknownStream(i16),
@@ -81,7 +81,7 @@ pub enum CompleteError {
 
 /// What a requester gets back when its slot settles without a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotOutcome<T> {
+pub(super) enum SlotOutcome<T> {
     /// The response (or the connection's error) arrived.
     Done(T),
     /// The deadline passed first.
@@ -90,7 +90,7 @@ pub enum SlotOutcome<T> {
 
 /// The slots of one connection, shared by requesters, the reader and the
 /// housekeeping tick.
-pub struct StreamSlots<T> {
+pub(super) struct StreamSlots<T> {
     chunks: Box<[OnceLock<Chunk<T>>]>,
     free: Mutex<FreeIds>,
     permits: Semaphore,
@@ -119,7 +119,7 @@ impl<T> std::fmt::Debug for StreamSlots<T> {
 
 impl<T> StreamSlots<T> {
     /// Slots for at most `capacity` concurrent requests (clamped to 1..=32768).
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         let capacity = capacity.clamp(1, MAX_STREAMS);
         Self {
             chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
@@ -138,17 +138,17 @@ impl<T> StreamSlots<T> {
     }
 
     /// Requests in flight (including orphans awaiting late responses).
-    pub fn in_use(&self) -> usize {
+    pub(super) fn in_use(&self) -> usize {
         self.in_use.load(Ordering::Relaxed)
     }
 
     /// Ids reserved by timed-out or abandoned requests.
-    pub fn orphans(&self) -> usize {
+    pub(super) fn orphans(&self) -> usize {
         self.orphans.load(Ordering::Relaxed)
     }
 
     /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
+    pub(super) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
@@ -198,7 +198,7 @@ impl<T> StreamSlots<T> {
     }
 
     /// Reserves a stream id without waiting; `None` if all are busy or closed.
-    pub fn try_alloc(&self, deadline: Option<Instant>) -> Option<u16> {
+    pub(super) fn try_alloc(&self, deadline: Option<Instant>) -> Option<u16> {
         if self.is_closed() {
             return None;
         }
@@ -209,7 +209,7 @@ impl<T> StreamSlots<T> {
 
     /// Reserves a stream id, waiting for one to become free. `None` when the
     /// slots are closed.
-    pub async fn alloc(&self, deadline: Option<Instant>) -> Option<u16> {
+    pub(super) async fn alloc(&self, deadline: Option<Instant>) -> Option<u16> {
         if self.is_closed() {
             return None;
         }
@@ -252,14 +252,14 @@ impl<T> StreamSlots<T> {
     /// made it, or from one that took the mark after it was set). Checking
     /// `in_use() == 1` instead misses transitions when two requests allocate
     /// concurrently (both see 2), which left the timeout tick asleep.
-    pub fn take_became_busy(&self) -> bool {
+    pub(super) fn take_became_busy(&self) -> bool {
         // A plain load first keeps the common (busy) path free of a
         // contended read-modify-write.
         self.became_busy.load(Ordering::Acquire) && self.became_busy.swap(false, Ordering::AcqRel)
     }
 
     /// Gives back an id whose request was never sent (e.g. encoding failed).
-    pub fn cancel_unsent(&self, id: u16) {
+    pub(super) fn cancel_unsent(&self, id: u16) {
         if let Some(slot) = self.slot(id) {
             *slot.lock() = SlotState::Free;
             self.release(id);
@@ -267,7 +267,7 @@ impl<T> StreamSlots<T> {
     }
 
     /// Hands a response to the request waiting on `stream` (called by the reader).
-    pub fn complete(&self, stream: i16, value: T) -> Result<(), CompleteError> {
+    pub(super) fn complete(&self, stream: i16, value: T) -> Result<(), CompleteError> {
         let Some(slot) = u16::try_from(stream).ok().and_then(|id| self.slot(id)) else {
             return Err(CompleteError::UnknownStream(stream));
         };
@@ -376,7 +376,7 @@ impl<T> StreamSlots<T> {
     /// Times out every pending request whose deadline is at or before `now`.
     /// Returns how many timed out. Called by the connection's single tick, so
     /// requests need no timer of their own.
-    pub fn expire(&self, now: Instant) -> usize {
+    pub(super) fn expire(&self, now: Instant) -> usize {
         let mut expired = 0;
         let hw = self.high_water.load(Ordering::Relaxed).min(MAX_STREAMS);
         for idx in 0..hw {
@@ -406,7 +406,7 @@ impl<T> StreamSlots<T> {
 
     /// Closes the slots: no new ids are handed out; every waiting request is
     /// completed with `error()`; orphans are freed (no response will come).
-    pub fn close(&self, mut error: impl FnMut(u16) -> T) {
+    pub(super) fn close(&self, mut error: impl FnMut(u16) -> T) {
         self.closed.store(true, Ordering::Release);
         self.permits.close();
         let hw = self.high_water.load(Ordering::Relaxed).min(MAX_STREAMS);
@@ -442,7 +442,7 @@ impl<T> StreamSlots<T> {
 
 /// Waits for the response of one stream id. Dropping it before it completes
 /// orphans the id: the late response is discarded and the id reused after it.
-pub struct ResponseFuture<T> {
+pub(super) struct ResponseFuture<T> {
     slots: Arc<StreamSlots<T>>,
     id: u16,
     done: bool,
@@ -459,7 +459,7 @@ impl<T> std::fmt::Debug for ResponseFuture<T> {
 impl<T> ResponseFuture<T> {
     /// A future for the response of `id`, which must have been allocated from
     /// `slots` and not yet waited on.
-    pub fn new(slots: Arc<StreamSlots<T>>, id: u16) -> Self {
+    pub(super) fn new(slots: Arc<StreamSlots<T>>, id: u16) -> Self {
         Self {
             slots,
             id,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 /// When to start speculative attempts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SpeculativeExecution {
     /// Attempts in flight at most (1 = no speculation).
     pub max_attempts: usize,

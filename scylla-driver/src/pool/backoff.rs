@@ -51,6 +51,7 @@ pub enum Jitter {
 /// assert!(first < Duration::from_millis(100));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExponentialBackoff {
     /// The bound of the first delay.
     pub base: Duration,

@@ -42,6 +42,7 @@ use self::shard_port::PortRange;
 
 /// How a node pool opens and keeps its connections.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PoolConfig {
     /// How each connection is opened.
     pub connection: ConnectionConfig,

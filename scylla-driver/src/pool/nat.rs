@@ -77,6 +77,7 @@ pub enum Transition {
 
 /// Tuning of the fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FallbackConfig {
     /// Wrong-shard landings in a row that disable the port.
     pub mismatch_threshold: u32,

@@ -10,7 +10,7 @@ use scylla_cql::types::SerializedValues;
 
 use super::execute::{self, BatchMessage, BatchPrepared};
 use super::{values, Session};
-use crate::error::ExecutionError;
+use crate::error::{BadQuery, ExecutionError};
 use crate::result::QueryResult;
 use crate::statement::{Batch, BatchStatement, PreparedStatement};
 
@@ -21,11 +21,10 @@ pub(super) async fn run(
     values: &(impl BatchValues + Sync + ?Sized),
 ) -> Result<QueryResult, ExecutionError> {
     if values.len() != batch.statements.len() {
-        return Err(ExecutionError::BadQuery(format!(
-            "the batch has {} statements but {} value lists were given",
-            batch.statements.len(),
-            values.len()
-        )));
+        return Err(ExecutionError::BadQuery(BadQuery::BatchValuesCount {
+            statements: batch.statements.len(),
+            value_lists: values.len(),
+        }));
     }
     // Resolve every statement to a prepared one (or plain text without
     // values), and serialize its values.
@@ -35,9 +34,7 @@ pub(super) async fn run(
         let Some(v) = values.row(i) else {
             // Ruled out by the length check above (a `BatchValues` whose
             // `row` disagrees with its `len` is a bug in that impl).
-            return Err(ExecutionError::BadQuery(format!(
-                "the batch's values have no row for statement {i}"
-            )));
+            return Err(ExecutionError::BadQuery(BadQuery::BatchValuesMissing(i)));
         };
         match statement {
             BatchStatement::Prepared(p) => {

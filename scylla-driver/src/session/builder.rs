@@ -27,6 +27,7 @@ use crate::statement::{ExecutionProfile, ExecutionProfileHandle};
 
 /// A session's configuration.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SessionConfig {
     /// Addresses (`host:port`) of nodes to discover the cluster from.
     pub contact_points: Vec<String>,
@@ -37,7 +38,9 @@ pub struct SessionConfig {
     pub pool: PoolConfig,
     /// Default consistency.
     pub consistency: Consistency,
-    /// Default timeout of a request (all of its attempts).
+    /// Default timeout of a request (all of its attempts; for a
+    /// [`RowStream`](crate::session::RowStream), all of its pages, see
+    /// `RowStream::with_deadline`).
     pub request_timeout: Duration,
     /// Default page size of paged execution.
     pub page_size: i32,
@@ -227,7 +230,9 @@ impl SessionBuilder {
         self
     }
 
-    /// Default request timeout.
+    /// Default request timeout: one deadline for the keyspace switch, the
+    /// attempts, re-preparations and speculative executions of a request,
+    /// and for every page fetch of a stream.
     #[must_use]
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.config.request_timeout = d;

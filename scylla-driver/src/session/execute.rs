@@ -40,7 +40,9 @@ use tracing::Instrument;
 use crate::cluster::state::ClusterState;
 use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
-use crate::error::ExecutionError;
+use crate::error::{
+    Attempt, AttemptError, BadQuery, ExecutionError, PrepareError, ServerError, UnexpectedResponse,
+};
 use crate::metrics::{record, Metrics};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
@@ -69,6 +71,9 @@ pub(crate) struct RunOptions<'a> {
     pub(crate) consistency: Consistency,
     pub(crate) idempotent: bool,
     pub(crate) timeout: Duration,
+    /// A deadline set before the request started (a stream's, covering all
+    /// its pages): the request ends by the earlier of it and `timeout`.
+    pub(crate) deadline: Option<Instant>,
     pub(crate) tracing: bool,
     pub(crate) retry_policy: &'a dyn RetryPolicy,
     pub(crate) speculative: Option<SpeculativeExecution>,
@@ -186,7 +191,8 @@ async fn run_in_span(
     Metrics::inc(&inner.metrics.requests);
     let _in_flight = record::InFlight::enter();
     let started = Instant::now();
-    let deadline = started + opts.timeout;
+    let own = started + opts.timeout;
+    let deadline = opts.deadline.map_or(own, |d| d.min(own));
     // Backpressure: one permit for the whole request (every attempt),
     // released when this future ends or is dropped.
     let _permit = match inner.limiter.acquire(deadline, opts.timeout).await {
@@ -353,7 +359,9 @@ async fn attempt_chain(
     let mut first_now = Some(started);
     let mut consistency = opts.consistency;
     let mut retries = 0u32;
-    let mut last_error: Option<ExecutionError> = None;
+    // The failed attempts, recorded on the failure path only (an empty Vec
+    // does not allocate).
+    let mut attempts: Vec<Attempt> = Vec::new();
     let mut target = next_target();
     while let Some(t) = target {
         let Some(node) = state.node(t.node) else {
@@ -365,10 +373,10 @@ async fn attempt_chain(
             node.pool.sharder().map(|s| s.shard_of(token))
         });
         let Some(conn) = node.pool.connection_for(shard) else {
-            last_error = Some(ExecutionError::NoConnection(format!(
-                "{} has no open connection",
-                node.address
-            )));
+            attempts.push(Attempt {
+                node: node.address,
+                error: AttemptError::NoConnection,
+            });
             target = next_target();
             continue;
         };
@@ -377,14 +385,14 @@ async fn attempt_chain(
             None => Instant::now(),
         };
         if now >= deadline {
-            return Err(ExecutionError::Timeout(opts.timeout));
+            return Err(ExecutionError::timeout(opts.timeout, attempts));
         }
         // The keyspace switch, the attempt, and a re-preparation within it
         // all share the request's deadline.
         let outcome = match inner.ensure_keyspace(&conn, deadline).await {
             Ok(()) => attempt(&conn, msg, consistency, now, deadline, opts.tracing).await,
-            Err(ExecutionError::Connection { error, .. }) => Err(AttemptError::Request(error)),
-            Err(e) => Err(AttemptError::Fatal(e)),
+            Err(ExecutionError::Connection { error, .. }) => Err(Failed::Request(error)),
+            Err(e) => Err(Failed::Fatal(e)),
         };
         let ctx = RetryContext {
             idempotent: opts.idempotent,
@@ -407,55 +415,63 @@ async fn attempt_chain(
                     .retry_policy
                     .decide(AttemptFailure::Server(&e.error), &ctx);
                 let Response::Error(e) = frame.response else {
-                    return Err(ExecutionError::Protocol(
-                        "unreachable: matched ERROR above".into(),
-                    ));
+                    debug_assert!(false, "matched ERROR above");
+                    return Err(ExecutionError::Internal("an ERROR response changed kind"));
                 };
-                let error = ExecutionError::server(e.error, e.message, node.address);
+                let error = AttemptError::Server {
+                    error: e.error,
+                    message: e.message,
+                };
                 (decision, error)
             }
-            Err(AttemptError::Request(e)) => {
+            Err(Failed::Request(e)) => {
                 tracing::debug!(node = %node.address, error = %e, "attempt failed");
                 if matches!(e, crate::connection::RequestError::Timeout(_))
                     && Instant::now() >= deadline
                 {
-                    return Err(ExecutionError::Timeout(opts.timeout));
+                    attempts.push(Attempt {
+                        node: node.address,
+                        error: AttemptError::Connection(e),
+                    });
+                    return Err(ExecutionError::timeout(opts.timeout, attempts));
                 }
                 let decision = opts
                     .retry_policy
                     .decide(AttemptFailure::Connection(&e), &ctx);
-                (
-                    decision,
-                    ExecutionError::Connection {
-                        node: node.address,
-                        error: e,
-                    },
-                )
+                (decision, AttemptError::Connection(e))
             }
-            Err(AttemptError::Fatal(e)) => (RetryDecision::Fail, e),
+            Err(Failed::Fatal(e)) => return Err(e),
         };
         match decision {
-            RetryDecision::Fail => return Err(error),
+            RetryDecision::Fail => {
+                return Err(ExecutionError::from_attempt(node.address, error, attempts))
+            }
             RetryDecision::RetrySameTarget(c) => {
                 consistency = c.unwrap_or(consistency);
                 Metrics::inc(&inner.metrics.retries);
                 record::retry();
                 retries += 1;
-                last_error = Some(error);
+                attempts.push(Attempt {
+                    node: node.address,
+                    error,
+                });
             }
             RetryDecision::RetryNextTarget(c) => {
                 consistency = c.unwrap_or(consistency);
                 Metrics::inc(&inner.metrics.retries);
                 record::retry();
                 retries += 1;
-                last_error = Some(error);
+                attempts.push(Attempt {
+                    node: node.address,
+                    error,
+                });
                 target = next_target();
             }
             RetryDecision::RetryNextTargetAfter(c, delay) => {
                 // Backoff from an overloaded node, within the deadline: a
                 // delay that would pass it is not taken.
                 if Instant::now() + delay >= deadline {
-                    return Err(error);
+                    return Err(ExecutionError::from_attempt(node.address, error, attempts));
                 }
                 tracing::debug!(node = %node.address, ?delay, "backing off before the next target");
                 tokio::time::sleep(delay).await;
@@ -463,16 +479,21 @@ async fn attempt_chain(
                 Metrics::inc(&inner.metrics.retries);
                 record::retry();
                 retries += 1;
-                last_error = Some(error);
+                attempts.push(Attempt {
+                    node: node.address,
+                    error,
+                });
                 target = next_target();
             }
         }
     }
-    Err(last_error.unwrap_or_else(|| {
-        ExecutionError::NoConnection(
-            "no node is available for this request (all are down or not yet connected)".into(),
-        )
-    }))
+    // The plan is exhausted: the last attempt's failure is the request's.
+    Err(match attempts.pop() {
+        Some(last) => ExecutionError::from_attempt(last.node, last.error, attempts),
+        None => ExecutionError::NoConnection {
+            attempts: Default::default(),
+        },
+    })
 }
 
 /// Learns the tablet of a `tablets-routing-v1` payload (the request was
@@ -514,7 +535,9 @@ fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo, payload: &CustomPay
     }
 }
 
-enum AttemptError {
+/// How [`attempt`] failed: on its connection (the retry policy decides), or
+/// for good.
+enum Failed {
     Request(crate::connection::RequestError),
     Fatal(ExecutionError),
 }
@@ -529,7 +552,7 @@ async fn attempt(
     now: Instant,
     deadline: Instant,
     tracing: bool,
-) -> Result<ResponseFrame, AttemptError> {
+) -> Result<ResponseFrame, Failed> {
     let until_deadline = |now: Instant| RequestOptions {
         timeout: Some(deadline.saturating_duration_since(now)),
         tracing,
@@ -571,15 +594,17 @@ async fn attempt(
     match prepared.response {
         Response::Result(ResultBody::Prepared(_)) => {}
         Response::Error(e) => {
-            return Err(AttemptError::Fatal(ExecutionError::server(
-                e.error,
-                e.message,
-                conn.info().peer,
-            )))
+            return Err(Failed::Fatal(ExecutionError::from(PrepareError::Server(
+                Box::new(ServerError::new(e.error, e.message, conn.info().peer)),
+            ))))
         }
-        _ => {
-            return Err(AttemptError::Fatal(ExecutionError::Protocol(
-                "unexpected answer to PREPARE".into(),
+        other => {
+            return Err(Failed::Fatal(ExecutionError::Protocol(
+                UnexpectedResponse::new(
+                    conn.info().peer,
+                    "PREPARE",
+                    crate::connection::handshake::response_name(&other),
+                ),
             )))
         }
     }
@@ -591,12 +616,12 @@ async fn attempt(
 
 /// A request that cannot be written for its connection (a v5-only option on
 /// v4, say) fails the same way everywhere: no retry, a client-side error.
-fn request_error(e: crate::connection::RequestError) -> AttemptError {
+fn request_error(e: crate::connection::RequestError) -> Failed {
     match e {
         crate::connection::RequestError::Encode(EncodeError::Invalid(why)) => {
-            AttemptError::Fatal(ExecutionError::BadQuery(why.to_owned()))
+            Failed::Fatal(ExecutionError::BadQuery(BadQuery::Unsupported(why)))
         }
-        e => AttemptError::Request(e),
+        e => Failed::Request(e),
     }
 }
 

@@ -179,7 +179,7 @@ impl RequestLimiter {
         };
         let Some(rx) = waiting.rx.as_mut() else {
             // Just set above.
-            return Err(ExecutionError::Timeout(timeout));
+            return Err(ExecutionError::timeout(timeout, Vec::new()));
         };
         match tokio::time::timeout_at(deadline.into(), rx).await {
             Ok(Ok(())) => {
@@ -189,7 +189,7 @@ impl RequestLimiter {
             }
             // The sender is only dropped unsent once this waiter gave up,
             // which it has not: treat it as a timeout rather than panic.
-            Ok(Err(_)) | Err(_) => Err(ExecutionError::Timeout(timeout)),
+            Ok(Err(_)) | Err(_) => Err(ExecutionError::timeout(timeout, Vec::new())),
         }
     }
 
@@ -313,7 +313,10 @@ mod tests {
         let held = l.acquire(far(), Duration::ZERO).await.unwrap();
         let t = Duration::from_millis(20);
         let e = l.acquire(Instant::now() + t, t).await.unwrap_err();
-        assert!(matches!(e, ExecutionError::Timeout(d) if d == t), "{e}");
+        assert!(
+            matches!(e, ExecutionError::Timeout { timeout: d, .. } if d == t),
+            "{e}"
+        );
         assert_eq!(l.queued(), 0);
         drop(held);
         assert_eq!(l.state.load(Ordering::Relaxed), 0);

@@ -45,7 +45,9 @@ pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo
 use self::execute::{Answer, ExecuteMessage, QueryMessage, RoutingInfo, RunOptions};
 use crate::cluster::state::{Cluster, ClusterState};
 use crate::connection::{Connection, RequestOptions};
-use crate::error::ExecutionError;
+use crate::error::{
+    ControlError, ExecutionError, PrepareError, SchemaAgreementError, UnexpectedResponse,
+};
 use crate::metrics::Metrics;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
@@ -177,11 +179,17 @@ impl SessionInner {
                     Ok(())
                 }
                 Response::Error(e) => Err(ExecutionError::server(e.error, e.message, node)),
-                _ => Err(ExecutionError::Protocol(format!(
-                    "unexpected answer to USE {want}"
+                other => Err(ExecutionError::Protocol(UnexpectedResponse::new(
+                    node,
+                    "USE",
+                    crate::connection::handshake::response_name(&other),
                 ))),
             },
-            Err(error) => Err(ExecutionError::Connection { node, error }),
+            Err(error) => Err(ExecutionError::Connection {
+                node,
+                error,
+                attempts: Default::default(),
+            }),
         }
     }
 
@@ -198,6 +206,7 @@ impl SessionInner {
                 .timeout
                 .or_else(|| p?.request_timeout)
                 .unwrap_or(d.timeout),
+            deadline: None,
             tracing: o.tracing,
             retry_policy: p
                 .and_then(|p| p.retry_policy.as_deref())
@@ -286,13 +295,16 @@ impl SessionInner {
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
                 self.forget_dropped_tablets(&change);
-                self.after_schema_change(Some(answer.node)).await?;
+                self.after_schema_change(Some(answer.node))
+                    .await
+                    .map_err(ExecutionError::SchemaAgreement)?;
             }
             Response::Result(_) => {}
             other => {
-                return Err(ExecutionError::Protocol(format!(
-                    "unexpected {} response",
-                    crate::connection::handshake::response_name(&other)
+                return Err(ExecutionError::Protocol(UnexpectedResponse::new(
+                    answer.node,
+                    "a statement",
+                    crate::connection::handshake::response_name(&other),
                 )))
             }
         }
@@ -322,7 +334,7 @@ impl SessionInner {
     async fn after_schema_change(
         &self,
         coordinator: Option<SocketAddr>,
-    ) -> Result<(), ExecutionError> {
+    ) -> Result<(), SchemaAgreementError> {
         let timeout = self.config.schema_agreement_timeout;
         let wait = async {
             let expected = match coordinator {
@@ -331,20 +343,16 @@ impl SessionInner {
             };
             self.cluster.control.await_schema_version(expected).await
         };
-        let agreed = tokio::time::timeout(timeout, wait)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or(false);
+        let outcome = tokio::time::timeout(timeout, wait).await;
         // Routing needs the new keyspaces and tables now, not at the next
         // debounced refresh.
         if let Err(e) = self.cluster.control.refresh().await {
             tracing::warn!(error = %e, "metadata refresh after a schema change failed");
         }
-        if agreed {
-            Ok(())
-        } else {
-            Err(ExecutionError::SchemaAgreementTimeout(timeout))
+        match outcome {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) | Err(_) => Err(SchemaAgreementError::Timeout(timeout)),
+            Ok(Err(e)) => Err(SchemaAgreementError::Control(e)),
         }
     }
 
@@ -407,7 +415,10 @@ impl Session {
         values: impl SerializeRow + Send + Sync,
     ) -> Result<QueryResult, ExecutionError> {
         let statement = statement.into();
-        Ok(self.query_page(statement, &values, None, false).await?.0)
+        Ok(self
+            .query_page(statement, &values, None, false, None)
+            .await?
+            .0)
     }
 
     /// Runs a statement and returns one page of its result, and where the next
@@ -425,7 +436,7 @@ impl Session {
         values: impl SerializeRow + Send + Sync,
         paging_state: Option<Bytes>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
-        self.query_page(statement.into(), &values, paging_state, true)
+        self.query_page(statement.into(), &values, paging_state, true, None)
             .await
     }
 
@@ -435,6 +446,7 @@ impl Session {
         values: &(dyn SerializeRow + Send + Sync),
         paging_state: Option<Bytes>,
         paged: bool,
+        deadline: Option<Instant>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         let mut none = SerializedValues::new();
         if values.serialize_row(&[], &mut none).is_err() {
@@ -443,7 +455,7 @@ impl Session {
             prepared.options = statement.options;
             let serialized = values::serialize(&prepared, values)?;
             return self
-                .execute_page(&prepared, &serialized, paging_state, paged)
+                .execute_page(&prepared, &serialized, paging_state, paged, deadline)
                 .await;
         }
         let inner = &self.inner;
@@ -465,7 +477,10 @@ impl Session {
             &state,
             RoutingInfo::default(),
             &msg,
-            inner.run_options(&statement.options),
+            RunOptions {
+                deadline,
+                ..inner.run_options(&statement.options)
+            },
         )
         .await?;
         let result = inner.finish(answer, None).await?;
@@ -483,7 +498,7 @@ impl Session {
     pub async fn prepare(
         &self,
         statement: impl Into<Statement>,
-    ) -> Result<PreparedStatement, ExecutionError> {
+    ) -> Result<PreparedStatement, PrepareError> {
         let statement = statement.into();
         // The server resolves unqualified names in the connection's keyspace,
         // so the same text prepared under another keyspace is another
@@ -523,7 +538,7 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
         Ok(self
-            .execute_page(prepared, &serialized, None, false)
+            .execute_page(prepared, &serialized, None, false, None)
             .await?
             .0)
     }
@@ -543,7 +558,7 @@ impl Session {
         paging_state: Option<Bytes>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        self.execute_page(prepared, &serialized, paging_state, true)
+        self.execute_page(prepared, &serialized, paging_state, true, None)
             .await
     }
 
@@ -553,6 +568,7 @@ impl Session {
         values: &SerializedValues,
         paging_state: Option<Bytes>,
         paged: bool,
+        deadline: Option<Instant>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         let inner = &self.inner;
         let state = inner.state();
@@ -586,7 +602,10 @@ impl Session {
             &state,
             routing,
             &msg,
-            inner.run_options(&prepared.options),
+            RunOptions {
+                deadline,
+                ..inner.run_options(&prepared.options)
+            },
         )
         .await?;
         let result = inner.finish(answer, Some((shared, &shape))).await?;
@@ -624,6 +643,11 @@ impl Session {
 
     /// Pages through a statement's result as a stream of typed rows.
     ///
+    /// The statement's request timeout covers the whole stream, every page
+    /// fetch included, from this call on (see
+    /// [`RowStream::with_deadline`](pager::RowStream::with_deadline) to set
+    /// another deadline or none).
+    ///
     /// # Cancellation
     ///
     /// Dropping this future (which may prepare the statement) leaves nothing behind;
@@ -652,6 +676,9 @@ impl Session {
     }
 
     /// Pages through a prepared statement's result as a stream of typed rows.
+    ///
+    /// The statement's request timeout covers the whole stream (see
+    /// [`query_iter`](Self::query_iter)).
     pub fn execute_iter<R>(
         &self,
         prepared: &PreparedStatement,
@@ -673,10 +700,17 @@ impl Session {
         source: &pager::Source,
         values: &SerializedValues,
         paging_state: Option<Bytes>,
+        deadline: Option<Instant>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         match source {
-            pager::Source::Query(s) => self.query_page(s.clone(), &(), paging_state, true).await,
-            pager::Source::Prepared(p) => self.execute_page(p, values, paging_state, true).await,
+            pager::Source::Query(s) => {
+                self.query_page(s.clone(), &(), paging_state, true, deadline)
+                    .await
+            }
+            pager::Source::Prepared(p) => {
+                self.execute_page(p, values, paging_state, true, deadline)
+                    .await
+            }
         }
     }
 
@@ -727,19 +761,13 @@ impl Session {
     /// # Cancellation
     ///
     /// Dropping the future stops polling; nothing is left behind.
-    pub async fn await_schema_agreement(&self) -> Result<(), ExecutionError> {
+    pub async fn await_schema_agreement(&self) -> Result<(), SchemaAgreementError> {
         self.inner.after_schema_change(None).await
     }
 
     /// Re-reads the cluster's topology and schema now.
-    pub async fn refresh_metadata(&self) -> Result<(), ExecutionError> {
-        self.inner
-            .cluster
-            .control
-            .refresh()
-            .await
-            .map(|_| ())
-            .map_err(|e| ExecutionError::NoConnection(e.to_string()))
+    pub async fn refresh_metadata(&self) -> Result<(), ControlError> {
+        self.inner.cluster.control.refresh().await.map(|_| ())
     }
 
     /// Reads the tablets of the keyspaces the session uses (or of every
@@ -747,7 +775,7 @@ impl Session {
     /// from `system.tablets` now, and returns the rows read. The session
     /// does this by itself in the background at start, after topology
     /// changes and for new keyspaces; this waits for a fresh read.
-    pub async fn warm_up_tablets(&self) -> Result<u64, ExecutionError> {
+    pub async fn warm_up_tablets(&self) -> Result<u64, ControlError> {
         let inner = &self.inner;
         crate::cluster::tablets::warm_up(
             &inner.cluster.tablets,
@@ -756,7 +784,7 @@ impl Session {
             &inner.config.control.query,
         )
         .await
-        .map_err(|e| ExecutionError::NoConnection(e.to_string()))
+        .map_err(ControlError::from)
     }
 
     /// The warm-up at session start: read inline (bounded by the request

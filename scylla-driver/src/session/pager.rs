@@ -4,6 +4,18 @@
 //! decodes it into owned rows, and fetches the next page when those run out.
 //! It implements [`futures_core::Stream`]; without a stream library,
 //! [`RowStream::next`] does the same.
+//!
+//! # One deadline for the whole stream
+//!
+//! The statement's request timeout covers the whole stream, not each page:
+//! the deadline is set when the stream is created (`query_iter`,
+//! `execute_iter`) and every page fetch, with its retries and
+//! re-preparations, must end by it; a page that cannot is a
+//! [`ExecutionError::Timeout`] (inside an [`ExecutionError::Page`] after the
+//! first page). The time the caller spends between pages counts. A stream
+//! meant to outlive its timeout (a long scan consumed slowly) sets its own
+//! with [`RowStream::with_deadline`] (or `None`: each page then gets the
+//! request timeout of its own).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -11,12 +23,13 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use scylla_cql::types::{DeserializeRow, SerializedValues};
 
 use super::Session;
-use crate::error::ExecutionError;
+use crate::error::{ExecutionError, PageError};
 use crate::result::QueryResult;
 use crate::statement::{PreparedStatement, Statement};
 
@@ -55,6 +68,9 @@ pub struct RowStream<R> {
     /// The tracing ids of the pages fetched so far (traced statements).
     tracing_ids: Vec<uuid::Uuid>,
     fetching: Option<PageFuture>,
+    /// Every page fetch ends by this instant (`None`: each page has its
+    /// own timeout).
+    deadline: Option<Instant>,
     _row: PhantomData<fn() -> R>,
 }
 
@@ -64,6 +80,7 @@ impl<R> std::fmt::Debug for RowStream<R> {
             .field("buffered", &self.rows.len())
             .field("pages", &self.pages)
             .field("finished", &self.finished)
+            .field("deadline", &self.deadline)
             .finish()
     }
 }
@@ -73,7 +90,13 @@ where
     R: for<'r> DeserializeRow<'r> + Send + 'static,
 {
     pub(crate) fn new(session: Session, source: Source, values: SerializedValues) -> Self {
+        let options = match &source {
+            Source::Query(s) => &s.options,
+            Source::Prepared(p) => &p.options,
+        };
+        let deadline = Instant::now() + session.inner.run_options(options).timeout;
         Self {
+            deadline: Some(deadline),
             session,
             source: Arc::new(source),
             values: Arc::new(values),
@@ -97,6 +120,33 @@ where
     /// discarded.
     pub async fn next(&mut self) -> Option<Result<R, ExecutionError>> {
         std::future::poll_fn(|cx| self.poll_row(cx)).await
+    }
+
+    /// Replaces the stream's deadline (by default, its creation plus the
+    /// statement's request timeout): every later page fetch must end by
+    /// `deadline`. With `None`, each page fetch gets the statement's request
+    /// timeout of its own, however long the whole stream takes.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::{Duration, Instant};
+    /// let mut rows = session
+    ///     .query_iter::<(i64,)>("SELECT k FROM ks.big", ())
+    ///     .await?
+    ///     .with_deadline(Some(Instant::now() + Duration::from_secs(600)));
+    /// while let Some(row) = rows.next().await {
+    ///     let (_k,) = row?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The instant every page fetch must end by, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 
     /// Pages fetched so far.
@@ -130,13 +180,20 @@ where
                 let source = self.source.clone();
                 let values = self.values.clone();
                 let state = self.paging_state.clone();
-                Box::pin(async move { session.fetch_page(&source, &values, state).await })
+                let deadline = self.deadline;
+                Box::pin(async move { session.fetch_page(&source, &values, state, deadline).await })
             });
             let (page, next) = match fut.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(e)) => {
                     self.fetching = None;
                     self.finished = true;
+                    // After rows were delivered, the caller must know that
+                    // running the query again repeats them.
+                    let e = match self.pages {
+                        0 => e,
+                        page => ExecutionError::Page(Box::new(PageError::new(page, e))),
+                    };
                     return Poll::Ready(Some(Err(e)));
                 }
                 Poll::Ready(Ok(page)) => page,

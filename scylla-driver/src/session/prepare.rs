@@ -18,7 +18,9 @@ use tokio::task::JoinSet;
 
 use super::SessionInner;
 use crate::connection::{Connection, RequestOptions};
-use crate::error::ExecutionError;
+use crate::error::{
+    Attempt, AttemptError, ExecutionError, PrepareError, ServerError, UnexpectedResponse,
+};
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::PreparedStatement;
 
@@ -34,7 +36,7 @@ use crate::statement::PreparedStatement;
 pub(super) async fn prepare_everywhere(
     inner: &Arc<SessionInner>,
     text: &str,
-) -> Result<PreparedStatement, ExecutionError> {
+) -> Result<PreparedStatement, PrepareError> {
     let state = inner.state();
     let prepared_in = inner.keyspace.load_full();
     let text: Arc<str> = Arc::from(text);
@@ -50,33 +52,37 @@ pub(super) async fn prepare_everywhere(
             (address, outcome)
         });
     }
-    let mut first_error = None;
+    if tasks.is_empty() {
+        return Err(PrepareError::NoConnection);
+    }
+    // The nodes that failed (the failure path only allocates).
+    let mut failed: Vec<Attempt> = Vec::new();
     let mut winner = None;
     // Bounded: one iteration per node's task.
     while let Some(joined) = tasks.join_next().await {
         let outcome = match joined {
             Ok((_, outcome)) => outcome,
-            Err(e) => Err(ExecutionError::Protocol(format!(
-                "a preparation task failed: {e}"
-            ))),
+            Err(e) => {
+                tracing::error!(error = %e, "a preparation task panicked or was cancelled");
+                Err(NodeFailure::Fatal(PrepareError::Internal(
+                    "a preparation task panicked",
+                )))
+            }
         };
         match outcome {
             Ok(p) => {
                 winner = Some(p);
                 break;
             }
-            Err(e) => {
-                let same_everywhere = matches!(e, ExecutionError::Server(_));
-                first_error.get_or_insert(e);
-                if same_everywhere {
-                    break;
-                }
-            }
+            // A refusal (bad syntax, ...) is the same everywhere.
+            Err(NodeFailure::Fatal(e)) => return Err(e),
+            Err(NodeFailure::Node(node, error)) => failed.push(Attempt { node, error }),
         }
     }
     let Some(prepared) = winner else {
-        return Err(first_error
-            .unwrap_or_else(|| ExecutionError::NoConnection("no node is connected".into())));
+        return Err(PrepareError::AllNodesFailed {
+            attempts: failed.into(),
+        });
     };
     if !tasks.is_empty() {
         let id = prepared.id().to_vec();
@@ -93,7 +99,24 @@ pub(super) async fn prepare_everywhere(
     Ok(prepared)
 }
 
-type PrepareOutcome = (SocketAddr, Result<PreparedStatement, ExecutionError>);
+type PrepareOutcome = (SocketAddr, Result<PreparedStatement, NodeFailure>);
+
+/// How preparing on one node failed.
+enum NodeFailure {
+    /// That node failed (its connection, a timeout): others may succeed.
+    Node(SocketAddr, AttemptError),
+    /// The statement itself failed (refused, ...): the same everywhere.
+    Fatal(PrepareError),
+}
+
+impl std::fmt::Display for NodeFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeFailure::Node(node, e) => write!(f, "{node}: {e}"),
+            NodeFailure::Fatal(e) => write!(f, "{e}"),
+        }
+    }
+}
 
 /// Waits for the preparations still running and logs ids that differ from
 /// `id` (bounded: each task ends within the request timeout).
@@ -119,10 +142,16 @@ async fn prepare_on(
     address: SocketAddr,
     text: &str,
     prepared_in: Option<Arc<String>>,
-) -> Result<PreparedStatement, ExecutionError> {
+) -> Result<PreparedStatement, NodeFailure> {
     // The keyspace switch and the PREPARE share one deadline.
     let deadline = std::time::Instant::now() + inner.config.request_timeout;
-    inner.ensure_keyspace(conn, deadline).await?;
+    match inner.ensure_keyspace(conn, deadline).await {
+        Ok(()) => {}
+        Err(ExecutionError::Connection { error, .. }) => {
+            return Err(NodeFailure::Node(address, AttemptError::Connection(error)))
+        }
+        Err(e) => return Err(NodeFailure::Fatal(PrepareError::Keyspace(Box::new(e)))),
+    }
     let msg = Prepare {
         query: text.into(),
         keyspace: keyspace_for(
@@ -135,20 +164,25 @@ async fn prepare_on(
         timeout: Some(deadline.saturating_duration_since(now)),
         ..RequestOptions::default()
     };
-    let frame =
-        conn.request_at(&msg, &opts, now)
-            .await
-            .map_err(|error| ExecutionError::Connection {
-                node: address,
-                error,
-            })?;
+    let frame = conn
+        .request_at(&msg, &opts, now)
+        .await
+        .map_err(|error| NodeFailure::Node(address, AttemptError::Connection(error)))?;
     let p = match frame.response {
         Response::Result(ResultBody::Prepared(p)) => p,
-        Response::Error(e) => return Err(ExecutionError::server(e.error, e.message, address)),
-        _ => {
-            return Err(ExecutionError::Protocol(
-                "unexpected answer to PREPARE".into(),
-            ))
+        Response::Error(e) => {
+            return Err(NodeFailure::Fatal(PrepareError::Server(Box::new(
+                ServerError::new(e.error, e.message, address),
+            ))))
+        }
+        other => {
+            return Err(NodeFailure::Fatal(PrepareError::Protocol(
+                UnexpectedResponse::new(
+                    address,
+                    "PREPARE",
+                    crate::connection::handshake::response_name(&other),
+                ),
+            )))
         }
     };
     let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;

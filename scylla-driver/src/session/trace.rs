@@ -42,14 +42,13 @@ use crate::statement::{Consistency, Statement};
 /// use std::time::Duration;
 /// use scylla_driver::session::TraceFetchOptions;
 ///
-/// let patient = TraceFetchOptions {
-///     attempts: 20,
-///     max_interval: Duration::from_millis(500),
-///     ..TraceFetchOptions::default()
-/// };
+/// let mut patient = TraceFetchOptions::default();
+/// patient.attempts = 20;
+/// patient.max_interval = Duration::from_millis(500);
 /// assert!(patient.max_total_wait() > TraceFetchOptions::default().max_total_wait());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TraceFetchOptions {
     /// Reads of the session row before giving up (at least one is made).
     pub attempts: u32,

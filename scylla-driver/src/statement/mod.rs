@@ -17,6 +17,7 @@ pub use self::profile::{ExecutionProfile, ExecutionProfileHandle};
 
 /// Options of one statement; unset fields take the session's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatementOptions {
     /// Consistency level.
     pub consistency: Option<Consistency>,

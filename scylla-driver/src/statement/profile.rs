@@ -41,6 +41,7 @@ use crate::policy::speculative::SpeculativeExecution;
 /// assert_eq!(analytics.serial_consistency, None);
 /// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ExecutionProfile {
     /// Consistency level.
     pub consistency: Option<Consistency>,

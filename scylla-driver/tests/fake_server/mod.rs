@@ -245,8 +245,9 @@ pub fn supported_response() -> Response {
 /// v4 only and accepts the connections its test expects, not the extra one
 /// that negotiating down from v5 would open.
 pub fn v4_config() -> scylla_driver::connection::ConnectionConfig {
-    scylla_driver::connection::ConnectionConfig {
-        protocol: scylla_driver::connection::ProtocolChoice::pinned(ProtocolVersion::V4),
-        ..Default::default()
+    {
+        let mut built = scylla_driver::connection::ConnectionConfig::default();
+        built.protocol = scylla_driver::connection::ProtocolChoice::pinned(ProtocolVersion::V4);
+        built
     }
 }

@@ -54,6 +54,7 @@ use crate::pool::backoff::{ExponentialBackoff, ReconnectPolicy};
 
 /// How the control connection behaves.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ControlOptions {
     /// Timeout and page size of metadata queries.
     pub query: QueryOptions,

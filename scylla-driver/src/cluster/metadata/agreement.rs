@@ -23,6 +23,7 @@ const PEER_VERSIONS_QUERY: &str = "SELECT host_id, schema_version FROM system.pe
 
 /// How long and how often to check for schema agreement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AgreementOptions {
     /// Time between two checks.
     pub interval: Duration,

@@ -216,6 +216,7 @@ impl MetadataError {
 /// How the nodes read from the system tables become the driver's nodes:
 /// address translation, host filter, and which peers table to read.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NodeOptions {
     /// Maps each peer's reported address to the one to connect to.
     pub translator: Arc<dyn AddressTranslator>,

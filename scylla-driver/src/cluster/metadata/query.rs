@@ -25,6 +25,7 @@ const MAX_PAGES: usize = 10_000;
 
 /// How metadata queries are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueryOptions {
     /// Bound on each request (each page).
     pub timeout: Duration,
