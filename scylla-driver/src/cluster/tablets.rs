@@ -455,7 +455,14 @@ mod tests {
     async fn learn_reresolve_and_invalidate() {
         let metrics = Arc::new(Metrics::default());
         let config = PoolConfig::default();
-        let first = ClusterState::build(metadata(&[1, 2, 3], true), None, &config, &metrics, None);
+        let first = ClusterState::build(
+            metadata(&[1, 2, 3], true),
+            None,
+            &config,
+            &metrics,
+            None,
+            None,
+        );
         let swap = Arc::new(ArcSwap::from_pointee(first));
         let store = TabletStore::new(swap.clone(), metrics.clone());
         let slot = store.table("ks", "t");
@@ -497,6 +504,7 @@ mod tests {
             &config,
             &metrics,
             None,
+            None,
         );
         assert_ne!(next.layout, previous.layout);
         let next = Arc::new(next);
@@ -524,6 +532,7 @@ mod tests {
             Some(&previous),
             &config,
             &metrics,
+            None,
             None,
         ));
         swap.store(next.clone());

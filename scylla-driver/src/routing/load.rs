@@ -1,0 +1,247 @@
+//! Per-node load as one session sees it, and how plans use it to keep
+//! requests away from slow replicas.
+//!
+//! # What is measured
+//! A [`NodeLoad`] per node holds two atomics, updated lock-free by the
+//! session around every attempt ([`NodeLoad::start`] returns an
+//! [`InFlight`] guard; dropping it ends the attempt, including an attempt
+//! abandoned by speculative execution or by a dropped request future):
+//! - the **requests in flight** to the node;
+//! - a **decaying latency average** (EWMA) of its attempts: each attempt's
+//!   time moves the average by at least 1/8 of the difference, and by more
+//!   after a quiet period (all of it after one second without a sample), so
+//!   an average that is no longer refreshed often is replaced quickly once
+//!   the node answers again. Attempts that fail count with the time they
+//!   took, abandoned ones with the time until they were abandoned (a lower
+//!   bound of the node's latency).
+//!
+//! # The policy: power of two choices
+//! When a plan ([`Plan::with_loads`](super::Plan::with_loads)) starts a step
+//! (the local replicas, say), it looks at two of the step's candidates that
+//! are up: the one the plain rotation by the request's seed would put first,
+//! and a second one picked pseudo-randomly from the seed (a few multiplies,
+//! no allocation). The expected cost of a candidate is its latency average
+//! times one plus its requests in flight; the second candidate goes first if
+//! its cost is lower by more than 1/8, otherwise the first keeps its place.
+//! While either has no latency sample yet, only the requests in flight are
+//! compared. The rest of the step follows in rotation order from the chosen
+//! candidate, so the plan is still a permutation of the same targets, and
+//! the steps keep their order and meaning (local datacenter first, replicas
+//! before the other nodes, each target's shard). LWT replica steps keep their
+//! fixed order and are never reordered.
+//!
+//! # Never starving a node
+//! One request in [`PROBE_EVERY`] (by seed) skips the comparison and walks
+//! its steps in rotation order, the rotation advancing by one per such
+//! probe: among any `PROBE_EVERY * n` consecutive seeds of a session (a
+//! session's seeds are consecutive), every up candidate of the first step
+//! is first at least once, however slow it looks. So a slow node keeps
+//! receiving a small share (about `1 / (PROBE_EVERY * replicas)` of the
+//! requests, 0.26 % with three replicas), its average stays current, and it
+//! wins its share back as soon as it is fast again. That share is far below
+//! 1 %, so it does not reach the 99th percentile.
+//!
+//! # Cost
+//! Per request, when the first step starts: two reads of `is_up`, two
+//! candidates' atomics (two loads each), one multiply-and-compare. Per
+//! attempt: two atomic increments/decrements and one compare-and-swap.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// One request in this many (by seed) is a probe: its plan ignores load and
+/// follows the plain rotation, so that no node is starved.
+pub const PROBE_EVERY: u32 = 128;
+
+/// The least weight of a new sample in the average, in 1/1024 (1/8).
+const MIN_WEIGHT: u64 = 128;
+/// After this long without a sample, the next sample replaces the average.
+const RESET_MS: u64 = 1000;
+
+/// The load of one node as seen by one session: requests in flight and a
+/// decaying average of attempt latencies; see the [module documentation](self).
+///
+/// Shared (`Arc`) between the session's attempts and its plans, and kept
+/// across topology refreshes for as long as the node exists.
+#[derive(Debug)]
+pub struct NodeLoad {
+    in_flight: AtomicU32,
+    /// The average in microseconds (high 32 bits, 0: no sample yet) and the
+    /// time of its last update in milliseconds since `created` (low 32 bits,
+    /// compared with wrapping arithmetic).
+    latency: AtomicU64,
+    created: Instant,
+}
+
+impl Default for NodeLoad {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NodeLoad {
+    /// No request in flight, no latency sample.
+    pub fn new() -> Self {
+        Self {
+            in_flight: AtomicU32::new(0),
+            latency: AtomicU64::new(0),
+            created: Instant::now(),
+        }
+    }
+
+    /// Starts an attempt that began at `started`: one more request in flight
+    /// until the guard drops, which records the attempt's latency.
+    #[inline]
+    pub fn start(&self, started: Instant) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            load: self,
+            started,
+        }
+    }
+
+    /// Requests in flight now.
+    #[inline]
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The latency average, `None` before the first sample.
+    pub fn latency(&self) -> Option<Duration> {
+        match self.latency.load(Ordering::Relaxed) >> 32 {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Adds one latency sample (clamped to 1 µs ..= 71 minutes).
+    pub fn record(&self, latency: Duration) {
+        let sample = u64::try_from(latency.as_micros())
+            .unwrap_or(u64::MAX)
+            .clamp(1, u64::from(u32::MAX));
+        // Milliseconds since creation, truncated: only differences are used.
+        let now = self.created.elapsed().as_millis() as u32;
+        let update = |old: u64| {
+            let (avg, at) = (old >> 32, old as u32);
+            let avg = if avg == 0 {
+                sample
+            } else {
+                let quiet = u64::from(now.wrapping_sub(at));
+                let w = (quiet.saturating_mul(1024) / RESET_MS).clamp(MIN_WEIGHT, 1024);
+                // Both terms fit: averages and samples are below 2^32.
+                (avg * (1024 - w) + sample * w) / 1024
+            };
+            Some((avg.max(1) << 32) | u64::from(now))
+        };
+        // The closure always returns `Some`, so the update cannot fail.
+        let _ = self
+            .latency
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, update);
+    }
+
+    /// Whether a request to this node is expected to be answered sooner than
+    /// one to `other`, by a clear margin (1/8): the latency average times
+    /// one plus the requests in flight, or only the requests in flight while
+    /// either node has no latency sample.
+    pub fn better_than(&self, other: &NodeLoad) -> bool {
+        let (mine, theirs) = (self.in_flight(), other.in_flight());
+        let (a, b) = (
+            self.latency.load(Ordering::Relaxed) >> 32,
+            other.latency.load(Ordering::Relaxed) >> 32,
+        );
+        if a == 0 || b == 0 {
+            return mine < theirs;
+        }
+        let cost = a.saturating_mul(u64::from(mine) + 1);
+        let other_cost = b.saturating_mul(u64::from(theirs) + 1);
+        cost < other_cost - other_cost / 8
+    }
+}
+
+/// One attempt in flight to a node (see [`NodeLoad::start`]). Dropping it
+/// ends the attempt and records its latency.
+#[derive(Debug)]
+#[must_use = "the attempt ends when the guard drops"]
+pub struct InFlight<'a> {
+    load: &'a NodeLoad,
+    started: Instant,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.load.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.load.record(self.started.elapsed());
+    }
+}
+
+/// A well-mixed 64-bit function of `seed` (SplitMix64's finalizer): picks
+/// the second candidate, uncorrelated with the rotation `seed % n`.
+#[inline]
+pub(crate) fn mix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_average_follows_samples_and_in_flight_counts_attempts() {
+        let load = NodeLoad::new();
+        assert_eq!(load.latency(), None);
+        load.record(Duration::from_millis(8));
+        assert_eq!(load.latency(), Some(Duration::from_millis(8)));
+        // Samples in quick succession move it by 1/8 of the difference.
+        load.record(Duration::ZERO);
+        let after = load.latency().unwrap();
+        assert!(after <= Duration::from_millis(7) && after >= Duration::from_micros(6900));
+        for _ in 0..200 {
+            load.record(Duration::from_micros(100));
+        }
+        let settled = load.latency().unwrap();
+        assert!(settled < Duration::from_micros(150), "{settled:?}");
+
+        let start = Instant::now();
+        let a = load.start(start);
+        let b = load.start(start);
+        assert_eq!(load.in_flight(), 2);
+        drop(a);
+        drop(b);
+        assert_eq!(load.in_flight(), 0);
+    }
+
+    #[test]
+    fn cost_compares_latency_times_load_with_a_margin() {
+        // No samples: fewer requests in flight wins, ties keep the order.
+        let (x, y) = (NodeLoad::new(), NodeLoad::new());
+        assert!(!x.better_than(&y));
+        let busy = y.start(Instant::now());
+        assert!(x.better_than(&y) && !y.better_than(&x));
+        drop(busy);
+        let fast = NodeLoad::new();
+        let slow = NodeLoad::new();
+        fast.record(Duration::from_micros(500));
+        slow.record(Duration::from_millis(20));
+        assert!(fast.better_than(&slow));
+        assert!(!slow.better_than(&fast));
+        // 10 requests in flight at 0.5 ms cost less than an idle 20 ms node.
+        let busy: Vec<_> = (0..10).map(|_| fast.start(Instant::now())).collect();
+        assert!(fast.better_than(&slow));
+        drop(busy);
+        // Within 1/8 of each other: neither is clearly better.
+        let a = NodeLoad::new();
+        let b = NodeLoad::new();
+        a.record(Duration::from_micros(1000));
+        b.record(Duration::from_micros(1100));
+        assert!(!a.better_than(&b) && !b.better_than(&a));
+    }
+
+    #[test]
+    fn mix_spreads_consecutive_seeds() {
+        let picks: std::collections::BTreeSet<u64> = (0..64u64).map(|s| mix(s) % 7).collect();
+        assert_eq!(picks.len(), 7);
+    }
+}
