@@ -31,6 +31,8 @@ usage: testbed [options]
   --nat                   rewrite source ports on the shard-aware port (random)
   --nat-offset N          rewrite source ports by adding N
   --latency-ms N          delay before each response
+  --slow-node I:MS        node I waits MS milliseconds more before each response
+                          (repeatable)
   --protocol-version 4|5  highest native protocol version served (default 5;
                           4 refuses v5 like ScyllaDB, so clients negotiate down)
   --block X.Y             use addresses 127.X.Y.1.. instead of an allocated block
@@ -98,6 +100,14 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, Stri
             }
             "--latency-ms" => {
                 faults = faults.with_latency(Duration::from_millis(parse_num(&flag, it.next())?))
+            }
+            "--slow-node" => {
+                let v = it.next().ok_or("--slow-node needs I:MS")?;
+                let (i, ms) = v.split_once(':').ok_or("--slow-node needs I:MS")?;
+                b = b.slow_node(
+                    parse_num("--slow-node", Some(i.into()))?,
+                    Duration::from_millis(parse_num("--slow-node", Some(ms.into()))?),
+                );
             }
             "--block" => {
                 let v = it.next().ok_or("--block needs X.Y")?;
