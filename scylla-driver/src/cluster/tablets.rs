@@ -507,6 +507,25 @@ mod tests {
             None,
         );
         assert_ne!(next.layout, previous.layout);
+        // Per-node load follows its node (by host id) into the new numbering.
+        assert_eq!(next.loads.len(), 2);
+        assert!(Arc::ptr_eq(&next.loads[0], &previous.loads[0]));
+        assert!(Arc::ptr_eq(&next.loads[1], &previous.loads[2]));
+        // The local rack resolves within the local datacenter only.
+        let rack = |dc: Option<&str>, rack: Option<&str>| {
+            let s = ClusterState::build(
+                metadata(&[1, 3], true),
+                Some(&previous),
+                &config,
+                &metrics,
+                dc,
+                rack,
+            );
+            s.local_rack
+        };
+        assert!(rack(Some("dc1"), Some("r1")).is_some());
+        assert_eq!(rack(Some("dc1"), Some("r2")), None);
+        assert_eq!(rack(None, Some("r1")), None);
         let next = Arc::new(next);
         swap.store(next.clone());
         store.sync(&previous, &next);
