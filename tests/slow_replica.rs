@@ -207,3 +207,49 @@ async fn a_slow_replica_does_not_set_the_p99() {
     );
     assert!(aware.slow_served * 10 < aware.all_served, "{aware:?}");
 }
+
+/// With a local rack, the replicas of that rack serve the requests (the
+/// other replicas only when it is down).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_rack_is_preferred() {
+    let mut b = TestCluster::builder().nodes(3);
+    for i in 0..3 {
+        b = b.node_location(i, "dc1", format!("r{i}"));
+    }
+    let cluster = b.start().await.unwrap();
+    let s = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .local_datacenter("dc1")
+        .local_rack("r1")
+        .build()
+        .await
+        .unwrap();
+    assert!(s.wait_for_all_shards(Duration::from_secs(20)).await);
+    create_keyspace(&s, "r", 3).await;
+    s.query_unpaged("CREATE TABLE r.t (k bigint PRIMARY KEY, v bigint)", ())
+        .await
+        .unwrap();
+    let read = s
+        .prepare(Statement::new("SELECT v FROM r.t WHERE k = ?").with_consistency(Consistency::One))
+        .await
+        .unwrap();
+    let before = cluster.stats();
+    for k in 0..300i64 {
+        s.execute_unpaged(&read, (k,)).await.unwrap();
+    }
+    let after = cluster.stats();
+    let served =
+        |i: usize| after.nodes[i].node.requests_served - before.nodes[i].node.requests_served;
+    // Node 0 also serves the control connection's occasional queries.
+    assert!(
+        served(1) >= 300,
+        "{:?}",
+        (0..3).map(served).collect::<Vec<_>>()
+    );
+    assert!(
+        served(0) + served(2) <= 10,
+        "{:?}",
+        (0..3).map(served).collect::<Vec<_>>()
+    );
+    cluster.shutdown().await;
+}
