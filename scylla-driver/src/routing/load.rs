@@ -22,7 +22,9 @@
 //! and a second one picked pseudo-randomly from the seed (a few multiplies,
 //! no allocation). The expected cost of a candidate is its latency average
 //! times one plus its requests in flight; the second candidate goes first if
-//! its cost is lower by more than 1/8, otherwise the first keeps its place.
+//! its cost is lower by more than a quarter, otherwise the first keeps its
+//! place (smaller differences are noise, and nodes within them keep taking
+//! turns).
 //! While either has no latency sample yet, only the requests in flight are
 //! compared. The rest of the step follows in rotation order from the chosen
 //! candidate, so the plan is still a permutation of the same targets, and
@@ -140,7 +142,7 @@ impl NodeLoad {
     }
 
     /// Whether a request to this node is expected to be answered sooner than
-    /// one to `other`, by a clear margin (1/8): the latency average times
+    /// one to `other`, clearly (a quarter cheaper): the latency average times
     /// one plus the requests in flight, or only the requests in flight while
     /// either node has no latency sample.
     pub fn better_than(&self, other: &NodeLoad) -> bool {
@@ -154,7 +156,7 @@ impl NodeLoad {
         }
         let cost = a.saturating_mul(u64::from(mine) + 1);
         let other_cost = b.saturating_mul(u64::from(theirs) + 1);
-        cost < other_cost - other_cost / 8
+        cost < other_cost - other_cost / 4
     }
 }
 
@@ -231,11 +233,11 @@ mod tests {
         let busy: Vec<_> = (0..10).map(|_| fast.start(Instant::now())).collect();
         assert!(fast.better_than(&slow));
         drop(busy);
-        // Within 1/8 of each other: neither is clearly better.
+        // Within a quarter of each other: neither is clearly better.
         let a = NodeLoad::new();
         let b = NodeLoad::new();
         a.record(Duration::from_micros(1000));
-        b.record(Duration::from_micros(1100));
+        b.record(Duration::from_micros(1300));
         assert!(!a.better_than(&b) && !b.better_than(&a));
     }
 
