@@ -11,7 +11,10 @@
 //!   time moves the average by at least 1/8 of the difference, and by more
 //!   after a quiet period (all of it after one second without a sample), so
 //!   an average that is no longer refreshed often is replaced quickly once
-//!   the node answers again. Attempts that fail count with the time they
+//!   the node answers again. A sample counts as at most 3 times the average
+//!   (the first one as it is): one stall (the client descheduled, say) moves
+//!   the average by at most 1/4, which does not push a node out, while a
+//!   node that stays slow is passed over from its second slow answer on. Attempts that fail count with the time they
 //!   took, abandoned ones with the time until they were abandoned (a lower
 //!   bound of the node's latency).
 //!
@@ -43,17 +46,36 @@
 //! wins its share back as soon as it is fast again. That share is far below
 //! 1 %, so it does not reach the 99th percentile.
 //!
+//! An average is only refreshed when its node is tried, so one unlucky
+//! sample could keep a node out until the next probe. Hence a candidate
+//! whose average is older than [`STALE_AFTER`] and at most 4 times the
+//! other's keeps its place: nodes that differ by noise keep taking turns,
+//! while a node more than 4 times slower waits for its probes.
+//!
 //! # Cost
 //! Per request, when the first step starts: two reads of `is_up`, two
 //! candidates' atomics (two loads each), one multiply-and-compare. Per
 //! attempt: two atomic increments/decrements and one compare-and-swap.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// One request in this many (by seed) is a probe: its plan ignores load and
 /// follows the plain rotation, so that no node is starved.
 pub const PROBE_EVERY: u32 = 128;
+
+/// A candidate whose average is older than this (and at most
+/// `STALE_RATIO` times the other's) keeps its place.
+pub const STALE_AFTER: Duration = Duration::from_millis(100);
+const STALE_RATIO: u64 = 4;
+
+/// Milliseconds since the first call in this process, truncated to 32 bits
+/// (only differences are used, with wrapping arithmetic).
+fn clock_ms() -> u32 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u32
+}
 
 /// The least weight of a new sample in the average, in 1/1024 (1/8).
 const MIN_WEIGHT: u64 = 128;
@@ -69,10 +91,8 @@ const RESET_MS: u64 = 1000;
 pub struct NodeLoad {
     in_flight: AtomicU32,
     /// The average in microseconds (high 32 bits, 0: no sample yet) and the
-    /// time of its last update in milliseconds since `created` (low 32 bits,
-    /// compared with wrapping arithmetic).
+    /// time of its last update (`clock_ms`, low 32 bits).
     latency: AtomicU64,
-    created: Instant,
 }
 
 impl Default for NodeLoad {
@@ -87,7 +107,6 @@ impl NodeLoad {
         Self {
             in_flight: AtomicU32::new(0),
             latency: AtomicU64::new(0),
-            created: Instant::now(),
         }
     }
 
@@ -121,13 +140,13 @@ impl NodeLoad {
         let sample = u64::try_from(latency.as_micros())
             .unwrap_or(u64::MAX)
             .clamp(1, u64::from(u32::MAX));
-        // Milliseconds since creation, truncated: only differences are used.
-        let now = self.created.elapsed().as_millis() as u32;
+        let now = clock_ms();
         let update = |old: u64| {
             let (avg, at) = (old >> 32, old as u32);
             let avg = if avg == 0 {
                 sample
             } else {
+                let sample = sample.min(avg.saturating_mul(3));
                 let quiet = u64::from(now.wrapping_sub(at));
                 let w = (quiet.saturating_mul(1024) / RESET_MS).clamp(MIN_WEIGHT, 1024);
                 // Both terms fit: averages and samples are below 2^32.
@@ -144,19 +163,29 @@ impl NodeLoad {
     /// Whether a request to this node is expected to be answered sooner than
     /// one to `other`, clearly (a quarter cheaper): the latency average times
     /// one plus the requests in flight, or only the requests in flight while
-    /// either node has no latency sample.
+    /// either node has no latency sample. Never when `other`'s average is
+    /// older than [`STALE_AFTER`] and at most 4 times this one's (it gets its
+    /// turn, to refresh it).
     pub fn better_than(&self, other: &NodeLoad) -> bool {
         let (mine, theirs) = (self.in_flight(), other.in_flight());
-        let (a, b) = (
+        let (a, other_word) = (
             self.latency.load(Ordering::Relaxed) >> 32,
-            other.latency.load(Ordering::Relaxed) >> 32,
+            other.latency.load(Ordering::Relaxed),
         );
+        let b = other_word >> 32;
         if a == 0 || b == 0 {
             return mine < theirs;
         }
         let cost = a.saturating_mul(u64::from(mine) + 1);
         let other_cost = b.saturating_mul(u64::from(theirs) + 1);
-        cost < other_cost - other_cost / 4
+        if cost >= other_cost - other_cost / 4 {
+            return false;
+        }
+        // Cheaper: unless the other's average is stale and not far off (the
+        // clock is read only here).
+        let age = clock_ms().wrapping_sub(other_word as u32);
+        let stale = u128::from(age) >= STALE_AFTER.as_millis();
+        !(stale && b <= a.saturating_mul(STALE_RATIO))
     }
 }
 
@@ -200,6 +229,10 @@ mod tests {
         load.record(Duration::ZERO);
         let after = load.latency().unwrap();
         assert!(after <= Duration::from_millis(7) && after >= Duration::from_micros(6900));
+        // An outlier counts as 3 times the average: +1/4 at most.
+        let before = load.latency().unwrap();
+        load.record(Duration::from_secs(1));
+        assert_eq!(load.latency().unwrap(), before + before / 4);
         for _ in 0..200 {
             load.record(Duration::from_micros(100));
         }
@@ -239,6 +272,24 @@ mod tests {
         a.record(Duration::from_micros(1000));
         b.record(Duration::from_micros(1300));
         assert!(!a.better_than(&b) && !b.better_than(&a));
+    }
+
+    #[test]
+    fn a_stale_average_within_4x_keeps_its_place() {
+        let (fresh, stale, slow) = (NodeLoad::new(), NodeLoad::new(), NodeLoad::new());
+        stale.record(Duration::from_micros(2000));
+        slow.record(Duration::from_millis(20));
+        fresh.record(Duration::from_micros(500));
+        assert!(fresh.better_than(&stale) && fresh.better_than(&slow));
+        std::thread::sleep(STALE_AFTER + Duration::from_millis(20));
+        fresh.record(Duration::from_micros(500));
+        // 4x slower and stale: its turn; 40x slower: still passed over.
+        assert!(!fresh.better_than(&stale));
+        assert!(fresh.better_than(&slow));
+        // Once tried, the new sample counts again (a quiet period makes it
+        // weigh more than 1/8).
+        stale.record(Duration::from_micros(2000));
+        assert!(fresh.better_than(&stale));
     }
 
     #[test]
