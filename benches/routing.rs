@@ -127,7 +127,9 @@ fn bench(c: &mut Criterion) {
         let loads: Vec<std::sync::Arc<NodeLoad>> = (0..table.node_count())
             .map(|n| {
                 let l = NodeLoad::new();
-                l.record(std::time::Duration::from_micros(200 + 50 * n as u64));
+                for _ in 0..scylla_driver::routing::load::WARM_UP {
+                    l.record(std::time::Duration::from_micros(200 + 50 * n as u64));
+                }
                 std::sync::Arc::new(l)
             })
             .collect();

@@ -11,8 +11,11 @@
 //!   time moves the average by at least 1/8 of the difference, and by more
 //!   after a quiet period (all of it after one second without a sample), so
 //!   an average that is no longer refreshed often is replaced quickly once
-//!   the node answers again. A sample counts as at most 3 times the average
-//!   (the first one as it is): one stall (the client descheduled, say) moves
+//!   the node answers again. The first [`WARM_UP`] samples only keep their
+//!   minimum (a node's first request is often not a typical one: DDL, a
+//!   statement's first execution), and until then the node is compared by
+//!   its requests in flight only. After that a sample counts as at most 3
+//!   times the average: one stall (the client descheduled, say) moves
 //!   the average by at most 1/4, which does not push a node out, while a
 //!   node that stays slow is passed over from its second slow answer on. Attempts that fail count with the time they
 //!   took, abandoned ones with the time until they were abandoned (a lower
@@ -79,6 +82,10 @@ fn clock_ms() -> u32 {
 
 /// The least weight of a new sample in the average, in 1/1024 (1/8).
 const MIN_WEIGHT: u64 = 128;
+/// Samples a node needs before its average is compared (their minimum starts
+/// the average).
+pub const WARM_UP: u32 = 4;
+
 /// After this long without a sample, the next sample replaces the average.
 const RESET_MS: u64 = 1000;
 
@@ -90,6 +97,8 @@ const RESET_MS: u64 = 1000;
 #[derive(Debug)]
 pub struct NodeLoad {
     in_flight: AtomicU32,
+    /// Samples recorded, counted up to `WARM_UP`.
+    samples: AtomicU32,
     /// The average in microseconds (high 32 bits, 0: no sample yet) and the
     /// time of its last update (`clock_ms`, low 32 bits).
     latency: AtomicU64,
@@ -106,6 +115,7 @@ impl NodeLoad {
     pub fn new() -> Self {
         Self {
             in_flight: AtomicU32::new(0),
+            samples: AtomicU32::new(0),
             latency: AtomicU64::new(0),
         }
     }
@@ -127,6 +137,12 @@ impl NodeLoad {
         self.in_flight.load(Ordering::Relaxed)
     }
 
+    /// Whether the average counts in comparisons ([`WARM_UP`] samples).
+    #[inline]
+    fn warm(&self) -> bool {
+        self.samples.load(Ordering::Relaxed) >= WARM_UP
+    }
+
     /// The latency average, `None` before the first sample.
     pub fn latency(&self) -> Option<Duration> {
         match self.latency.load(Ordering::Relaxed) >> 32 {
@@ -141,10 +157,18 @@ impl NodeLoad {
             .unwrap_or(u64::MAX)
             .clamp(1, u64::from(u32::MAX));
         let now = clock_ms();
+        // Counted apart from the average: racing updates may keep the minimum
+        // for a sample more or less, which does not matter.
+        let warming = self.samples.load(Ordering::Relaxed) < WARM_UP;
+        if warming {
+            self.samples.fetch_add(1, Ordering::Relaxed);
+        }
         let update = |old: u64| {
             let (avg, at) = (old >> 32, old as u32);
             let avg = if avg == 0 {
                 sample
+            } else if warming {
+                avg.min(sample)
             } else {
                 let sample = sample.min(avg.saturating_mul(3));
                 let quiet = u64::from(now.wrapping_sub(at));
@@ -163,7 +187,7 @@ impl NodeLoad {
     /// Whether a request to this node is expected to be answered sooner than
     /// one to `other`, clearly (a quarter cheaper): the latency average times
     /// one plus the requests in flight, or only the requests in flight while
-    /// either node has no latency sample. Never when `other`'s average is
+    /// either node has fewer than [`WARM_UP`] samples. Never when `other`'s average is
     /// older than [`STALE_AFTER`] and at most 4 times this one's (it gets its
     /// turn, to refresh it).
     pub fn better_than(&self, other: &NodeLoad) -> bool {
@@ -173,7 +197,7 @@ impl NodeLoad {
             other.latency.load(Ordering::Relaxed),
         );
         let b = other_word >> 32;
-        if a == 0 || b == 0 {
+        if a == 0 || b == 0 || !self.warm() || !other.warm() {
             return mine < theirs;
         }
         let cost = a.saturating_mul(u64::from(mine) + 1);
@@ -219,11 +243,25 @@ pub(crate) fn mix(seed: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// A load past its warm-up, at `d`.
+    fn warmed(d: Duration) -> NodeLoad {
+        let load = NodeLoad::new();
+        for _ in 0..WARM_UP {
+            load.record(d);
+        }
+        load
+    }
+
     #[test]
     fn the_average_follows_samples_and_in_flight_counts_attempts() {
         let load = NodeLoad::new();
         assert_eq!(load.latency(), None);
+        // Warm-up keeps the minimum.
+        load.record(Duration::from_millis(30));
+        assert_eq!(load.latency(), Some(Duration::from_millis(30)));
         load.record(Duration::from_millis(8));
+        load.record(Duration::from_millis(9));
+        load.record(Duration::from_millis(50));
         assert_eq!(load.latency(), Some(Duration::from_millis(8)));
         // Samples in quick succession move it by 1/8 of the difference.
         load.record(Duration::ZERO);
@@ -256,10 +294,14 @@ mod tests {
         let busy = y.start(Instant::now());
         assert!(x.better_than(&y) && !y.better_than(&x));
         drop(busy);
+        // Still warming up: the same.
         let fast = NodeLoad::new();
-        let slow = NodeLoad::new();
+        let slow = warmed(Duration::from_millis(20));
         fast.record(Duration::from_micros(500));
-        slow.record(Duration::from_millis(20));
+        assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
+        for _ in 1..WARM_UP {
+            fast.record(Duration::from_micros(500));
+        }
         assert!(fast.better_than(&slow));
         assert!(!slow.better_than(&fast));
         // 10 requests in flight at 0.5 ms cost less than an idle 20 ms node.
@@ -267,27 +309,23 @@ mod tests {
         assert!(fast.better_than(&slow));
         drop(busy);
         // Within a quarter of each other: neither is clearly better.
-        let a = NodeLoad::new();
-        let b = NodeLoad::new();
-        a.record(Duration::from_micros(1000));
-        b.record(Duration::from_micros(1300));
+        let a = warmed(Duration::from_micros(1000));
+        let b = warmed(Duration::from_micros(1300));
         assert!(!a.better_than(&b) && !b.better_than(&a));
     }
 
     #[test]
     fn a_stale_average_within_4x_keeps_its_place() {
-        let (fresh, stale, slow) = (NodeLoad::new(), NodeLoad::new(), NodeLoad::new());
-        stale.record(Duration::from_micros(2000));
-        slow.record(Duration::from_millis(20));
-        fresh.record(Duration::from_micros(500));
+        let stale = warmed(Duration::from_micros(2000));
+        let slow = warmed(Duration::from_millis(20));
+        let fresh = warmed(Duration::from_micros(500));
         assert!(fresh.better_than(&stale) && fresh.better_than(&slow));
         std::thread::sleep(STALE_AFTER + Duration::from_millis(20));
         fresh.record(Duration::from_micros(500));
         // 4x slower and stale: its turn; 40x slower: still passed over.
         assert!(!fresh.better_than(&stale));
         assert!(fresh.better_than(&slow));
-        // Once tried, the new sample counts again (a quiet period makes it
-        // weigh more than 1/8).
+        // Once tried, the new sample counts again.
         stale.record(Duration::from_micros(2000));
         assert!(fresh.better_than(&stale));
     }

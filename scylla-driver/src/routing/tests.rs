@@ -701,7 +701,7 @@ mod tablet_plans {
 /// then however loaded it is.
 mod preferences {
     use super::*;
-    use crate::routing::load::PROBE_EVERY;
+    use crate::routing::load::{PROBE_EVERY, WARM_UP};
 
     /// Per node: requests in flight, and a latency sample in µs, if any.
     fn arb_loads() -> impl Strategy<Value = Vec<(u32, Option<u64>)>> {
@@ -720,7 +720,9 @@ mod preferences {
             .map(|&(_, us)| {
                 let l = NodeLoad::new();
                 if let Some(us) = us {
-                    l.record(Duration::from_micros(us));
+                    for _ in 0..WARM_UP {
+                        l.record(Duration::from_micros(us));
+                    }
                 }
                 Arc::new(l)
             })
@@ -878,9 +880,11 @@ mod preferences {
         ));
         let ks = table.keyspace_id("rf3").unwrap();
         let loads: Vec<Arc<NodeLoad>> = (0..3).map(|_| Arc::new(NodeLoad::new())).collect();
-        loads[0].record(Duration::from_millis(20));
-        loads[1].record(Duration::from_micros(300));
-        loads[2].record(Duration::from_micros(300));
+        for _ in 0..WARM_UP {
+            loads[0].record(Duration::from_millis(20));
+            loads[1].record(Duration::from_micros(300));
+            loads[2].record(Duration::from_micros(300));
+        }
         let requests = u64::from(PROBE_EVERY) * 30;
         let mut first = [0u64; 3];
         for seed in 1000..1000 + requests {
