@@ -57,8 +57,14 @@
 //!
 //! # Cost
 //! Per request, when the first step starts: two reads of `is_up`, two
-//! candidates' atomics (two loads each), one multiply-and-compare. Per
-//! attempt: two atomic increments/decrements and one compare-and-swap.
+//! candidates' atomics (three loads each), a multiply-and-compare, and a
+//! clock read when the second candidate is cheaper but within 4x. Per
+//! attempt: a clock read and a few atomic operations, one of them a
+//! compare-and-swap. Measured (`cargo bench --bench routing`, best batch,
+//! load average about 8): the first target of a plan in 114 ns instead of
+//! 29 ns (3 nodes, RF 3), 161 ns instead of 37 ns (100 nodes, 3 DCs), with
+//! every node's average stale so that each choice reads the clock; no
+//! allocation.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -205,11 +211,13 @@ impl NodeLoad {
         if cost >= other_cost - other_cost / 4 {
             return false;
         }
-        // Cheaper: unless the other's average is stale and not far off (the
-        // clock is read only here).
+        // Cheaper: unless the other's average is not far off and stale (the
+        // clock is read only then).
+        if b > a.saturating_mul(STALE_RATIO) {
+            return true;
+        }
         let age = clock_ms().wrapping_sub(other_word as u32);
-        let stale = u128::from(age) >= STALE_AFTER.as_millis();
-        !(stale && b <= a.saturating_mul(STALE_RATIO))
+        u128::from(age) < STALE_AFTER.as_millis()
     }
 }
 
