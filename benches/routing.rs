@@ -23,7 +23,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use scylla_cql::sharding::Sharder;
 use scylla_cql::token::Token;
 use scylla_driver::routing::{
-    NodeIdx, NodeInfo, ReplicationStrategy, RoutingRequest, RoutingTable, TopologyInput,
+    NodeIdx, NodeInfo, NodeLoad, ReplicationStrategy, RoutingRequest, RoutingTable, TopologyInput,
 };
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -123,6 +123,33 @@ fn bench(c: &mut Criterion) {
             seed: i,
         };
 
+        // Per-node load with varied latencies, as a session records it.
+        let loads: Vec<std::sync::Arc<NodeLoad>> = (0..table.node_count())
+            .map(|n| {
+                let l = NodeLoad::new();
+                for _ in 0..scylla_driver::routing::load::WARM_UP {
+                    l.record(std::time::Duration::from_micros(200 + 50 * n as u64));
+                }
+                std::sync::Arc::new(l)
+            })
+            .collect();
+        let balanced_allocs = allocations_per_call(100_000, |i| {
+            black_box(table.plan(&request(i), &is_up).with_loads(&loads).next());
+        });
+        assert_eq!(balanced_allocs, 0.0, "a balanced choice must not allocate");
+        let best_balanced = best_ns_per_call(200_000, |i| {
+            black_box(
+                table
+                    .plan(black_box(&request(i)), &is_up)
+                    .with_loads(&loads)
+                    .next(),
+            );
+        });
+        println!(
+            "routing/{}: best batch ns per balanced choice = {best_balanced:.1}",
+            s.name
+        );
+
         let choose_allocs = allocations_per_call(100_000, |i| {
             black_box(table.plan(&request(i), &is_up).next());
         });
@@ -146,6 +173,17 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 i = i.wrapping_add(1);
                 black_box(table.plan(black_box(&request(i)), &is_up).next())
+            })
+        });
+        group.bench_function("choose_balanced", |b| {
+            b.iter(|| {
+                i = i.wrapping_add(1);
+                black_box(
+                    table
+                        .plan(black_box(&request(i)), &is_up)
+                        .with_loads(&loads)
+                        .next(),
+                )
             })
         });
         group.bench_function("full_plan", |b| {

@@ -113,6 +113,7 @@ fn validate(c: &ClusterConfig) -> Result<NonZeroU16, ClusterError> {
         .iter()
         .chain(c.locations.iter().map(|(i, _, _)| i))
         .chain(c.initial_faults.iter().map(|(i, _)| i))
+        .chain(c.slow_nodes.iter().map(|(i, _)| i))
         .any(|&i| i >= c.nodes);
     if out_of_range {
         return bad("a per-node setting names a node index out of range");
@@ -195,6 +196,8 @@ impl TestCluster {
                         {
                             faults.set(f);
                         }
+                        let slow = config.slow_nodes.iter().filter(|(n, _)| *n == i);
+                        faults.set_extra_latency(slow.map(|(_, d)| *d).sum());
                         NodeSlot {
                             faults,
                             runtime: tokio::sync::Mutex::new(None),

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
 
@@ -73,6 +74,10 @@ pub struct ClusterConfig {
     pub max_silent_connections: usize,
     /// Faults every node starts with.
     pub initial_faults: Vec<(usize, Faults)>,
+    /// Slow nodes: `(i, extra)` delays every response of node `i` by
+    /// `extra` on top of its faults' latency, for the cluster's lifetime
+    /// (restarts and `set_faults` included).
+    pub slow_nodes: Vec<(usize, Duration)>,
     /// A fixed `127.x.y.0/24` block instead of an allocated one.
     pub block: Option<(u8, u8)>,
     /// TLS ports and certificates, if on (off by default).
@@ -128,6 +133,7 @@ impl Default for ClusterConfig {
             max_protocol_version: ProtocolVersion::V5,
             max_silent_connections: 1024,
             initial_faults: Vec::new(),
+            slow_nodes: Vec::new(),
             block: None,
             tls: None,
             use_metadata_id: false,
@@ -289,6 +295,14 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn faults(mut self, i: usize, faults: Faults) -> Self {
         self.config.initial_faults.push((i, faults));
+        self
+    }
+
+    /// Makes node `i` slow: every response waits `extra` more (added to the
+    /// latency of its faults; see [`ClusterConfig::slow_nodes`]).
+    #[must_use]
+    pub fn slow_node(mut self, i: usize, extra: Duration) -> Self {
+        self.config.slow_nodes.push((i, extra));
         self
     }
 

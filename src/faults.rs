@@ -170,6 +170,9 @@ pub(crate) struct FaultState {
     nat_kind: AtomicU8,
     nat_offset: AtomicU32,
     latency_us: AtomicU64,
+    /// A slow node's latency on top of `latency_us` (not part of [`Faults`]:
+    /// set once from the cluster's configuration).
+    extra_latency_us: AtomicU64,
     silent: AtomicU8,
     silent_hold_ms: AtomicU64,
     /// Outgoing v5 segments still to damage.
@@ -192,6 +195,7 @@ impl FaultState {
             nat_kind: AtomicU8::new(NAT_OFF),
             nat_offset: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
+            extra_latency_us: AtomicU64::new(0),
             silent: AtomicU8::new(0),
             silent_hold_ms: AtomicU64::new(u64::MAX),
             corrupt_segments: AtomicU32::new(0),
@@ -279,7 +283,15 @@ impl FaultState {
     }
 
     pub(crate) fn latency(&self) -> Duration {
-        Duration::from_micros(self.latency_us.load(Ordering::Relaxed))
+        let us = self.latency_us.load(Ordering::Relaxed);
+        let extra = self.extra_latency_us.load(Ordering::Relaxed);
+        Duration::from_micros(us.saturating_add(extra))
+    }
+
+    /// Sets the slow-node latency added to every response.
+    pub(crate) fn set_extra_latency(&self, extra: Duration) {
+        let us = u64::try_from(extra.as_micros()).unwrap_or(u64::MAX);
+        self.extra_latency_us.store(us, Ordering::Relaxed);
     }
 
     pub(crate) fn is_silent(&self) -> bool {

@@ -58,6 +58,9 @@ struct Cli {
     /// Delay before each response, in milliseconds.
     #[arg(long, value_name = "MS")]
     latency_ms: Option<u64>,
+    /// Node I waits MS milliseconds more before each response (repeatable).
+    #[arg(long, value_name = "I:MS", value_parser = parse_slow_node)]
+    slow_node: Vec<(usize, u64)>,
     /// Highest native protocol version served (4 refuses v5 like ScyllaDB,
     /// so clients negotiate down).
     #[arg(long, value_name = "4|5", default_value = "5", value_parser = parse_protocol)]
@@ -114,6 +117,14 @@ fn parse_credentials(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| "expected USER:PASSWORD".to_owned())
 }
 
+fn parse_slow_node(s: &str) -> Result<(usize, u64), String> {
+    let (i, ms) = s.split_once(':').ok_or("expected I:MS")?;
+    match (i.parse(), ms.parse()) {
+        (Ok(i), Ok(ms)) => Ok((i, ms)),
+        _ => Err(format!("'{s}' is not NODE_INDEX:MILLISECONDS")),
+    }
+}
+
 fn parse_protocol(s: &str) -> Result<ProtocolVersion, String> {
     s.parse::<u8>()
         .ok()
@@ -158,6 +169,15 @@ impl Cli {
         }
         if let Some((x, y)) = self.block {
             b = b.address_block(x, y);
+        }
+        for &(i, ms) in &self.slow_node {
+            if i >= self.nodes {
+                return Err(format!(
+                    "--slow-node {i}:{ms}: there are {} node(s)",
+                    self.nodes
+                ));
+            }
+            b = b.slow_node(i, Duration::from_millis(ms));
         }
         if let Some(n) = self.tablets {
             b = b.tablets(n);
@@ -250,6 +270,14 @@ async fn run(args: Args) -> ExitCode {
         );
         if n.advertised != n.address {
             println!("node {}: advertised as {}", n.index, n.advertised);
+        }
+        for (_, extra) in cluster
+            .config()
+            .slow_nodes
+            .iter()
+            .filter(|(i, _)| *i == n.index)
+        {
+            println!("node {}: slow, {extra:?} more per response", n.index);
         }
     }
     if let Some(dir) = &args.tls_dir {

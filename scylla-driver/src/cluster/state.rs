@@ -24,7 +24,7 @@ use super::metadata::Metadata;
 use super::tablets::{TabletStore, TabletWarmup};
 use crate::metrics::Metrics;
 use crate::pool::{NodePool, PoolConfig};
-use crate::routing::{DcId, NodeIdx, RoutingTable};
+use crate::routing::{DcId, NodeIdx, NodeLoad, RackId, RoutingTable};
 use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 
 /// One node and its pool.
@@ -54,6 +54,12 @@ pub struct ClusterState {
     pub metadata: Arc<Metadata>,
     /// The local datacenter's id in the routing table.
     pub local_dc: Option<DcId>,
+    /// The preferred rack of the local datacenter, if configured and known.
+    pub local_rack: Option<RackId>,
+    /// Per-node load (requests in flight, latency average) in `NodeIdx`
+    /// order, kept across rebuilds by host id; the session records its
+    /// attempts here and plans read it.
+    pub loads: Vec<Arc<NodeLoad>>,
     /// Fingerprint of the node numbering (host ids in `NodeIdx` order):
     /// tablet maps resolved against another layout are not used.
     pub layout: u64,
@@ -79,10 +85,25 @@ impl ClusterState {
         pool_config: &PoolConfig,
         metrics: &Arc<Metrics>,
         local_dc: Option<&str>,
+        local_rack: Option<&str>,
     ) -> ClusterState {
         let mut old: HashMap<Uuid, &Arc<Node>> = previous
             .map(|p| p.nodes.iter().map(|n| (n.host_id, n)).collect())
             .unwrap_or_default();
+        let mut old_loads: HashMap<Uuid, &Arc<NodeLoad>> = previous
+            .map(|p| {
+                p.nodes
+                    .iter()
+                    .zip(&p.loads)
+                    .map(|(n, l)| (n.host_id, l))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let loads = metadata
+            .nodes
+            .iter()
+            .map(|m| old_loads.remove(&m.host_id).cloned().unwrap_or_default())
+            .collect();
         let nodes: Vec<Arc<Node>> = metadata
             .nodes
             .iter()
@@ -114,6 +135,9 @@ impl ClusterState {
         let input =
             metadata.to_topology_input(&|host| by_host.get(host).and_then(|n| n.pool.sharder()));
         let routing = RoutingTable::build(&input);
+        let local_rack = local_dc
+            .zip(local_rack)
+            .and_then(|(dc, rack)| routing.rack_id(dc, rack));
         let local_dc = local_dc.and_then(|dc| routing.dc_id(dc));
         let host_index = nodes
             .iter()
@@ -126,6 +150,8 @@ impl ClusterState {
             routing,
             metadata,
             local_dc,
+            local_rack,
+            loads,
             layout,
             host_index,
         }
@@ -162,6 +188,7 @@ impl Cluster {
         pool_config: PoolConfig,
         metrics: Arc<Metrics>,
         local_dc: Option<String>,
+        local_rack: Option<String>,
         warmup: TabletWarmup,
     ) -> Cluster {
         let first = ClusterState::build(
@@ -170,6 +197,7 @@ impl Cluster {
             &pool_config,
             &metrics,
             local_dc.as_deref(),
+            local_rack.as_deref(),
         );
         let state = Arc::new(ArcSwap::from_pointee(first));
         let cancel = CancellationToken::new();
@@ -190,6 +218,7 @@ impl Cluster {
             pool_config,
             metrics,
             local_dc,
+            local_rack,
             tablets: tablets.clone(),
         };
         tokio::spawn(worker.run(
@@ -232,6 +261,7 @@ struct Worker {
     pool_config: PoolConfig,
     metrics: Arc<Metrics>,
     local_dc: Option<String>,
+    local_rack: Option<String>,
     tablets: Arc<TabletStore>,
 }
 
@@ -297,6 +327,7 @@ impl Worker {
             &self.pool_config,
             &self.metrics,
             self.local_dc.as_deref(),
+            self.local_rack.as_deref(),
         );
         let layout_changed = next.layout != previous.layout;
         let next = Arc::new(next);

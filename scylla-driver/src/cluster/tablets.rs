@@ -455,7 +455,14 @@ mod tests {
     async fn learn_reresolve_and_invalidate() {
         let metrics = Arc::new(Metrics::default());
         let config = PoolConfig::default();
-        let first = ClusterState::build(metadata(&[1, 2, 3], true), None, &config, &metrics, None);
+        let first = ClusterState::build(
+            metadata(&[1, 2, 3], true),
+            None,
+            &config,
+            &metrics,
+            None,
+            None,
+        );
         let swap = Arc::new(ArcSwap::from_pointee(first));
         let store = TabletStore::new(swap.clone(), metrics.clone());
         let slot = store.table("ks", "t");
@@ -497,8 +504,28 @@ mod tests {
             &config,
             &metrics,
             None,
+            None,
         );
         assert_ne!(next.layout, previous.layout);
+        // Per-node load follows its node (by host id) into the new numbering.
+        assert_eq!(next.loads.len(), 2);
+        assert!(Arc::ptr_eq(&next.loads[0], &previous.loads[0]));
+        assert!(Arc::ptr_eq(&next.loads[1], &previous.loads[2]));
+        // The local rack resolves within the local datacenter only.
+        let rack = |dc: Option<&str>, rack: Option<&str>| {
+            let s = ClusterState::build(
+                metadata(&[1, 3], true),
+                Some(&previous),
+                &config,
+                &metrics,
+                dc,
+                rack,
+            );
+            s.local_rack
+        };
+        assert!(rack(Some("dc1"), Some("r1")).is_some());
+        assert_eq!(rack(Some("dc1"), Some("r2")), None);
+        assert_eq!(rack(None, Some("r1")), None);
         let next = Arc::new(next);
         swap.store(next.clone());
         store.sync(&previous, &next);
@@ -524,6 +551,7 @@ mod tests {
             Some(&previous),
             &config,
             &metrics,
+            None,
             None,
         ));
         swap.store(next.clone());

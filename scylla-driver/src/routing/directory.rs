@@ -20,6 +20,15 @@ use super::topology::{NodeIdx, NodeInfo};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DcId(pub u32);
 
+/// A rack of one routing table: a (datacenter, rack) pair, by index (equal
+/// rack names in different datacenters are different racks). Resolve it with
+/// [`RoutingTable::rack_id`](super::RoutingTable::rack_id) once, then pass it
+/// to plans ([`Plan::with_local_rack`](super::Plan::with_local_rack)).
+///
+/// Ids are assigned in (datacenter, rack) name order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RackId(pub u32);
+
 /// Nodes by index: datacenter, rack, sharder; nodes grouped by datacenter.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Directory {
@@ -31,8 +40,8 @@ pub(crate) struct Directory {
     /// (datacenter, rack) pairs, so equal rack names in different
     /// datacenters are different racks.
     node_rack: Vec<u32>,
-    /// Number of distinct (datacenter, rack) pairs.
-    rack_count: usize,
+    /// The (datacenter, rack) names by rack id, sorted.
+    rack_names: Vec<(String, String)>,
     /// `sharders[n]`: how node `n` maps tokens to shards, if it shards.
     sharders: Vec<Option<Sharder>>,
     /// Every node once, grouped by datacenter (in `DcId` order), in index
@@ -87,7 +96,10 @@ impl Directory {
             dc_names: dcs.keys().map(|s| (*s).to_owned()).collect(),
             node_dc,
             node_rack,
-            rack_count: racks.len(),
+            rack_names: racks
+                .keys()
+                .map(|(d, r)| ((*d).to_owned(), (*r).to_owned()))
+                .collect(),
             sharders: nodes.iter().map(|n| n.sharder).collect(),
             dc_nodes,
             dc_spans,
@@ -109,7 +121,15 @@ impl Directory {
     /// Number of distinct (datacenter, rack) pairs.
     #[inline]
     pub(crate) fn rack_count(&self) -> usize {
-        self.rack_count
+        self.rack_names.len()
+    }
+
+    /// The id of rack `rack` of datacenter `dc`.
+    pub(crate) fn rack_id(&self, dc: &str, rack: &str) -> Option<RackId> {
+        self.rack_names
+            .binary_search_by(|(d, r)| (d.as_str(), r.as_str()).cmp(&(dc, rack)))
+            .ok()
+            .map(|i| RackId(i as u32))
     }
 
     /// The id of the datacenter named `name`.

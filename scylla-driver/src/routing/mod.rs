@@ -16,6 +16,9 @@
 //!   strategy (SimpleStrategy, NetworkTopologyStrategy, Everywhere).
 //! - [`plan`]: the allocation-free [`Plan`] iterator of [`Target`]s for one
 //!   request ([`RoutingRequest`]), with the cost model.
+//! - [`load`]: [`NodeLoad`], per-node requests in flight and latency
+//!   average, with which plans put a less loaded, faster replica first
+//!   ([`Plan::with_loads`]: two choices, never starving a node).
 //! - [`tablets`]: [`TabletMap`], the tablets of one tablet table (token
 //!   ranges with (node, shard) replicas), searched by binary search; plans
 //!   over a tablet's replicas come from [`RoutingTable::plan_tablet`].
@@ -49,6 +52,7 @@
 //! ```
 
 mod directory;
+pub mod load;
 pub mod plan;
 mod replicas;
 mod ring;
@@ -62,7 +66,8 @@ use std::collections::BTreeMap;
 use scylla_cql::sharding::Sharder;
 use scylla_cql::token::Token;
 
-pub use directory::DcId;
+pub use directory::{DcId, RackId};
+pub use load::{InFlight, NodeLoad};
 pub use plan::{Plan, RoutingRequest, Target};
 pub use tablets::{ResolvedTablets, Tablet, TabletMap, TabletReplicas, TabletTable};
 pub use topology::{NodeIdx, NodeInfo, ReplicationParseError, ReplicationStrategy, TopologyInput};
@@ -175,6 +180,12 @@ impl RoutingTable {
     /// The id of the datacenter named `name`.
     pub fn dc_id(&self, name: &str) -> Option<DcId> {
         self.dir.dc_id(name)
+    }
+
+    /// The id of rack `rack` in datacenter `dc` (for
+    /// [`Plan::with_local_rack`]).
+    pub fn rack_id(&self, dc: &str, rack: &str) -> Option<RackId> {
+        self.dir.rack_id(dc, rack)
     }
 
     /// The name of datacenter `dc`.

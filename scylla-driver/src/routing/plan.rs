@@ -13,6 +13,15 @@
 //! 3. The other nodes of the local datacenter, rotated by `seed`.
 //! 4. The other nodes of the remote datacenters, rotated by `seed`.
 //!
+//! With a local rack ([`Plan::with_local_rack`]), steps 1 and 3 each start
+//! with the nodes of that rack (rotated among themselves), then the rest of
+//! the local datacenter; LWT replicas keep their fixed order.
+//!
+//! With per-node load ([`Plan::with_loads`]), each step (but LWT replica
+//! steps) starts at the better of two of its candidates, by requests in
+//! flight and latency average, and goes on in rotation order from there:
+//! see [`load`](super::load) for the policy and why no node starves.
+//!
 //! No node is yielded twice, down nodes (per `is_up`) are never yielded, and
 //! with every node up each node is yielded exactly once. Without a local
 //! datacenter every node counts as local (steps 2 and 4 are empty). Without a
@@ -56,7 +65,10 @@
 use scylla_cql::sharding::Shard;
 use scylla_cql::token::Token;
 
-use super::directory::{DcId, Directory};
+use std::sync::Arc;
+
+use super::directory::{DcId, Directory, RackId};
+use super::load::{mix, NodeLoad, PROBE_EVERY};
 use super::replicas::ReplicaView;
 use super::topology::NodeIdx;
 use super::KeyspaceId;
@@ -90,10 +102,16 @@ pub struct Target {
 /// The steps of a plan, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
-    /// Not started: the first `next` enters `LocalReplicas`.
+    /// Not started: the first `next` enters `RackReplicas` or `LocalReplicas`.
     Start,
+    /// Local replicas in the local rack (with a local rack, not LWT).
+    RackReplicas,
+    /// Local replicas (outside the local rack, with one).
     LocalReplicas,
     RemoteReplicas,
+    /// Other nodes in the local rack (with a local rack).
+    RackOthers,
+    /// Other nodes of the local datacenter (outside the local rack, with one).
     LocalOthers,
     RemoteOthers,
     Done,
@@ -110,6 +128,16 @@ enum Filter {
     Remote,
     /// Nodes that are not replicas (fallback steps).
     NotReplica,
+}
+
+/// Which candidates of a step's walk qualify by rack (with a local rack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RackFilter {
+    Any,
+    /// In the local rack.
+    In,
+    /// Not in the local rack.
+    Out,
 }
 
 /// An iterator over the [`Target`]s of one request; see the
@@ -134,6 +162,15 @@ pub struct Plan<'a, F> {
     /// The local datacenter's range of `dir.dc_nodes()` (all of it without a
     /// local datacenter).
     local_nodes: (usize, usize),
+    /// The rack to prefer inside the local datacenter.
+    rack: Option<RackId>,
+    /// Per-node load by node index (empty: ignore load).
+    loads: &'a [Arc<NodeLoad>],
+    /// The rotation key: the seed's low 32 bits, or for a probe (a request
+    /// that ignores load) the number of the probe.
+    turn: u32,
+    /// This request ignores load (one in `PROBE_EVERY`).
+    probe: bool,
     step: Step,
     /// The current step walks `list` inside `hole` (`inside`) or around it,
     /// `pos` running over `0..len` and visiting candidate
@@ -142,6 +179,9 @@ pub struct Plan<'a, F> {
     hole: (usize, usize),
     inside: bool,
     filter: Filter,
+    rack_filter: RackFilter,
+    /// The current walk keeps its order (LWT replicas).
+    fixed: bool,
     start: usize,
     len: usize,
     pos: usize,
@@ -154,6 +194,8 @@ impl<F> std::fmt::Debug for Plan<'_, F> {
             .field("token", &self.token)
             .field("local_dc", &self.local_dc)
             .field("lwt", &self.lwt)
+            .field("rack", &self.rack)
+            .field("balanced", &!self.loads.is_empty())
             .field("step", &self.step)
             .field("pos", &self.pos)
             .finish_non_exhaustive()
@@ -189,11 +231,17 @@ where
             local_replicas: replicas.local,
             replica_shards: &[],
             local_nodes,
+            rack: None,
+            loads: &[],
+            turn: request.seed as u32,
+            probe: false,
             step: Step::Start,
             list: &[],
             hole: (0, 0),
             inside: true,
             filter: Filter::All,
+            rack_filter: RackFilter::Any,
+            fixed: false,
             start: 0,
             len: 0,
             pos: 0,
@@ -226,6 +274,31 @@ where
         plan
     }
 
+    /// Prefers the nodes of `rack` inside the local datacenter: the local
+    /// replicas in that rack come first (but for LWT, whose replicas keep
+    /// their fixed order), then the other local replicas; likewise for the
+    /// other nodes of the local datacenter. `None` changes nothing. Call it
+    /// before the first `next`.
+    #[must_use]
+    pub fn with_local_rack(mut self, rack: Option<RackId>) -> Self {
+        self.rack = rack;
+        self
+    }
+
+    /// Puts the less loaded, faster of two candidates first in each step,
+    /// with `loads[i]` the load of node `i` (an empty slice, or a node
+    /// without an entry, changes nothing); see [`load`](super::load). One
+    /// request in [`PROBE_EVERY`] by seed ignores the load, so that every
+    /// node keeps being tried. Call it before the first `next`.
+    #[must_use]
+    pub fn with_loads(mut self, loads: &'a [Arc<NodeLoad>]) -> Self {
+        self.loads = loads;
+        let seed = self.seed as u32;
+        self.probe = !loads.is_empty() && seed % PROBE_EVERY == 0;
+        self.turn = if self.probe { seed / PROBE_EVERY } else { seed };
+        self
+    }
+
     #[inline]
     fn is_local(&self, node: NodeIdx) -> bool {
         match self.local_dc {
@@ -234,14 +307,14 @@ where
         }
     }
 
-    /// `seed` reduced to a rotation in `0..count` (`count > 0`). A 32-bit
-    /// remainder: a counter seed still rotates through every value, and the
-    /// division is about half the cost of a 64-bit one. `count` is at most
-    /// the node count, which fits in `u32` (node indices are `u32`), so the
-    /// divisor is not zero.
+    /// The seed (its rotation key `turn`) reduced to a rotation in
+    /// `0..count` (`count > 0`). A 32-bit remainder: a counter seed still
+    /// rotates through every value, and the division is about half the cost
+    /// of a 64-bit one. `count` is at most the node count, which fits in
+    /// `u32` (node indices are `u32`), so the divisor is not zero.
     #[inline]
     fn rotation(&self, count: usize) -> usize {
-        (self.seed as u32 % count as u32) as usize
+        (self.turn % count as u32) as usize
     }
 
     /// Sets up a walk over `list` inside or around `hole`, rotated by the
@@ -259,6 +332,8 @@ where
         self.hole = hole;
         self.inside = inside;
         self.filter = filter;
+        self.rack_filter = RackFilter::Any;
+        self.fixed = fixed;
         self.len = if inside {
             width
         } else {
@@ -272,56 +347,95 @@ where
         };
     }
 
-    /// Sets up a walk over the whole replica list for the replicas that are
-    /// local (`want_local`) or remote, beginning at the k-th of them. Used
-    /// only when replicas are not grouped by datacenter.
-    fn scan_replicas(&mut self, want_local: bool) {
-        let filter = if want_local {
-            Filter::Local
-        } else {
-            Filter::Remote
-        };
-        self.walk(self.replicas, (0, 0), false, filter, true);
-        let count = self
-            .replicas
-            .iter()
-            .filter(|&&n| self.is_local(n) == want_local)
+    /// Sets up the walk over the local replicas, those in or out of the
+    /// local rack per `rack`.
+    fn local_replicas_walk(&mut self, rack: RackFilter) {
+        let (replicas, lwt) = (self.replicas, self.lwt);
+        match self.local_replicas {
+            Some(local) => {
+                self.walk(replicas, local, true, Filter::All, lwt);
+                self.filter_rack(rack);
+            }
+            None => {
+                self.walk(replicas, (0, 0), false, Filter::Local, lwt);
+                self.rack_filter = rack;
+                self.fair_start();
+            }
+        }
+    }
+
+    /// Restricts the current walk to the nodes in or out of the local rack.
+    fn filter_rack(&mut self, rack: RackFilter) {
+        if rack != RackFilter::Any {
+            self.rack_filter = rack;
+            self.fair_start();
+        }
+    }
+
+    /// For a walk whose candidates do not all qualify: starts at the k-th
+    /// qualifying candidate, `k` the rotation over their count (the first
+    /// one for a fixed walk), so each is first equally often. Used when
+    /// replicas are not grouped by datacenter, and for rack steps.
+    fn fair_start(&mut self) {
+        let count = (0..self.len)
+            .filter(|&i| self.candidate(i).is_some())
             .count();
         if count == 0 {
             self.len = 0;
             return;
         }
-        let k = if self.lwt { 0 } else { self.rotation(count) };
-        self.start = self
-            .replicas
-            .iter()
-            .enumerate()
-            .filter(|&(_, &n)| self.is_local(n) == want_local)
+        let k = if self.fixed { 0 } else { self.rotation(count) };
+        self.start = (0..self.len)
+            .filter(|&i| self.candidate(i).is_some())
             .nth(k)
-            .map_or(0, |(i, _)| i);
+            .unwrap_or(0);
     }
 
     /// Moves to the step after the current one and sets up its walk.
     fn advance(&mut self) {
         let all = self.dir.dc_nodes();
         let (replicas, lwt, nodes) = (self.replicas, self.lwt, self.local_nodes);
+        let rack_others = self.rack.is_some();
+        let rack_replicas = rack_others && !lwt;
+        let (local_replicas_rack, local_others_rack) = (
+            if rack_replicas {
+                RackFilter::Out
+            } else {
+                RackFilter::Any
+            },
+            if rack_others {
+                RackFilter::Out
+            } else {
+                RackFilter::Any
+            },
+        );
         self.step = match self.step {
-            Step::Start => {
-                match self.local_replicas {
-                    Some(local) => self.walk(replicas, local, true, Filter::All, lwt),
-                    None => self.scan_replicas(true),
-                }
+            Step::Start if rack_replicas => {
+                self.local_replicas_walk(RackFilter::In);
+                Step::RackReplicas
+            }
+            Step::Start | Step::RackReplicas => {
+                self.local_replicas_walk(local_replicas_rack);
                 Step::LocalReplicas
             }
             Step::LocalReplicas if self.local_dc.is_some() => {
                 match self.local_replicas {
                     Some(local) => self.walk(replicas, local, false, Filter::All, lwt),
-                    None => self.scan_replicas(false),
+                    None => {
+                        self.walk(replicas, (0, 0), false, Filter::Remote, lwt);
+                        self.fair_start();
+                    }
                 }
                 Step::RemoteReplicas
             }
-            Step::LocalReplicas | Step::RemoteReplicas => {
+            Step::LocalReplicas | Step::RemoteReplicas if rack_others => {
                 self.walk(all, nodes, true, Filter::NotReplica, false);
+                self.filter_rack(RackFilter::In);
+                Step::RackOthers
+            }
+            Step::LocalReplicas | Step::RemoteReplicas | Step::RackOthers => {
+                self.walk(all, nodes, true, Filter::NotReplica, false);
+                self.filter_rack(local_others_rack);
                 Step::LocalOthers
             }
             Step::LocalOthers if self.local_dc.is_some() => {
@@ -333,6 +447,47 @@ where
                 Step::Done
             }
         };
+        self.balance();
+    }
+
+    /// Power of two choices (see [`load`](super::load)): between the
+    /// candidate the rotation puts first and a pseudo-random other one, both
+    /// up, starts the walk at the one that promises the faster answer. The
+    /// walk still visits every position once.
+    fn balance(&mut self) {
+        if self.loads.is_empty() || self.probe || self.fixed || self.len < 2 {
+            return;
+        }
+        let Some((_, a)) = self.first_up_from(self.start) else {
+            return;
+        };
+        let offset = 1 + (mix(self.seed) % (self.len as u64 - 1)) as usize;
+        let mut from = self.start + offset;
+        if from >= self.len {
+            from -= self.len;
+        }
+        let Some((b_pos, b)) = self.first_up_from(from) else {
+            return;
+        };
+        if let (Some(load_a), Some(load_b)) = (self.loads.get(a.index()), self.loads.get(b.index()))
+        {
+            if a != b && load_b.better_than(load_a) {
+                self.start = b_pos;
+            }
+        }
+    }
+
+    /// The first qualifying, up candidate of the current walk at or after
+    /// walk position `from` (wrapping), with its position.
+    fn first_up_from(&self, from: usize) -> Option<(usize, NodeIdx)> {
+        (0..self.len).find_map(|k| {
+            let mut i = from + k;
+            if i >= self.len {
+                i -= self.len;
+            }
+            let (_, node) = self.candidate(i)?;
+            (self.is_up)(node).then_some((i, node))
+        })
     }
 
     /// The `i`-th candidate of the current walk, if it qualifies (apart from
@@ -354,13 +509,21 @@ where
             Filter::Remote => !self.is_local(node),
             Filter::NotReplica => !self.replicas.contains(&node),
         };
-        qualifies.then_some((index, node))
+        let rack_ok = match self.rack_filter {
+            RackFilter::Any => true,
+            RackFilter::In => self.dir.rack_of(node) == self.rack.map(|r| r.0),
+            RackFilter::Out => self.dir.rack_of(node) != self.rack.map(|r| r.0),
+        };
+        (qualifies && rack_ok).then_some((index, node))
     }
 
     /// The target for `node`, found at `index` of the current walk's list.
     #[inline]
     fn target(&self, index: usize, node: NodeIdx) -> Target {
-        let in_replicas = matches!(self.step, Step::LocalReplicas | Step::RemoteReplicas);
+        let in_replicas = matches!(
+            self.step,
+            Step::RackReplicas | Step::LocalReplicas | Step::RemoteReplicas
+        );
         if in_replicas && !self.replica_shards.is_empty() {
             return Target {
                 node,
@@ -420,8 +583,9 @@ mod tests {
     #[test]
     fn plan_is_small() {
         // A plan is a handful of words: worth keeping an eye on, since it
-        // lives on the stack of every request.
+        // lives on the stack of every request (216 bytes with the rack and
+        // load preferences).
         let size = std::mem::size_of::<Plan<'static, fn(NodeIdx) -> bool>>();
-        assert!(size <= 192, "Plan is {size} bytes");
+        assert!(size <= 224, "Plan is {size} bytes");
     }
 }

@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::num::NonZeroU16;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use scylla_cql::sharding::Sharder;
@@ -487,11 +489,19 @@ fn check_replicas(case: &Case, s: &ReplicationStrategy, got: &[NodeIdx], table: 
     }
 }
 
-/// Plan properties for one request.
-fn check_plan(case: &Case, table: &RoutingTable, request: &RoutingRequest, replicas: &[NodeIdx]) {
+/// Plan properties for one request, whose plan balances by `loads` (empty:
+/// not at all). Balancing only moves where each step starts, so every
+/// property of the plain plan holds.
+fn check_plan(
+    case: &Case,
+    table: &RoutingTable,
+    request: &RoutingRequest,
+    replicas: &[NodeIdx],
+    loads: &[Arc<NodeLoad>],
+) {
     let nodes = &case.input.nodes;
     let up = |n: NodeIdx| case.up[n.index()];
-    let plan: Vec<Target> = table.plan(request, &up).collect();
+    let plan: Vec<Target> = table.plan(request, &up).with_loads(loads).collect();
     let yielded: Vec<NodeIdx> = plan.iter().map(|t| t.node).collect();
     let set: BTreeSet<NodeIdx> = yielded.iter().copied().collect();
     assert_eq!(set.len(), yielded.len(), "a node twice: {yielded:?}");
@@ -500,7 +510,7 @@ fn check_plan(case: &Case, table: &RoutingTable, request: &RoutingRequest, repli
         .filter(|&n| up(n))
         .collect();
     assert_eq!(set, all_up_nodes, "yields exactly the up nodes");
-    let everyone = table.plan(request, &all_up).count();
+    let everyone = table.plan(request, &all_up).with_loads(loads).count();
     assert_eq!(everyone, nodes.len());
 
     for t in &plan {
@@ -583,12 +593,12 @@ proptest! {
                 local_dc,
                 seed: case.seed,
             };
-            check_plan(&case, &table, &request, got);
+            check_plan(&case, &table, &request, got, &[]);
         }
         // No routing information: only the round robin.
         for token in [None, Some(Token(case.token))] {
             let request = RoutingRequest { token, local_dc, seed: case.seed, ..Default::default() };
-            check_plan(&case, &table, &request, &[]);
+            check_plan(&case, &table, &request, &[], &[]);
         }
     }
 }
@@ -682,5 +692,256 @@ mod tablet_plans {
                 prop_assert_eq!(got, want);
             }
         }
+    }
+}
+
+/// Plans with a preferred rack and with per-node load: still a permutation of
+/// the plain plan's targets in the same steps, the rack's nodes first within
+/// the local datacenter, and every candidate of the first step first now and
+/// then however loaded it is.
+mod preferences {
+    use super::*;
+    use crate::routing::load::{PROBE_EVERY, WARM_UP};
+
+    /// Per node: requests in flight, and a latency sample in µs, if any.
+    fn arb_loads() -> impl Strategy<Value = Vec<(u32, Option<u64>)>> {
+        proptest::collection::vec(
+            (
+                0u32..20,
+                proptest::option::of(prop_oneof![1u64..100, 100u64..50_000]),
+            ),
+            12,
+        )
+    }
+
+    fn loads_of(spec: &[(u32, Option<u64>)]) -> (Vec<Arc<NodeLoad>>, Vec<InFlight<'static>>) {
+        let loads: Vec<Arc<NodeLoad>> = spec
+            .iter()
+            .map(|&(_, us)| {
+                let l = NodeLoad::new();
+                if let Some(us) = us {
+                    for _ in 0..WARM_UP {
+                        l.record(Duration::from_micros(us));
+                    }
+                }
+                Arc::new(l)
+            })
+            .collect();
+        // The guards hold the requests in flight; leaked loads outlive them
+        // (a test's few bytes).
+        let leaked: &'static [Arc<NodeLoad>] = Box::leak(loads.clone().into_boxed_slice());
+        let guards = spec
+            .iter()
+            .zip(leaked)
+            .flat_map(|(&(n, _), l)| (0..n).map(move |_| l.start(Instant::now())))
+            .collect();
+        (loads, guards)
+    }
+
+    /// The requests of a case: each keyspace with the token, and no keyspace
+    /// with and without the token.
+    fn requests(case: &Case, table: &RoutingTable) -> Vec<(RoutingRequest, Vec<NodeIdx>)> {
+        let local_dc = case.local_dc.as_deref().and_then(|d| table.dc_id(d));
+        let mut out: Vec<(RoutingRequest, Vec<NodeIdx>)> = case
+            .input
+            .keyspaces
+            .keys()
+            .map(|name| {
+                let ks = table.keyspace_id(name).unwrap();
+                let request = RoutingRequest {
+                    keyspace: Some(ks),
+                    token: Some(Token(case.token)),
+                    lwt: case.lwt,
+                    local_dc,
+                    seed: case.seed,
+                };
+                (request, table.replicas(ks, Token(case.token)).to_vec())
+            })
+            .collect();
+        for token in [None, Some(Token(case.token))] {
+            let request = RoutingRequest {
+                token,
+                local_dc,
+                seed: case.seed,
+                ..Default::default()
+            };
+            out.push((request, Vec::new()));
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn balanced_plans_keep_every_plan_invariant(case in arb_case(), spec in arb_loads()) {
+            let table = RoutingTable::build(&case.input);
+            let (loads, _guards) = loads_of(&spec);
+            for (request, replicas) in requests(&case, &table) {
+                check_plan(&case, &table, &request, &replicas, &loads);
+                // Also on probe seeds, and whatever the seed.
+                for seed in [0, u64::from(PROBE_EVERY) * 7, case.seed ^ 1] {
+                    let request = RoutingRequest { seed, ..request };
+                    check_plan(&case, &table, &request, &replicas, &loads);
+                }
+            }
+        }
+
+        #[test]
+        fn every_candidate_is_first_now_and_then(
+            case in arb_case(),
+            spec in arb_loads(),
+            start in 0u32..(u32::MAX - PROBE_EVERY * 16),
+        ) {
+            let table = RoutingTable::build(&case.input);
+            let (loads, _guards) = loads_of(&spec);
+            let up = |n: NodeIdx| case.up[n.index()];
+            let n = case.input.nodes.len() as u64;
+            for (request, _) in requests(&case, &table) {
+                let first = |seed: u64, loads: &[Arc<NodeLoad>]| {
+                    table.plan(&RoutingRequest { seed, ..request }, &up).with_loads(loads).next()
+                };
+                // A window of consecutive seeds, as a session uses them.
+                let base = (case.seed & !u64::from(u32::MAX)) | u64::from(start);
+                let window = base..base + u64::from(PROBE_EVERY) * n;
+                let plain: BTreeSet<NodeIdx> =
+                    window.clone().filter_map(|s| first(s, &[])).map(|t| t.node).collect();
+                let balanced: BTreeSet<NodeIdx> =
+                    window.filter_map(|s| first(s, &loads)).map(|t| t.node).collect();
+                prop_assert_eq!(balanced, plain);
+            }
+        }
+
+        #[test]
+        fn the_local_rack_comes_first(case in arb_case(), rack in 0usize..4, spec in arb_loads()) {
+            let table = RoutingTable::build(&case.input);
+            let nodes = &case.input.nodes;
+            let Some(dc) = case.local_dc.clone() else { return Ok(()) };
+            let rack_name = format!("r{rack}");
+            let rack_id = table.rack_id(&dc, &rack_name);
+            prop_assert_eq!(
+                rack_id.is_some(),
+                nodes.iter().any(|n| n.datacenter == dc && n.rack == rack_name)
+            );
+            let (loads, _guards) = loads_of(&spec);
+            let up = |n: NodeIdx| case.up[n.index()];
+            let in_dc = |n: NodeIdx| nodes[n.index()].datacenter == dc;
+            let in_rack = |n: NodeIdx| in_dc(n) && nodes[n.index()].rack == rack_name;
+            for (request, replicas) in requests(&case, &table) {
+                for loads in [&loads[..], &[]] {
+                    let plain: Vec<NodeIdx> =
+                        table.plan(&request, &up).map(|t| t.node).collect();
+                    let got: Vec<NodeIdx> = table
+                        .plan(&request, &up)
+                        .with_local_rack(rack_id)
+                        .with_loads(loads)
+                        .map(|t| t.node)
+                        .collect();
+                    let mut a = plain.clone();
+                    let mut b = got.clone();
+                    a.sort_unstable();
+                    b.sort_unstable();
+                    prop_assert_eq!(a, b, "not a permutation");
+                    // Local replicas, then remote replicas, then the rest, as
+                    // in the plain plan; the rack first within the local parts.
+                    let local_replicas =
+                        replicas.iter().filter(|&&n| in_dc(n) && up(n)).count();
+                    let replica_count = replicas.iter().filter(|&&n| up(n)).count();
+                    let sets = |v: &[NodeIdx]| v.iter().copied().collect::<BTreeSet<_>>();
+                    prop_assert_eq!(sets(&got[..local_replicas]), sets(&plain[..local_replicas]));
+                    prop_assert_eq!(sets(&got[..replica_count]), sets(&plain[..replica_count]));
+                    let rack_first = |part: &[NodeIdx]| {
+                        let k = part.iter().filter(|&&n| in_rack(n)).count();
+                        part[..k].iter().all(|&n| in_rack(n))
+                    };
+                    if request.lwt {
+                        prop_assert_eq!(&got[..local_replicas], &plain[..local_replicas]);
+                    } else {
+                        prop_assert!(rack_first(&got[..local_replicas]), "{:?}", got);
+                    }
+                    let rest = &got[replica_count..];
+                    let local_rest = rest.iter().filter(|&&n| in_dc(n)).count();
+                    prop_assert!(rest[..local_rest].iter().all(|&n| in_dc(n)));
+                    prop_assert!(rack_first(&rest[..local_rest]), "{:?}", got);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_slow_replica_is_first_only_on_probes() {
+        let table = RoutingTable::build(&input(
+            vec![
+                node("dc1", "r1", &[-100]),
+                node("dc1", "r1", &[0]),
+                node("dc1", "r1", &[100]),
+            ],
+            &[("rf3", ReplicationStrategy::Simple { rf: 3 })],
+        ));
+        let ks = table.keyspace_id("rf3").unwrap();
+        let loads: Vec<Arc<NodeLoad>> = (0..3).map(|_| Arc::new(NodeLoad::new())).collect();
+        for _ in 0..WARM_UP {
+            loads[0].record(Duration::from_millis(20));
+            loads[1].record(Duration::from_micros(300));
+            loads[2].record(Duration::from_micros(300));
+        }
+        let requests = u64::from(PROBE_EVERY) * 30;
+        let mut first = [0u64; 3];
+        for seed in 1000..1000 + requests {
+            let request = RoutingRequest {
+                keyspace: Some(ks),
+                token: Some(Token(1)),
+                seed,
+                ..Default::default()
+            };
+            let t = table
+                .plan(&request, &all_up)
+                .with_loads(&loads)
+                .next()
+                .unwrap();
+            first[t.node.index()] += 1;
+        }
+        // Probes: 1 in PROBE_EVERY requests, a third of them on node 0.
+        assert_eq!(first[0], requests / u64::from(PROBE_EVERY) / 3, "{first:?}");
+        // The fast two share the rest about evenly.
+        let (a, b) = (first[1] as f64, first[2] as f64);
+        assert!((a / b - 1.0).abs() < 0.2, "{first:?}");
+
+        // Equal loads: the plain rotation, every node first a third of the time.
+        let equal: Vec<Arc<NodeLoad>> = (0..3).map(|_| Arc::new(NodeLoad::new())).collect();
+        let mut first = [0u64; 3];
+        for seed in 0..300 {
+            let request = RoutingRequest {
+                keyspace: Some(ks),
+                token: Some(Token(1)),
+                seed,
+                ..Default::default()
+            };
+            let t = table
+                .plan(&request, &all_up)
+                .with_loads(&equal)
+                .next()
+                .unwrap();
+            first[t.node.index()] += 1;
+        }
+        assert_eq!(first, [100, 100, 100]);
+    }
+
+    #[test]
+    fn rack_ids_are_per_datacenter() {
+        let table = RoutingTable::build(&input(
+            vec![
+                node("dc1", "r1", &[0]),
+                node("dc2", "r1", &[10]),
+                node("dc1", "r2", &[20]),
+            ],
+            &[],
+        ));
+        let a = table.rack_id("dc1", "r1").unwrap();
+        let b = table.rack_id("dc2", "r1").unwrap();
+        assert_ne!(a, b);
+        assert!(table.rack_id("dc1", "r2").is_some());
+        assert_eq!(table.rack_id("dc2", "r2"), None);
+        assert_eq!(table.rack_id("dc3", "r1"), None);
     }
 }

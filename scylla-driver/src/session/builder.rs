@@ -46,6 +46,14 @@ pub struct SessionConfig {
     pub page_size: i32,
     /// The datacenter to prefer.
     pub local_datacenter: Option<String>,
+    /// The rack to prefer inside the local datacenter (needs
+    /// `local_datacenter`): its replicas first, then the rest of the local
+    /// datacenter.
+    pub local_rack: Option<String>,
+    /// Put the less loaded, faster of two replicas first (requests in
+    /// flight, latency average), so slow replicas get fewer requests without
+    /// being starved; see [`routing::load`](crate::routing::load). Default: on.
+    pub latency_aware_routing: bool,
     /// What to do when an attempt fails.
     pub retry_policy: Arc<dyn RetryPolicy>,
     /// Speculative execution of idempotent statements.
@@ -98,6 +106,8 @@ impl Default for SessionConfig {
             request_timeout: Duration::from_secs(12),
             page_size: 5000,
             local_datacenter: None,
+            local_rack: None,
+            latency_aware_routing: true,
             retry_policy: Arc::new(DefaultRetryPolicy),
             speculative: None,
             schema_agreement_timeout: Duration::from_secs(10),
@@ -284,6 +294,25 @@ impl SessionBuilder {
     #[must_use]
     pub fn local_datacenter(mut self, dc: impl Into<String>) -> Self {
         self.config.local_datacenter = Some(dc.into());
+        self
+    }
+
+    /// The rack to prefer inside the local datacenter (set with
+    /// [`local_datacenter`](Self::local_datacenter); ignored without it):
+    /// replicas in this rack come first, then the other replicas of the
+    /// local datacenter; likewise for the other nodes.
+    #[must_use]
+    pub fn local_rack(mut self, rack: impl Into<String>) -> Self {
+        self.config.local_rack = Some(rack.into());
+        self
+    }
+
+    /// Whether plans put the less loaded, faster of two replicas first
+    /// (default: on). Off, replicas take turns whatever their latency. See
+    /// [`routing::load`](crate::routing::load).
+    #[must_use]
+    pub fn latency_aware_routing(mut self, on: bool) -> Self {
+        self.config.latency_aware_routing = on;
         self
     }
 
@@ -479,6 +508,7 @@ impl SessionBuilder {
             config.pool.clone(),
             metrics.clone(),
             config.local_datacenter.clone(),
+            config.local_rack.clone(),
             config.tablet_warmup,
         );
         let missing = cluster.wait_for_pools(config.initial_connect_timeout).await;

@@ -233,6 +233,13 @@ async fn run_in_span(
         },
         _ => state.routing.plan(&request, &is_up),
     };
+    // Replicas in the local rack first; the less loaded, faster of two
+    // first (attempts record their load in `state.loads`, see below).
+    let loads: &[_] = match inner.config.latency_aware_routing {
+        true => &state.loads,
+        false => &[],
+    };
+    let plan = plan.with_local_rack(state.local_rack).with_loads(loads);
     let plan = Mutex::new(plan);
     let next_target = || plan.lock().unwrap_or_else(|e| e.into_inner()).next();
 
@@ -387,6 +394,8 @@ async fn attempt_chain(
         if now >= deadline {
             return Err(ExecutionError::timeout(opts.timeout, attempts));
         }
+        // The node's requests in flight and latency average, for plans.
+        let _load = state.loads.get(t.node.index()).map(|l| l.start(now));
         // The keyspace switch, the attempt, and a re-preparation within it
         // all share the request's deadline.
         let outcome = match inner.ensure_keyspace(&conn, deadline).await {
