@@ -17,9 +17,11 @@
 //!   its requests in flight only. After that a sample counts as at most 3
 //!   times the average: one stall (the client descheduled, say) moves
 //!   the average by at most 1/4, which does not push a node out, while a
-//!   node that stays slow is passed over from its second slow answer on. Attempts that fail count with the time they
-//!   took, abandoned ones with the time until they were abandoned (a lower
-//!   bound of the node's latency).
+//!   node that stays slow is passed over from its second slow answer on. Answers
+//!   of any kind and timeouts count with the time they took, abandoned
+//!   attempts with the time until they were abandoned (a lower bound of the
+//!   node's latency); attempts whose connection failed do not count (a node
+//!   going down would otherwise look fast, or slow after its restart).
 //!
 //! # The policy: power of two choices
 //! When a plan ([`Plan::with_loads`](super::Plan::with_loads)) starts a step
@@ -82,8 +84,14 @@ const STALE_RATIO: u64 = 4;
 /// Milliseconds since the first call in this process, truncated to 32 bits
 /// (only differences are used, with wrapping arithmetic).
 fn clock_ms() -> u32 {
+    ms_at(Instant::now())
+}
+
+/// [`clock_ms`] at a time already read.
+fn ms_at(now: Instant) -> u32 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u32
+    now.saturating_duration_since(*EPOCH.get_or_init(Instant::now))
+        .as_millis() as u32
 }
 
 /// The least weight of a new sample in the average, in 1/1024 (1/8).
@@ -134,6 +142,7 @@ impl NodeLoad {
         InFlight {
             load: self,
             started,
+            ended: false,
         }
     }
 
@@ -159,10 +168,15 @@ impl NodeLoad {
 
     /// Adds one latency sample (clamped to 1 µs ..= 71 minutes).
     pub fn record(&self, latency: Duration) {
+        self.record_at(latency, Instant::now());
+    }
+
+    /// [`record`](Self::record) with the current time already read.
+    fn record_at(&self, latency: Duration, at: Instant) {
         let sample = u64::try_from(latency.as_micros())
             .unwrap_or(u64::MAX)
             .clamp(1, u64::from(u32::MAX));
-        let now = clock_ms();
+        let now = ms_at(at);
         // Counted apart from the average: racing updates may keep the minimum
         // for a sample more or less, which does not matter.
         let warming = self.samples.load(Ordering::Relaxed) < WARM_UP;
@@ -221,19 +235,46 @@ impl NodeLoad {
     }
 }
 
-/// One attempt in flight to a node (see [`NodeLoad::start`]). Dropping it
-/// ends the attempt and records its latency.
+/// One attempt in flight to a node (see [`NodeLoad::start`]). It ends with
+/// [`finish`](Self::finish) (an answer: its latency is recorded),
+/// [`discard`](Self::discard) (the connection failed: nothing about the
+/// node's latency is learnt), or by being dropped (the attempt was abandoned:
+/// the time until then is recorded, a lower bound of the node's latency).
 #[derive(Debug)]
 #[must_use = "the attempt ends when the guard drops"]
 pub struct InFlight<'a> {
     load: &'a NodeLoad,
     started: Instant,
+    ended: bool,
+}
+
+impl InFlight<'_> {
+    /// The node answered at `now` (an answer of any kind, or a timeout):
+    /// records the attempt's latency.
+    #[inline]
+    pub fn finish(mut self, now: Instant) {
+        self.ended = true;
+        self.load.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.load
+            .record_at(now.saturating_duration_since(self.started), now);
+    }
+
+    /// The attempt failed without telling anything about the node's latency
+    /// (a broken or refused connection: a node that went down must not look
+    /// fast, nor slow once it is back).
+    #[inline]
+    pub fn discard(mut self) {
+        self.ended = true;
+        self.load.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.load.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.load.record(self.started.elapsed());
+        if !self.ended {
+            self.load.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.load.record(self.started.elapsed());
+        }
     }
 }
 

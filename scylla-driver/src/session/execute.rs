@@ -161,6 +161,8 @@ pub(crate) fn params_at<'p>(p: &'p QueryParameters<'_>, c: Consistency) -> Query
 pub(crate) struct Answer {
     pub(crate) frame: ResponseFrame,
     pub(crate) node: SocketAddr,
+    /// When the answer arrived (the attempt's last clock reading).
+    pub(crate) finished: Instant,
 }
 
 pub(crate) async fn run(
@@ -270,7 +272,11 @@ async fn run_in_span(
             .await
         }
     };
-    let latency = started.elapsed();
+    let finished = match &result {
+        Ok(answer) => answer.finished,
+        Err(_) => Instant::now(),
+    };
+    let latency = finished.saturating_duration_since(started);
     inner.metrics.latency.record(latency);
     record::request_finished(result.is_ok(), latency);
     if let Err(e) = &result {
@@ -395,7 +401,7 @@ async fn attempt_chain(
             return Err(ExecutionError::timeout(opts.timeout, attempts));
         }
         // The node's requests in flight and latency average, for plans.
-        let _load = state.loads.get(t.node.index()).map(|l| l.start(now));
+        let load = state.loads.get(t.node.index()).map(|l| l.start(now));
         // The keyspace switch, the attempt, and a re-preparation within it
         // all share the request's deadline.
         let outcome = match inner.ensure_keyspace(&conn, deadline).await {
@@ -403,6 +409,17 @@ async fn attempt_chain(
             Err(ExecutionError::Connection { error, .. }) => Err(Failed::Request(error)),
             Err(e) => Err(Failed::Fatal(e)),
         };
+        // One clock reading ends the attempt: its latency (when the node
+        // answered or timed out) and, on success, the request's.
+        let finished = Instant::now();
+        if let Some(load) = load {
+            match &outcome {
+                Ok(_) | Err(Failed::Request(crate::connection::RequestError::Timeout(_))) => {
+                    load.finish(finished)
+                }
+                Err(_) => load.discard(),
+            }
+        }
         let ctx = RetryContext {
             idempotent: opts.idempotent,
             retries,
@@ -417,6 +434,7 @@ async fn attempt_chain(
                     return Ok(Answer {
                         frame,
                         node: node.address,
+                        finished,
                     });
                 };
                 tracing::debug!(node = %node.address, error = %e, "attempt failed");
@@ -435,8 +453,7 @@ async fn attempt_chain(
             }
             Err(Failed::Request(e)) => {
                 tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                if matches!(e, crate::connection::RequestError::Timeout(_))
-                    && Instant::now() >= deadline
+                if matches!(e, crate::connection::RequestError::Timeout(_)) && finished >= deadline
                 {
                     attempts.push(Attempt {
                         node: node.address,
