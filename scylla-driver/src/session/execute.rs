@@ -602,6 +602,25 @@ async fn attempt(
     let Some(again) = msg.reprepare(statement_id) else {
         return Ok(frame);
     };
+    // Boxed: the re-preparation is rare, and inline its futures would
+    // make every attempt's future larger (it is moved at each await layer).
+    Box::pin(reprepare_and_retry(conn, again, &body, deadline, tracing)).await
+}
+
+/// The node did not know the statement: prepares it there again (within the
+/// request's deadline, untraced) and sends the request once more.
+async fn reprepare_and_retry(
+    conn: &Connection,
+    again: Reprepare<'_>,
+    body: &AtConsistency<'_>,
+    deadline: Instant,
+    tracing: bool,
+) -> Result<ResponseFrame, Failed> {
+    let until_deadline = |now: Instant| RequestOptions {
+        timeout: Some(deadline.saturating_duration_since(now)),
+        tracing,
+        custom_payload: None,
+    };
     tracing::debug!(peer = %conn.info().peer, "statement unknown to the node; preparing it again");
     let prepare = Prepare {
         query: again.text.into(),
@@ -635,7 +654,7 @@ async fn attempt(
         }
     }
     let now = Instant::now();
-    conn.request_at(&body, &until_deadline(now), now)
+    conn.request_at(body, &until_deadline(now), now)
         .await
         .map_err(request_error)
 }

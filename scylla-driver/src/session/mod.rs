@@ -295,7 +295,11 @@ impl SessionInner {
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
                 self.forget_dropped_tablets(&change);
-                self.after_schema_change(Some(answer.node))
+                // Boxed: the agreement wait is a large future, and held
+                // inline it would make every request's future (moved and
+                // copied at each await layer) that much larger; a schema
+                // change can afford the allocation.
+                Box::pin(self.after_schema_change(Some(answer.node)))
                     .await
                     .map_err(ExecutionError::SchemaAgreement)?;
             }
