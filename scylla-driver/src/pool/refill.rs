@@ -310,12 +310,13 @@ async fn fill_missing(
     rng: &mut fastrand::Rng,
     coverage: &mut Coverage,
 ) -> Round {
-    let deficit = missing(inner, slots);
-    if deficit.is_empty() {
-        return Round::Complete;
-    }
     let want = inner.config.connections_per_shard.max(1);
     let target = slots.shards.len() * want;
+    let deficit = missing(inner, slots);
+    if deficit.is_empty() {
+        trim_surplus(inner, slots, want, target);
+        return Round::Complete;
+    }
     let sharding = slots.sharding.clone();
     let tls = inner.config.connection.uses_tls();
     let shard_aware = sharding.as_ref().and_then(|s| {
@@ -396,7 +397,18 @@ async fn fill_missing(
     }
 
     let mut progress = false;
+    let mut covered_new = false;
     let mut failed = false;
+    // Background attempts that land on a covered shard are kept too, up to a
+    // few beyond the wanted total: each raises its shard's load, so the
+    // node's least-loaded choice moves on to other shards for the next
+    // attempts (of this client and others) instead of handing everyone the
+    // same shard again.
+    let room = if background {
+        target + surplus_bound(slots.shards.len())
+    } else {
+        target
+    };
     while let Some(joined) = set.join_next().await {
         let Ok(opened) = joined else {
             failed = true;
@@ -415,15 +427,17 @@ async fn fill_missing(
                     conn.close();
                     continue;
                 };
-                if held < want || total < target {
-                    // A missing slot, or (while fewer than wanted are open)
-                    // extra capacity on a covered shard.
+                let covers = held < want;
+                if covers || total < room {
+                    // A missing slot, or extra capacity on a covered shard
+                    // (while fewer than `room` are open).
                     watch_close(inner, &conn);
                     if let Some(s) = slots.shards.get_mut(landed as usize) {
                         s.push(Held { conn, lease });
                     }
                     progress = true;
-                    if held < want && total >= target {
+                    covered_new |= covers;
+                    if covers && total >= target {
                         retire_surplus(inner, slots, want);
                     }
                 } else {
@@ -442,7 +456,7 @@ async fn fill_missing(
         // Filling: the first background attempt waits one interval.
         coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, rng);
     }
-    if background && !progress {
+    if background && !covered_new {
         // Missed: the other port next time. The regular port gives every
         // client the same least loaded shard (ties: the lowest), so many
         // clients behind a NAT miss there; one client alone hits its missing
@@ -450,6 +464,7 @@ async fn fill_missing(
         coverage.via_regular = !coverage.via_regular;
     }
     if missing(inner, slots).is_empty() {
+        trim_surplus(inner, slots, want, target);
         Round::Complete
     } else if failed {
         Round::Failed
@@ -472,6 +487,22 @@ struct Coverage {
     via_regular: bool,
 }
 
+/// Most connections a pool keeps beyond its wanted total while covering
+/// shards in the background: a quarter of the shards, at least one.
+fn surplus_bound(shards: usize) -> usize {
+    (shards / 4).max(1)
+}
+
+/// Every shard is covered: retires what the pool holds beyond its wanted
+/// total.
+fn trim_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, target: usize) {
+    while slots.total() > target {
+        if !retire_surplus(inner, slots, want) {
+            return;
+        }
+    }
+}
+
 /// A delay uniformly drawn from `[interval / 2, 3 * interval / 2)`: pools
 /// that filled at the same moment do not try to cover shards in step.
 fn coverage_delay(interval: Duration, rng: &mut fastrand::Rng) -> Duration {
@@ -490,7 +521,7 @@ fn note_shed(inner: &PoolInner, e: &ConnectionError) {
 /// A connection just covered a missing shard and the pool holds more than it
 /// wants: closes one connection of the shard with the most (beyond
 /// `want`), once the requests already on it are done.
-fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize) {
+fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize) -> bool {
     let Some(shard) = slots
         .shards
         .iter()
@@ -499,10 +530,10 @@ fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize) {
         .max_by_key(|(_, held)| held.len())
         .map(|(i, _)| i)
     else {
-        return;
+        return false;
     };
     let Some(held) = slots.shards.get_mut(shard).and_then(Vec::pop) else {
-        return;
+        return false;
     };
     Metrics::inc(&inner.metrics.surplus_connections_retired);
     tracing::debug!(node = %inner.addr, shard, "retiring a surplus connection");
@@ -525,6 +556,7 @@ fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize) {
         held.conn.close();
         drop(held.lease);
     });
+    true
 }
 
 /// How long a retired connection stays open before its drain starts.
