@@ -39,7 +39,7 @@ fn config() -> PoolConfig {
             Duration::from_millis(500),
         )),
         reconnect_spread: Duration::from_millis(200),
-        coverage_interval: Duration::from_millis(300),
+        coverage_interval: Duration::from_secs(1),
         ..PoolConfig::default()
     }
 }

@@ -428,7 +428,18 @@ async fn fill_missing(
                     continue;
                 };
                 let covers = held < want;
-                if covers || total < room {
+                if background && !covers && total >= room {
+                    // At the bound: rotate, keeping the new connection and
+                    // retiring an older surplus one elsewhere. Closing the
+                    // new one would hand its shard's slot straight back, and
+                    // the node would give the next attempt (of anyone) the
+                    // same shard: coverage would stall.
+                    watch_close(inner, &conn);
+                    if let Some(s) = slots.shards.get_mut(landed as usize) {
+                        s.push(Held { conn, lease });
+                    }
+                    retire_surplus(inner, slots, want, Some(landed as usize));
+                } else if covers || total < room {
                     // A missing slot, or extra capacity on a covered shard
                     // (while fewer than `room` are open).
                     watch_close(inner, &conn);
@@ -438,7 +449,7 @@ async fn fill_missing(
                     progress = true;
                     covered_new |= covers;
                     if covers && total >= target {
-                        retire_surplus(inner, slots, want);
+                        retire_surplus(inner, slots, want, None);
                     }
                 } else {
                     Metrics::inc(&inner.metrics.excess_connections_closed);
@@ -497,7 +508,7 @@ fn surplus_bound(shards: usize) -> usize {
 /// total.
 fn trim_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, target: usize) {
     while slots.total() > target {
-        if !retire_surplus(inner, slots, want) {
+        if !retire_surplus(inner, slots, want, None) {
             return;
         }
     }
@@ -518,21 +529,30 @@ fn note_shed(inner: &PoolInner, e: &ConnectionError) {
     }
 }
 
-/// A connection just covered a missing shard and the pool holds more than it
-/// wants: closes one connection of the shard with the most (beyond
-/// `want`), once the requests already on it are done.
-fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize) -> bool {
-    let Some(shard) = slots
-        .shards
-        .iter()
-        .enumerate()
-        .filter(|(_, held)| held.len() > want)
-        .max_by_key(|(_, held)| held.len())
-        .map(|(i, _)| i)
-    else {
+/// The pool holds more than it wants: closes one connection of the shard
+/// with the most (beyond `want`; another shard than `not` if there is one,
+/// its oldest connection), once the requests already on it are done.
+fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, not: Option<usize>) -> bool {
+    let surplus = |skip: Option<usize>| {
+        slots
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|&(i, held)| held.len() > want && Some(i) != skip)
+            .max_by_key(|(_, held)| held.len())
+            .map(|(i, _)| i)
+    };
+    let Some(shard) = surplus(not).or_else(|| surplus(None)) else {
         return false;
     };
-    let Some(held) = slots.shards.get_mut(shard).and_then(Vec::pop) else {
+    let oldest_first = Some(shard) != not;
+    let Some(held) = slots.shards.get_mut(shard).and_then(|h| {
+        if oldest_first && !h.is_empty() {
+            Some(h.remove(0))
+        } else {
+            h.pop()
+        }
+    }) else {
         return false;
     };
     Metrics::inc(&inner.metrics.surplus_connections_retired);
