@@ -120,6 +120,7 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
     let mut coverage = Coverage {
         next: Instant::now(),
         via_regular: true,
+        slowdown: 1,
     };
     loop {
         if slots.prune() > 0 {
@@ -346,7 +347,11 @@ async fn fill_missing(
         if now < coverage.next {
             return Round::Partial;
         }
-        coverage.next = now + coverage_delay(inner.config.coverage_interval, rng);
+        let interval = inner
+            .config
+            .coverage_interval
+            .saturating_mul(coverage.slowdown);
+        coverage.next = now + coverage_delay(interval, rng);
         Metrics::inc(&inner.metrics.coverage_attempts);
         // Through the shard-aware port, a source port for any shard: the
         // NAT decides where it lands (a NAT that shifts ports by a constant
@@ -473,6 +478,15 @@ async fn fill_missing(
         // clients behind a NAT miss there; one client alone hits its missing
         // shard there at once.
         coverage.via_regular = !coverage.via_regular;
+        // With the regular port alone, misses are what many clients get:
+        // try less often (up to MAX_SLOWDOWN intervals apart) rather than
+        // churn connections at full rate for long.
+        let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
+        if shard_aware.is_none() || !nat {
+            coverage.slowdown = (coverage.slowdown * 2).min(MAX_SLOWDOWN);
+        }
+    } else if covered_new {
+        coverage.slowdown = 1;
     }
     if missing(inner, slots).is_empty() {
         trim_surplus(inner, slots, want, target);
@@ -496,7 +510,13 @@ struct Coverage {
     /// Whether the next attempt goes to the regular port (else, behind a
     /// NAT, to the shard-aware port).
     via_regular: bool,
+    /// Intervals between attempts: doubled by each miss when only the
+    /// regular port is usable, back to 1 when an attempt covers a shard.
+    slowdown: u32,
 }
+
+/// The longest gap between background attempts, in coverage intervals.
+const MAX_SLOWDOWN: u32 = 16;
 
 /// Most connections a pool keeps beyond its wanted total while covering
 /// shards in the background: a quarter of the shards, at least one.
