@@ -224,3 +224,43 @@ async fn shed_handshakes_back_off_and_are_not_nat_evidence() {
         assert!(p.snapshot().shards.iter().all(|c| c.len() == 1));
     }
 }
+
+/// Handshakes that wait for admission longer than the client's handshake
+/// timeout (the client gives up at STARTUP before the node sheds them): the
+/// port answered, so this is load, not a silent port; the pools back off
+/// and keep the shard-aware port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_timing_out_in_admission_are_not_a_silent_port() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(2)
+        .admission(AdmissionConfig {
+            cpu_concurrency: 1,
+            cost: HandshakeCost::Sleep(Duration::from_millis(40)),
+            shed_after: Duration::from_secs(5),
+        })
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let cfg = PoolConfig {
+        connection: ConnectionConfig {
+            handshake_timeout: Duration::from_millis(120),
+            ..ConnectionConfig::default()
+        },
+        ..config()
+    };
+    let pools: Vec<NodePool> = (0..8)
+        .map(|_| NodePool::new(cluster.cql_addrs()[0], cfg.clone(), metrics.clone()))
+        .collect();
+    for p in &pools {
+        assert!(p.wait_until_full(COVER).await, "covered despite the queue");
+    }
+    let m = metrics.snapshot();
+    assert!(m.handshakes_shed > 0, "timed out in admission: {m:?}");
+    assert!(m.reconnect_delays > 0, "backed off: {m:?}");
+    assert_eq!(m.shard_aware_fallbacks, 0, "not a silent port: {m:?}");
+    for p in &pools {
+        assert_eq!(p.fallback(), None);
+    }
+}
