@@ -31,10 +31,21 @@
 //! without the shard-aware port, many sessions take long to cover every
 //! shard, and the table then says how far they got.
 //!
-//! Options: `--sessions N`, `--shards N`, `--rate N` (requests/s in total),
-//! `--down-ms N`, `--rf N`, `--no-shard-aware` (with `--nodes`), `--tls`
-//! (the test cluster's TLS listeners, the driver over TLS: the same variants,
-//! each connection now also paying a real TLS handshake on both sides).
+//! Options (`--help` lists them): `--sessions N`, `--shards N`, `--rate N`
+//! (requests/s in total), `--down-ms N`, `--rf N`, `--coverage-interval-ms N`,
+//! `--no-shard-aware` (with `--nodes`), `--tls` (the test cluster's TLS
+//! listeners, the driver over TLS: the same variants, each connection now
+//! also paying a real TLS handshake on both sides).
+//!
+//! At ScyllaDB's measured scale (50 clients x 3 nodes x 30 shards):
+//! `--sessions 50 --shards 30`; the example raises the open-file soft limit
+//! to the hard limit when the run needs more, and says so.
+//!
+//! Without a usable shard-aware port (`no-shard-aware`, `nat`) the pools
+//! open one connection per shard wherever the node puts them and cover the
+//! shards still missing in the background: phase 1 and 2 then report the
+//! connections accepted when every pool had filled, and again when every
+//! shard was covered (if that happened within `--coverage-timeout`).
 
 mod progress;
 mod real;
@@ -46,10 +57,67 @@ mod workload;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValuesParser;
+use clap::Parser;
 use scylla_testbed::HandshakeCost;
 
 use crate::progress::Progress;
 use crate::scenario::{Params, Variant, VARIANTS};
+
+/// A connection storm and how the driver rides it, on the in-process test
+/// cluster (or real nodes with --nodes).
+///
+/// Variants run one after another, each on a fresh cluster: baseline
+/// (shard-aware port, full-jitter backoff, spread reconnects), no-shard-aware
+/// (regular port only), nat (a NAT rewrites source ports at every node),
+/// lockstep (no jitter, no spread: the naive driver).
+#[derive(Debug, Parser)]
+#[command(name = "storm_reconnect", verbatim_doc_comment)]
+struct Cli {
+    /// Variants to run (default: all of them).
+    #[arg(value_parser = PossibleValuesParser::new(VARIANTS.map(|v| v.name)))]
+    variants: Vec<String>,
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Where to write storm_timeline.csv and storm.svg.
+    #[arg(long, value_name = "DIR", default_value = "target/storm")]
+    out: PathBuf,
+    /// Client sessions connecting at once.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=500))]
+    sessions: u64,
+    /// Shards per node of the test cluster (ScyllaDB's measurement: 30).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=256))]
+    shards: u64,
+    /// Requests per second over all sessions.
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    rate: u64,
+    /// How long the restarted node stays down, in ms.
+    #[arg(long, value_name = "N", default_value_t = 1200)]
+    down_ms: u64,
+    /// Bound of each wait for coverage, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    coverage_timeout: u64,
+    /// Without a usable shard-aware port: mean interval of the pools'
+    /// background attempts to cover a shard without a connection, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    coverage_interval_ms: u64,
+    /// Replication factor of the workload's keyspaces.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=3))]
+    rf: u64,
+    /// Run against these nodes instead of the test cluster.
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
+    nodes: Option<Vec<String>>,
+    /// With --nodes: how long to run, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    duration: u64,
+    /// With --nodes: do not use the shard-aware port.
+    #[arg(long)]
+    no_shard_aware: bool,
+    /// Use the test cluster's TLS listeners (the driver over TLS).
+    #[arg(long, conflicts_with = "nodes")]
+    tls: bool,
+}
 
 struct Args {
     variants: Vec<Variant>,
@@ -61,102 +129,84 @@ struct Args {
     params: Params,
 }
 
-fn usage() -> String {
-    let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
-    format!(
-        "usage: storm_reconnect [VARIANT...] [--json] [--out DIR] [--sessions N] [--shards N] \
-         [--rate N] [--down-ms N] [--coverage-timeout SECS] [--rf N] [--nodes host:port,...] [--duration SECS] [--no-shard-aware] [--tls]\n\
-         variants: {} (default: all)",
-        names.join(", ")
-    )
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        variants: Vec::new(),
-        json: false,
-        out: PathBuf::from("target/storm"),
-        nodes: None,
-        duration: Duration::from_secs(60),
-        shard_aware_port: true,
+fn parse_args() -> Args {
+    let cli = Cli::parse();
+    let mut variants: Vec<Variant> = cli
+        .variants
+        .iter()
+        .filter_map(|name| VARIANTS.iter().find(|v| v.name == name).copied())
+        .collect();
+    if variants.is_empty() {
+        variants = VARIANTS.to_vec();
+    }
+    Args {
+        variants,
+        json: cli.json,
+        out: cli.out,
+        nodes: cli
+            .nodes
+            .map(|n| n.into_iter().filter(|s| !s.is_empty()).collect()),
+        duration: Duration::from_secs(cli.duration),
+        shard_aware_port: !cli.no_shard_aware,
         params: Params {
             nodes: 3,
-            shards: 16,
-            sessions: 20,
-            rate: 2000,
-            rf: 3,
+            // Bounded by the parsers above.
+            shards: cli.shards as u16,
+            sessions: cli.sessions as usize,
+            rate: cli.rate as u32,
+            rf: cli.rf as usize,
             cost: HandshakeCost::Spin(Duration::from_millis(1)),
             cpu_concurrency: 8,
             shed_after: Duration::from_secs(1),
             steady: Duration::from_millis(1000),
-            down: Duration::from_millis(1200),
+            down: Duration::from_millis(cli.down_ms),
             after: Duration::from_millis(1000),
-            coverage_timeout: Duration::from_secs(5),
+            coverage_timeout: Duration::from_secs(cli.coverage_timeout),
+            coverage_interval: Duration::from_millis(cli.coverage_interval_ms),
             backoff_base: Duration::from_millis(100),
             backoff_cap: Duration::from_secs(2),
             reconnect_spread: Duration::from_secs(1),
             request_timeout: Duration::from_secs(2),
-            tls: false,
+            tls: cli.tls,
         },
+    }
+}
+
+/// Raises the open-file soft limit to the hard limit when the run needs
+/// more descriptors than the soft limit allows (both ends of every
+/// connection live in this process), and says so.
+fn raise_open_file_limit(p: &Params) {
+    let conns = p.sessions * (p.nodes * p.shards as usize + 1);
+    // Client and server side of each connection, plus listeners and slack
+    // for reconnects and excess connections.
+    let need = (conns * 2 + 1024) as u64;
+    let Ok((soft, hard)) = rlimit::getrlimit(rlimit::Resource::NOFILE) else {
+        return;
     };
-    let mut it = std::env::args().skip(1);
-    let num = |v: Option<String>, what: &str| -> Result<u64, String> {
-        v.ok_or_else(|| format!("{what} needs a value"))?
-            .parse::<u64>()
-            .map_err(|e| format!("{what}: {e}"))
-    };
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--json" => a.json = true,
-            "--out" => a.out = PathBuf::from(it.next().ok_or("--out needs a directory")?),
-            "--nodes" => {
-                let v = it.next().ok_or("--nodes needs host:port[,...]")?;
-                a.nodes = Some(
-                    v.split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned)
-                        .collect(),
-                );
+    if soft >= need {
+        return;
+    }
+    match rlimit::increase_nofile_limit(hard) {
+        Ok(now) => {
+            eprintln!(
+                "raised the open-file soft limit from {soft} to {now} (hard limit {hard}): \
+                 the run needs about {need} descriptors"
+            );
+            if now < need {
+                eprintln!("warning: {now} open files may not be enough for {need}");
             }
-            "--duration" => a.duration = Duration::from_secs(num(it.next(), "--duration")?),
-            "--sessions" => {
-                a.params.sessions = num(it.next(), "--sessions")?.clamp(1, 500) as usize
-            }
-            "--shards" => a.params.shards = num(it.next(), "--shards")?.clamp(1, 256) as u16,
-            "--rate" => a.params.rate = num(it.next(), "--rate")?.clamp(1, 1_000_000) as u32,
-            "--coverage-timeout" => {
-                a.params.coverage_timeout =
-                    Duration::from_secs(num(it.next(), "--coverage-timeout")?.max(1))
-            }
-            "--down-ms" => a.params.down = Duration::from_millis(num(it.next(), "--down-ms")?),
-            "--rf" => a.params.rf = num(it.next(), "--rf")?.clamp(1, 3) as usize,
-            "--no-shard-aware" => a.shard_aware_port = false,
-            "--tls" => a.params.tls = true,
-            "-h" | "--help" => return Err(usage()),
-            name => match VARIANTS.iter().find(|v| v.name == name) {
-                Some(v) => a.variants.push(*v),
-                None => return Err(format!("unknown argument {name:?}\n{}", usage())),
-            },
         }
+        Err(e) => eprintln!(
+            "warning: could not raise the open-file limit from {soft} (need about {need}): {e}"
+        ),
     }
-    if a.variants.is_empty() {
-        a.variants = VARIANTS.to_vec();
-    }
-    Ok(a)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
-    if args.nodes.is_some() && args.params.tls {
-        eprintln!("--tls runs against the in-process test cluster only (not with --nodes)");
-        std::process::exit(2);
+    let args = parse_args();
+    if args.nodes.is_none() {
+        raise_open_file_limit(&args.params);
     }
     let progress = Progress::new();
     let mut results = Vec::new();

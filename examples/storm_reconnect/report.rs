@@ -38,15 +38,23 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<15} {:>8} {:>7} {:>9} {:>9} {:>7} {:>7} {:>10} {:>9} {:>8} {:>5}",
+        "(filled = every pool holds one connection per shard, wherever they landed; \
+         covered = every shard of every pool has one; accepted counted by the cluster at each)"
+    );
+    let _ = writeln!(
+        o,
+        "{:<15} {:>9} {:>9} {:>10} {:>8} {:>7} {:>9} {:>9} {:>10} {:>7} {:>7} {:>9} {:>8} {:>5}",
         "variant",
+        "acc@fill",
+        "/ideal+cc",
+        "filled-in",
         "attempts",
         "/ideal",
         "accepted",
         "/ideal+cc",
+        "covered-in",
         "wrong",
         "excess",
-        "covered-in",
         "peak-wait",
         "peak-hs",
         "shed"
@@ -55,18 +63,22 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
         let c = &r.cold;
         let _ = writeln!(
             o,
-            "{:<15} {:>8} {:>7} {:>9} {:>9} {:>7} {:>7} {:>8}ms {:>9} {:>8} {:>5}{}",
+            "{:<15} {:>9} {:>9} {:>8}ms {:>8} {:>7} {:>9} {:>9} {:>8}ms {:>7} {:>7} {:>9} {:>8} {:>5}{}{}",
             r.variant.name,
+            c.accepted_filled,
+            ratio(c.accepted_filled, c.ideal + c.control),
+            c.filled_ms,
             c.attempts,
             ratio(c.attempts, c.ideal),
             c.accepted,
             ratio(c.accepted, c.ideal + c.control),
+            c.time_ms,
             c.driver.wrong_shard_landings,
             c.driver.excess_connections_closed,
-            c.time_ms,
             c.peak_waiting,
             c.peak_in_progress,
             c.shed,
+            if c.filled { "" } else { "  (NOT all filled)" },
             if c.covered { "" } else { "  (NOT all covered)" }
         );
     }
@@ -77,14 +89,18 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<15} {:>8} {:>7} {:>9} {:>7} {:>7} {:>10} {:>9} {:>8} {:>5} {:>7} {:>7}",
+        "{:<15} {:>9} {:>7} {:>10} {:>8} {:>7} {:>9} {:>7} {:>10} {:>7} {:>7} {:>9} {:>8} {:>5} {:>7} {:>7}",
         "variant",
+        "acc@fill",
+        "/ideal",
+        "filled-in",
         "attempts",
         "/ideal",
         "accepted",
+        "/ideal",
+        "covered-in",
         "wrong",
         "excess",
-        "covered-in",
         "peak-wait",
         "peak-hs",
         "shed",
@@ -95,19 +111,24 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
         let x = &r.restart;
         let _ = writeln!(
             o,
-            "{:<15} {:>8} {:>7} {:>9} {:>7} {:>7} {:>8}ms {:>9} {:>8} {:>5} {:>7} {:>7}{}",
+            "{:<15} {:>9} {:>7} {:>8}ms {:>8} {:>7} {:>9} {:>7} {:>8}ms {:>7} {:>7} {:>9} {:>8} {:>5} {:>7} {:>7}{}{}",
             r.variant.name,
+            x.accepted_filled,
+            ratio(x.accepted_filled, x.ideal),
+            x.filled_ms,
             x.attempts,
             ratio(x.attempts, x.ideal),
             x.accepted,
+            ratio(x.accepted, x.ideal),
+            x.time_ms,
             x.wrong_shard,
             x.excess_closed,
-            x.time_ms,
             x.peak_waiting,
             x.peak_in_progress,
             x.shed,
             x.failed_requests,
             x.attempts_while_down,
+            if x.filled { "" } else { "  (NOT all filled)" },
             if x.covered { "" } else { "  (NOT all covered)" }
         );
     }
@@ -294,8 +315,13 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
         j.num("wrong_shard_landings", c.driver.wrong_shard_landings);
         j.num("excess_closed", c.driver.excess_connections_closed);
         j.num("shard_aware_fallbacks", c.driver.shard_aware_fallbacks);
+        j.num("accepted_when_filled", c.accepted_filled);
+        j.num("time_to_filled_ms", c.filled_ms);
+        j.num("filled", c.filled);
         j.num("time_to_coverage_ms", c.time_ms);
         j.num("covered", c.covered);
+        j.num("driver_handshakes_shed", c.driver.handshakes_shed);
+        j.num("coverage_attempts", c.driver.coverage_attempts);
         j.num("peak_handshakes_waiting", c.peak_waiting);
         j.num("peak_handshakes_in_progress", c.peak_in_progress);
         j.num("handshakes_shed", c.shed);
@@ -313,6 +339,9 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
         j.num("wrong_shard_landings", x.wrong_shard);
         j.num("excess_closed", x.excess_closed);
         j.num("down_ms", x.down_ms);
+        j.num("accepted_when_filled", x.accepted_filled);
+        j.num("time_to_filled_ms", x.filled_ms);
+        j.num("filled", x.filled);
         j.num("time_to_coverage_ms", x.time_ms);
         j.num("covered", x.covered);
         j.num("peak_handshakes_waiting", x.peak_waiting);

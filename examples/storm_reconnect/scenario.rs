@@ -11,7 +11,7 @@ use scylla_cql::frame::wire::{put_inet, put_string};
 use scylla_driver::connection::tls::TlsConfig;
 use scylla_driver::metrics::MetricsSnapshot;
 use scylla_driver::pool::backoff::{ExponentialBackoff, Jitter};
-use scylla_driver::pool::NodePool;
+use scylla_driver::pool::{NodePool, PoolSnapshot};
 use scylla_driver::{Session, SessionBuilder};
 use scylla_testbed::{
     AdmissionConfig, EventKind, Faults, HandshakeCost, NatMode, TestCluster, TlsOptions,
@@ -78,6 +78,8 @@ pub(crate) struct Params {
     pub(crate) after: Duration,
     /// Bound on waiting for coverage (each phase).
     pub(crate) coverage_timeout: Duration,
+    /// The pools' background coverage interval (without the shard-aware port).
+    pub(crate) coverage_interval: Duration,
     /// Reconnect backoff bounds.
     pub(crate) backoff_base: Duration,
     pub(crate) backoff_cap: Duration,
@@ -130,6 +132,11 @@ pub(crate) struct ColdStart {
     pub(crate) driver: MetricsSnapshot,
     pub(crate) time_ms: u64,
     pub(crate) covered: bool,
+    /// Until every pool held one connection per shard (wherever they landed).
+    pub(crate) filled_ms: u64,
+    pub(crate) filled: bool,
+    /// Accepted by then (both ports, control connections included).
+    pub(crate) accepted_filled: u64,
     pub(crate) peak_waiting: u64,
     pub(crate) peak_in_progress: u64,
     pub(crate) shed: u64,
@@ -153,6 +160,11 @@ pub(crate) struct Restart {
     /// From the node's start until every session covers all its shards.
     pub(crate) time_ms: u64,
     pub(crate) covered: bool,
+    /// From the node's start until every pool held one connection per shard.
+    pub(crate) filled_ms: u64,
+    pub(crate) filled: bool,
+    /// Accepted by the restarted node by then.
+    pub(crate) accepted_filled: u64,
     pub(crate) down_ms: u64,
     pub(crate) peak_waiting: u64,
     pub(crate) peak_in_progress: u64,
@@ -205,6 +217,7 @@ fn session_builder(
         p.reconnect_spread
     };
     b.config.initial_connect_timeout = p.coverage_timeout;
+    b.config.pool.coverage_interval = p.coverage_interval;
     match tls {
         Some(t) => b.tls(t.clone()),
         None => b,
@@ -228,6 +241,9 @@ pub(crate) fn driver_metrics(sessions: &[Session]) -> MetricsSnapshot {
         t.request_errors += m.request_errors;
         t.retries += m.retries;
         t.tablet_payloads += m.tablet_payloads;
+        t.handshakes_shed += m.handshakes_shed;
+        t.coverage_attempts += m.coverage_attempts;
+        t.surplus_connections_retired += m.surplus_connections_retired;
     }
     t
 }
@@ -255,11 +271,32 @@ pub(crate) async fn wait_all_full(
     addr: SocketAddr,
     timeout: Duration,
 ) -> Option<Duration> {
+    wait_all(sessions, &[addr], timeout, is_full).await
+}
+
+/// Every shard has a connection.
+pub(crate) fn is_full(s: &PoolSnapshot) -> bool {
+    !s.shards.is_empty() && s.shards.iter().all(|c| !c.is_empty())
+}
+
+/// The pool holds one connection per shard, wherever they landed.
+pub(crate) fn is_filled(s: &PoolSnapshot) -> bool {
+    !s.shards.is_empty() && s.len() >= s.shards.len()
+}
+
+/// Waits (bounded, polling every 10 ms) until `pred` holds for every
+/// session's pool of every node in `addrs`; the time it took, or `None`.
+pub(crate) async fn wait_all(
+    sessions: &[Session],
+    addrs: &[SocketAddr],
+    timeout: Duration,
+    pred: fn(&PoolSnapshot) -> bool,
+) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < timeout {
-        let full = pools_of(sessions, addr).iter().all(|p| {
-            let s = p.snapshot();
-            !s.shards.is_empty() && s.shards.iter().all(|c| !c.is_empty())
+        let full = addrs.iter().all(|&addr| {
+            let pools = pools_of(sessions, addr);
+            pools.len() == sessions.len() && pools.iter().all(|p| pred(&p.snapshot()))
         });
         if full {
             return Some(start.elapsed());
@@ -383,7 +420,6 @@ pub(crate) async fn run(
         .collect();
     for i in 0..p.sessions {
         let b = session_builder(contacts[i % contacts.len()], v, p, tls.as_ref());
-        let timeout = p.coverage_timeout;
         let watched = watched.clone();
         tasks.spawn(async move {
             let s = b.build().await.map_err(|e| format!("session: {e}"))?;
@@ -391,27 +427,29 @@ pub(crate) async fn run(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(s.clone());
-            // One deadline for the whole phase (the wait is per node).
-            // (`wait_for_all_shards` waits node after node, each up to its timeout).
-            let left = timeout.saturating_sub(t0.elapsed());
-            let full = tokio::time::timeout(left, s.wait_for_all_shards(left))
-                .await
-                .unwrap_or(false);
-            Ok::<_, String>((s, full, t0.elapsed()))
+            Ok::<_, String>(s)
         });
     }
     let mut sessions = Vec::with_capacity(p.sessions);
     let mut cold = ColdStart {
         ideal: (p.sessions * p.nodes * p.shards as usize) as u64,
-        covered: true,
         ..ColdStart::default()
     };
     while let Some(r) = tasks.join_next().await {
-        let (s, full, at) = r.map_err(|e| format!("session task: {e}"))??;
-        cold.covered &= full;
-        cold.time_ms = cold.time_ms.max(at.as_millis() as u64);
-        sessions.push(s);
+        sessions.push(r.map_err(|e| format!("session task: {e}"))??);
     }
+    let accepted_now = |c: &TestCluster| {
+        let st = c.stats();
+        st.total(|c| c.accepted_regular) + st.total(|c| c.accepted_shard_aware)
+    };
+    let left = p.coverage_timeout.saturating_sub(t0.elapsed());
+    cold.filled = wait_all(&sessions, &addrs, left, is_filled).await.is_some();
+    cold.filled_ms = t0.elapsed().as_millis() as u64;
+    cold.accepted_filled = accepted_now(&cluster);
+    cold.covered = wait_all(&sessions, &addrs, p.coverage_timeout, is_full)
+        .await
+        .is_some();
+    cold.time_ms = t0.elapsed().as_millis() as u64;
     let stats = cluster.stats();
     cold.accepted_regular = stats.total(|c| c.accepted_regular);
     cold.accepted_shard_aware = stats.total(|c| c.accepted_shard_aware);
@@ -469,6 +507,11 @@ pub(crate) async fn run(
     // The other nodes' gossip sees it up and every control connection hears.
     tokio::time::sleep(Duration::from_millis(50)).await;
     cluster.push_event(EventKind::StatusChange, up_event(restarted_addr));
+    let filled = wait_all(&sessions, &[restarted_addr], p.coverage_timeout, is_filled).await;
+    let t_filled = t0.elapsed();
+    let accepted_filled = cluster
+        .node_stats(RESTARTED)
+        .map_or(0, |s| s.node.accepted_regular + s.node.accepted_shard_aware);
     let full = wait_all_full(&sessions, restarted_addr, p.coverage_timeout).await;
     let t_covered = t0.elapsed();
     let covered_stats = cluster
@@ -505,6 +548,9 @@ pub(crate) async fn run(
         excess_closed: at_covered.excess_connections_closed - at_start.excess_connections_closed,
         time_ms: ms(t_covered - t_start),
         covered: full.is_some(),
+        filled_ms: ms(t_filled - t_start),
+        filled: filled.is_some(),
+        accepted_filled,
         down_ms: ms(t_start - t_stop),
         peak_waiting: end_stats.peak_handshakes_waiting,
         peak_in_progress: end_stats.peak_handshakes_in_progress,

@@ -81,6 +81,13 @@ pub struct Metrics {
     pub reconnect_delay_micros_total: AtomicU64,
     /// Requests sent to another shard's connection because their shard had none.
     pub shard_fallback_requests: AtomicU64,
+    /// Pool handshakes the node shed under load (answered with backoff).
+    pub handshakes_shed: AtomicU64,
+    /// Background attempts to cover a shard that has no connection (regular
+    /// port, rate-limited; see `pool::refill`).
+    pub coverage_attempts: AtomicU64,
+    /// Surplus connections closed because a new one covered a missing shard.
+    pub surplus_connections_retired: AtomicU64,
     /// Requests started.
     pub requests: AtomicU64,
     /// Requests that ended in an error (after retries).
@@ -118,6 +125,9 @@ pub struct MetricsSnapshot {
     pub reconnect_delays: u64,
     pub reconnect_delay_micros_total: u64,
     pub shard_fallback_requests: u64,
+    pub handshakes_shed: u64,
+    pub coverage_attempts: u64,
+    pub surplus_connections_retired: u64,
     pub requests: u64,
     pub request_errors: u64,
     pub retries: u64,
@@ -159,6 +169,9 @@ impl Metrics {
             reconnect_delays: r(&self.reconnect_delays),
             reconnect_delay_micros_total: r(&self.reconnect_delay_micros_total),
             shard_fallback_requests: r(&self.shard_fallback_requests),
+            handshakes_shed: r(&self.handshakes_shed),
+            coverage_attempts: r(&self.coverage_attempts),
+            surplus_connections_retired: r(&self.surplus_connections_retired),
             requests: r(&self.requests),
             request_errors: r(&self.request_errors),
             retries: r(&self.retries),

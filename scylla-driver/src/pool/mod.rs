@@ -7,20 +7,27 @@
 //! source port chosen so that the node puts each connection on the shard that
 //! lacks one ([`shard_port`]). When the network defeats that (a NAT rewriting
 //! ports, a refused or silent port: [`nat`]) the pool falls back to the regular
-//! port, where the node picks the least loaded shard, and closes connections
-//! that land on shards already covered. Lost connections come back with
-//! jittered exponential [`backoff`]. The work is done by one task per pool
-//! (`refill`); requests only read an immutable snapshot.
+//! port, where the node picks the least loaded shard: it opens as many
+//! connections as it wants in total and keeps them wherever they land, then
+//! covers the shards still missing slowly in the background (rate-limited,
+//! jittered), instead of a storm of throwaway connections. Requests for a
+//! shard without a connection use the node's least loaded one. Lost
+//! connections come back with jittered exponential [`backoff`]; a handshake
+//! the node sheds under load ([`shed`]) backs that node's reconnects off.
+//! The work is done by one task per pool (`refill`); requests only read an
+//! immutable snapshot.
 //!
 //! - [`backoff`]: full-jitter exponential reconnect delays.
 //! - [`shard_port`]: the process-wide source-port allocator.
 //! - [`nat`]: evidence against the shard-aware port, fallback and probation.
+//! - [`shed`]: handshakes shed by the node's admission control.
 //! - `refill`: the task that opens what is missing.
 
 pub mod backoff;
 pub mod nat;
 mod refill;
 pub mod shard_port;
+pub mod shed;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -63,6 +70,11 @@ pub struct PoolConfig {
     /// After the node comes back, its shards' connections are opened at
     /// random moments within this window.
     pub reconnect_spread: Duration,
+    /// Without a usable shard-aware port: the mean interval between the
+    /// background attempts to cover a shard that has no connection (at most
+    /// one attempt per node per interval, each interval drawn from
+    /// `[interval / 2, 3 * interval / 2)`).
+    pub coverage_interval: Duration,
 }
 
 impl Default for PoolConfig {
@@ -77,6 +89,7 @@ impl Default for PoolConfig {
             reconnect: Arc::new(ExponentialBackoff::default()),
             max_concurrent_opens: 4,
             reconnect_spread: Duration::from_secs(1),
+            coverage_interval: Duration::from_secs(1),
         }
     }
 }
@@ -181,34 +194,37 @@ impl NodePool {
     }
 
     /// A connection to `shard` if there is one, else (counted as a shard
-    /// fallback) any connection. `None` means: a connection for statements
-    /// without routing information (spread round-robin). `None` back when
-    /// the pool has no connection at all.
+    /// fallback) the node's least loaded connection. `None` means: a
+    /// connection for statements without routing information (spread
+    /// round-robin). `None` back when the pool has no connection at all.
     pub fn connection_for(&self, shard: Option<Shard>) -> Option<Connection> {
         let snap = self.inner.snapshot.load();
-        if let Some(shard) = shard {
-            if let Some(c) = snap
-                .shards
-                .get(shard as usize)
-                .and_then(|c| least_loaded(c))
-            {
-                return Some(c.clone());
-            }
-            if snap.is_empty() {
-                return None;
-            }
-            Metrics::inc(&self.inner.metrics.shard_fallback_requests);
-            record::shard_fallback_request();
-        }
         let n = snap.shards.len();
         if n == 0 {
             return None;
         }
         let start = self.inner.round_robin.fetch_add(1, Ordering::Relaxed);
-        (0..n)
-            .map(|i| &snap.shards[(start + i) % n])
-            .find_map(|c| least_loaded(c))
-            .cloned()
+        let Some(shard) = shard else {
+            return (0..n)
+                .map(|i| &snap.shards[(start + i) % n])
+                .find_map(|c| least_loaded(c))
+                .cloned();
+        };
+        if let Some(c) = snap
+            .shards
+            .get(shard as usize)
+            .and_then(|c| least_loaded(c))
+        {
+            return Some(c.clone());
+        }
+        // The shard has no connection (yet): the least loaded of the node's,
+        // ties broken from a rotating start so they share the load.
+        let best = (0..n)
+            .filter_map(|i| least_loaded(&snap.shards[(start + i) % n]))
+            .min_by_key(|c| c.in_flight())?;
+        Metrics::inc(&self.inner.metrics.shard_fallback_requests);
+        record::shard_fallback_request();
+        Some(best.clone())
     }
 
     /// The current connections.

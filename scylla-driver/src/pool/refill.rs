@@ -4,18 +4,32 @@
 //!
 //! 1. With no connection at all, one connection to the regular port. It tells
 //!    the shard count and the shard-aware port (SUPPORTED).
-//! 2. Otherwise one connection per missing shard slot, at most
-//!    `max_concurrent_opens` at a time; through the shard-aware port with a
-//!    chosen source port when it is usable ([`super::nat`] decides), else
-//!    through the regular port (connections that land on a full shard are
-//!    closed). After the node was unreachable, each of these waits a random
-//!    delay within `reconnect_spread` first, so a restarted node does not get
-//!    every shard's handshake at the same instant.
+//! 2. Otherwise, while the shard-aware port is usable ([`super::nat`]
+//!    decides), one connection per missing shard slot through it, with a
+//!    chosen source port: exactly one connection per shard.
+//! 3. When it is not (a NAT rewrites source ports, the port is refused or
+//!    silent, or the pool does not use it), the pool stops chasing exact
+//!    coverage with throwaway connections. It opens as many connections as it
+//!    wants in total (shards x `connections_per_shard`) through the regular
+//!    port, where the node puts each on its least loaded shard, and keeps
+//!    them wherever they land: a connection on an already covered shard is
+//!    extra capacity, up to that total. Shards still without a connection are
+//!    then covered slowly, in the background: at most one extra attempt per
+//!    `coverage_interval` (jittered), kept only if it lands on an uncovered
+//!    shard, in which case a surplus connection is retired (closed once its
+//!    requests are done). Requests for an uncovered shard meanwhile use the
+//!    node's least loaded connection ([`super::NodePool::connection_for`]).
+//!
+//! At most `max_concurrent_opens` connections are opened at a time. After the
+//! node was unreachable, each waits a random delay within `reconnect_spread`
+//! first, so a restarted node does not get every shard's handshake at the same
+//! instant.
 //!
 //! A round that fails (or makes no progress) is followed by a full-jitter
-//! backoff delay ([`super::backoff`]); a round that completes the pool resets
-//! the backoff and the task sleeps until a connection closes or the node is
-//! reported up.
+//! backoff delay ([`super::backoff`]); a handshake the node shed under load
+//! ([`super::shed`]) is such a failure, never evidence against the port. A
+//! round that completes the pool resets the backoff and the task sleeps until
+//! a connection closes or the node is reported up.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -30,6 +44,7 @@ use tokio::task::JoinSet;
 use super::backoff::spread;
 use super::nat::{FallbackReason, PortChoice, Transition};
 use super::shard_port::{PortLease, SourcePortAllocator};
+use super::shed::OpenFailure;
 use super::{PoolInner, PoolSnapshot};
 use crate::connection::{self, Connection, ConnectionError};
 use crate::metrics::record::{PortKind, ShardTag};
@@ -72,6 +87,10 @@ enum Round {
     /// is fine: try again soon, without growing the backoff.
     Unlucky,
     Failed,
+    /// Every wanted connection is open, but some shards have none (the
+    /// regular port decides where connections land): cover them in the
+    /// background, one rate-limited attempt at a time.
+    Partial,
 }
 
 /// Bound of the random pause after an [`Round::Unlucky`] round.
@@ -98,6 +117,11 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
     let mut rng = fastrand::Rng::new();
     // Set after the node was unreachable: spread the next round's opens.
     let mut recovering = false;
+    let mut coverage = Coverage {
+        next: Instant::now(),
+        via_regular: true,
+        slowdown: 1,
+    };
     loop {
         if slots.prune() > 0 {
             publish(inner, slots);
@@ -118,13 +142,24 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
             } else {
                 Duration::ZERO
             };
-            fill_missing(inner, slots, window, &mut rng).await
+            fill_missing(inner, slots, window, &mut rng, &mut coverage).await
         };
         publish(inner, slots);
         match round {
             Round::Progress => continue,
             Round::Unlucky => {
                 tokio::time::sleep(spread(UNLUCKY_PAUSE, &mut rng)).await;
+            }
+            Round::Partial => {
+                // The node answers: no backoff. Wait for the next coverage
+                // attempt, or for a connection to break.
+                schedule.reset();
+                recovering = false;
+                inner.up_hint.store(false, Ordering::Relaxed);
+                tokio::select! {
+                    _ = tokio::time::sleep_until(coverage.next.into()) => {}
+                    _ = inner.wake.notified() => {}
+                }
             }
             Round::Complete => {
                 schedule.reset();
@@ -244,6 +279,7 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
             }
         }
         Err(e) => {
+            note_shed(inner, &e);
             tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
             Round::Failed
         }
@@ -273,9 +309,13 @@ async fn fill_missing(
     slots: &mut Slots,
     window: Duration,
     rng: &mut fastrand::Rng,
+    coverage: &mut Coverage,
 ) -> Round {
-    let wanted = missing(inner, slots);
-    if wanted.is_empty() {
+    let want = inner.config.connections_per_shard.max(1);
+    let target = slots.shards.len() * want;
+    let deficit = missing(inner, slots);
+    if deficit.is_empty() {
+        trim_surplus(inner, slots, want, target);
         return Round::Complete;
     }
     let sharding = slots.sharding.clone();
@@ -293,16 +333,46 @@ async fn fill_missing(
         // to the node's address); the port number is the node's own.
         Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
     });
+    // Exact coverage is chased only while the shard-aware port works.
+    let strict = shard_aware.is_some() && lock_health(inner).fallback().is_none();
+    let total = slots.total();
+    let background = !strict && total >= target;
+    let wanted: Vec<Shard> = if strict {
+        deficit
+    } else if !background {
+        // As many as are wanted in total: the node spreads them.
+        deficit.into_iter().take(target - total).collect()
+    } else {
+        let now = Instant::now();
+        if now < coverage.next {
+            return Round::Partial;
+        }
+        let interval = inner
+            .config
+            .coverage_interval
+            .saturating_mul(coverage.slowdown);
+        coverage.next = now + coverage_delay(interval, rng);
+        Metrics::inc(&inner.metrics.coverage_attempts);
+        // Through the shard-aware port, a source port for any shard: the
+        // NAT decides where it lands (a NAT that shifts ports by a constant
+        // would otherwise never reach the one missing shard).
+        vec![rng.u16(..slots.shards.len() as u16)]
+    };
     let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));
     let mut set = JoinSet::new();
     let shared = inner.clone();
+    // Behind a NAT the shard-aware port still connects, and the NAT's port
+    // choice puts the connection on a random shard: a fair chance at a
+    // missing one, where the regular port gives every client the same least
+    // loaded shard. So background attempts go there (without counting as
+    // evidence or probes), unless the port itself failed.
+    let background_via_shard_aware = background
+        && !coverage.via_regular
+        && lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
     for shard in wanted {
         let choice = match &shard_aware {
-            Some(_) => inner
-                .health
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .choose(Instant::now()),
+            Some(_) if background_via_shard_aware => PortChoice::ShardAware,
+            Some(_) => lock_health(inner).choose(Instant::now()),
             None => PortChoice::Regular(FallbackReason::Refused),
         };
         let delay = spread(window, rng);
@@ -314,6 +384,11 @@ async fn fill_missing(
             tokio::time::sleep(delay).await;
             let _permit = permits.acquire_owned().await;
             let result = match (choice, sa) {
+                (PortChoice::ShardAware, Some((sharder, sa_addr)))
+                    if background_via_shard_aware =>
+                {
+                    open_behind_nat(&shared, sharder, shard, sa_addr, seed).await
+                }
                 (PortChoice::ShardAware | PortChoice::Probe, Some((sharder, sa_addr))) => {
                     open_for_shard(&shared, sharder, shard, sa_addr, seed).await
                 }
@@ -327,8 +402,18 @@ async fn fill_missing(
     }
 
     let mut progress = false;
+    let mut covered_new = false;
     let mut failed = false;
-    let want = inner.config.connections_per_shard.max(1);
+    // Background attempts that land on a covered shard are kept too, up to a
+    // few beyond the wanted total: each raises its shard's load, so the
+    // node's least-loaded choice moves on to other shards for the next
+    // attempts (of this client and others) instead of handing everyone the
+    // same shard again.
+    let room = if background {
+        target + surplus_bound(slots.shards.len())
+    } else {
+        target
+    };
     while let Some(joined) = set.join_next().await {
         let Ok(opened) = joined else {
             failed = true;
@@ -341,34 +426,183 @@ async fn fill_missing(
                     Metrics::inc(&inner.metrics.wrong_shard_landings);
                     tracing::debug!(node = %inner.addr, wanted = opened.wanted, landed, "shard-aware connection landed on another shard");
                 }
-                match slots.shards.get_mut(landed as usize) {
-                    Some(s) if s.len() < want => {
-                        watch_close(inner, &conn);
+                let total = slots.total();
+                let Some(held) = slots.shards.get(landed as usize).map(Vec::len) else {
+                    Metrics::inc(&inner.metrics.excess_connections_closed);
+                    conn.close();
+                    continue;
+                };
+                let covers = held < want;
+                if background && !covers && total >= room {
+                    // At the bound: rotate, keeping the new connection and
+                    // retiring an older surplus one elsewhere. Closing the
+                    // new one would hand its shard's slot straight back, and
+                    // the node would give the next attempt (of anyone) the
+                    // same shard: coverage would stall.
+                    watch_close(inner, &conn);
+                    if let Some(s) = slots.shards.get_mut(landed as usize) {
                         s.push(Held { conn, lease });
-                        progress = true;
                     }
-                    _ => {
-                        Metrics::inc(&inner.metrics.excess_connections_closed);
-                        conn.close();
+                    retire_surplus(inner, slots, want, Some(landed as usize));
+                } else if covers || total < room {
+                    // A missing slot, or extra capacity on a covered shard
+                    // (while fewer than `room` are open).
+                    watch_close(inner, &conn);
+                    if let Some(s) = slots.shards.get_mut(landed as usize) {
+                        s.push(Held { conn, lease });
                     }
+                    progress = true;
+                    covered_new |= covers;
+                    if covers && total >= target {
+                        retire_surplus(inner, slots, want, None);
+                    }
+                } else {
+                    Metrics::inc(&inner.metrics.excess_connections_closed);
+                    conn.close();
                 }
             }
             Err(e) => {
+                note_shed(inner, &e);
                 tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
                 failed = true;
             }
         }
     }
+    if !strict && !background {
+        // Filling: the first background attempt waits one interval.
+        coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, rng);
+    }
+    if background && !covered_new {
+        // Missed: the other port next time. The regular port gives every
+        // client the same least loaded shard (ties: the lowest), so many
+        // clients behind a NAT miss there; one client alone hits its missing
+        // shard there at once.
+        coverage.via_regular = !coverage.via_regular;
+        // With the regular port alone, misses are what many clients get:
+        // try less often (up to MAX_SLOWDOWN intervals apart) rather than
+        // churn connections at full rate for long.
+        let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
+        if shard_aware.is_none() || !nat {
+            coverage.slowdown = (coverage.slowdown * 2).min(MAX_SLOWDOWN);
+        }
+    } else if covered_new {
+        coverage.slowdown = 1;
+    }
     if missing(inner, slots).is_empty() {
+        trim_surplus(inner, slots, want, target);
         Round::Complete
     } else if failed {
         Round::Failed
+    } else if background || (!strict && slots.total() >= target) {
+        Round::Partial
     } else if !progress {
         Round::Unlucky
     } else {
         Round::Progress
     }
 }
+
+/// The background coverage attempts of a pool without a usable shard-aware
+/// port.
+struct Coverage {
+    /// The earliest moment of the next attempt.
+    next: Instant,
+    /// Whether the next attempt goes to the regular port (else, behind a
+    /// NAT, to the shard-aware port).
+    via_regular: bool,
+    /// Intervals between attempts: doubled by each miss when only the
+    /// regular port is usable, back to 1 when an attempt covers a shard.
+    slowdown: u32,
+}
+
+/// The longest gap between background attempts, in coverage intervals.
+const MAX_SLOWDOWN: u32 = 16;
+
+/// Most connections a pool keeps beyond its wanted total while covering
+/// shards in the background: a quarter of the shards, at least one.
+fn surplus_bound(shards: usize) -> usize {
+    (shards / 4).max(1)
+}
+
+/// Every shard is covered: retires what the pool holds beyond its wanted
+/// total.
+fn trim_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, target: usize) {
+    while slots.total() > target {
+        if !retire_surplus(inner, slots, want, None) {
+            return;
+        }
+    }
+}
+
+/// A delay uniformly drawn from `[interval / 2, 3 * interval / 2)`: pools
+/// that filled at the same moment do not try to cover shards in step.
+fn coverage_delay(interval: Duration, rng: &mut fastrand::Rng) -> Duration {
+    interval / 2 + spread(interval, rng)
+}
+
+/// Counts a handshake the node shed (see [`super::shed`]); the caller's
+/// round fails, which backs this node's reconnects off.
+fn note_shed(inner: &PoolInner, e: &ConnectionError) {
+    if OpenFailure::of(e) == OpenFailure::Shed {
+        Metrics::inc(&inner.metrics.handshakes_shed);
+        tracing::debug!(node = %inner.addr, error = %e, "the node shed a handshake; backing off");
+    }
+}
+
+/// The pool holds more than it wants: closes one connection of the shard
+/// with the most (beyond `want`; another shard than `not` if there is one,
+/// its oldest connection), once the requests already on it are done.
+fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, not: Option<usize>) -> bool {
+    let surplus = |skip: Option<usize>| {
+        slots
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|&(i, held)| held.len() > want && Some(i) != skip)
+            .max_by_key(|(_, held)| held.len())
+            .map(|(i, _)| i)
+    };
+    let Some(shard) = surplus(not).or_else(|| surplus(None)) else {
+        return false;
+    };
+    let oldest_first = Some(shard) != not;
+    let Some(held) = slots.shards.get_mut(shard).and_then(|h| {
+        if oldest_first && !h.is_empty() {
+            Some(h.remove(0))
+        } else {
+            h.pop()
+        }
+    }) else {
+        return false;
+    };
+    Metrics::inc(&inner.metrics.surplus_connections_retired);
+    tracing::debug!(node = %inner.addr, shard, "retiring a surplus connection");
+    let cancel = inner.cancel.clone();
+    tokio::spawn(async move {
+        // The next snapshot no longer offers it; a request that took it
+        // from the previous one gets a moment to start, then the ones in
+        // flight get up to RETIRE_DRAIN to finish.
+        let wait = async {
+            tokio::time::sleep(RETIRE_GRACE).await;
+            let until = Instant::now() + RETIRE_DRAIN;
+            while held.conn.is_usable() && held.conn.in_flight() > 0 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            _ = wait => {}
+            _ = cancel.cancelled() => {}
+        }
+        held.conn.close();
+        drop(held.lease);
+    });
+    true
+}
+
+/// How long a retired connection stays open before its drain starts.
+const RETIRE_GRACE: Duration = Duration::from_millis(100);
+/// Longest wait for a retired connection's requests.
+const RETIRE_DRAIN: Duration = Duration::from_secs(10);
 
 async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> {
     let r = connection::open(inner.addr, None, &inner.config.connection).await;
@@ -427,6 +661,36 @@ async fn open_for_shard(
             }
             regular.map(|c| (c, None))
         }
+        Err(ShardAwareError::Other(e)) => {
+            Metrics::inc(&inner.metrics.connects_shard_aware_failed);
+            inner
+                .labels
+                .connection_attempt(PortKind::ShardAware, ShardTag::Shard(shard), false);
+            Err(e)
+        }
+    }
+}
+
+/// A background coverage attempt through the shard-aware port of a node
+/// behind a NAT: where it lands says nothing new about the port (the pool
+/// already falls back for it), so the port's health is left alone; if the
+/// port fails, the regular port is used.
+async fn open_behind_nat(
+    inner: &PoolInner,
+    sharder: Sharder,
+    shard: Shard,
+    sa_addr: SocketAddr,
+    seed: u64,
+) -> Result<(Connection, Option<PortLease>), ConnectionError> {
+    match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
+        Ok((conn, lease)) => {
+            Metrics::inc(&inner.metrics.connects_shard_aware_ok);
+            inner
+                .labels
+                .connection_attempt(PortKind::ShardAware, ShardTag::of(conn.shard()), true);
+            Ok((conn, Some(lease)))
+        }
+        Err(ShardAwareError::Fallback(..)) => open_regular(inner).await.map(|c| (c, None)),
         Err(ShardAwareError::Other(e)) => {
             Metrics::inc(&inner.metrics.connects_shard_aware_failed);
             inner
@@ -498,6 +762,8 @@ async fn open_shard_aware(
                 Metrics::inc(&inner.metrics.source_port_retries);
                 continue;
             }
+            // The port answered; the node shed the handshake under load.
+            Err(e) if super::shed::is_shed(&e) => return Err(ShardAwareError::Other(e)),
             Err(ConnectionError::Open(e)) if e.refused() => {
                 return Err(ShardAwareError::Fallback(
                     FallbackReason::Refused,

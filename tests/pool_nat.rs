@@ -1,0 +1,266 @@
+//! Pools behind a NAT that rewrites source ports, and pools meeting a node
+//! that sheds handshakes: no storm of throwaway connections in either case.
+//!
+//! - Behind a NAT, many pools connect at once and again after a node
+//!   restart: the cluster accepts at most 1.2x the ideal connections until
+//!   every pool holds as many connections as it wants, and every shard of
+//!   every pool is covered eventually (bounded waits; the time is printed).
+//! - A node whose admission control sheds handshakes: the pools back off,
+//!   count the shed handshakes, never blame the shard-aware port, and cover
+//!   every shard in the end.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scylla_driver::connection::ConnectionConfig;
+use scylla_driver::metrics::Metrics;
+use scylla_driver::pool::backoff::ExponentialBackoff;
+use scylla_driver::pool::nat::FallbackReason;
+use scylla_driver::pool::{NodePool, PoolConfig};
+use scylla_testbed::{AdmissionConfig, Faults, HandshakeCost, NatMode, TestCluster};
+
+const SESSIONS: usize = 12;
+const NODES: usize = 2;
+const SHARDS: u16 = 8;
+/// Bound of every wait for a pool to fill (all its connections open).
+const FILL: Duration = Duration::from_secs(30);
+/// Bound of the wait for every shard of every pool to be covered.
+const COVER: Duration = Duration::from_secs(90);
+
+fn config() -> PoolConfig {
+    PoolConfig {
+        connection: ConnectionConfig {
+            handshake_timeout: Duration::from_secs(2),
+            ..ConnectionConfig::default()
+        },
+        reconnect: Arc::new(ExponentialBackoff::new(
+            Duration::from_millis(20),
+            Duration::from_millis(500),
+        )),
+        reconnect_spread: Duration::from_millis(200),
+        coverage_interval: Duration::from_secs(1),
+        ..PoolConfig::default()
+    }
+}
+
+fn accepted(cluster: &TestCluster, node: usize) -> u64 {
+    let s = cluster.node_stats(node).unwrap();
+    s.node.accepted_regular + s.node.accepted_shard_aware
+}
+
+/// Waits until every pool holds at least one connection per shard in
+/// total (not necessarily on every shard).
+async fn wait_filled(pools: &[&NodePool]) -> bool {
+    for p in pools {
+        let filled = p
+            .wait_for(FILL, |s| !s.shards.is_empty() && s.len() >= s.shards.len())
+            .await;
+        if !filled {
+            return false;
+        }
+    }
+    true
+}
+
+/// Waits until every shard of every pool has a connection; how long it took.
+async fn wait_covered(pools: &[&NodePool]) -> Option<Duration> {
+    let start = Instant::now();
+    for p in pools {
+        let left = COVER.saturating_sub(start.elapsed());
+        if !p.wait_until_full(left).await {
+            return None;
+        }
+    }
+    Some(start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_nat_no_storm_at_cold_start_or_restart_and_coverage_comes() {
+    let mut b = TestCluster::builder().nodes(NODES).shards(SHARDS);
+    for i in 0..NODES {
+        b = b.faults(i, Faults::none().with_nat(NatMode::Random));
+    }
+    let cluster = b.start().await.unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let mut pools = Vec::new();
+    for _ in 0..SESSIONS {
+        for addr in cluster.cql_addrs() {
+            pools.push(NodePool::new(addr, config(), metrics.clone()));
+        }
+    }
+    let all: Vec<&NodePool> = pools.iter().collect();
+
+    // Cold start.
+    assert!(wait_filled(&all).await, "every pool filled");
+    let ideal = (SESSIONS * NODES * SHARDS as usize) as f64;
+    let total: u64 = (0..NODES).map(|n| accepted(&cluster, n)).sum();
+    let ratio = total as f64 / ideal;
+    eprintln!("cold start: {total} accepted for {ideal} wanted ({ratio:.3}x)");
+    assert!(ratio <= 1.2, "cold start behind a NAT: {ratio:.3}x");
+    // A request for a shard without a connection still finds one.
+    for p in &pools {
+        for shard in 0..SHARDS {
+            assert!(p.connection_for(Some(shard)).is_some());
+        }
+    }
+    let took = wait_covered(&all).await;
+    let total_covered: u64 = (0..NODES).map(|n| accepted(&cluster, n)).sum();
+    eprintln!(
+        "cold start: every shard covered after {took:?} more, {total_covered} accepted in all ({:.3}x)",
+        total_covered as f64 / ideal
+    );
+    assert!(took.is_some(), "full coverage behind a NAT, eventually");
+    assert!(
+        pools
+            .iter()
+            .all(|p| p.fallback() == Some(FallbackReason::ShardMismatch)),
+        "every pool saw the NAT"
+    );
+    // Covering did not grow the pools: one connection per shard each.
+    for p in &pools {
+        assert_eq!(p.snapshot().len(), SHARDS as usize);
+    }
+    let m = metrics.snapshot();
+    assert!(m.coverage_attempts > 0, "{m:?}");
+    assert!(m.surplus_connections_retired > 0, "{m:?}");
+
+    // Restart node 1 (its counters start from zero).
+    const RESTARTED: usize = 1;
+    let addr = cluster.cql_addrs()[RESTARTED];
+    let restarted: Vec<&NodePool> = pools.iter().filter(|p| p.addr() == addr).collect();
+    cluster.stop_node(RESTARTED).await.unwrap();
+    for p in &restarted {
+        assert!(
+            p.wait_for(FILL, |s| s.is_empty()).await,
+            "connections dropped"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    cluster.start_node(RESTARTED).await.unwrap();
+    for p in &restarted {
+        p.node_up_hint();
+    }
+    assert!(wait_filled(&restarted).await, "every pool filled again");
+    let ideal_node = (SESSIONS * SHARDS as usize) as f64;
+    let after = accepted(&cluster, RESTARTED);
+    let ratio = after as f64 / ideal_node;
+    eprintln!("after restart: {after} accepted for {ideal_node} wanted ({ratio:.3}x)");
+    assert!(ratio <= 1.2, "after a restart behind a NAT: {ratio:.3}x");
+    let took = wait_covered(&restarted).await;
+    let after_covered = accepted(&cluster, RESTARTED);
+    eprintln!(
+        "after restart: every shard covered after {took:?} more, {after_covered} accepted in all ({:.3}x)",
+        after_covered as f64 / ideal_node
+    );
+    assert!(
+        took.is_some(),
+        "full coverage after the restart, eventually"
+    );
+}
+
+/// Without a NAT the pools keep exactly one connection per shard and make
+/// no background attempts (the shard-aware port covers every shard).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_nat_no_background_attempts() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(SHARDS)
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let pools: Vec<NodePool> = (0..4)
+        .map(|_| NodePool::new(cluster.cql_addrs()[0], config(), metrics.clone()))
+        .collect();
+    for p in &pools {
+        assert!(p.wait_until_full(FILL).await);
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    for p in &pools {
+        let s = p.snapshot();
+        assert!(s.shards.iter().all(|c| c.len() == 1), "one per shard");
+    }
+    assert_eq!(accepted(&cluster, 0), 4 * SHARDS as u64);
+    let m = metrics.snapshot();
+    assert_eq!(m.coverage_attempts, 0, "{m:?}");
+    assert_eq!(m.surplus_connections_retired, 0, "{m:?}");
+}
+
+/// A node sheds handshakes (one admitted per shard at a time, a long CPU
+/// stage, a short wait): the pools count the shed handshakes and back off,
+/// keep the shard-aware port, and cover every shard in the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shed_handshakes_back_off_and_are_not_nat_evidence() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(4)
+        .admission(AdmissionConfig {
+            cpu_concurrency: 1,
+            cost: HandshakeCost::Sleep(Duration::from_millis(60)),
+            shed_after: Duration::from_millis(20),
+        })
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let pools: Vec<NodePool> = (0..8)
+        .map(|_| NodePool::new(cluster.cql_addrs()[0], config(), metrics.clone()))
+        .collect();
+    for p in &pools {
+        assert!(p.wait_until_full(COVER).await, "covered despite shedding");
+    }
+    let shed_by_node = cluster.stats().total(|c| c.handshakes_shed);
+    let m = metrics.snapshot();
+    assert!(shed_by_node > 0, "the node shed handshakes");
+    assert_eq!(
+        m.handshakes_shed, shed_by_node,
+        "every shed handshake seen as such: {m:?}"
+    );
+    assert!(m.reconnect_delays > 0, "backed off: {m:?}");
+    assert_eq!(m.shard_aware_fallbacks, 0, "not NAT evidence: {m:?}");
+    for p in &pools {
+        assert_eq!(p.fallback(), None);
+        assert!(p.snapshot().shards.iter().all(|c| c.len() == 1));
+    }
+}
+
+/// Handshakes that wait for admission longer than the client's handshake
+/// timeout (the client gives up at STARTUP before the node sheds them): the
+/// port answered, so this is load, not a silent port; the pools back off
+/// and keep the shard-aware port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_timing_out_in_admission_are_not_a_silent_port() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(2)
+        .admission(AdmissionConfig {
+            cpu_concurrency: 1,
+            cost: HandshakeCost::Sleep(Duration::from_millis(40)),
+            shed_after: Duration::from_secs(5),
+        })
+        .start()
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let cfg = PoolConfig {
+        connection: ConnectionConfig {
+            handshake_timeout: Duration::from_millis(120),
+            ..ConnectionConfig::default()
+        },
+        ..config()
+    };
+    let pools: Vec<NodePool> = (0..8)
+        .map(|_| NodePool::new(cluster.cql_addrs()[0], cfg.clone(), metrics.clone()))
+        .collect();
+    for p in &pools {
+        assert!(p.wait_until_full(COVER).await, "covered despite the queue");
+    }
+    let m = metrics.snapshot();
+    assert!(m.handshakes_shed > 0, "timed out in admission: {m:?}");
+    assert!(m.reconnect_delays > 0, "backed off: {m:?}");
+    assert_eq!(m.shard_aware_fallbacks, 0, "not a silent port: {m:?}");
+    for p in &pools {
+        assert_eq!(p.fallback(), None);
+    }
+}
