@@ -29,19 +29,17 @@ const FILL: Duration = Duration::from_secs(30);
 const COVER: Duration = Duration::from_secs(90);
 
 fn config() -> PoolConfig {
-    PoolConfig {
-        connection: ConnectionConfig {
-            handshake_timeout: Duration::from_secs(2),
-            ..ConnectionConfig::default()
-        },
-        reconnect: Arc::new(ExponentialBackoff::new(
-            Duration::from_millis(20),
-            Duration::from_millis(500),
-        )),
-        reconnect_spread: Duration::from_millis(200),
-        coverage_interval: Duration::from_secs(1),
-        ..PoolConfig::default()
-    }
+    let mut connection = ConnectionConfig::default();
+    connection.handshake_timeout = Duration::from_secs(2);
+    let mut config = PoolConfig::default();
+    config.connection = connection;
+    config.reconnect = Arc::new(ExponentialBackoff::new(
+        Duration::from_millis(20),
+        Duration::from_millis(500),
+    ));
+    config.reconnect_spread = Duration::from_millis(200);
+    config.coverage_interval = Duration::from_secs(1);
+    config
 }
 
 fn accepted(cluster: &TestCluster, node: usize) -> u64 {
@@ -243,13 +241,8 @@ async fn handshakes_timing_out_in_admission_are_not_a_silent_port() {
         .await
         .unwrap();
     let metrics = Arc::new(Metrics::default());
-    let cfg = PoolConfig {
-        connection: ConnectionConfig {
-            handshake_timeout: Duration::from_millis(120),
-            ..ConnectionConfig::default()
-        },
-        ..config()
-    };
+    let mut cfg = config();
+    cfg.connection.handshake_timeout = Duration::from_millis(120);
     let pools: Vec<NodePool> = (0..8)
         .map(|_| NodePool::new(cluster.cql_addrs()[0], cfg.clone(), metrics.clone()))
         .collect();

@@ -221,148 +221,100 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
     o
 }
 
-/// A tiny JSON object writer: keys and numbers/strings, nested objects.
-struct Json {
-    out: String,
-    first: Vec<bool>,
+/// A latency summary as JSON.
+fn latency_json(s: &LatencyStats) -> serde_json::Value {
+    serde_json::json!({
+        "ok": s.ok,
+        "failed": s.failed,
+        "p50_us": s.p50_us,
+        "p99_us": s.p99_us,
+        "max_us": s.max_us,
+    })
 }
 
-impl Json {
-    fn new() -> Self {
-        Json {
-            out: String::new(),
-            first: vec![],
-        }
-    }
-    fn sep(&mut self) {
-        if let Some(f) = self.first.last_mut() {
-            if !*f {
-                self.out.push(',');
-            }
-            *f = false;
-        }
-        self.out.push('\n');
-        self.out.push_str(&"  ".repeat(self.first.len()));
-    }
-    fn open(&mut self, key: Option<&str>, bracket: char) {
-        self.sep();
-        if let Some(k) = key {
-            let _ = write!(self.out, "\"{k}\": ");
-        }
-        self.out.push(bracket);
-        self.first.push(true);
-    }
-    fn close(&mut self, bracket: char) {
-        self.first.pop();
-        self.out.push('\n');
-        self.out.push_str(&"  ".repeat(self.first.len()));
-        self.out.push(bracket);
-    }
-    fn num(&mut self, key: &str, v: impl std::fmt::Display) {
-        self.sep();
-        let _ = write!(self.out, "\"{key}\": {v}");
-    }
-    fn text(&mut self, key: &str, v: &str) {
-        self.sep();
-        // Only our own identifiers and numbers go here: no escaping needed
-        // beyond quotes and backslashes, which they never contain.
-        let _ = write!(self.out, "\"{key}\": \"{}\"", v.replace(['"', '\\'], ""));
-    }
-    fn latency(&mut self, key: &str, s: &LatencyStats) {
-        self.open(Some(key), '{');
-        self.num("ok", s.ok);
-        self.num("failed", s.failed);
-        self.num("p50_us", s.p50_us);
-        self.num("p99_us", s.p99_us);
-        self.num("max_us", s.max_us);
-        self.close('}');
-    }
+/// A ratio rounded to 4 decimals.
+fn ratio4(n: u64, d: u64) -> f64 {
+    (n as f64 / d.max(1) as f64 * 1e4).round() / 1e4
 }
 
-/// The results as JSON.
+/// The results as JSON (pretty-printed, through `serde_json`).
 pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
-    let mut j = Json::new();
-    j.out.push('{');
-    j.first.push(true);
-    j.open(Some("params"), '{');
-    j.num("nodes", p.nodes);
-    j.num("shards", p.shards);
-    j.num("sessions", p.sessions);
-    j.num("rate_per_s", p.rate);
-    j.num("rf", p.rf);
-    j.num("tls", p.tls);
-    j.num("cpu_concurrency", p.cpu_concurrency);
-    j.text("handshake_cost", &format!("{:?}", p.cost));
-    j.num("down_ms", p.down.as_millis());
-    j.close('}');
-    j.open(Some("variants"), '[');
-    for r in results {
-        let (c, x) = (&r.cold, &r.restart);
-        j.open(None, '{');
-        j.text("name", r.variant.name);
-        j.num("wall_ms", r.wall_ms);
-        j.open(Some("cold_start"), '{');
-        j.num("ideal", c.ideal);
-        j.num("attempts", c.attempts);
-        j.num(
-            "attempts_per_ideal",
-            format!("{:.4}", c.attempts as f64 / c.ideal.max(1) as f64),
-        );
-        j.num("accepted", c.accepted);
-        j.num("accepted_regular", c.accepted_regular);
-        j.num("accepted_shard_aware", c.accepted_shard_aware);
-        j.num("control_connections", c.control);
-        j.num("wrong_shard_landings", c.driver.wrong_shard_landings);
-        j.num("excess_closed", c.driver.excess_connections_closed);
-        j.num("shard_aware_fallbacks", c.driver.shard_aware_fallbacks);
-        j.num("accepted_when_filled", c.accepted_filled);
-        j.num("time_to_filled_ms", c.filled_ms);
-        j.num("filled", c.filled);
-        j.num("time_to_coverage_ms", c.time_ms);
-        j.num("covered", c.covered);
-        j.num("driver_handshakes_shed", c.driver.handshakes_shed);
-        j.num("coverage_attempts", c.driver.coverage_attempts);
-        j.num("peak_handshakes_waiting", c.peak_waiting);
-        j.num("peak_handshakes_in_progress", c.peak_in_progress);
-        j.num("handshakes_shed", c.shed);
-        j.close('}');
-        j.open(Some("restart"), '{');
-        j.num("ideal", x.ideal);
-        j.num("attempts", x.attempts);
-        j.num(
-            "attempts_per_ideal",
-            format!("{:.4}", x.attempts as f64 / x.ideal.max(1) as f64),
-        );
-        j.num("attempts_while_down", x.attempts_while_down);
-        j.num("accepted", x.accepted);
-        j.num("accepted_by_end", x.accepted_end);
-        j.num("wrong_shard_landings", x.wrong_shard);
-        j.num("excess_closed", x.excess_closed);
-        j.num("down_ms", x.down_ms);
-        j.num("accepted_when_filled", x.accepted_filled);
-        j.num("time_to_filled_ms", x.filled_ms);
-        j.num("filled", x.filled);
-        j.num("time_to_coverage_ms", x.time_ms);
-        j.num("covered", x.covered);
-        j.num("peak_handshakes_waiting", x.peak_waiting);
-        j.num("peak_handshakes_in_progress", x.peak_in_progress);
-        j.num("handshakes_shed", x.shed);
-        j.num("tablet_requests", x.tablet_requests);
-        j.num("tablet_misrouted", x.tablet_misrouted);
-        j.num("tablet_misrouted_before_stop", x.tablet_misrouted_steady);
-        j.num("tablet_payloads", x.tablet_payloads);
-        j.num("failed_requests", x.failed_requests);
-        j.num("skipped_ticks", x.skipped);
-        j.latency("before", &x.before);
-        j.latency("during", &x.during);
-        j.latency("after", &x.after);
-        j.close('}');
-        j.close('}');
-    }
-    j.close(']');
-    j.close('}');
-    j.out.push('\n');
-    j.out
+    let params = serde_json::json!({
+        "nodes": p.nodes,
+        "shards": p.shards,
+        "sessions": p.sessions,
+        "rate_per_s": p.rate,
+        "rf": p.rf,
+        "tls": p.tls,
+        "cpu_concurrency": p.cpu_concurrency,
+        "handshake_cost": format!("{:?}", p.cost),
+        "down_ms": p.down.as_millis() as u64,
+    });
+    let variants: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            let (c, x) = (&r.cold, &r.restart);
+            serde_json::json!({
+                "name": r.variant.name,
+                "wall_ms": r.wall_ms,
+                "cold_start": {
+                    "ideal": c.ideal,
+                    "attempts": c.attempts,
+                    "attempts_per_ideal": ratio4(c.attempts as u64, c.ideal as u64),
+                    "accepted": c.accepted,
+                    "accepted_regular": c.accepted_regular,
+                    "accepted_shard_aware": c.accepted_shard_aware,
+                    "control_connections": c.control,
+                    "wrong_shard_landings": c.driver.wrong_shard_landings,
+                    "excess_closed": c.driver.excess_connections_closed,
+                    "shard_aware_fallbacks": c.driver.shard_aware_fallbacks,
+                    "accepted_when_filled": c.accepted_filled,
+                    "time_to_filled_ms": c.filled_ms,
+                    "filled": c.filled,
+                    "time_to_coverage_ms": c.time_ms,
+                    "covered": c.covered,
+                    "driver_handshakes_shed": c.driver.handshakes_shed,
+                    "coverage_attempts": c.driver.coverage_attempts,
+                    "peak_handshakes_waiting": c.peak_waiting,
+                    "peak_handshakes_in_progress": c.peak_in_progress,
+                    "handshakes_shed": c.shed,
+                },
+                "restart": {
+                    "ideal": x.ideal,
+                    "attempts": x.attempts,
+                    "attempts_per_ideal": ratio4(x.attempts as u64, x.ideal as u64),
+                    "attempts_while_down": x.attempts_while_down,
+                    "accepted": x.accepted,
+                    "accepted_by_end": x.accepted_end,
+                    "wrong_shard_landings": x.wrong_shard,
+                    "excess_closed": x.excess_closed,
+                    "down_ms": x.down_ms,
+                    "accepted_when_filled": x.accepted_filled,
+                    "time_to_filled_ms": x.filled_ms,
+                    "filled": x.filled,
+                    "time_to_coverage_ms": x.time_ms,
+                    "covered": x.covered,
+                    "peak_handshakes_waiting": x.peak_waiting,
+                    "peak_handshakes_in_progress": x.peak_in_progress,
+                    "handshakes_shed": x.shed,
+                    "tablet_requests": x.tablet_requests,
+                    "tablet_misrouted": x.tablet_misrouted,
+                    "tablet_misrouted_before_stop": x.tablet_misrouted_steady,
+                    "tablet_payloads": x.tablet_payloads,
+                    "failed_requests": x.failed_requests,
+                    "skipped_ticks": x.skipped,
+                    "before": latency_json(&x.before),
+                    "during": latency_json(&x.during),
+                    "after": latency_json(&x.after),
+                },
+            })
+        })
+        .collect();
+    let all = serde_json::json!({ "params": params, "variants": variants });
+    // Serializing a `Value` built from numbers and strings cannot fail.
+    let mut text = serde_json::to_string_pretty(&all).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// The timeline: one row per variant and 100 ms window.
