@@ -260,7 +260,7 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
                 "cold_start": {
                     "ideal": c.ideal,
                     "attempts": c.attempts,
-                    "attempts_per_ideal": ratio4(c.attempts as u64, c.ideal as u64),
+                    "attempts_per_ideal": ratio4(c.attempts, c.ideal),
                     "accepted": c.accepted,
                     "accepted_regular": c.accepted_regular,
                     "accepted_shard_aware": c.accepted_shard_aware,
@@ -282,7 +282,7 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
                 "restart": {
                     "ideal": x.ideal,
                     "attempts": x.attempts,
-                    "attempts_per_ideal": ratio4(x.attempts as u64, x.ideal as u64),
+                    "attempts_per_ideal": ratio4(x.attempts, x.ideal),
                     "attempts_while_down": x.attempts_while_down,
                     "accepted": x.accepted,
                     "accepted_by_end": x.accepted_end,
