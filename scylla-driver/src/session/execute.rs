@@ -468,49 +468,33 @@ async fn attempt_chain(
             }
             Err(Failed::Fatal(e)) => return Err(e),
         };
-        match decision {
+        let (retry_at, next, delay) = match decision {
             RetryDecision::Fail => {
                 return Err(ExecutionError::from_attempt(node.address, error, attempts))
             }
-            RetryDecision::RetrySameTarget(c) => {
-                consistency = c.unwrap_or(consistency);
-                Metrics::inc(&inner.metrics.retries);
-                record::retry();
-                retries += 1;
-                attempts.push(Attempt {
-                    node: node.address,
-                    error,
-                });
+            RetryDecision::RetrySameTarget(c) => (c, false, None),
+            RetryDecision::RetryNextTarget(c) => (c, true, None),
+            RetryDecision::RetryNextTargetAfter(c, d) => (c, true, Some(d)),
+        };
+        if let Some(delay) = delay {
+            // Backoff from an overloaded node, within the deadline: a delay
+            // that would pass it is not taken.
+            if Instant::now() + delay >= deadline {
+                return Err(ExecutionError::from_attempt(node.address, error, attempts));
             }
-            RetryDecision::RetryNextTarget(c) => {
-                consistency = c.unwrap_or(consistency);
-                Metrics::inc(&inner.metrics.retries);
-                record::retry();
-                retries += 1;
-                attempts.push(Attempt {
-                    node: node.address,
-                    error,
-                });
-                target = next_target();
-            }
-            RetryDecision::RetryNextTargetAfter(c, delay) => {
-                // Backoff from an overloaded node, within the deadline: a
-                // delay that would pass it is not taken.
-                if Instant::now() + delay >= deadline {
-                    return Err(ExecutionError::from_attempt(node.address, error, attempts));
-                }
-                tracing::debug!(node = %node.address, ?delay, "backing off before the next target");
-                tokio::time::sleep(delay).await;
-                consistency = c.unwrap_or(consistency);
-                Metrics::inc(&inner.metrics.retries);
-                record::retry();
-                retries += 1;
-                attempts.push(Attempt {
-                    node: node.address,
-                    error,
-                });
-                target = next_target();
-            }
+            tracing::debug!(node = %node.address, ?delay, "backing off before the next target");
+            tokio::time::sleep(delay).await;
+        }
+        consistency = retry_at.unwrap_or(consistency);
+        Metrics::inc(&inner.metrics.retries);
+        record::retry();
+        retries += 1;
+        attempts.push(Attempt {
+            node: node.address,
+            error,
+        });
+        if next {
+            target = next_target();
         }
     }
     // The plan is exhausted: the last attempt's failure is the request's.
