@@ -9,9 +9,10 @@
 //! - the **requests in flight** to the node;
 //! - a **decaying latency average** (EWMA) of its attempts: each attempt's
 //!   time moves the average by at least 1/8 of the difference, and by more
-//!   after a quiet period (all of it after one second without a sample), so
-//!   an average that is no longer refreshed often is replaced quickly once
-//!   the node answers again. The first [`WARM_UP`] samples only keep their
+//!   after a quiet period; after one second without a sample the node starts
+//!   over (its next sample is the average, and it warms up again), so a node
+//!   that was down, or not chosen for a while, is judged by how it answers
+//!   now. The first [`WARM_UP`] samples only keep their
 //!   minimum (a node's first request is often not a typical one: DDL, a
 //!   statement's first execution), and until then the node is compared by
 //!   its requests in flight only. After that a sample counts as at most 3
@@ -100,7 +101,8 @@ const MIN_WEIGHT: u64 = 128;
 /// the average).
 pub const WARM_UP: u32 = 4;
 
-/// After this long without a sample, the next sample replaces the average.
+/// After this long without a sample, the next sample replaces the average
+/// and the node warms up again ([`WARM_UP`] samples).
 const RESET_MS: u64 = 1000;
 
 /// The load of one node as seen by one session: requests in flight and a
@@ -183,9 +185,18 @@ impl NodeLoad {
         if warming {
             self.samples.fetch_add(1, Ordering::Relaxed);
         }
+        // A node not heard from for `RESET_MS` (stopped and restarted, say,
+        // or not chosen for a while) starts over: its average is this
+        // sample and it warms up again, compared by requests in flight only
+        // for its next samples. Without this, the first answer of a
+        // restarted node (a cold JVM: tens of ms) set its average, and it
+        // got only probes afterwards: on a real 3-node Cassandra, 60 reads
+        // after a restart did not reach it once.
+        let mut restarted = false;
         let update = |old: u64| {
             let (avg, at) = (old >> 32, old as u32);
-            let avg = if avg == 0 {
+            restarted = avg != 0 && u64::from(now.wrapping_sub(at)) >= RESET_MS;
+            let avg = if avg == 0 || restarted {
                 sample
             } else if warming {
                 avg.min(sample)
@@ -202,14 +213,18 @@ impl NodeLoad {
         let _ = self
             .latency
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, update);
+        if restarted {
+            self.samples.store(1, Ordering::Relaxed);
+        }
     }
 
     /// Whether a request to this node is expected to be answered sooner than
     /// one to `other`, clearly (a quarter cheaper): the latency average times
     /// one plus the requests in flight, or only the requests in flight while
-    /// either node has fewer than [`WARM_UP`] samples. Never when `other`'s average is
-    /// older than [`STALE_AFTER`] and at most 4 times this one's (it gets its
-    /// turn, to refresh it).
+    /// either node has fewer than [`WARM_UP`] samples or `other`'s average is
+    /// more than a second old. Never when `other`'s average is older than
+    /// [`STALE_AFTER`] and at most 4 times this one's (it gets its turn, to
+    /// refresh it).
     pub fn better_than(&self, other: &NodeLoad) -> bool {
         let (mine, theirs) = (self.in_flight(), other.in_flight());
         let (a, other_word) = (
@@ -225,12 +240,19 @@ impl NodeLoad {
         if cost >= other_cost - other_cost / 4 {
             return false;
         }
-        // Cheaper: unless the other's average is not far off and stale (the
-        // clock is read only then).
+        // Cheaper, by averages. The clock is read only here, to see how old
+        // the other's average is: older than `RESET_MS`, it says nothing
+        // about the node now (it was down, say, and has just come back:
+        // its next answer starts it over, see `record_at`), and the two are
+        // compared by requests in flight, as during a warm-up. Otherwise
+        // the other keeps its place if its average is not far off and stale.
+        let age = u64::from(clock_ms().wrapping_sub(other_word as u32));
+        if age >= RESET_MS {
+            return mine < theirs;
+        }
         if b > a.saturating_mul(STALE_RATIO) {
             return true;
         }
-        let age = clock_ms().wrapping_sub(other_word as u32);
         u128::from(age) < STALE_AFTER.as_millis()
     }
 }
@@ -299,6 +321,45 @@ mod tests {
             load.record(d);
         }
         load
+    }
+
+    #[test]
+    fn a_node_not_heard_from_for_a_second_starts_over() {
+        let fast = warmed(Duration::from_millis(1));
+        let node = warmed(Duration::from_millis(1));
+        // Its first answer after a long silence (a restarted node's cold
+        // start) is slow: that becomes its average, uncapped...
+        let later = Instant::now() + Duration::from_millis(1500);
+        node.record_at(Duration::from_millis(50), later);
+        assert_eq!(node.latency(), Some(Duration::from_millis(50)));
+        // ... but it warms up again, compared by requests in flight only, so
+        // it keeps its share of requests meanwhile.
+        assert!(!node.warm());
+        assert!(!fast.better_than(&node));
+        // Its next answers count as a warm-up does (their minimum).
+        for _ in 1..WARM_UP {
+            node.record_at(Duration::from_millis(2), later);
+        }
+        assert!(node.warm());
+        assert_eq!(node.latency(), Some(Duration::from_millis(2)));
+    }
+
+    #[test]
+    fn an_average_a_second_old_does_not_push_a_node_back() {
+        let fast = warmed(Duration::from_millis(1));
+        let slow = NodeLoad::new();
+        let long_ago = Instant::now();
+        for _ in 0..WARM_UP {
+            slow.record_at(Duration::from_millis(40), long_ago);
+        }
+        // Recent: the fast node goes first.
+        assert!(fast.better_than(&slow));
+        // Pretend the slow node's average was taken 2 s ago: it no longer
+        // counts, and with equal requests in flight neither is better.
+        let word = slow.latency.load(Ordering::Relaxed);
+        let old = (word >> 32 << 32) | u64::from(clock_ms().wrapping_sub(2000));
+        slow.latency.store(old, Ordering::Relaxed);
+        assert!(!fast.better_than(&slow));
     }
 
     #[test]
