@@ -552,6 +552,15 @@ enum Failed {
     Fatal(ExecutionError),
 }
 
+/// Options of a request sent at `now` that must end by `deadline`.
+fn until(deadline: Instant, now: Instant, tracing: bool) -> RequestOptions<'static> {
+    RequestOptions {
+        timeout: Some(deadline.saturating_duration_since(now)),
+        tracing,
+        custom_payload: None,
+    }
+}
+
 /// One attempt on one connection, preparing again once on UNPREPARED; every
 /// request it sends ends by `deadline` (the request's, shared with the other
 /// attempts).
@@ -563,11 +572,7 @@ async fn attempt(
     deadline: Instant,
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
-    let until_deadline = |now: Instant| RequestOptions {
-        timeout: Some(deadline.saturating_duration_since(now)),
-        tracing,
-        custom_payload: None,
-    };
+    let until_deadline = |now: Instant| until(deadline, now, tracing);
     let body = AtConsistency {
         msg,
         consistency,
@@ -600,11 +605,7 @@ async fn reprepare_and_retry(
     deadline: Instant,
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
-    let until_deadline = |now: Instant| RequestOptions {
-        timeout: Some(deadline.saturating_duration_since(now)),
-        tracing,
-        custom_payload: None,
-    };
+    let until_deadline = |now: Instant| until(deadline, now, tracing);
     tracing::debug!(peer = %conn.info().peer, "statement unknown to the node; preparing it again");
     let prepare = Prepare {
         query: again.text.into(),
