@@ -105,12 +105,18 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = positive)]
     connections: usize,
     /// off, fixed:<micros>, adaptive, adaptive:<max_micros>:<max_bytes>, or all
-    /// (off, fixed:1000 and adaptive, one after the other).
+    /// (off, fixed:1000 and adaptive, one after the other); several separated
+    /// by commas.
     #[arg(long = "coalescing", default_value = "adaptive", value_parser = parse_policy)]
     policies: Policies,
     /// Worker threads of the client's runtime.
     #[arg(long, default_value_t = 1, value_parser = positive)]
     threads: usize,
+    /// Run the policies this many times, in reverse order every other round
+    /// (ABBA, so that drift in the machine's load hits every policy alike);
+    /// the table shows each policy's medians.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
+    rounds: usize,
     /// One JSON object per policy instead of a table.
     #[arg(long)]
     json: bool,
@@ -154,7 +160,16 @@ fn parse_protocol(s: &str) -> Result<ProtocolVersion, String> {
         .ok_or_else(|| format!("expected 4 or 5, got {s:?}"))
 }
 
+/// A comma-separated list of policies (or `all`).
 fn parse_policy(s: &str) -> Result<Policies, String> {
+    let mut all = Vec::new();
+    for one in s.split(',') {
+        all.extend(parse_one_policy(one.trim())?.0);
+    }
+    Ok(Policies(all))
+}
+
+fn parse_one_policy(s: &str) -> Result<Policies, String> {
     let fixed = |us: u64| {
         (
             format!("fixed:{us}"),
@@ -471,39 +486,30 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
     if args.workload != Workload::Options {
         create_schema(args, addr).await?;
     }
-    let mut reports = Vec::new();
-    for (name, policy) in &args.policies.0 {
-        let r = run_one(args, addr, name, *policy).await?;
-        if args.json {
-            let line = serde_json::json!({
-                "workload": args.workload,
-                "policy": r.policy,
-                "concurrency": args.concurrency,
-                "connections": args.connections,
-                "tls": args.tls,
-                "requests": args.requests,
-                "ops_per_s": r.ops_per_s.round(),
-                "p50_us": r.p50,
-                "p99_us": r.p99,
-                "p999_us": r.p999,
-                "cpu_us_per_req": r.cpu_us_per_req,
-                "allocs_per_req": r.allocs_per_req,
-                "writes_per_req": r.writes_per_req,
-                "reads_per_req": r.reads_per_req,
-                "bytes_read_per_req": r.bytes_read_per_req,
-                "protocol": r.protocol.to_string(),
-                "errors": r.errors,
-            });
-            println!("{line}");
+    // Per policy (in the order given), the reports of every round.
+    let mut runs: Vec<Vec<Report>> = args.policies.0.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.rounds {
+        let mut order: Vec<usize> = (0..args.policies.0.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
         }
-        reports.push(r);
+        for i in order {
+            let (name, policy) = &args.policies.0[i];
+            let r = run_one(args, addr, name, *policy).await?;
+            if args.json {
+                print_json(args, round, &r);
+            }
+            runs[i].push(r);
+        }
     }
+    let reports: Vec<Report> = runs.iter().filter_map(|r| median_report(r)).collect();
     if !args.json {
         println!(
-            "workload {:?}{}, protocol {}, concurrency {}, {} connection(s){}, {} requests (+{} warm-up), {} client thread(s), server {}",
+            "workload {:?}{}, protocol {}, concurrency {}, {} connection(s){}, {} requests (+{} warm-up), {} client thread(s), server {}{}",
             args.workload, if args.full_metadata { " (full result metadata)" } else { "" },
             reports.first().map_or("?".to_owned(), |r| r.protocol.to_string()), args.concurrency, args.connections, if args.tls { " over TLS" } else { "" }, args.requests, args.warmup,
-            args.threads, args.node.map_or("in-process test cluster (child process)".to_owned(), |a| a.to_string())
+            args.threads, args.node.map_or("in-process test cluster (child process)".to_owned(), |a| a.to_string()),
+            if args.rounds > 1 { format!("; medians of {} rounds, order alternating", args.rounds) } else { String::new() }
         );
         println!(
             "{:<12} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
@@ -537,6 +543,55 @@ async fn run_all(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
         }
     }
     Ok(())
+}
+
+fn print_json(args: &Args, round: usize, r: &Report) {
+    let line = serde_json::json!({
+        "workload": args.workload,
+        "policy": r.policy,
+        "round": round + 1,
+        "concurrency": args.concurrency,
+        "connections": args.connections,
+        "tls": args.tls,
+        "requests": args.requests,
+        "ops_per_s": r.ops_per_s.round(),
+        "p50_us": r.p50,
+        "p99_us": r.p99,
+        "p999_us": r.p999,
+        "cpu_us_per_req": r.cpu_us_per_req,
+        "allocs_per_req": r.allocs_per_req,
+        "writes_per_req": r.writes_per_req,
+        "reads_per_req": r.reads_per_req,
+        "bytes_read_per_req": r.bytes_read_per_req,
+        "protocol": r.protocol.to_string(),
+        "errors": r.errors,
+    });
+    println!("{line}");
+}
+
+/// Each field's median over the rounds of one policy (errors: the sum).
+fn median_report(runs: &[Report]) -> Option<Report> {
+    let first = runs.first()?;
+    fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        v[v.len() / 2]
+    }
+    let m = |f: fn(&Report) -> f64| median(runs.iter().map(f).collect());
+    let mu = |f: fn(&Report) -> u32| median(runs.iter().map(f).collect());
+    Some(Report {
+        policy: first.policy.clone(),
+        protocol: first.protocol,
+        ops_per_s: m(|r| r.ops_per_s),
+        p50: mu(|r| r.p50),
+        p99: mu(|r| r.p99),
+        p999: mu(|r| r.p999),
+        cpu_us_per_req: m(|r| r.cpu_us_per_req),
+        allocs_per_req: m(|r| r.allocs_per_req),
+        writes_per_req: m(|r| r.writes_per_req),
+        reads_per_req: m(|r| r.reads_per_req),
+        bytes_read_per_req: m(|r| r.bytes_read_per_req),
+        errors: runs.iter().map(|r| r.errors).sum(),
+    })
 }
 
 fn opts() -> RequestOptions<'static> {

@@ -233,6 +233,9 @@ struct Pending {
     framed: BytesMut,
     /// The writer has taken frames and is writing them.
     writing: bool,
+    /// The writer waits for more frames to join the pending ones: the next
+    /// requester wakes it.
+    gathering: bool,
     /// The socket, for requesters to write to directly when the connection
     /// is idle (plain TCP only; `None` once the connection is broken).
     direct: Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
@@ -488,7 +491,8 @@ impl Shared {
             if direct {
                 self.mark_write_at(now);
             }
-            was_empty && !direct
+            let gathering = std::mem::take(&mut p.gathering);
+            (was_empty || gathering) && !direct
         };
         if wake_writer {
             self.writer_wake.notify_one();
@@ -858,6 +862,7 @@ where
                 .then(|| SegmentEncoder::new(server.compression.is_some())),
             framed: BytesMut::new(),
             writing: false,
+            gathering: false,
             direct: direct.clone(),
         }),
         writer_wake: Notify::new(),

@@ -66,7 +66,6 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     policy: Coalescing,
     b: &mut WriteBuffers,
 ) -> std::io::Result<()> {
-    let max_idle_rounds = idle_round_limit();
     loop {
         // Wait for the first frame. `notify_one` stores a permit, so a frame
         // encoded between the check and the wait is not missed.
@@ -81,7 +80,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             return Ok(());
         }
         // Bounded by the policy's time bound: no cancellation needed.
-        coalesce(shared, policy, max_idle_rounds).await;
+        coalesce(shared, policy).await;
         {
             let mut p = shared.pending();
             // Requesters do not write directly while these are on their way.
@@ -189,33 +188,25 @@ impl AsyncWrite for SharedWriteHalf {
 }
 
 /// Waits as long as the policy wants more frames to join the pending ones.
-async fn coalesce(shared: &Shared, policy: Coalescing, max_idle_rounds: u32) {
+async fn coalesce(shared: &Shared, policy: Coalescing) {
     let first_seen = Instant::now();
-    // The clock is read every few rounds only: a round (one pass through
-    // the run queue) takes about a microsecond, the policy's bounds are in
-    // hundreds, and a clock read in a VM costs as much as a round (profiled:
-    // 9% of the client's CPU at concurrency 64 when read every round).
-    // Fixed windows sleep on the timer and read it every time.
+    // The clock is read every few scheduler rounds only (a round takes about
+    // a microsecond, the policy's bounds are hundreds, and a clock read in a
+    // VM costs as much as a round: profiled at 9% of the client's CPU at
+    // concurrency 64 when read every round), and after every wait for
+    // frames. Fixed windows sleep on the timer and read it every time.
     let clock_every = policy.clock_every_rounds();
     let mut now = first_seen;
-    let mut last_growth = first_seen;
     let mut rounds = 0u32;
-    let mut idle_rounds = 0u32;
     let mut last_bytes = 0usize;
+    let mut woke = false;
     loop {
         let (bytes, frames) = {
             let p = shared.pending();
             (p.buf.len(), p.ids.len())
         };
-        if rounds > 0 && rounds % clock_every == 0 {
+        if woke || (rounds > 0 && rounds % clock_every == 0) {
             now = Instant::now();
-        }
-        let grew = rounds > 0 && bytes > last_bytes;
-        if grew {
-            last_growth = now;
-            idle_rounds = 0;
-        } else if rounds > 0 {
-            idle_rounds += 1;
         }
         let state = PendingWrites {
             bytes,
@@ -223,48 +214,45 @@ async fn coalesce(shared: &Shared, policy: Coalescing, max_idle_rounds: u32) {
             awaiting_responses: shared.slots.in_use().saturating_sub(frames),
             waited: now - first_seen,
             rounds,
-            grew,
-            quiet: now - last_growth,
+            grew: rounds > 0 && bytes > last_bytes,
             arrival_gap: shared.arrival_gap(),
-            idle_rounds,
-            max_idle_rounds,
         };
         last_bytes = bytes;
+        woke = false;
         match policy.decide(&state) {
             Decision::Write => return,
             Decision::Yield => YieldToQueue::default().await,
-            Decision::YieldToDriver => tokio::task::yield_now().await,
+            Decision::WaitForFrames(at_most) => {
+                wait_for_frames(shared, bytes, at_most).await;
+                woke = true;
+            }
             Decision::Sleep(d) => tokio::time::sleep(d).await,
         }
         rounds += 1;
     }
 }
 
-/// Rounds without a new frame after which the adaptive wait ends (the
-/// second is spent on a turn of the I/O driver). Measured at concurrency 64
-/// (INSERT, 2 workers, compare-ours): ending after one idle round gave
-/// 6.6-7.6 us of client CPU per request, two 7.4-9.0, and waiting out the
-/// policy's time bounds (the earlier behaviour) 11.5-12.8.
-const MAX_IDLE_ROUNDS: u32 = 2;
-
-/// The idle-round limit for the runtime the writer runs on. With a single
-/// worker thread, requeueing costs no other thread anything and more frames
-/// can only come through the I/O the worker polls between rounds, so the
-/// wait runs to the policy's time bounds instead (measured with
-/// `examples/throughput --threads 1`, INSERT at concurrency 1024: 0.06
-/// writes per request and less CPU than Off, where two idle rounds gave 0.7
-/// writes per request and more CPU than Off).
-///
-/// Checked again (2026-11-23) at concurrency 1024 on one worker: on a quiet
-/// machine two idle rounds still gave 0.56-0.75 writes per request and as
-/// much or more CPU than Off; under heavy load (load average 7-9, the
-/// server slowed down) they gave 0.18-0.21 writes and less CPU than either.
-/// The time bounds stay, since a quiet machine is what users benchmark on.
-fn idle_round_limit() -> u32 {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.metrics().num_workers() <= 1 => u32::MAX,
-        _ => MAX_IDLE_ROUNDS,
+/// Parks the writer until a requester submits a frame (it sees `gathering`
+/// and wakes the writer) or `at_most` has passed. Returns at once if frames
+/// came since the writer counted `bytes`. The timer (1 ms ticks) is only the
+/// backstop: the policy waits only while frames arrive several times within
+/// its budget.
+async fn wait_for_frames(shared: &Shared, bytes: usize, at_most: std::time::Duration) {
+    {
+        let mut p = shared.pending();
+        if p.buf.len() != bytes {
+            return;
+        }
+        p.gathering = true;
     }
+    tokio::select! {
+        biased;
+        _ = shared.writer_wake.notified() => {}
+        _ = tokio::time::sleep(at_most) => {}
+    }
+    // Woken by the timer: requesters need not wake the writer any more. (A
+    // wake-up stored meanwhile only costs the next wait one extra look.)
+    shared.pending().gathering = false;
 }
 
 /// Lets the tasks already queued on this worker run once (requesters about
