@@ -433,7 +433,9 @@ impl Shared {
         let deadline = timeout.map(|t| now + t);
         let id = match self.slots.try_alloc(deadline) {
             Some(id) => id,
-            None => self.alloc_slow(deadline, timeout).await?,
+            // All ids busy (rare: 32,768 per connection): boxed, so that
+            // every request's future does not carry this wait's timer.
+            None => Box::pin(self.alloc_slow(deadline, timeout)).await?,
         };
         if self.slots.take_became_busy() {
             // A parked tick (the connection was idle for a while) must start
@@ -654,6 +656,16 @@ impl Connection {
     /// The keyspace the connection is using, as far as the driver knows.
     pub fn keyspace(&self) -> Option<Arc<String>> {
         self.shared.keyspace.load_full()
+    }
+
+    /// Whether the connection is on `keyspace` (compared without cloning
+    /// the connection's own name).
+    pub(crate) fn is_on_keyspace(&self, keyspace: &Arc<String>) -> bool {
+        self.shared
+            .keyspace
+            .load()
+            .as_ref()
+            .is_some_and(|have| Arc::ptr_eq(have, keyspace) || **have == **keyspace)
     }
 
     /// Records that the connection now uses `keyspace` (after a `USE`).

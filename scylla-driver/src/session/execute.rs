@@ -165,22 +165,20 @@ pub(crate) struct Answer {
     pub(crate) finished: Instant,
 }
 
-pub(crate) async fn run(
-    inner: &SessionInner,
-    state: &ClusterState,
+/// Runs a request along its plan, in a `request` span. A plain function
+/// returning the instrumented future, so that the request's future does not
+/// also hold room for this function's own copy of the arguments.
+pub(crate) fn run<'a>(
+    inner: &'a SessionInner,
+    state: &'a ClusterState,
     routing: RoutingInfo,
-    msg: &dyn MessageFor,
-    opts: RunOptions<'_>,
-) -> Result<Answer, ExecutionError> {
+    msg: &'a dyn MessageFor,
+    opts: RunOptions<'a>,
+) -> impl Future<Output = Result<Answer, ExecutionError>> + Send + 'a {
     let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
-    // Without a subscriber interested in the span, skip the instrumentation
-    // (entering and leaving a span on every poll of the request).
-    if span.is_disabled() {
-        return run_in_span(inner, state, routing, msg, opts).await;
-    }
-    run_in_span(inner, state, routing, msg, opts)
-        .instrument(span)
-        .await
+    // Without a subscriber interested in the span it is disabled, and
+    // entering it on every poll is one branch.
+    run_in_span(inner, state, routing, msg, opts).instrument(span)
 }
 
 async fn run_in_span(
@@ -265,7 +263,7 @@ async fn run_in_span(
                 state,
                 &routing,
                 msg,
-                opts,
+                &opts,
                 (started, deadline),
                 &next_target,
             )
@@ -307,7 +305,7 @@ async fn speculate(
         state,
         routing,
         msg,
-        opts,
+        &opts,
         (Instant::now(), deadline),
         next_target,
     )));
@@ -347,7 +345,7 @@ async fn speculate(
                     state,
                     routing,
                     msg,
-                    opts,
+                    &opts,
                     (Instant::now(), deadline),
                     next_target,
                 )));
@@ -364,7 +362,7 @@ async fn attempt_chain(
     state: &ClusterState,
     routing: &RoutingInfo,
     msg: &dyn MessageFor,
-    opts: RunOptions<'_>,
+    opts: &RunOptions<'_>,
     (started, deadline): (Instant, Instant),
     next_target: &(dyn Fn() -> Option<Target> + Sync),
 ) -> Result<Answer, ExecutionError> {
@@ -404,10 +402,22 @@ async fn attempt_chain(
         let load = state.loads.get(t.node.index()).map(|l| l.start(now));
         // The keyspace switch, the attempt, and a re-preparation within it
         // all share the request's deadline.
-        let outcome = match inner.ensure_keyspace(&conn, deadline).await {
-            Ok(()) => attempt(&conn, msg, consistency, now, deadline, opts.tracing).await,
-            Err(ExecutionError::Connection { error, .. }) => Err(Failed::Request(error)),
-            Err(e) => Err(Failed::Fatal(e)),
+        let outcome = match inner.keyspace_switch(&conn) {
+            None => attempt(&conn, msg, consistency, now, deadline, opts.tracing).await,
+            // Rare (a connection's first request after a keyspace change):
+            // boxed, so that every request's future does not carry the
+            // state of a `USE` round trip.
+            Some(want) => {
+                Box::pin(switch_then_attempt(
+                    inner,
+                    &conn,
+                    want,
+                    (msg, consistency),
+                    (now, deadline),
+                    opts.tracing,
+                ))
+                .await
+            }
         };
         // One clock reading ends the attempt: its latency (when the node
         // answered or timed out) and, on success, the request's.
@@ -542,6 +552,23 @@ fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo, payload: &CustomPay
     );
     if learned.unknown_host {
         tablets.refresh_for_unknown_host(&inner.cluster.control);
+    }
+}
+
+/// Switches `conn` to keyspace `want`, then makes the attempt; both within
+/// `deadline`.
+async fn switch_then_attempt(
+    inner: &SessionInner,
+    conn: &Connection,
+    want: Arc<String>,
+    (msg, consistency): (&dyn MessageFor, Consistency),
+    (now, deadline): (Instant, Instant),
+    tracing: bool,
+) -> Result<ResponseFrame, Failed> {
+    match inner.switch_keyspace(conn, want, deadline).await {
+        Ok(()) => attempt(conn, msg, consistency, now, deadline, tracing).await,
+        Err(ExecutionError::Connection { error, .. }) => Err(Failed::Request(error)),
+        Err(e) => Err(Failed::Fatal(e)),
     }
 }
 

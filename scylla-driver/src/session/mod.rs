@@ -152,12 +152,33 @@ impl SessionInner {
         conn: &Connection,
         deadline: Instant,
     ) -> Result<(), ExecutionError> {
-        let Some(want) = self.keyspace.load_full() else {
-            return Ok(());
-        };
-        if conn.keyspace().is_some_and(|have| *have == *want) {
-            return Ok(());
+        match self.keyspace_switch(conn) {
+            None => Ok(()),
+            // Rare (a connection's first request after a keyspace change):
+            // boxed, so that every request's future does not carry the
+            // state of a `USE` round trip.
+            Some(want) => Box::pin(self.switch_keyspace(conn, want, deadline)).await,
         }
+    }
+
+    /// The keyspace `conn` must switch to before a request, if it is not on
+    /// the session's already. Compares without touching reference counts.
+    pub(crate) fn keyspace_switch(&self, conn: &Connection) -> Option<Arc<String>> {
+        let want = self.keyspace.load();
+        let want = want.as_ref()?;
+        if conn.is_on_keyspace(want) {
+            return None;
+        }
+        Some(Arc::clone(want))
+    }
+
+    /// Sends `USE want` on `conn`, within `deadline`.
+    pub(crate) async fn switch_keyspace(
+        &self,
+        conn: &Connection,
+        want: Arc<String>,
+        deadline: Instant,
+    ) -> Result<(), ExecutionError> {
         let query = Query {
             contents: format!(
                 "USE {}",
