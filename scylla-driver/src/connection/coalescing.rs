@@ -25,8 +25,10 @@
 //! `max_delay` has passed since the first pending frame.
 //!
 //! The wait is measured in scheduler rounds and submitted frames and checked
-//! against a monotonic clock; the runtime's timer (1 ms ticks) only backs it
-//! up, when frames stop arriving while the writer waits for them. [`Coalescing::Off`] (one write per request) and
+//! against a monotonic clock, with no timer of its own: when frames stop
+//! arriving while the writer waits for them, the connection's reader (on
+//! the next response) or its tick (while the server answers nothing) ends
+//! the wait once the bound has passed. [`Coalescing::Off`] (one write per request) and
 //! [`Coalescing::Fixed`] (hold every write for a fixed time) reproduce the
 //! behaviours of other drivers, for benchmarks.
 
@@ -181,8 +183,8 @@ pub(crate) enum Decision {
     /// Let the tasks already queued on this worker go first, then decide
     /// again (no I/O driver poll in between).
     Yield,
-    /// Park until a requester submits the next frame, or at most this long
-    /// (on the runtime timer), then decide again.
+    /// Park until a requester submits the next frame, or the reader or the
+    /// tick finds this much time passed, then decide again.
     WaitForFrames(Duration),
     /// Sleep (on the runtime timer), then decide again.
     Sleep(Duration),

@@ -141,6 +141,9 @@ async fn tick_loop(shared: &Shared, cfg: &TickConfig) {
             }
         }
         shared.tick_parked.store(false, Ordering::SeqCst);
+        // The backstop of a writer waiting for frames while the server
+        // answers nothing (see `writer::wait_for_frames`).
+        shared.end_overdue_gathering();
         let now = Instant::now();
         let busy = shared.slots.in_use() > 0;
         if busy {

@@ -234,7 +234,7 @@ struct Pending {
     /// The writer has taken frames and is writing them.
     writing: bool,
     /// The writer waits for more frames to join the pending ones: the next
-    /// requester wakes it.
+    /// requester wakes it (see also [`Shared::gather_until`]).
     gathering: bool,
     /// The socket, for requesters to write to directly when the connection
     /// is idle (plain TCP only; `None` once the connection is broken).
@@ -328,6 +328,13 @@ struct Shared {
     /// Moving average of the time between submissions, in nanoseconds: how
     /// soon the coalescing writer can expect the next frame.
     arrival_gap: AtomicU64,
+    /// While the writer waits for more frames: nanoseconds after `epoch` by
+    /// which it must write anyway (0 otherwise). The reader (after each
+    /// read) and the tick wake it once that has passed, so the wait needs no
+    /// timer of its own (registering one per wait woke a parked worker
+    /// thread through the runtime's driver: measured 0.04 extra eventfd
+    /// writes and 15% more client CPU per request at concurrency 64).
+    gather_until: AtomicU64,
     epoch: Instant,
     /// Whether idle requesters write their frame themselves (see
     /// [`Coalescing::writes_when_idle`]).
@@ -378,6 +385,22 @@ impl Shared {
         self.arrival_gap.store(new, Ordering::Relaxed);
     }
 
+    /// Nanoseconds after `epoch` at `t`.
+    fn nanos_at(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Wakes the writer if it waits for frames past its bound (called by the
+    /// reader after each read and by the tick). Reads the clock only while
+    /// the writer waits.
+    fn end_overdue_gathering(&self) {
+        let until = self.gather_until.load(Ordering::Relaxed);
+        if until != 0 && self.nanos_at(Instant::now()) >= until {
+            self.gather_until.store(0, Ordering::Relaxed);
+            self.writer_wake.notify_one();
+        }
+    }
+
     fn arrival_gap(&self) -> Duration {
         Duration::from_nanos(self.arrival_gap.load(Ordering::Relaxed))
     }
@@ -418,6 +441,8 @@ impl Shared {
         // Last, so that whoever awaits `Connection::closed` sees every request
         // already ended and every orphaned id freed.
         self.cancel.cancel();
+        // A writer waiting for frames sees the cancellation.
+        self.writer_wake.notify_one();
     }
 
     /// Sends `msg`; `now` is the caller's reading of the clock (the
@@ -887,6 +912,7 @@ where
         frames_in: AtomicU64::new(0),
         last_arrival: AtomicU64::new(0),
         arrival_gap: AtomicU64::new(0),
+        gather_until: AtomicU64::new(0),
         epoch: Instant::now(),
         direct_writes: direct.is_some() && config.coalescing.writes_when_idle(),
         max_frame_len: config.max_frame_len,

@@ -134,6 +134,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Ok(n) => {
                 IoCounters::add(&shared.counters.read_syscalls, 1);
                 IoCounters::add(&shared.counters.bytes_read, n as u64);
+                // Responses arrived: a writer waiting for frames past its
+                // bound writes what is pending now (the frames of the
+                // requesters these responses wake go with its next write).
+                shared.end_overdue_gathering();
             }
             Err(e) => return BrokenReason::Io(e),
         }

@@ -9,6 +9,7 @@
 //! (for frames, or for more frames while coalescing) before the swap.
 
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -223,7 +224,7 @@ async fn coalesce(shared: &Shared, policy: Coalescing) {
             Decision::Write => return,
             Decision::Yield => YieldToQueue::default().await,
             Decision::WaitForFrames(at_most) => {
-                wait_for_frames(shared, bytes, at_most).await;
+                wait_for_frames(shared, bytes, now + at_most).await;
                 woke = true;
             }
             Decision::Sleep(d) => tokio::time::sleep(d).await,
@@ -233,25 +234,29 @@ async fn coalesce(shared: &Shared, policy: Coalescing) {
 }
 
 /// Parks the writer until a requester submits a frame (it sees `gathering`
-/// and wakes the writer) or `at_most` has passed. Returns at once if frames
-/// came since the writer counted `bytes`. The timer (1 ms ticks) is only the
-/// backstop: the policy waits only while frames arrive several times within
-/// its budget.
-async fn wait_for_frames(shared: &Shared, bytes: usize, at_most: std::time::Duration) {
+/// and wakes the writer), or the reader or the tick finds `until` passed
+/// (see [`Shared::end_overdue_gathering`]), or the connection ends. Returns
+/// at once if frames came since the writer counted `bytes`. No timer: the
+/// reader runs whenever responses arrive, and the tick while requests are
+/// in flight, so a wait outlives its bound only while the server answers
+/// nothing, by at most a tick.
+async fn wait_for_frames(shared: &Shared, bytes: usize, until: Instant) {
     {
         let mut p = shared.pending();
-        if p.buf.len() != bytes {
+        if p.buf.len() != bytes || shared.cancel.is_cancelled() {
             return;
         }
         p.gathering = true;
+        shared
+            .gather_until
+            .store(shared.nanos_at(until).max(1), Ordering::Relaxed);
     }
-    tokio::select! {
-        biased;
-        _ = shared.writer_wake.notified() => {}
-        _ = tokio::time::sleep(at_most) => {}
-    }
-    // Woken by the timer: requesters need not wake the writer any more. (A
-    // wake-up stored meanwhile only costs the next wait one extra look.)
+    // `Shared::fail` wakes it too, after cancelling.
+    shared.writer_wake.notified().await;
+    shared.gather_until.store(0, Ordering::Relaxed);
+    // Woken by the reader or the tick: requesters need not wake the writer
+    // any more. (A wake-up stored meanwhile only costs the next wait one
+    // extra look.)
     shared.pending().gathering = false;
 }
 
