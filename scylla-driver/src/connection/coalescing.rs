@@ -16,8 +16,8 @@
 //!   until a round brings no new frame.
 //! - **A small batch on a busy connection** (fewer frames pending than an
 //!   eighth of the requests awaiting responses, and frames arriving often):
-//!   the writer parks until the next frame is submitted, then gathers that
-//!   wave too. Requests in flight come back and are followed by new ones, so
+//!   the writer parks until the requester whose frame makes the batch large
+//!   enough wakes it. Requests in flight come back and are followed by new ones, so
 //!   the batch grows in proportion to the load, without the writer spinning
 //!   through scheduler rounds while nothing is runnable.
 //!
@@ -81,6 +81,14 @@ impl Coalescing {
         !matches!(self, Coalescing::Fixed(_))
     }
 
+    /// The byte cap of a write's batch.
+    pub(crate) fn max_bytes(&self) -> usize {
+        match *self {
+            Coalescing::Adaptive { max_bytes, .. } => max_bytes,
+            _ => DEFAULT_MAX_BYTES,
+        }
+    }
+
     /// How often (in rounds) the writer's wait reads the clock: every 4th
     /// round for the adaptive policy (its bounds are hundreds of rounds
     /// long, and a clock read in a VM costs as much as a round), every round
@@ -134,7 +142,7 @@ impl Coalescing {
                 // Wait for them (parked, not spinning) while the batch is
                 // small for the load, and frames have been arriving often
                 // enough that the next is expected well within the budget.
-                let small = p.frames.saturating_mul(BATCH_FRACTION) < p.awaiting_responses;
+                let small = !batch_is_large(p.frames, p.awaiting_responses);
                 let gap = p.arrival_gap;
                 let frequent = !gap.is_zero() && gap.saturating_mul(4) <= max_delay - p.waited;
                 if small && frequent {
@@ -154,6 +162,15 @@ impl Coalescing {
 /// per request with 8, 7.56 with 16 and 8.00 without waiting; at 512, 4.96
 /// with 8, 5.65 with 4 and 6.21 without.
 const BATCH_FRACTION: usize = 8;
+
+/// Whether `frames` pending are a large enough batch for `awaiting`
+/// responses outstanding: the adaptive wait ends there. The requester whose
+/// frame completes such a batch wakes the waiting writer (one wake-up per
+/// write, not one per frame: waking it for every frame cost more CPU than
+/// Off at concurrency 1024 on two workers).
+pub(crate) fn batch_is_large(frames: usize, awaiting: usize) -> bool {
+    frames.saturating_mul(BATCH_FRACTION) >= awaiting
+}
 
 /// What the writer knows about its pending frames when it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

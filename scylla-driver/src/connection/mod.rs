@@ -336,6 +336,9 @@ struct Shared {
     /// writes and 15% more client CPU per request at concurrency 64).
     gather_until: AtomicU64,
     epoch: Instant,
+    /// The adaptive policy's byte cap: a requester whose frame reaches it
+    /// wakes a writer waiting for more frames.
+    gather_max_bytes: usize,
     /// Whether idle requesters write their frame themselves (see
     /// [`Coalescing::writes_when_idle`]).
     direct_writes: bool,
@@ -518,8 +521,18 @@ impl Shared {
             if direct {
                 self.mark_write_at(now);
             }
-            let gathering = std::mem::take(&mut p.gathering);
-            (was_empty || gathering) && !direct
+            // A writer waiting for frames wakes when the batch is large
+            // enough for the load or the bytes reach its cap (or the reader
+            // or the tick finds its time bound passed).
+            let batch_done = p.gathering && {
+                let frames = p.ids.len();
+                coalescing::batch_is_large(frames, self.slots.in_use().saturating_sub(frames))
+                    || p.buf.len() >= self.gather_max_bytes
+            };
+            if batch_done {
+                p.gathering = false;
+            }
+            (was_empty || batch_done) && !direct
         };
         if wake_writer {
             self.writer_wake.notify_one();
@@ -915,6 +928,7 @@ where
         gather_until: AtomicU64::new(0),
         epoch: Instant::now(),
         direct_writes: direct.is_some() && config.coalescing.writes_when_idle(),
+        gather_max_bytes: config.coalescing.max_bytes(),
         max_frame_len: config.max_frame_len,
         version,
         peer: addr,
