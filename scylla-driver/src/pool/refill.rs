@@ -632,23 +632,15 @@ async fn open_for_shard(
 ) -> Result<(Connection, Option<PortLease>), ConnectionError> {
     match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
         Ok((conn, lease)) => {
-            Metrics::inc(&inner.metrics.connects_shard_aware_ok);
             let landed = conn.shard().unwrap_or(shard);
-            inner
-                .labels
-                .connection_attempt(PortKind::ShardAware, ShardTag::Shard(landed), true);
+            count_shard_aware(inner, ShardTag::Shard(landed), true);
             let t = lock_health(inner).on_landed(shard, landed, Instant::now());
             report(inner, t);
             Ok((conn, Some(lease)))
         }
         Err(ShardAwareError::Fallback(reason, error)) => {
             if reason != FallbackReason::PortsExhausted {
-                Metrics::inc(&inner.metrics.connects_shard_aware_failed);
-                inner.labels.connection_attempt(
-                    PortKind::ShardAware,
-                    ShardTag::Shard(shard),
-                    false,
-                );
+                count_shard_aware(inner, ShardTag::Shard(shard), false);
             }
             tracing::debug!(node = %inner.addr, %reason, error = ?error, "shard-aware port failed; trying the regular port");
             let regular = open_regular(inner).await;
@@ -662,10 +654,7 @@ async fn open_for_shard(
             regular.map(|c| (c, None))
         }
         Err(ShardAwareError::Other(e)) => {
-            Metrics::inc(&inner.metrics.connects_shard_aware_failed);
-            inner
-                .labels
-                .connection_attempt(PortKind::ShardAware, ShardTag::Shard(shard), false);
+            count_shard_aware(inner, ShardTag::Shard(shard), false);
             Err(e)
         }
     }
@@ -684,21 +673,29 @@ async fn open_behind_nat(
 ) -> Result<(Connection, Option<PortLease>), ConnectionError> {
     match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
         Ok((conn, lease)) => {
-            Metrics::inc(&inner.metrics.connects_shard_aware_ok);
-            inner
-                .labels
-                .connection_attempt(PortKind::ShardAware, ShardTag::of(conn.shard()), true);
+            count_shard_aware(inner, ShardTag::of(conn.shard()), true);
             Ok((conn, Some(lease)))
         }
         Err(ShardAwareError::Fallback(..)) => open_regular(inner).await.map(|c| (c, None)),
         Err(ShardAwareError::Other(e)) => {
-            Metrics::inc(&inner.metrics.connects_shard_aware_failed);
-            inner
-                .labels
-                .connection_attempt(PortKind::ShardAware, ShardTag::Shard(shard), false);
+            count_shard_aware(inner, ShardTag::Shard(shard), false);
             Err(e)
         }
     }
+}
+
+/// Counts an attempt through the shard-aware port (the metric and the
+/// labelled attempt): by the shard it landed on when it succeeded, by the
+/// shard it aimed at when it failed.
+fn count_shard_aware(inner: &PoolInner, shard: ShardTag, ok: bool) {
+    Metrics::inc(if ok {
+        &inner.metrics.connects_shard_aware_ok
+    } else {
+        &inner.metrics.connects_shard_aware_failed
+    });
+    inner
+        .labels
+        .connection_attempt(PortKind::ShardAware, shard, ok);
 }
 
 fn lock_health(inner: &PoolInner) -> std::sync::MutexGuard<'_, super::nat::ShardAwareHealth> {
