@@ -233,31 +233,28 @@ async fn coalesce(shared: &Shared, policy: Coalescing) {
     }
 }
 
-/// Parks the writer until a requester submits a frame (it sees `gathering`
-/// and wakes the writer), or the reader or the tick finds `until` passed
-/// (see [`Shared::end_overdue_gathering`]), or the connection ends. Returns
-/// at once if frames came since the writer counted `bytes`. No timer: the
-/// reader runs whenever responses arrive, and the tick while requests are
-/// in flight, so a wait outlives its bound only while the server answers
-/// nothing, by at most a tick.
+/// Parks the writer until whoever takes `gather_until` wakes it (see
+/// [`Shared::gather_until`]: the requester whose frame completes the batch,
+/// or the reader or the tick once `until` has passed), or the connection
+/// ends. Returns at once if frames came since the writer counted `bytes`. No
+/// timer: the reader runs whenever responses arrive, and the tick while
+/// requests are in flight, so a wait outlives its bound only while the
+/// server answers nothing, by at most a tick.
 async fn wait_for_frames(shared: &Shared, bytes: usize, until: Instant) {
     {
-        let mut p = shared.pending();
+        let p = shared.pending();
         if p.buf.len() != bytes || shared.cancel.is_cancelled() {
             return;
         }
-        p.gathering = true;
         shared
             .gather_until
             .store(shared.nanos_at(until).max(1), Ordering::Relaxed);
     }
     // `Shared::fail` wakes it too, after cancelling.
     shared.writer_wake.notified().await;
+    // Already taken unless a wake-up stored earlier ended the wait (that
+    // only costs one extra look).
     shared.gather_until.store(0, Ordering::Relaxed);
-    // Woken by the reader or the tick: requesters need not wake the writer
-    // any more. (A wake-up stored meanwhile only costs the next wait one
-    // extra look.)
-    shared.pending().gathering = false;
 }
 
 /// Lets the tasks already queued on this worker run once (requesters about
