@@ -13,6 +13,9 @@ use scylla_driver::metrics::names;
 use scylla_driver::SessionBuilder;
 use scylla_testbed::{Faults, ShardAwarePortMode, TestCluster};
 
+mod common;
+use common::{cluster_and_session, create_keyspace};
+
 /// The value of the sample whose name is `name` and whose labels include
 /// every `key="value"` of `labels`, summed over the matching lines.
 fn sum(rendered: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
@@ -44,26 +47,9 @@ async fn documented_metrics_appear_with_non_zero_values() {
 
     const NODES: usize = 2;
     const SHARDS: u16 = 3;
-    let cluster = TestCluster::builder()
-        .nodes(NODES)
-        .shards(SHARDS)
-        .start()
-        .await
-        .unwrap();
-    let session = SessionBuilder::new()
-        .known_node(cluster.cql_addrs()[0].to_string())
-        .build()
-        .await
-        .unwrap();
-    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    let (cluster, session) = cluster_and_session(NODES, SHARDS, |b| b).await;
 
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE m WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-            (),
-        )
-        .await
-        .unwrap();
+    create_keyspace(&session, "m", 1).await;
     session
         .query_unpaged("CREATE TABLE m.kv (k bigint PRIMARY KEY, v text)", ())
         .await

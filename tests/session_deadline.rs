@@ -11,7 +11,7 @@ use scylla_driver::{ExecutionError, SessionBuilder, Statement};
 use scylla_testbed::{CqlHandler, Faults, TestCluster};
 
 mod common;
-use common::create_keyspace;
+use common::{cluster_and_session, create_keyspace};
 
 /// EXECUTE, UNPREPARED, PREPARE again, EXECUTE again: with every answer
 /// 250 ms late that is 750 ms of work, and the request's 600 ms deadline
@@ -106,19 +106,8 @@ async fn a_failed_use_is_an_error_not_silence() {
 /// page 2. Without a stream deadline the same stream completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_holds_across_a_paging_fetch() {
-    let cluster = TestCluster::builder()
-        .nodes(1)
-        .shards(1)
-        .start()
-        .await
-        .unwrap();
     let timeout = Duration::from_millis(600);
-    let session = SessionBuilder::new()
-        .known_node(cluster.cql_addrs()[0].to_string())
-        .request_timeout(timeout)
-        .build()
-        .await
-        .unwrap();
+    let (cluster, session) = cluster_and_session(1, 1, |b| b.request_timeout(timeout)).await;
     create_keyspace(&session, "ks", 1).await;
     session
         .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v bigint)", ())

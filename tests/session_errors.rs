@@ -14,6 +14,9 @@ use scylla_driver::error::{AttemptError, PrepareError};
 use scylla_driver::{Consistency, ExecutionError, NewSessionError, SessionBuilder, Statement};
 use scylla_testbed::{Faults, TestCluster};
 
+mod common;
+use common::{cluster_and_session, create_keyspace};
+
 async fn cluster(auth: bool) -> TestCluster {
     let mut b = TestCluster::builder().nodes(1).shards(1);
     if auth {
@@ -141,25 +144,9 @@ async fn unknown_keyspace_syntax_error_and_timeout() {
 /// still works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unavailable_names_the_coordinator_and_the_attempts() {
-    let cluster = TestCluster::builder()
-        .nodes(3)
-        .shards(1)
-        .start()
-        .await
-        .unwrap();
-    let session = builder(&cluster)
-        .request_timeout(Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap();
-    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
-            (),
-        )
-        .await
-        .unwrap();
+    let (cluster, session) =
+        cluster_and_session(3, 1, |b| b.request_timeout(Duration::from_secs(5))).await;
+    create_keyspace(&session, "ks", 3).await;
     session
         .query_unpaged("CREATE TABLE ks.t (k bigint PRIMARY KEY, v bigint)", ())
         .await
