@@ -113,7 +113,8 @@ async fn behind_a_nat_no_storm_at_cold_start_or_restart_and_coverage_comes() {
         pools
             .iter()
             .all(|p| p.fallback() == Some(FallbackReason::ShardMismatch)),
-        "every pool saw the NAT"
+        "every pool saw the NAT: {:?}",
+        pools.iter().map(|p| p.fallback()).collect::<Vec<_>>()
     );
     // Covering did not grow the pools: one connection per shard each.
     for p in &pools {
