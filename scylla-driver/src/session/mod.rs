@@ -26,7 +26,9 @@ pub(crate) mod values;
 
 use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::types::serialize::BatchValues;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -141,6 +143,15 @@ impl std::fmt::Debug for SessionInner {
     }
 }
 
+
+/// A result [`SessionInner::finish_now`] has handled.
+enum Finished {
+    /// Ready to hand over.
+    Done(QueryResult),
+    /// A schema change that `SocketAddr` coordinated: hand it over once the
+    /// schema agrees.
+    SchemaChanged(QueryResult, SocketAddr),
+}
 impl SessionInner {
     /// Switches `conn` to the session's keyspace if it is on another one,
     /// within the request's `deadline`. A `USE` the server refuses (the
@@ -281,11 +292,15 @@ impl SessionInner {
     /// executed with: rows without columns (skipped metadata) are read with
     /// them, and rows whose metadata changed give the statement its new
     /// columns and id.
-    async fn finish(
+    ///
+    /// Synchronous, so that a request's future holds no state for it: only
+    /// a schema change has more to wait for, returned as
+    /// [`Finished::SchemaChanged`] (see [`SessionInner::finish`]).
+    fn finish_now(
         &self,
         answer: Answer,
         prepared: Option<(&PreparedShared, &ResultShape)>,
-    ) -> Result<QueryResult, ExecutionError> {
+    ) -> Result<Finished, ExecutionError> {
         let frame = answer.frame;
         let mut result = QueryResult {
             rows: None,
@@ -316,13 +331,7 @@ impl SessionInner {
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
                 self.forget_dropped_tablets(&change);
-                // Boxed: the agreement wait is a large future, and held
-                // inline it would make every request's future (moved and
-                // copied at each await layer) that much larger; a schema
-                // change can afford the allocation.
-                Box::pin(self.after_schema_change(Some(answer.node)))
-                    .await
-                    .map_err(ExecutionError::SchemaAgreement)?;
+                return Ok(Finished::SchemaChanged(result, answer.node));
             }
             Response::Result(_) => {}
             other => {
@@ -333,7 +342,38 @@ impl SessionInner {
                 )))
             }
         }
-        Ok(result)
+        Ok(Finished::Done(result))
+    }
+
+    /// [`SessionInner::finish_now`], then the schema agreement a schema
+    /// change waits for.
+    async fn finish(
+        &self,
+        answer: Answer,
+        prepared: Option<(&PreparedShared, &ResultShape)>,
+    ) -> Result<QueryResult, ExecutionError> {
+        match self.finish_now(answer, prepared)? {
+            Finished::Done(result) => Ok(result),
+            Finished::SchemaChanged(result, node) => self.agree_after_change(result, node).await,
+        }
+    }
+
+    /// Waits for schema agreement after a schema change that `node`
+    /// coordinated, then hands over its result. Boxed: the agreement wait is
+    /// a large future, and held inline it would make every request's future
+    /// (moved and copied at each await layer) that much larger; a schema
+    /// change can afford the allocation.
+    fn agree_after_change(
+        &self,
+        result: QueryResult,
+        node: SocketAddr,
+    ) -> Pin<Box<dyn Future<Output = Result<QueryResult, ExecutionError>> + Send + '_>> {
+        Box::pin(async move {
+            self.after_schema_change(Some(node))
+                .await
+                .map_err(ExecutionError::SchemaAgreement)?;
+            Ok(result)
+        })
     }
 
     /// DROP TABLE / DROP KEYSPACE run by this session forget the tablets at
@@ -633,7 +673,10 @@ impl Session {
             },
         )
         .await?;
-        let result = inner.finish(answer, Some((shared, &shape))).await?;
+        let result = match inner.finish_now(answer, Some((shared, &shape)))? {
+            Finished::Done(result) => result,
+            Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await?,
+        };
         let next = result.paging_state().cloned();
         Ok((result, next))
     }
