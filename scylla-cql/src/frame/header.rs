@@ -256,11 +256,21 @@ impl FrameHeader {
             Direction::Request => 0x00,
             Direction::Response => 0x80,
         };
-        buf.put_u8(self.version.number() | dir);
-        buf.put_u8(self.flags.0);
-        buf.put_i16(self.stream);
-        buf.put_u8(self.opcode as u8);
-        buf.put_u32(self.body_len);
+        let [s0, s1] = self.stream.to_be_bytes();
+        let [l0, l1, l2, l3] = self.body_len.to_be_bytes();
+        // One append of the nine bytes: for a `BytesMut` every put is a
+        // call with its own capacity check and copy.
+        buf.put_slice(&[
+            self.version.number() | dir,
+            self.flags.0,
+            s0,
+            s1,
+            self.opcode as u8,
+            l0,
+            l1,
+            l2,
+            l3,
+        ]);
     }
 }
 

@@ -143,7 +143,6 @@ impl std::fmt::Debug for SessionInner {
     }
 }
 
-
 /// A result [`SessionInner::finish_now`] has handled.
 enum Finished {
     /// Ready to hand over.

@@ -160,7 +160,9 @@ fn request(ctx: RequestContext) -> impl Strategy<Value = Request<'static>> {
             .prop_map(|(contents, params)| Request::Query(Query { contents, params })),
         (text(), v5_parts(v5))
             .prop_map(|(query, (keyspace, _))| Request::Prepare(Prepare { query, keyspace })),
-        (bytes(20), bytes(20), params(v5)).prop_map(move |(id, md, params)| {
+        // Up to 40 bytes each: ids that fit in one append from the stack and
+        // ids that do not (see `put_ids`).
+        (bytes(40), bytes(40), params(v5)).prop_map(move |(id, md, params)| {
             Request::Execute(Execute {
                 id,
                 result_metadata_id: with_metadata_id.then_some(md),

@@ -63,6 +63,25 @@ pub(crate) fn put_flags(buf: &mut impl BufMut, flags: u32, version: ProtocolVers
     }
 }
 
+/// The `[consistency]` and the flags that follow it in QUERY and EXECUTE,
+/// in one append (see [`put_flags`]).
+fn put_consistency_and_flags(
+    buf: &mut impl BufMut,
+    consistency: Consistency,
+    flags: u32,
+    version: ProtocolVersion,
+) {
+    let [c0, c1] = consistency.code().to_be_bytes();
+    match version {
+        // Callers reject v5-only parts on v4 first, so the flags fit a byte.
+        ProtocolVersion::V4 => buf.put_slice(&[c0, c1, flags as u8]),
+        ProtocolVersion::V5 => {
+            let [f0, f1, f2, f3] = flags.to_be_bytes();
+            buf.put_slice(&[c0, c1, f0, f1, f2, f3]);
+        }
+    }
+}
+
 /// Reads the flags of QUERY/EXECUTE/BATCH and rejects bits outside `known`
 /// for the version (`known_v4` or `known_v5`).
 pub(crate) fn read_flags(
@@ -173,8 +192,7 @@ impl<'a> QueryParameters<'a> {
             version,
         )?;
         let flags = self.flags();
-        wire::put_consistency(buf, self.consistency);
-        put_flags(buf, flags, version);
+        put_consistency_and_flags(buf, self.consistency, flags, version);
         if flags & VALUES != 0 {
             self.values.encode(buf);
         }
