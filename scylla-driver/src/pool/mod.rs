@@ -30,12 +30,13 @@ pub mod shard_port;
 pub mod shed;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use scylla_cql::sharding::{Shard, Sharder};
+use scylla_cql::token::Token;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
@@ -128,6 +129,10 @@ struct PoolInner {
     config: PoolConfig,
     metrics: Arc<Metrics>,
     snapshot: ArcSwap<PoolSnapshot>,
+    /// Whether `snapshot` holds a connection: set with every snapshot, so
+    /// that the routing's "is this node up" asked on every request is one
+    /// atomic load instead of a snapshot load.
+    connected: AtomicBool,
     /// Published on every change, for waiters.
     changes: watch::Sender<u64>,
     /// Wakes the refill task (a connection closed, or the node is back).
@@ -175,6 +180,7 @@ impl NodePool {
             config,
             metrics,
             snapshot: ArcSwap::from_pointee(PoolSnapshot::default()),
+            connected: AtomicBool::new(false),
             changes: watch::channel(0).0,
             wake: Notify::new(),
             up_hint: std::sync::atomic::AtomicBool::new(false),
@@ -198,13 +204,25 @@ impl NodePool {
     /// connection for statements without routing information (spread
     /// round-robin). `None` back when the pool has no connection at all.
     pub fn connection_for(&self, shard: Option<Shard>) -> Option<Connection> {
+        self.pick(&self.inner.snapshot.load(), shard)
+    }
+
+    /// [`NodePool::connection_for`] the shard that owns `token` (by the
+    /// node's sharding as its connections told it), or any shard without a
+    /// token or before the sharding is known. One snapshot load for both.
+    pub fn connection_for_token(&self, token: Option<Token>) -> Option<Connection> {
         let snap = self.inner.snapshot.load();
+        let shard = token.and_then(|t| Some(snap.sharder.as_ref()?.shard_of(t)));
+        self.pick(&snap, shard)
+    }
+
+    fn pick(&self, snap: &PoolSnapshot, shard: Option<Shard>) -> Option<Connection> {
         let n = snap.shards.len();
         if n == 0 {
             return None;
         }
-        let start = self.inner.round_robin.fetch_add(1, Ordering::Relaxed);
         let Some(shard) = shard else {
+            let start = self.inner.round_robin.fetch_add(1, Ordering::Relaxed);
             return (0..n)
                 .map(|i| &snap.shards[(start + i) % n])
                 .find_map(|c| least_loaded(c))
@@ -218,7 +236,10 @@ impl NodePool {
             return Some(c.clone());
         }
         // The shard has no connection (yet): the least loaded of the node's,
-        // ties broken from a rotating start so they share the load.
+        // ties broken from a rotating start so they share the load. (Only
+        // here and above does the rotation advance: a shared counter that
+        // every request bumps costs the cores a contended cache line.)
+        let start = self.inner.round_robin.fetch_add(1, Ordering::Relaxed);
         let best = (0..n)
             .filter_map(|i| least_loaded(&snap.shards[(start + i) % n]))
             .min_by_key(|c| c.in_flight())?;
@@ -239,7 +260,7 @@ impl NodePool {
 
     /// Whether the pool has at least one usable connection.
     pub fn is_connected(&self) -> bool {
-        !self.inner.snapshot.load().is_empty()
+        self.inner.connected.load(Ordering::Relaxed)
     }
 
     /// Why the shard-aware port is not in use for this node, if it is not.

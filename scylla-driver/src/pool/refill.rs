@@ -208,7 +208,9 @@ fn publish(inner: &PoolInner, slots: &Slots) {
     };
     // The gauges first: whoever waits for the change sees them set.
     record_connections(inner, slots);
+    let connected = !snapshot.is_empty();
     inner.snapshot.store(Arc::new(snapshot));
+    inner.connected.store(connected, Ordering::Relaxed);
     inner.changes.send_modify(|v| *v += 1);
 }
 

@@ -379,11 +379,11 @@ async fn attempt_chain(
             target = next_target();
             continue;
         };
-        let shard = t.shard.or_else(|| {
-            let token = routing.token?;
-            node.pool.sharder().map(|s| s.shard_of(token))
-        });
-        let Some(conn) = node.pool.connection_for(shard) else {
+        let conn = match t.shard {
+            Some(shard) => node.pool.connection_for(Some(shard)),
+            None => node.pool.connection_for_token(routing.token),
+        };
+        let Some(conn) = conn else {
             attempts.push(Attempt {
                 node: node.address,
                 error: AttemptError::NoConnection,
