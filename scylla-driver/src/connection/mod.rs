@@ -42,6 +42,7 @@ pub(crate) mod handshake;
 mod housekeeping;
 mod negotiation;
 mod open;
+mod permits;
 mod reader;
 pub(crate) mod stats;
 mod stream_slots;

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use tokio::sync::Semaphore;
+use super::permits::IdPermits;
 
 /// The protocol's limit on concurrent streams per connection (v3+).
 pub(super) const MAX_STREAMS: usize = 32_768;
@@ -93,7 +93,7 @@ pub(super) enum SlotOutcome<T> {
 pub(super) struct StreamSlots<T> {
     chunks: Box<[OnceLock<Chunk<T>>]>,
     free: Mutex<FreeIds>,
-    permits: Semaphore,
+    permits: IdPermits,
     /// Ids currently allocated (Pending, Ready, TimedOut, ..., Orphaned).
     in_use: AtomicUsize,
     /// Of those, orphaned or timed out: reserved until a late response.
@@ -127,7 +127,7 @@ impl<T> StreamSlots<T> {
                 stack: Vec::new(),
                 next_fresh: 0,
             }),
-            permits: Semaphore::new(capacity),
+            permits: IdPermits::new(capacity),
             in_use: AtomicUsize::new(0),
             orphans: AtomicUsize::new(0),
             high_water: AtomicUsize::new(0),
@@ -194,16 +194,18 @@ impl<T> StreamSlots<T> {
             free.stack.push(id);
         }
         self.in_use.fetch_sub(1, Ordering::Relaxed);
-        self.permits.add_permits(1);
+        self.permits.release();
     }
 
-    /// Reserves a stream id without waiting; `None` if all are busy or closed.
+    /// Reserves a stream id without waiting; `None` if all are busy, requests
+    /// already wait for one (they go first), or the slots are closed.
     pub(super) fn try_alloc(&self, deadline: Option<Instant>) -> Option<u16> {
         if self.is_closed() {
             return None;
         }
-        let permit = self.permits.try_acquire().ok()?;
-        permit.forget();
+        if !self.permits.try_acquire() {
+            return None;
+        }
         self.alloc_with_permit(deadline)
     }
 
@@ -213,10 +215,9 @@ impl<T> StreamSlots<T> {
         if self.is_closed() {
             return None;
         }
-        let permit = self.permits.acquire().await.ok()?;
-        permit.forget();
+        self.permits.acquire().await.ok()?;
         if self.is_closed() {
-            self.permits.add_permits(1);
+            self.permits.release();
             return None;
         }
         self.alloc_with_permit(deadline)
@@ -231,7 +232,7 @@ impl<T> StreamSlots<T> {
             tracing::error!(
                 "stream ids: a permit without a free id (bug); the request is not sent"
             );
-            self.permits.add_permits(1);
+            self.permits.release();
             return None;
         };
         if self.in_use.fetch_add(1, Ordering::Relaxed) == 0 {
