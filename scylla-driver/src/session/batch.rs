@@ -97,6 +97,7 @@ pub(super) async fn run(
             .collect(),
         keyspace: inner.keyspace.load_full(),
     };
-    let answer = execute::run(inner, &state, routing, &msg, inner.run_options(o)).await?;
+    let opts = inner.run_options(o);
+    let answer = execute::run(inner, &state, &routing, &msg, &opts).await?;
     inner.finish(answer, None).await
 }

@@ -16,10 +16,10 @@
 //! `SCYLLA_USE_METADATA_ID`), which makes skipping the result metadata safe.
 
 use scylla_cql::frame::ProtocolVersion;
+use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -171,9 +171,9 @@ pub(crate) struct Answer {
 pub(crate) fn run<'a>(
     inner: &'a SessionInner,
     state: &'a ClusterState,
-    routing: RoutingInfo,
+    routing: &'a RoutingInfo,
     msg: &'a dyn MessageFor,
-    opts: RunOptions<'a>,
+    opts: &'a RunOptions<'a>,
 ) -> impl Future<Output = Result<Answer, ExecutionError>> + Send + 'a {
     let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
     // Without a subscriber interested in the span it is disabled, and
@@ -184,9 +184,9 @@ pub(crate) fn run<'a>(
 async fn run_in_span(
     inner: &SessionInner,
     state: &ClusterState,
-    routing: RoutingInfo,
+    routing: &RoutingInfo,
     msg: &dyn MessageFor,
-    opts: RunOptions<'_>,
+    opts: &RunOptions<'_>,
 ) -> Result<Answer, ExecutionError> {
     Metrics::inc(&inner.metrics.requests);
     let _in_flight = record::InFlight::enter();
@@ -204,13 +204,6 @@ async fn run_in_span(
         }
     };
     let is_up = |idx: NodeIdx| state.node(idx).is_some_and(|n| n.pool.is_connected());
-    let request = RoutingRequest {
-        keyspace: routing.keyspace,
-        token: routing.token,
-        lwt: routing.lwt,
-        local_dc: state.local_dc,
-        seed: inner.seed.fetch_add(1, Ordering::Relaxed),
-    };
     // A tablet table routes by its tablet: the tablet's replicas with their
     // shards when the tablet is known; otherwise any node, local datacenter
     // first (the ring's replicas mean nothing there), and the answer's
@@ -220,18 +213,28 @@ async fn run_in_span(
         .as_ref()
         .filter(|t| t.uses_tablets())
         .map(|t| t.snapshot());
-    let plan = match (&tablets, routing.token) {
-        (Some(snapshot), Some(token)) => match snapshot.lookup(state.layout, token) {
-            Some(replicas) => state.routing.plan_tablet(&request, replicas, &is_up),
-            None => state.routing.plan(
-                &RoutingRequest {
-                    keyspace: None,
-                    ..request
-                },
-                &is_up,
-            ),
-        },
-        _ => state.routing.plan(&request, &is_up),
+    // In a block: the routing request is not kept in this future.
+    let plan = {
+        let request = RoutingRequest {
+            keyspace: routing.keyspace,
+            token: routing.token,
+            lwt: routing.lwt,
+            local_dc: state.local_dc,
+            seed: next_seed(),
+        };
+        match (&tablets, routing.token) {
+            (Some(snapshot), Some(token)) => match snapshot.lookup(state.layout, token) {
+                Some(replicas) => state.routing.plan_tablet(&request, replicas, &is_up),
+                None => state.routing.plan(
+                    &RoutingRequest {
+                        keyspace: None,
+                        ..request
+                    },
+                    &is_up,
+                ),
+            },
+            _ => state.routing.plan(&request, &is_up),
+        }
     };
     // Replicas in the local rack first; the less loaded, faster of two
     // first (attempts record their load in `state.loads`, see below).
@@ -248,9 +251,9 @@ async fn run_in_span(
             speculate(
                 inner,
                 state,
-                &routing,
+                routing,
                 msg,
-                opts,
+                *opts,
                 deadline,
                 &next_target,
                 spec,
@@ -261,9 +264,9 @@ async fn run_in_span(
             attempt_chain(
                 inner,
                 state,
-                &routing,
+                routing,
                 msg,
-                &opts,
+                opts,
                 (started, deadline),
                 &next_target,
             )
@@ -282,6 +285,19 @@ async fn run_in_span(
         Metrics::inc(&inner.metrics.request_errors);
     }
     result
+}
+
+/// The seed of a request's plan (its rotation and tie-breaks): a counter
+/// per thread, from a random start. Per thread, not per session, so that
+/// the runtime's workers do not pass one cache line between them on every
+/// request; each thread's requests still take consecutive turns.
+fn next_seed() -> u64 {
+    thread_local!(static SEED: Cell<u64> = Cell::new(fastrand::u64(..)));
+    SEED.with(|s| {
+        let seed = s.get();
+        s.set(seed.wrapping_add(1));
+        seed
+    })
 }
 
 /// Speculative execution: up to `max_attempts` attempt chains, a new one each
@@ -400,83 +416,88 @@ async fn attempt_chain(
         }
         // The node's requests in flight and latency average, for plans.
         let load = state.loads.get(t.node.index()).map(|l| l.start(now));
-        // The keyspace switch, the attempt, and a re-preparation within it
-        // all share the request's deadline.
-        let outcome = match inner.keyspace_switch(&conn) {
-            None => attempt(&conn, msg, consistency, now, deadline, opts.tracing).await,
-            // Rare (a connection's first request after a keyspace change):
-            // boxed, so that every request's future does not carry the
-            // state of a `USE` round trip.
-            Some(want) => {
-                Box::pin(switch_then_attempt(
-                    inner,
-                    &conn,
-                    want,
-                    (msg, consistency),
-                    (now, deadline),
-                    opts.tracing,
-                ))
-                .await
-            }
-        };
-        // One clock reading ends the attempt: its latency (when the node
-        // answered or timed out) and, on success, the request's.
-        let finished = Instant::now();
-        if let Some(load) = load {
-            match &outcome {
-                Ok(_) | Err(Failed::Request(crate::connection::RequestError::Timeout(_))) => {
-                    load.finish(finished)
+        // In a block: the outcome's room in this future ends with it, and
+        // is not kept (unused) through a backoff's sleep below.
+        let (decision, error) = {
+            // The keyspace switch, the attempt, and a re-preparation within it
+            // all share the request's deadline.
+            let outcome = match inner.keyspace_switch(&conn) {
+                None => attempt(&conn, msg, consistency, now, deadline, opts.tracing).await,
+                // Rare (a connection's first request after a keyspace change):
+                // boxed, so that every request's future does not carry the
+                // state of a `USE` round trip.
+                Some(want) => {
+                    Box::pin(switch_then_attempt(
+                        inner,
+                        &conn,
+                        want,
+                        (msg, consistency),
+                        (now, deadline),
+                        opts.tracing,
+                    ))
+                    .await
                 }
-                Err(_) => load.discard(),
-            }
-        }
-        let ctx = RetryContext {
-            idempotent: opts.idempotent,
-            retries,
-            consistency,
-        };
-        let (decision, error) = match outcome {
-            Ok(frame) => {
-                let Response::Error(e) = &frame.response else {
-                    if let Some(payload) = &frame.custom_payload {
-                        learn_tablet(inner, routing, payload);
+            };
+            // One clock reading ends the attempt: its latency (when the node
+            // answered or timed out) and, on success, the request's.
+            let finished = Instant::now();
+            if let Some(load) = load {
+                match &outcome {
+                    Ok(_) | Err(Failed::Request(crate::connection::RequestError::Timeout(_))) => {
+                        load.finish(finished)
                     }
-                    return Ok(Answer {
-                        frame,
-                        node: node.address,
-                        finished,
-                    });
-                };
-                tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                let decision = opts
-                    .retry_policy
-                    .decide(AttemptFailure::Server(&e.error), &ctx);
-                let Response::Error(e) = frame.response else {
-                    debug_assert!(false, "matched ERROR above");
-                    return Err(ExecutionError::Internal("an ERROR response changed kind"));
-                };
-                let error = AttemptError::Server {
-                    error: e.error,
-                    message: e.message,
-                };
-                (decision, error)
-            }
-            Err(Failed::Request(e)) => {
-                tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                if matches!(e, crate::connection::RequestError::Timeout(_)) && finished >= deadline
-                {
-                    attempts.push(Attempt {
-                        node: node.address,
-                        error: AttemptError::Connection(e),
-                    });
-                    return Err(ExecutionError::timeout(opts.timeout, attempts));
+                    Err(_) => load.discard(),
                 }
-                let decision = opts
-                    .retry_policy
-                    .decide(AttemptFailure::Connection(&e), &ctx);
-                (decision, AttemptError::Connection(e))
             }
-            Err(Failed::Fatal(e)) => return Err(e),
+            let ctx = RetryContext {
+                idempotent: opts.idempotent,
+                retries,
+                consistency,
+            };
+            match outcome {
+                Ok(frame) => {
+                    let Response::Error(e) = &frame.response else {
+                        if let Some(payload) = &frame.custom_payload {
+                            learn_tablet(inner, routing, payload);
+                        }
+                        return Ok(Answer {
+                            frame,
+                            node: node.address,
+                            finished,
+                        });
+                    };
+                    tracing::debug!(node = %node.address, error = %e, "attempt failed");
+                    let decision = opts
+                        .retry_policy
+                        .decide(AttemptFailure::Server(&e.error), &ctx);
+                    let Response::Error(e) = frame.response else {
+                        debug_assert!(false, "matched ERROR above");
+                        return Err(ExecutionError::Internal("an ERROR response changed kind"));
+                    };
+                    let error = AttemptError::Server {
+                        error: e.error,
+                        message: e.message,
+                    };
+                    (decision, error)
+                }
+                Err(Failed::Request(e)) => {
+                    tracing::debug!(node = %node.address, error = %e, "attempt failed");
+                    if matches!(e, crate::connection::RequestError::Timeout(_))
+                        && finished >= deadline
+                    {
+                        attempts.push(Attempt {
+                            node: node.address,
+                            error: AttemptError::Connection(e),
+                        });
+                        return Err(ExecutionError::timeout(opts.timeout, attempts));
+                    }
+                    let decision = opts
+                        .retry_policy
+                        .decide(AttemptFailure::Connection(&e), &ctx);
+                    (decision, AttemptError::Connection(e))
+                }
+                Err(Failed::Fatal(e)) => return Err(e),
+            }
         };
         let (retry_at, next, delay) = match decision {
             RetryDecision::Fail => {
@@ -605,18 +626,23 @@ async fn attempt(
         consistency,
         metadata_id: conn.info().server.response_context.has_metadata_id(),
     };
-    let frame = conn
-        .request_at(&body, &until_deadline(now), now)
-        .await
-        .map_err(request_error)?;
-    let Response::Error(e) = &frame.response else {
-        return Ok(frame);
-    };
-    let DbError::Unprepared { statement_id } = &e.error else {
-        return Ok(frame);
-    };
-    let Some(again) = msg.reprepare(statement_id) else {
-        return Ok(frame);
+    // In a block: the UNPREPARED answer is not kept in this future while
+    // the statement is prepared again.
+    let again = {
+        let frame = conn
+            .request_at(&body, &until_deadline(now), now)
+            .await
+            .map_err(request_error)?;
+        let Response::Error(e) = &frame.response else {
+            return Ok(frame);
+        };
+        let DbError::Unprepared { statement_id } = &e.error else {
+            return Ok(frame);
+        };
+        let Some(again) = msg.reprepare(statement_id) else {
+            return Ok(frame);
+        };
+        again
     };
     // Boxed: the re-preparation is rare, and inline its futures would
     // make every attempt's future larger (it is moved at each await layer).

@@ -29,7 +29,6 @@ use scylla_cql::types::serialize::BatchValues;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -88,7 +87,6 @@ pub(crate) struct SessionInner {
     cluster: Cluster,
     config: SessionConfig,
     metrics: Arc<Metrics>,
-    seed: AtomicU64,
     /// Prepared statements by (session keyspace when prepared, text): an
     /// unqualified table name means another table after `USE`.
     prepared: Mutex<prepared_cache::PreparedCache>,
@@ -458,7 +456,6 @@ impl Session {
                 cluster,
                 config,
                 metrics,
-                seed: AtomicU64::new(fastrand::u64(..)),
                 prepared: Mutex::new(prepared),
                 keyspace: ArcSwapOption::new(keyspace),
             }),
@@ -536,17 +533,11 @@ impl Session {
             keyspace: inner.keyspace.load_full(),
         };
         let state = inner.state();
-        let answer = execute::run(
-            inner,
-            &state,
-            RoutingInfo::default(),
-            &msg,
-            RunOptions {
-                deadline,
-                ..inner.run_options(&statement.options)
-            },
-        )
-        .await?;
+        let opts = RunOptions {
+            deadline,
+            ..inner.run_options(&statement.options)
+        };
+        let answer = execute::run(inner, &state, &RoutingInfo::default(), &msg, &opts).await?;
         let result = inner.finish(answer, None).await?;
         let next = result.paging_state().cloned();
         Ok((result, next))
@@ -661,17 +652,13 @@ impl Session {
             // skipping is the default (see `ExecuteMessage::skips_metadata`).
             skip_without_id: inner.config.skip_result_metadata && shape.specs.is_some(),
         };
-        let answer = execute::run(
-            inner,
-            &state,
-            routing,
-            &msg,
-            RunOptions {
-                deadline,
-                ..inner.run_options(&prepared.options)
-            },
-        )
-        .await?;
+        // Borrowed by the request's future (moved twice on its way to
+        // being polled), not copied into it.
+        let opts = RunOptions {
+            deadline,
+            ..inner.run_options(&prepared.options)
+        };
+        let answer = execute::run(inner, &state, &routing, &msg, &opts).await?;
         let result = match inner.finish_now(answer, Some((shared, &shape)))? {
             Finished::Done(result) => result,
             Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await?,
