@@ -98,6 +98,10 @@ pub(super) async fn run(
         keyspace: inner.keyspace.load_full(),
     };
     let opts = inner.run_options(o);
-    let answer = execute::run(inner, &state, &routing, &msg, &opts).await?;
+    // Pinned in place (see `Session::execute_page`).
+    let answer = {
+        let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
+        run.await?
+    };
     inner.finish(answer, None).await
 }

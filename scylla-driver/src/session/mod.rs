@@ -537,7 +537,12 @@ impl Session {
             deadline,
             ..inner.run_options(&statement.options)
         };
-        let answer = execute::run(inner, &state, &RoutingInfo::default(), &msg, &opts).await?;
+        // Pinned in place (see `execute_page`).
+        let routing = RoutingInfo::default();
+        let answer = {
+            let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
+            run.await?
+        };
         let result = inner.finish(answer, None).await?;
         let next = result.paging_state().cloned();
         Ok((result, next))
@@ -628,18 +633,22 @@ impl Session {
         let inner = &self.inner;
         let state = inner.state();
         let routing = values::routing(&state, prepared, values);
-        let mut params = inner.params(&prepared.options, values);
-        if paged {
-            params.page_size = Some(inner.page_size(&prepared.options));
-            params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
-        }
         let shared = &prepared.shared;
         // The columns and their id this execution runs with (a concurrent
         // execution may replace them; this one stays consistent).
         let shape = shared.result.load_full();
         let msg = ExecuteMessage {
             id: &shared.id,
-            params,
+            // Built in place: a `params` local would keep its own room in
+            // this future beside the message's copy.
+            params: {
+                let mut params = inner.params(&prepared.options, values);
+                if paged {
+                    params.page_size = Some(inner.page_size(&prepared.options));
+                    params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
+                }
+                params
+            },
             contents: &shared.contents,
             prepared_in: shared.prepared_in.as_deref().map(String::as_str),
             result: &shape,
@@ -658,7 +667,12 @@ impl Session {
             deadline,
             ..inner.run_options(&prepared.options)
         };
-        let answer = execute::run(inner, &state, &routing, &msg, &opts).await?;
+        // Pinned in place and awaited by reference: `.await` on the future
+        // itself moved it (over a kilobyte) twice more before its first poll.
+        let answer = {
+            let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
+            run.await?
+        };
         let result = match inner.finish_now(answer, Some((shared, &shape)))? {
             Finished::Done(result) => result,
             Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await?,
