@@ -6,9 +6,11 @@
 //! binary.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use scylla_driver::connection::tls::TlsConfig;
 use scylla_cql::frame::ProtocolVersion;
+use scylla_driver::connection::tls::TlsConfig;
+use scylla_driver::connection::Coalescing;
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
 
 fn main() {
@@ -77,6 +79,25 @@ async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::E
             .and_then(ProtocolVersion::from_number)
             .ok_or_else(|| format!("OURS_PROTOCOL={v}: expected 4 or 5"))?;
         builder = builder.protocol_version(version);
+    }
+    // OURS_COALESCING=off|adaptive|fixed:MICROS picks the write coalescing
+    // policy (default: the driver's, adaptive), to compare policies on the
+    // same workload.
+    if let Ok(v) = std::env::var("OURS_COALESCING") {
+        let policy = match v.split_once(':') {
+            None if v == "off" => Coalescing::Off,
+            None if v == "adaptive" => Coalescing::ADAPTIVE,
+            Some(("fixed", us)) => Coalescing::Fixed(Duration::from_micros(
+                us.parse()
+                    .map_err(|_| format!("OURS_COALESCING={v}: expected fixed:MICROS"))?,
+            )),
+            _ => {
+                return Err(
+                    format!("OURS_COALESCING={v}: expected off, adaptive or fixed:MICROS").into(),
+                )
+            }
+        };
+        builder = builder.coalescing(policy);
     }
     let session = builder.build().await?;
     eprintln!("ours: protocol {:?}", session.protocol_version());
