@@ -56,12 +56,14 @@ use super::SessionInner;
 
 /// Where a request should go.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RoutingInfo {
+pub(crate) struct RoutingInfo<'a> {
     pub(crate) keyspace: Option<KeyspaceId>,
     pub(crate) token: Option<Token>,
     pub(crate) lwt: bool,
     /// The statement's table's tablet slot (resolved when prepared).
-    pub(crate) tablets: Option<Arc<TabletTable>>,
+    /// Borrowed: a reference count bumped by every request from every
+    /// worker thread is a cache line they pass between them.
+    pub(crate) tablets: Option<&'a TabletTable>,
 }
 
 /// How a request runs (resolved from the statement, its execution profile
@@ -171,7 +173,7 @@ pub(crate) struct Answer {
 pub(crate) fn run<'a>(
     inner: &'a SessionInner,
     state: &'a ClusterState,
-    routing: &'a RoutingInfo,
+    routing: &'a RoutingInfo<'a>,
     msg: &'a dyn MessageFor,
     opts: &'a RunOptions<'a>,
 ) -> impl Future<Output = Result<Answer, ExecutionError>> + Send + 'a {
@@ -184,7 +186,7 @@ pub(crate) fn run<'a>(
 async fn run_in_span(
     inner: &SessionInner,
     state: &ClusterState,
-    routing: &RoutingInfo,
+    routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
 ) -> Result<Answer, ExecutionError> {
@@ -210,7 +212,6 @@ async fn run_in_span(
     // payload teaches the tablet.
     let tablets = routing
         .tablets
-        .as_ref()
         .filter(|t| t.uses_tablets())
         .map(|t| t.snapshot());
     // In a block: the routing request is not kept in this future.
@@ -307,7 +308,7 @@ fn next_seed() -> u64 {
 async fn speculate(
     inner: &SessionInner,
     state: &ClusterState,
-    routing: &RoutingInfo,
+    routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: RunOptions<'_>,
     deadline: Instant,
@@ -376,7 +377,7 @@ async fn speculate(
 async fn attempt_chain(
     inner: &SessionInner,
     state: &ClusterState,
-    routing: &RoutingInfo,
+    routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
     (started, deadline): (Instant, Instant),
@@ -541,7 +542,7 @@ async fn attempt_chain(
 /// misrouted) for the statement's table. A malformed payload is logged and
 /// ignored; a replica on a host the cluster state does not know starts a
 /// topology refresh.
-fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo, payload: &CustomPayload) {
+fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo<'_>, payload: &CustomPayload) {
     let Some(value) = payload.get(TABLETS_ROUTING_V1_KEY) else {
         return;
     };

@@ -81,17 +81,17 @@ impl Drop for PooledValues {
 static EMPTY: SerializedValues = SerializedValues::new();
 
 /// Where a prepared statement with these values should go.
-pub(crate) fn routing(
+pub(crate) fn routing<'p>(
     state: &ClusterState,
-    prepared: &PreparedStatement,
+    prepared: &'p PreparedStatement,
     values: &SerializedValues,
-) -> RoutingInfo {
+) -> RoutingInfo<'p> {
     RoutingInfo {
         keyspace: prepared
             .keyspace()
             .and_then(|ks| state.routing.keyspace_id(ks)),
         token: token_of(prepared.pk_indexes(), values),
         lwt: prepared.is_lwt(),
-        tablets: prepared.shared.tablets.clone(),
+        tablets: prepared.shared.tablets.as_deref(),
     }
 }
