@@ -577,19 +577,33 @@ impl Shared {
 /// the last handle is dropped (or on [`Connection::close`]).
 #[derive(Clone)]
 pub struct Connection {
+    /// One reference count per handle: a request clones and drops its
+    /// connection's handle, from whichever worker thread it runs on, and
+    /// every count is a cache line the threads pass between them.
+    inner: Arc<Handle>,
+}
+
+/// What the handles of one connection share; the connection closes when the
+/// last of them goes.
+struct Handle {
     shared: Arc<Shared>,
-    info: Arc<ConnectionInfo>,
-    _close_on_drop: Arc<CloseOnDrop>,
+    info: ConnectionInfo,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.fail(BrokenReason::Closed);
+    }
 }
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("peer", &self.info.peer)
-            .field("local", &self.info.local)
+            .field("peer", &self.inner.info.peer)
+            .field("local", &self.inner.info.local)
             .field("shard", &self.shard())
             .field("in_flight", &self.in_flight())
-            .field("broken", &self.shared.broken.get())
+            .field("broken", &self.inner.shared.broken.get())
             .finish()
     }
 }
@@ -605,14 +619,6 @@ pub struct ConnectionInfo {
     pub server: ServerInfo,
     /// Whether the connection is encrypted (TLS).
     pub tls: bool,
-}
-
-struct CloseOnDrop(Arc<Shared>);
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        self.0.fail(BrokenReason::Closed);
-    }
 }
 
 impl Connection {
@@ -632,7 +638,7 @@ impl Connection {
         msg: &(impl MessageBody + ?Sized),
         opts: &RequestOptions<'_>,
     ) -> Result<ResponseFrame, RequestError> {
-        self.shared.request(msg, opts, Instant::now()).await
+        self.inner.shared.request(msg, opts, Instant::now()).await
     }
 
     /// [`request`](Self::request) with the caller's clock reading `now`
@@ -643,17 +649,17 @@ impl Connection {
         opts: &RequestOptions<'_>,
         now: Instant,
     ) -> Result<ResponseFrame, RequestError> {
-        self.shared.request(msg, opts, now).await
+        self.inner.shared.request(msg, opts, now).await
     }
 
     /// The protocol version the connection speaks.
     pub fn protocol_version(&self) -> ProtocolVersion {
-        self.info.server.protocol_version
+        self.inner.info.server.protocol_version
     }
 
     /// What was learned at set-up.
     pub fn info(&self) -> &ConnectionInfo {
-        &self.info
+        &self.inner.info
     }
 
     /// The shard this connection is on (ScyllaDB), from SUPPORTED.
@@ -663,43 +669,44 @@ impl Connection {
 
     /// The node's sharding, if it shards.
     pub fn sharding(&self) -> Option<&ShardingInfo> {
-        self.info.server.sharding.as_ref()
+        self.inner.info.server.sharding.as_ref()
     }
 
     /// Requests in flight, including timed-out ones still holding ids.
     pub fn in_flight(&self) -> usize {
-        self.shared.slots.in_use()
+        self.inner.shared.slots.in_use()
     }
 
     /// Timed-out or abandoned requests still holding stream ids.
     pub fn orphans(&self) -> usize {
-        self.shared.slots.orphans()
+        self.inner.shared.slots.orphans()
     }
 
     /// Why the connection stopped, if it did.
     pub fn broken(&self) -> Option<&BrokenConnection> {
-        self.shared.broken.get()
+        self.inner.shared.broken.get()
     }
 
     /// Whether the connection still takes requests.
     pub fn is_usable(&self) -> bool {
-        self.shared.broken.get().is_none()
+        self.inner.shared.broken.get().is_none()
     }
 
     /// Completes when the connection has stopped.
     pub async fn closed(&self) {
-        self.shared.cancel.cancelled().await;
+        self.inner.shared.cancel.cancelled().await;
     }
 
     /// The keyspace the connection is using, as far as the driver knows.
     pub fn keyspace(&self) -> Option<Arc<String>> {
-        self.shared.keyspace.load_full()
+        self.inner.shared.keyspace.load_full()
     }
 
     /// Whether the connection is on `keyspace` (compared without cloning
     /// the connection's own name).
     pub(crate) fn is_on_keyspace(&self, keyspace: &Arc<String>) -> bool {
-        self.shared
+        self.inner
+            .shared
             .keyspace
             .load()
             .as_ref()
@@ -708,23 +715,23 @@ impl Connection {
 
     /// Records that the connection now uses `keyspace` (after a `USE`).
     pub fn set_keyspace(&self, keyspace: Option<Arc<String>>) {
-        self.shared.keyspace.store(keyspace);
+        self.inner.shared.keyspace.store(keyspace);
     }
 
     /// A token cancelled when the connection stops; holding it does not keep
     /// the connection open.
     pub(crate) fn close_token(&self) -> CancellationToken {
-        self.shared.cancel.clone()
+        self.inner.shared.cancel.clone()
     }
 
     /// Closes the connection; requests in flight fail.
     pub fn close(&self) {
-        self.shared.fail(BrokenReason::Closed);
+        self.inner.shared.fail(BrokenReason::Closed);
     }
 
     /// The I/O counters this connection updates.
     pub fn counters(&self) -> &Arc<IoCounters> {
-        &self.shared.counters
+        &self.inner.shared.counters
     }
 }
 
@@ -758,7 +765,7 @@ async fn open_inner(
     let result = open_streams(addr, source, config).await;
     match &result {
         Ok(conn) => tracing::debug!(
-            local = %conn.info.local,
+            local = %conn.info().local,
             shard = ?conn.shard(),
             tls,
             "connection opened"
@@ -961,15 +968,17 @@ where
         },
     ));
     Connection {
-        info: Arc::new(ConnectionInfo {
-            peer: addr,
-            local,
-            server,
-            // Plain TCP always hands its write half for direct writes; a TLS
-            // stream cannot (its records need the writer's exclusive access).
-            tls: direct.is_none(),
+        inner: Arc::new(Handle {
+            info: ConnectionInfo {
+                peer: addr,
+                local,
+                server,
+                // Plain TCP always hands its write half for direct writes; a
+                // TLS stream cannot (its records need the writer's exclusive
+                // access).
+                tls: direct.is_none(),
+            },
+            shared,
         }),
-        _close_on_drop: Arc::new(CloseOnDrop(shared.clone())),
-        shared,
     }
 }
