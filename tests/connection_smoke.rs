@@ -136,3 +136,32 @@ async fn the_end_of_a_burst_is_written_within_the_bound() {
         t.await.unwrap().unwrap();
     }
 }
+
+/// The connection stays open while any handle is alive and closes when the
+/// last one is dropped (no request needed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_closes_with_its_last_handle() {
+    let cluster = TestCluster::builder().nodes(1).start().await.unwrap();
+    let open_now = || cluster.node_stats(0).unwrap().node.connections;
+    let conn = open(cluster.cql_addrs()[0], None, &ConnectionConfig::default())
+        .await
+        .unwrap();
+    let other = conn.clone();
+    drop(conn);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(open_now(), 1, "a handle is alive");
+    let r = other
+        .request(&Options, &RequestOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(r.response, Response::Supported(_)));
+    drop(other);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while open_now() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the connection outlived its last handle"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
