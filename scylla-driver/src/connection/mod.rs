@@ -19,7 +19,8 @@
 //!
 //! # The life of a request
 //! 1. [`Connection::request`] reserves a stream id and its slot (waiting, within
-//!    the request's timeout, if all 32,768 are busy).
+//!    the request's timeout, if all 32,768 are busy: the `permits` count the
+//!    free ids).
 //! 2. It encodes the frame straight into the pending buffer (no per-request
 //!    buffer), and wakes the writer if the buffer was empty.
 //! 3. The writer swaps the pending buffer with its own (both are reused) and
