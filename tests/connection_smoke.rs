@@ -165,3 +165,34 @@ async fn the_connection_closes_with_its_last_handle() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// With only 4 stream ids, 64 concurrent requests all complete: the others
+/// wait for ids (in line, woken as ids free up) and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_wait_for_free_stream_ids_and_all_complete() {
+    let cluster = TestCluster::builder().nodes(1).start().await.unwrap();
+    let mut cfg = ConnectionConfig::default();
+    cfg.max_in_flight = 4;
+    let conn = open(cluster.cql_addrs()[0], None, &cfg).await.unwrap();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let c = conn.clone();
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    let mut opts = RequestOptions::default();
+                    opts.timeout = Some(Duration::from_secs(10));
+                    let r = c.request(&Options, &opts).await.unwrap();
+                    assert!(matches!(r.response, Response::Supported(_)));
+                    assert!(c.in_flight() <= 4);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(30), t)
+            .await
+            .expect("every request gets an id")
+            .unwrap();
+    }
+    assert_eq!(conn.in_flight(), 0);
+}
