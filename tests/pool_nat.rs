@@ -42,8 +42,8 @@ fn config() -> PoolConfig {
     // No probe of the shard-aware port within the test's bounds (30 s by
     // default; covering can take longer on a busy machine). A probe that
     // lands on its shard by luck (1 in SHARDS behind a random NAT) would
-    // restore the port, and "every pool saw the NAT" would then depend on
-    // the dice. Probation itself is tested in `pool::nat`.
+    // restore the port, and whether a pool still reports the NAT would
+    // depend on the dice. Probation itself is tested in `pool::nat`.
     config.fallback.probation = Duration::from_secs(600);
     config
 }
@@ -115,12 +115,26 @@ async fn behind_a_nat_no_storm_at_cold_start_or_restart_and_coverage_comes() {
         total_covered as f64 / ideal
     );
     assert!(took.is_some(), "full coverage behind a NAT, eventually");
+    // The pools saw the NAT. Not necessarily every one: a pool that lands
+    // its connections on shards it is missing, never 3 wrong in a row, is
+    // covered before it has the evidence (about 0.3% of pools in a simple
+    // simulation of the landings; this failed 3 times in about 16 runs when
+    // it asserted all 24). Such a pool needs no fallback: it is covered.
+    let reasons: Vec<_> = pools.iter().map(|p| p.fallback()).collect();
+    let saw = reasons
+        .iter()
+        .filter(|r| **r == Some(FallbackReason::ShardMismatch))
+        .count();
     assert!(
-        pools
+        reasons
             .iter()
-            .all(|p| p.fallback() == Some(FallbackReason::ShardMismatch)),
-        "every pool saw the NAT: {:?}",
-        pools.iter().map(|p| p.fallback()).collect::<Vec<_>>()
+            .all(|r| matches!(r, None | Some(FallbackReason::ShardMismatch))),
+        "only wrong-shard landings are evidence here: {reasons:?}"
+    );
+    assert!(
+        saw + 2 >= pools.len(),
+        "the pools saw the NAT ({saw} of {}): {reasons:?}",
+        pools.len()
     );
     // Covering did not grow the pools: one connection per shard each.
     for p in &pools {
