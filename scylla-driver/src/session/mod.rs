@@ -673,6 +673,8 @@ impl Session {
             let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
             run.await?
         };
+        // `finish` spelled out: awaiting it would keep its future's room in
+        // this one, the hottest request future.
         let result = match inner.finish_now(answer, Some((shared, &shape)))? {
             Finished::Done(result) => result,
             Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await?,
