@@ -9,6 +9,7 @@ use scylla_cql::frame::response::result::Rows;
 use scylla_cql::types::{ColumnSpec, DeserializeRow, RowIterator};
 use uuid::Uuid;
 
+use crate::connection::ResponseExtras;
 use crate::error::ExecutionError;
 
 /// What a statement returned.
@@ -16,10 +17,9 @@ use crate::error::ExecutionError;
 pub struct QueryResult {
     pub(crate) rows: Option<Rows>,
     pub(crate) col_specs: Option<std::sync::Arc<[ColumnSpec]>>,
-    /// Server warnings.
-    pub warnings: Vec<String>,
-    /// The tracing session, if tracing was requested.
-    pub tracing_id: Option<Uuid>,
+    /// Tracing id, warnings, custom payload: boxed, and `None` for most
+    /// results (a result is moved several times on its way to the caller).
+    pub(crate) extras: Option<Box<ResponseExtras>>,
     /// The node that coordinated the request.
     pub coordinator: Option<std::net::SocketAddr>,
 }
@@ -64,7 +64,17 @@ impl QueryResult {
     /// # Ok(()) }
     /// ```
     pub fn tracing_id(&self) -> Option<Uuid> {
-        self.tracing_id
+        self.extras.as_ref().and_then(|e| e.tracing_id)
+    }
+
+    /// The server's warnings about the request (empty for most results).
+    pub fn warnings(&self) -> &[String] {
+        self.extras.as_ref().map_or(&[], |e| &e.warnings)
+    }
+
+    /// The custom payload the server sent with the result, if any.
+    pub fn custom_payload(&self) -> Option<&scylla_cql::frame::CustomPayload> {
+        self.extras.as_ref().and_then(|e| e.custom_payload.as_ref())
     }
 
     /// Where the next page starts, if there is one.

@@ -111,6 +111,45 @@ async fn batches() {
     drop_keyspace(&session, &ks).await;
 }
 
+/// Cassandra warns about an unlogged batch that covers more partitions than
+/// `unlogged_batch_across_partitions_warn_threshold` (10 by default); the
+/// warning reaches the result. Ordinary writes carry none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
+async fn server_warnings_reach_the_result() {
+    let uri = require!("SCYLLA_URI");
+    let session = session(&uri).await;
+    let ks = create_keyspace(&session, "warnings", 1).await;
+    ddl(
+        &session,
+        &format!("CREATE TABLE {ks}.t (k int, c int, v text, PRIMARY KEY (k, c))"),
+    )
+    .await;
+    let insert = session
+        .prepare(format!("INSERT INTO {ks}.t (k, c, v) VALUES (?, ?, ?)"))
+        .await
+        .unwrap();
+    let r = session.execute_unpaged(&insert, (0, 0, "x")).await.unwrap();
+    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+
+    let mut batch = Batch::new(BatchType::Unlogged);
+    let rows: Vec<(i32, i32, &str)> = (1..=12).map(|k| (k, 0, "x")).collect();
+    for _ in &rows {
+        batch.append(insert.clone());
+    }
+    let r = session.batch(&batch, &rows).await.unwrap();
+    println!("warnings: {:?}", r.warnings());
+    assert!(
+        r.warnings()
+            .iter()
+            .any(|w| w.contains("Unlogged batch covering 12 partitions")),
+        "{:?}",
+        r.warnings()
+    );
+    assert_eq!(r.tracing_id(), None);
+    drop_keyspace(&session, &ks).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn lightweight_transactions() {

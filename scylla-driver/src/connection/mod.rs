@@ -209,12 +209,63 @@ pub struct RequestOptions<'a> {
 pub struct ResponseFrame {
     /// The response message.
     pub response: Response,
+    /// The tracing id, warnings and custom payload, boxed: most responses
+    /// carry none of them, and a frame is moved several times on its way
+    /// from the reader to the requester (each move copies the whole value,
+    /// so 8 bytes here instead of 96 matter on the hot path).
+    extras: Option<Box<ResponseExtras>>,
+}
+
+/// What a response frame may carry beside its message (the frame flags
+/// TRACING, WARNING and CUSTOM_PAYLOAD).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseExtras {
     /// The tracing session, if tracing was requested.
     pub tracing_id: Option<Uuid>,
     /// Server warnings.
     pub warnings: Vec<String>,
     /// The server's custom payload.
     pub custom_payload: Option<CustomPayload>,
+}
+
+impl ResponseExtras {
+    /// Boxed when there is something to carry, `None` otherwise (no
+    /// allocation for the common response).
+    pub fn boxed_if_any(self) -> Option<Box<ResponseExtras>> {
+        let empty =
+            self.tracing_id.is_none() && self.warnings.is_empty() && self.custom_payload.is_none();
+        (!empty).then(|| Box::new(self))
+    }
+}
+
+impl ResponseFrame {
+    /// A frame of `response` with `extras`.
+    pub fn new(response: Response, extras: ResponseExtras) -> Self {
+        Self {
+            response,
+            extras: extras.boxed_if_any(),
+        }
+    }
+
+    /// The tracing session, if tracing was requested.
+    pub fn tracing_id(&self) -> Option<Uuid> {
+        self.extras.as_ref().and_then(|e| e.tracing_id)
+    }
+
+    /// Server warnings (empty for most responses).
+    pub fn warnings(&self) -> &[String] {
+        self.extras.as_ref().map_or(&[], |e| &e.warnings)
+    }
+
+    /// The server's custom payload.
+    pub fn custom_payload(&self) -> Option<&CustomPayload> {
+        self.extras.as_ref().and_then(|e| e.custom_payload.as_ref())
+    }
+
+    /// The message and the boxed extras (`None` when there are none).
+    pub fn into_parts(self) -> (Response, Option<Box<ResponseExtras>>) {
+        (self.response, self.extras)
+    }
 }
 
 type SlotValue = Result<ResponseFrame, RequestError>;
@@ -980,5 +1031,46 @@ where
             },
             shared,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scylla_cql::frame::response::ResultBody;
+
+    #[test]
+    fn a_frame_boxes_its_extras_only_when_it_has_some() {
+        let plain = ResponseFrame::new(
+            Response::Result(ResultBody::Void),
+            ResponseExtras::default(),
+        );
+        assert!(plain.extras.is_none());
+        assert_eq!(plain.tracing_id(), None);
+        assert!(plain.warnings().is_empty());
+        assert_eq!(plain.custom_payload(), None);
+
+        let id = Uuid::from_u128(7);
+        let mut payload = CustomPayload::new();
+        payload.insert("tablets-routing-v1".into(), Some(b"x".to_vec()));
+        let extras = ResponseExtras {
+            tracing_id: Some(id),
+            warnings: vec!["careful".into()],
+            custom_payload: Some(payload.clone()),
+        };
+        let frame = ResponseFrame::new(Response::Result(ResultBody::Void), extras.clone());
+        assert_eq!(frame.tracing_id(), Some(id));
+        assert_eq!(frame.warnings(), ["careful".to_string()]);
+        assert_eq!(frame.custom_payload(), Some(&payload));
+        let (response, boxed) = frame.into_parts();
+        assert_eq!(response, Response::Result(ResultBody::Void));
+        assert_eq!(boxed.as_deref(), Some(&extras));
+
+        // Any one of the three is enough to keep them.
+        let only_warning = ResponseExtras {
+            warnings: vec!["w".into()],
+            ..ResponseExtras::default()
+        };
+        assert!(only_warning.boxed_if_any().is_some());
     }
 }

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use super::error::BrokenReason;
 use super::stats::IoCounters;
 use super::stream_slots::CompleteError;
-use super::{ResponseFrame, Shared};
+use super::{ResponseExtras, ResponseFrame, Shared};
 
 /// The read buffer grows in steps of at least this much.
 const READ_CHUNK: usize = 64 * 1024;
@@ -188,12 +188,14 @@ fn dispatch(
         .slots
         .complete(
             header.stream,
-            Ok(ResponseFrame {
+            Ok(ResponseFrame::new(
                 response,
-                tracing_id: envelope.tracing_id,
-                warnings: envelope.warnings,
-                custom_payload: envelope.custom_payload,
-            }),
+                ResponseExtras {
+                    tracing_id: envelope.tracing_id,
+                    warnings: envelope.warnings,
+                    custom_payload: envelope.custom_payload,
+                },
+            )),
         )
         .map_err(|CompleteError::UnknownStream(s)| BrokenReason::UnknownStream(s))
 }

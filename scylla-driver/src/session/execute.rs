@@ -458,7 +458,7 @@ async fn attempt_chain(
             match outcome {
                 Ok(frame) => {
                     let Response::Error(e) = &frame.response else {
-                        if let Some(payload) = &frame.custom_payload {
+                        if let Some(payload) = frame.custom_payload() {
                             learn_tablet(inner, routing, payload);
                         }
                         return Ok(Answer {

@@ -298,15 +298,14 @@ impl SessionInner {
         answer: Answer,
         prepared: Option<(&PreparedShared, &ResultShape)>,
     ) -> Result<Finished, ExecutionError> {
-        let frame = answer.frame;
+        let (response, extras) = answer.frame.into_parts();
         let mut result = QueryResult {
             rows: None,
             col_specs: None,
-            warnings: frame.warnings,
-            tracing_id: frame.tracing_id,
+            extras,
             coordinator: Some(answer.node),
         };
-        match frame.response {
+        match response {
             Response::Result(ResultBody::Rows(rows)) => {
                 let md = rows.metadata();
                 match (prepared, &md.col_specs, &md.new_metadata_id) {
