@@ -37,13 +37,14 @@ pub(super) const MAX_STREAMS: usize = 32_768;
 const CHUNK: usize = 64;
 const CHUNKS: usize = MAX_STREAMS / CHUNK;
 
-enum SlotState<T> {
+enum SlotState {
     Free,
     Pending {
         waker: Option<Waker>,
         deadline: Option<Instant>,
     },
-    Ready(T),
+    /// The response is in [`SlotInner::value`].
+    Ready,
     TimedOut {
         waker: Option<Waker>,
     },
@@ -51,15 +52,27 @@ enum SlotState<T> {
     Orphaned,
 }
 
+/// A slot's state and, beside it, the response. Kept apart so that state
+/// transitions copy a few words, never the response: the response (over a
+/// hundred bytes) is moved in once by the reader and out once by the
+/// requester.
+struct SlotInner<T> {
+    state: SlotState,
+    /// The response: `Some` exactly in state `Ready`.
+    value: Option<T>,
+}
+
 struct Slot<T> {
-    state: Mutex<SlotState<T>>,
+    inner: Mutex<SlotInner<T>>,
 }
 
 impl<T> Slot<T> {
-    fn lock(&self) -> MutexGuard<'_, SlotState<T>> {
+    fn lock(&self) -> MutexGuard<'_, SlotInner<T>> {
         // A panic while holding a slot lock cannot leave the state torn (every
-        // transition is a single assignment), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        // transition is one or two plain assignments, of a state and of an
+        // `Option` that is `None` before it is set), so a poisoned lock is
+        // still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -165,7 +178,10 @@ impl<T> StreamSlots<T> {
         let chunk = self.chunks[idx / CHUNK].get_or_init(|| {
             (0..CHUNK)
                 .map(|_| Slot {
-                    state: Mutex::new(SlotState::Free),
+                    inner: Mutex::new(SlotInner {
+                        state: SlotState::Free,
+                        value: None,
+                    }),
                 })
                 .collect()
         });
@@ -238,7 +254,7 @@ impl<T> StreamSlots<T> {
         if self.in_use.fetch_add(1, Ordering::Relaxed) == 0 {
             self.became_busy.store(true, Ordering::Release);
         }
-        *self.slot_or_init(id).lock() = SlotState::Pending {
+        self.slot_or_init(id).lock().state = SlotState::Pending {
             waker: None,
             deadline,
         };
@@ -262,7 +278,11 @@ impl<T> StreamSlots<T> {
     /// Gives back an id whose request was never sent (e.g. encoding failed).
     pub(super) fn cancel_unsent(&self, id: u16) {
         if let Some(slot) = self.slot(id) {
-            *slot.lock() = SlotState::Free;
+            let mut st = slot.lock();
+            st.state = SlotState::Free;
+            let value = st.value.take();
+            drop(st);
+            drop(value);
             self.release(id);
         }
     }
@@ -274,9 +294,10 @@ impl<T> StreamSlots<T> {
         };
         let id = stream as u16;
         let mut st = slot.lock();
-        match std::mem::replace(&mut *st, SlotState::Free) {
+        match std::mem::replace(&mut st.state, SlotState::Free) {
             SlotState::Pending { waker, .. } => {
-                *st = SlotState::Ready(value);
+                st.state = SlotState::Ready;
+                st.value = Some(value);
                 drop(st);
                 if let Some(w) = waker {
                     w.wake();
@@ -286,7 +307,7 @@ impl<T> StreamSlots<T> {
             SlotState::TimedOut { waker } => {
                 // The requester is about to see its timeout; the late response
                 // frees the id once it has.
-                *st = SlotState::TimedOutAnswered;
+                st.state = SlotState::TimedOutAnswered;
                 drop(st);
                 if let Some(w) = waker {
                     w.wake();
@@ -299,8 +320,8 @@ impl<T> StreamSlots<T> {
                 self.release(id);
                 Ok(())
             }
-            other @ (SlotState::Free | SlotState::Ready(_) | SlotState::TimedOutAnswered) => {
-                *st = other;
+            other @ (SlotState::Free | SlotState::Ready | SlotState::TimedOutAnswered) => {
+                st.state = other;
                 Err(CompleteError::UnknownStream(stream))
             }
         }
@@ -314,7 +335,7 @@ impl<T> StreamSlots<T> {
             return Poll::Ready(SlotOutcome::TimedOut);
         };
         let mut st = slot.lock();
-        match &mut *st {
+        match &mut st.state {
             SlotState::Pending { waker, .. } => {
                 match waker {
                     Some(w) if w.will_wake(cx.waker()) => {}
@@ -323,25 +344,26 @@ impl<T> StreamSlots<T> {
                 Poll::Pending
             }
             SlotState::TimedOut { .. } => {
-                *st = SlotState::Orphaned;
+                st.state = SlotState::Orphaned;
                 drop(st);
                 Poll::Ready(SlotOutcome::TimedOut)
             }
             SlotState::TimedOutAnswered => {
-                *st = SlotState::Free;
+                st.state = SlotState::Free;
                 drop(st);
                 self.orphans.fetch_sub(1, Ordering::Relaxed);
                 self.release(id);
                 Poll::Ready(SlotOutcome::TimedOut)
             }
-            SlotState::Ready(_) => {
-                let SlotState::Ready(v) = std::mem::replace(&mut *st, SlotState::Free) else {
-                    // Just matched Ready above, under the same lock.
-                    return Poll::Pending;
-                };
+            SlotState::Ready => {
+                st.state = SlotState::Free;
+                let value = st.value.take();
                 drop(st);
                 self.release(id);
-                Poll::Ready(SlotOutcome::Done(v))
+                // `Ready` always holds a value (both are set together, under
+                // this lock); were it missing, the request ends as timed out
+                // rather than wait forever.
+                Poll::Ready(value.map_or(SlotOutcome::TimedOut, SlotOutcome::Done))
             }
             SlotState::Free | SlotState::Orphaned => Poll::Ready(SlotOutcome::TimedOut),
         }
@@ -351,18 +373,19 @@ impl<T> StreamSlots<T> {
     fn abandon(&self, id: u16) {
         let Some(slot) = self.slot(id) else { return };
         let mut st = slot.lock();
-        match std::mem::replace(&mut *st, SlotState::Free) {
+        match std::mem::replace(&mut st.state, SlotState::Free) {
             SlotState::Pending { .. } => {
-                *st = SlotState::Orphaned;
+                st.state = SlotState::Orphaned;
                 self.orphans.fetch_add(1, Ordering::Relaxed);
             }
             SlotState::TimedOut { .. } => {
                 // Already counted as an orphan when it timed out.
-                *st = SlotState::Orphaned;
+                st.state = SlotState::Orphaned;
             }
-            SlotState::Ready(v) => {
+            SlotState::Ready => {
+                let value = st.value.take();
                 drop(st);
-                drop(v);
+                drop(value);
                 self.release(id);
             }
             SlotState::TimedOutAnswered => {
@@ -370,7 +393,7 @@ impl<T> StreamSlots<T> {
                 self.orphans.fetch_sub(1, Ordering::Relaxed);
                 self.release(id);
             }
-            other @ (SlotState::Free | SlotState::Orphaned) => *st = other,
+            other @ (SlotState::Free | SlotState::Orphaned) => st.state = other,
         }
     }
 
@@ -388,11 +411,11 @@ impl<T> StreamSlots<T> {
             if let SlotState::Pending {
                 deadline: Some(d),
                 waker,
-            } = &mut *st
+            } = &mut st.state
             {
                 if *d <= now {
                     let waker = waker.take();
-                    *st = SlotState::TimedOut { waker: None };
+                    st.state = SlotState::TimedOut { waker: None };
                     drop(st);
                     self.orphans.fetch_add(1, Ordering::Relaxed);
                     expired += 1;
@@ -415,16 +438,17 @@ impl<T> StreamSlots<T> {
             let id = idx as u16;
             let Some(slot) = self.slot(id) else { continue };
             let mut st = slot.lock();
-            match std::mem::replace(&mut *st, SlotState::Free) {
+            match std::mem::replace(&mut st.state, SlotState::Free) {
                 SlotState::Pending { waker, .. } => {
-                    *st = SlotState::Ready(error(id));
+                    st.state = SlotState::Ready;
+                    st.value = Some(error(id));
                     drop(st);
                     if let Some(w) = waker {
                         w.wake();
                     }
                 }
                 SlotState::TimedOut { waker } => {
-                    *st = SlotState::TimedOutAnswered;
+                    st.state = SlotState::TimedOutAnswered;
                     drop(st);
                     if let Some(w) = waker {
                         w.wake();
@@ -435,7 +459,7 @@ impl<T> StreamSlots<T> {
                     self.orphans.fetch_sub(1, Ordering::Relaxed);
                     self.release(id);
                 }
-                other => *st = other,
+                other => st.state = other,
             }
         }
     }
