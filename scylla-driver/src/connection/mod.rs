@@ -198,6 +198,11 @@ impl Default for ConnectionConfig {
 pub struct RequestOptions<'a> {
     /// Give up waiting after this long (the request may still run).
     pub timeout: Option<Duration>,
+    /// Give up waiting at this instant (the session's requests: their
+    /// deadline is shared by all attempts, and passing it as is spares
+    /// turning it into a timeout and back, two `Instant` subtractions per
+    /// request). Takes precedence over `timeout`.
+    pub(crate) deadline: Option<Instant>,
     /// Ask the server to trace the request.
     pub tracing: bool,
     /// A custom payload to send with it.
@@ -509,13 +514,21 @@ impl Shared {
         opts: &RequestOptions<'_>,
         now: Instant,
     ) -> Result<ResponseFrame, RequestError> {
-        let timeout = opts.timeout;
-        let deadline = timeout.map(|t| now + t);
+        let deadline = match opts.deadline {
+            Some(d) => Some(d),
+            None => opts.timeout.map(|t| now + t),
+        };
+        // What a timeout error reports: the time the request was given.
+        let budget = || {
+            opts.timeout
+                .or_else(|| deadline.map(|d| d.saturating_duration_since(now)))
+                .unwrap_or_default()
+        };
         let id = match self.slots.try_alloc(deadline) {
             Some(id) => id,
             // All ids busy (rare: 32,768 per connection): boxed, so that
             // every request's future does not carry this wait's timer.
-            None => Box::pin(self.alloc_slow(deadline, timeout)).await?,
+            None => Box::pin(self.alloc_slow(deadline, budget())).await?,
         };
         if self.slots.take_became_busy() {
             // A parked tick (the connection was idle for a while) must start
@@ -592,7 +605,7 @@ impl Shared {
             SlotOutcome::Done(result) => result,
             SlotOutcome::TimedOut => {
                 IoCounters::add(&self.counters.timeouts, 1);
-                Err(RequestError::Timeout(timeout.unwrap_or_default()))
+                Err(RequestError::Timeout(budget()))
             }
         }
     }
@@ -601,7 +614,7 @@ impl Shared {
     async fn alloc_slow(
         &self,
         deadline: Option<Instant>,
-        timeout: Option<Duration>,
+        budget: Duration,
     ) -> Result<u16, RequestError> {
         let closed = || {
             RequestError::NotSent(
@@ -617,7 +630,7 @@ impl Shared {
         let id = match deadline {
             Some(d) => tokio::time::timeout_at(d.into(), wait)
                 .await
-                .map_err(|_| RequestError::Timeout(timeout.unwrap_or_default()))?,
+                .map_err(|_| RequestError::Timeout(budget))?,
             None => wait.await,
         };
         id.ok_or_else(closed)

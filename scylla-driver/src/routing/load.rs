@@ -272,13 +272,14 @@ pub struct InFlight<'a> {
 
 impl InFlight<'_> {
     /// The node answered at `now` (an answer of any kind, or a timeout):
-    /// records the attempt's latency.
+    /// records the attempt's latency, and returns it.
     #[inline]
-    pub fn finish(mut self, now: Instant) {
+    pub fn finish(mut self, now: Instant) -> Duration {
         self.ended = true;
         self.load.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.load
-            .record_at(now.saturating_duration_since(self.started), now);
+        let latency = now.saturating_duration_since(self.started);
+        self.load.record_at(latency, now);
+        latency
     }
 
     /// The attempt failed without telling anything about the node's latency

@@ -163,8 +163,23 @@ pub(crate) fn params_at<'p>(p: &'p QueryParameters<'_>, c: Consistency) -> Query
 pub(crate) struct Answer {
     pub(crate) frame: ResponseFrame,
     pub(crate) node: SocketAddr,
-    /// When the answer arrived (the attempt's last clock reading).
-    pub(crate) finished: Instant,
+    /// When the answering attempt started.
+    pub(crate) attempt_started: Instant,
+    /// From then until the answer arrived (the attempt's last clock
+    /// reading). Computed once, for the node's latency average and, when
+    /// the attempt started with the request, the request's latency.
+    pub(crate) attempt_latency: Duration,
+}
+
+impl Answer {
+    /// The request's latency, for a request that started at `started`.
+    fn latency_since(&self, started: Instant) -> Duration {
+        if self.attempt_started == started {
+            self.attempt_latency
+        } else {
+            (self.attempt_started + self.attempt_latency).saturating_duration_since(started)
+        }
+    }
 }
 
 /// Runs a request along its plan, in a `request` span. A plain function
@@ -274,11 +289,10 @@ async fn run_in_span(
             .await
         }
     };
-    let finished = match &result {
-        Ok(answer) => answer.finished,
-        Err(_) => Instant::now(),
+    let latency = match &result {
+        Ok(answer) => answer.latency_since(started),
+        Err(_) => started.elapsed(),
     };
-    let latency = finished.saturating_duration_since(started);
     inner.metrics.latency.record(latency);
     record::request_finished(result.is_ok(), latency);
     if let Err(e) = &result {
@@ -442,14 +456,18 @@ async fn attempt_chain(
             // One clock reading ends the attempt: its latency (when the node
             // answered or timed out) and, on success, the request's.
             let finished = Instant::now();
-            if let Some(load) = load {
-                match &outcome {
+            let attempt_latency = match load {
+                Some(load) => match &outcome {
                     Ok(_) | Err(Failed::Request(crate::connection::RequestError::Timeout(_))) => {
-                        load.finish(finished)
+                        Some(load.finish(finished))
                     }
-                    Err(_) => load.discard(),
-                }
-            }
+                    Err(_) => {
+                        load.discard();
+                        None
+                    }
+                },
+                None => None,
+            };
             let ctx = RetryContext {
                 idempotent: opts.idempotent,
                 retries,
@@ -464,7 +482,9 @@ async fn attempt_chain(
                         return Ok(Answer {
                             frame,
                             node: node.address,
-                            finished,
+                            attempt_started: now,
+                            attempt_latency: attempt_latency
+                                .unwrap_or_else(|| finished.saturating_duration_since(now)),
                         });
                     };
                     tracing::debug!(node = %node.address, error = %e, "attempt failed");
@@ -601,12 +621,12 @@ enum Failed {
     Fatal(ExecutionError),
 }
 
-/// Options of a request sent at `now` that must end by `deadline`.
-fn until(deadline: Instant, now: Instant, tracing: bool) -> RequestOptions<'static> {
+/// Options of a request that must end by `deadline`.
+fn until(deadline: Instant, tracing: bool) -> RequestOptions<'static> {
     RequestOptions {
-        timeout: Some(deadline.saturating_duration_since(now)),
+        deadline: Some(deadline),
         tracing,
-        custom_payload: None,
+        ..RequestOptions::default()
     }
 }
 
@@ -621,7 +641,7 @@ async fn attempt(
     deadline: Instant,
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
-    let until_deadline = |now: Instant| until(deadline, now, tracing);
+    let opts = until(deadline, tracing);
     let body = AtConsistency {
         msg,
         consistency,
@@ -631,7 +651,7 @@ async fn attempt(
     // the statement is prepared again.
     let again = {
         let frame = conn
-            .request_at(&body, &until_deadline(now), now)
+            .request_at(&body, &opts, now)
             .await
             .map_err(request_error)?;
         let Response::Error(e) = &frame.response else {
@@ -659,7 +679,7 @@ async fn reprepare_and_retry(
     deadline: Instant,
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
-    let until_deadline = |now: Instant| until(deadline, now, tracing);
+    let opts = until(deadline, tracing);
     tracing::debug!(peer = %conn.info().peer, "statement unknown to the node; preparing it again");
     let prepare = Prepare {
         query: again.text.into(),
@@ -669,7 +689,7 @@ async fn reprepare_and_retry(
     // The re-preparation is not the user's statement: it is not traced.
     let untraced = RequestOptions {
         tracing: false,
-        ..until_deadline(now)
+        ..opts
     };
     let prepared = conn
         .request_at(&prepare, &untraced, now)
@@ -693,7 +713,7 @@ async fn reprepare_and_retry(
         }
     }
     let now = Instant::now();
-    conn.request_at(body, &until_deadline(now), now)
+    conn.request_at(body, &opts, now)
         .await
         .map_err(request_error)
 }

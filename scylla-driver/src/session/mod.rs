@@ -197,7 +197,7 @@ impl SessionInner {
         };
         let now = Instant::now();
         let opts = RequestOptions {
-            timeout: Some(deadline.saturating_duration_since(now)),
+            deadline: Some(deadline),
             ..RequestOptions::default()
         };
         let node = conn.info().peer;

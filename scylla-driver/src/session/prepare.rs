@@ -161,7 +161,7 @@ async fn prepare_on(
     };
     let now = std::time::Instant::now();
     let opts = RequestOptions {
-        timeout: Some(deadline.saturating_duration_since(now)),
+        deadline: Some(deadline),
         ..RequestOptions::default()
     };
     let frame = conn
