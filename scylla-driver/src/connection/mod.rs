@@ -601,7 +601,7 @@ impl Shared {
         if wake_writer {
             self.writer_wake.notify_one();
         }
-        match ResponseFuture::new(self.slots.clone(), id).await {
+        match ResponseFuture::new(&self.slots, id).await {
             SlotOutcome::Done(result) => result,
             SlotOutcome::TimedOut => {
                 IoCounters::add(&self.counters.timeouts, 1);

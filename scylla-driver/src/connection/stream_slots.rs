@@ -467,13 +467,17 @@ impl<T> StreamSlots<T> {
 
 /// Waits for the response of one stream id. Dropping it before it completes
 /// orphans the id: the late response is discarded and the id reused after it.
-pub(super) struct ResponseFuture<T> {
-    slots: Arc<StreamSlots<T>>,
+///
+/// Borrows the slots: the requester holds the connection for as long as it
+/// waits, and a reference count taken and dropped per request would be two
+/// atomic writes to a line the runtime's workers share.
+pub(super) struct ResponseFuture<'a, T> {
+    slots: &'a StreamSlots<T>,
     id: u16,
     done: bool,
 }
 
-impl<T> std::fmt::Debug for ResponseFuture<T> {
+impl<T> std::fmt::Debug for ResponseFuture<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("id", &self.id)
@@ -481,10 +485,10 @@ impl<T> std::fmt::Debug for ResponseFuture<T> {
     }
 }
 
-impl<T> ResponseFuture<T> {
+impl<'a, T> ResponseFuture<'a, T> {
     /// A future for the response of `id`, which must have been allocated from
     /// `slots` and not yet waited on.
-    pub(super) fn new(slots: Arc<StreamSlots<T>>, id: u16) -> Self {
+    pub(super) fn new(slots: &'a StreamSlots<T>, id: u16) -> Self {
         Self {
             slots,
             id,
@@ -493,7 +497,7 @@ impl<T> ResponseFuture<T> {
     }
 }
 
-impl<T> Future for ResponseFuture<T> {
+impl<T> Future for ResponseFuture<'_, T> {
     type Output = SlotOutcome<T>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -505,7 +509,7 @@ impl<T> Future for ResponseFuture<T> {
     }
 }
 
-impl<T> Drop for ResponseFuture<T> {
+impl<T> Drop for ResponseFuture<'_, T> {
     fn drop(&mut self) {
         if !self.done {
             self.slots.abandon(self.id);

@@ -20,7 +20,7 @@ fn slots(cap: usize) -> Arc<StreamSlots<u32>> {
 fn response_completes_and_frees() {
     let s = slots(4);
     let id = s.try_alloc(None).unwrap();
-    let mut f = ResponseFuture::new(s.clone(), id);
+    let mut f = ResponseFuture::new(&s, id);
     assert!(poll_once(&mut f).is_pending());
     s.complete(id as i16, 7).unwrap();
     assert_eq!(poll_once(&mut f), Poll::Ready(SlotOutcome::Done(7)));
@@ -56,7 +56,7 @@ fn timeout_keeps_the_id_until_the_late_response() {
     let s = slots(1);
     let now = Instant::now();
     let id = s.try_alloc(Some(now)).unwrap();
-    let mut f = ResponseFuture::new(s.clone(), id);
+    let mut f = ResponseFuture::new(&s, id);
     assert!(poll_once(&mut f).is_pending());
     assert_eq!(s.expire(now), 1);
     assert_eq!(poll_once(&mut f), Poll::Ready(SlotOutcome::TimedOut));
@@ -76,7 +76,7 @@ fn late_response_before_the_requester_looks() {
     let s = slots(1);
     let now = Instant::now();
     let id = s.try_alloc(Some(now)).unwrap();
-    let mut f = ResponseFuture::new(s.clone(), id);
+    let mut f = ResponseFuture::new(&s, id);
     s.expire(now + Duration::from_millis(1));
     s.complete(id as i16, 5).unwrap();
     assert_eq!(poll_once(&mut f), Poll::Ready(SlotOutcome::TimedOut));
@@ -98,7 +98,7 @@ fn deadlines_in_the_future_do_not_expire() {
 fn dropped_future_orphans_then_response_frees() {
     let s = slots(2);
     let id = s.try_alloc(None).unwrap();
-    let f = ResponseFuture::new(s.clone(), id);
+    let f = ResponseFuture::new(&s, id);
     drop(f);
     assert_eq!(s.orphans(), 1);
     s.complete(id as i16, 1).unwrap();
@@ -109,7 +109,7 @@ fn dropped_future_orphans_then_response_frees() {
 fn dropping_a_ready_future_frees() {
     let s = slots(2);
     let id = s.try_alloc(None).unwrap();
-    let f = ResponseFuture::new(s.clone(), id);
+    let f = ResponseFuture::new(&s, id);
     s.complete(id as i16, 1).unwrap();
     drop(f);
     assert_eq!((s.in_use(), s.orphans()), (0, 0));
@@ -122,9 +122,9 @@ fn close_ends_every_request_exactly_once() {
     let waiting = s.try_alloc(None).unwrap();
     let timed_out = s.try_alloc(Some(now)).unwrap();
     let orphan = s.try_alloc(None).unwrap();
-    let mut fw = ResponseFuture::new(s.clone(), waiting);
-    let mut ft = ResponseFuture::new(s.clone(), timed_out);
-    drop(ResponseFuture::new(s.clone(), orphan));
+    let mut fw = ResponseFuture::new(&s, waiting);
+    let mut ft = ResponseFuture::new(&s, timed_out);
+    drop(ResponseFuture::new(&s, orphan));
     s.expire(now);
     s.close(|id| 1000 + id as u32);
     assert_eq!(
@@ -144,7 +144,7 @@ async fn waiters_get_an_id_when_one_frees() {
     let s2 = s.clone();
     let waiter = tokio::spawn(async move { s2.alloc(None).await });
     tokio::task::yield_now().await;
-    let f = ResponseFuture::new(s.clone(), id);
+    let f = ResponseFuture::new(&s, id);
     s.complete(id as i16, 1).unwrap();
     assert_eq!(f.await, SlotOutcome::Done(1));
     assert_eq!(waiter.await.unwrap(), Some(id));
@@ -207,7 +207,7 @@ mod props {
                 match op {
                     Op::Alloc => {
                         if let Some(id) = s.try_alloc(Some(now + Duration::from_secs(10))) {
-                            reqs.push((id, Some(ResponseFuture::new(s.clone(), id)), false, false));
+                            reqs.push((id, Some(ResponseFuture::new(&s, id)), false, false));
                         }
                     }
                     Op::Respond(i) if !reqs.is_empty() => {
