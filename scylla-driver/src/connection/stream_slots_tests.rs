@@ -3,6 +3,7 @@
 
 use super::*;
 use std::future::Future;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
