@@ -11,12 +11,17 @@ use uuid::Uuid;
 
 use crate::connection::ResponseExtras;
 use crate::error::ExecutionError;
+use crate::statement::prepared::ResultShape;
 
 /// What a statement returned.
 #[derive(Debug, Clone, Default)]
 pub struct QueryResult {
     pub(crate) rows: Option<Rows>,
-    pub(crate) col_specs: Option<std::sync::Arc<[ColumnSpec]>>,
+    /// The prepared statement's result columns, for rows that came
+    /// without theirs: the statement's shape itself, which the execution
+    /// already holds (moving it here spares cloning the columns' `Arc`,
+    /// an atomic write to a line every execution of the statement shares).
+    pub(crate) shape: Option<std::sync::Arc<ResultShape>>,
     /// Tracing id, warnings, custom payload: boxed, and `None` for most
     /// results (a result is moved several times on its way to the caller).
     pub(crate) extras: Option<Box<ResponseExtras>>,
@@ -37,7 +42,7 @@ impl QueryResult {
 
     /// The columns of the rows.
     pub fn columns(&self) -> &[ColumnSpec] {
-        if let Some(specs) = &self.col_specs {
+        if let Some(specs) = self.shape.as_ref().and_then(|s| s.specs.as_deref()) {
             return specs;
         }
         self.rows

@@ -296,12 +296,12 @@ impl SessionInner {
     fn finish_now(
         &self,
         answer: Answer,
-        prepared: Option<(&PreparedShared, &ResultShape)>,
+        prepared: Option<(&PreparedShared, Arc<ResultShape>)>,
     ) -> Result<Finished, ExecutionError> {
         let (response, extras) = answer.frame.into_parts();
         let mut result = QueryResult {
             rows: None,
-            col_specs: None,
+            shape: None,
             extras,
             coordinator: Some(answer.node),
         };
@@ -309,7 +309,7 @@ impl SessionInner {
             Response::Result(ResultBody::Rows(rows)) => {
                 let md = rows.metadata();
                 match (prepared, &md.col_specs, &md.new_metadata_id) {
-                    (Some((_, shape)), None, _) => result.col_specs = shape.specs.clone(),
+                    (Some((_, shape)), None, _) => result.shape = Some(shape),
                     (Some((shared, _)), Some(specs), Some(id)) => {
                         shared.adopt_result(id.clone(), specs.clone());
                     }
@@ -346,7 +346,7 @@ impl SessionInner {
     async fn finish(
         &self,
         answer: Answer,
-        prepared: Option<(&PreparedShared, &ResultShape)>,
+        prepared: Option<(&PreparedShared, Arc<ResultShape>)>,
     ) -> Result<QueryResult, ExecutionError> {
         match self.finish_now(answer, prepared)? {
             Finished::Done(result) => Ok(result),
@@ -674,7 +674,7 @@ impl Session {
         };
         // `finish` spelled out: awaiting it would keep its future's room in
         // this one, the hottest request future.
-        let result = match inner.finish_now(answer, Some((shared, &shape)))? {
+        let result = match inner.finish_now(answer, Some((shared, shape)))? {
             Finished::Done(result) => result,
             Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await?,
         };
