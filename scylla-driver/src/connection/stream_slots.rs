@@ -82,6 +82,11 @@ type Chunk<T> = Box<[Slot<T>]>;
 struct FreeIds {
     stack: Vec<u16>,
     next_fresh: u16,
+    /// Ids allocated; [`StreamSlots::in_use`] mirrors it for lock-free
+    /// readers. Counted here, under the lock that taking and returning an
+    /// id holds anyway, rather than with atomic read-modify-writes of its
+    /// own (two per request, on a line the runtime's workers share).
+    in_use: usize,
 }
 
 /// Why a slot could not be completed by the reader.
@@ -107,7 +112,8 @@ pub(super) struct StreamSlots<T> {
     chunks: Box<[OnceLock<Chunk<T>>]>,
     free: Mutex<FreeIds>,
     permits: IdPermits,
-    /// Ids currently allocated (Pending, Ready, TimedOut, ..., Orphaned).
+    /// Ids currently allocated (Pending, Ready, TimedOut, ..., Orphaned):
+    /// `FreeIds::in_use`, stored after each change under the `free` lock.
     in_use: AtomicUsize,
     /// Of those, orphaned or timed out: reserved until a late response.
     orphans: AtomicUsize,
@@ -139,6 +145,7 @@ impl<T> StreamSlots<T> {
             free: Mutex::new(FreeIds {
                 stack: Vec::new(),
                 next_fresh: 0,
+                in_use: 0,
             }),
             permits: IdPermits::new(capacity),
             in_use: AtomicUsize::new(0),
@@ -188,28 +195,35 @@ impl<T> StreamSlots<T> {
         &chunk[idx % CHUNK]
     }
 
-    fn pop_id(&self) -> Option<u16> {
+    /// Takes a free id and counts it in use; also says whether it is the
+    /// only one in use (the slots went from idle to busy).
+    fn pop_id(&self) -> Option<(u16, bool)> {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(id) = free.stack.pop() {
-            return Some(id);
-        }
-        let id = free.next_fresh;
-        if (id as usize) < self.capacity {
-            free.next_fresh += 1;
-            self.high_water
-                .fetch_max(id as usize + 1, Ordering::Relaxed);
-            Some(id)
-        } else {
-            None
-        }
+        let id = match free.stack.pop() {
+            Some(id) => id,
+            None => {
+                let id = free.next_fresh;
+                if id as usize >= self.capacity {
+                    return None;
+                }
+                free.next_fresh += 1;
+                self.high_water
+                    .fetch_max(id as usize + 1, Ordering::Relaxed);
+                id
+            }
+        };
+        free.in_use += 1;
+        self.in_use.store(free.in_use, Ordering::Relaxed);
+        Some((id, free.in_use == 1))
     }
 
     fn release(&self, id: u16) {
         {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
             free.stack.push(id);
+            free.in_use = free.in_use.saturating_sub(1);
+            self.in_use.store(free.in_use, Ordering::Relaxed);
         }
-        self.in_use.fetch_sub(1, Ordering::Relaxed);
         self.permits.release();
     }
 
@@ -244,14 +258,14 @@ impl<T> StreamSlots<T> {
         // and ids are only pushed back (release) before a permit is returned.
         // Were that broken, this request fails unsent rather than share an
         // id (and so a response) with another request.
-        let Some(id) = self.pop_id() else {
+        let Some((id, became_busy)) = self.pop_id() else {
             tracing::error!(
                 "stream ids: a permit without a free id (bug); the request is not sent"
             );
             self.permits.release();
             return None;
         };
-        if self.in_use.fetch_add(1, Ordering::Relaxed) == 0 {
+        if became_busy {
             self.became_busy.store(true, Ordering::Release);
         }
         self.slot_or_init(id).lock().state = SlotState::Pending {
