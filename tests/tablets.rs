@@ -258,3 +258,39 @@ async fn drop_and_recreate_leaves_no_stale_routing() {
         .unwrap();
     assert_eq!(s.tablets().tablets_known(), 0);
 }
+
+/// A request that reaches a shard not holding its tablet comes back with the
+/// tablet's placement in the result's custom payload (ScyllaDB's
+/// `tablets-routing-v1`); the session learns it, and the same key then goes
+/// to the right shard, with no payload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misrouted_result_carries_the_tablet_payload() {
+    let cluster = tablet_cluster().await;
+    let s = session(&cluster, TabletWarmup::Off, None).await;
+    create_schema(&s, "payload").await;
+    let insert = s
+        .prepare(format!("INSERT INTO {KS}.payload (pk, v) VALUES (?, ?)"))
+        .await
+        .unwrap();
+    // Nothing is known about the tablets: the first requests guess. Bounded:
+    // 64 tablets on 3 nodes x 8 shards, so a wrong guess comes early.
+    let mut misrouted_key = None;
+    for pk in 0..500i64 {
+        let r = s.execute_unpaged(&insert, (pk, pk)).await.unwrap();
+        if let Some(payload) = r.custom_payload() {
+            assert!(
+                payload.contains_key("tablets-routing-v1"),
+                "{:?}",
+                payload.keys().collect::<Vec<_>>()
+            );
+            misrouted_key = Some(pk);
+            break;
+        }
+    }
+    let pk = misrouted_key.expect("no result carried a tablet payload in 500 guesses");
+    let before = misrouted(&cluster);
+    let r = s.execute_unpaged(&insert, (pk, pk + 1)).await.unwrap();
+    assert_eq!(r.custom_payload(), None, "the tablet was learnt");
+    assert!(r.warnings().is_empty());
+    assert_eq!(misrouted(&cluster), before);
+}
