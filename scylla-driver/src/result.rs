@@ -9,7 +9,7 @@ use scylla_cql::frame::response::result::Rows;
 use scylla_cql::types::{ColumnSpec, DeserializeRow, RowIterator};
 use uuid::Uuid;
 
-use crate::connection::ResponseExtras;
+use crate::connection::Extras;
 use crate::error::ExecutionError;
 use crate::statement::prepared::ResultShape;
 
@@ -24,7 +24,7 @@ pub struct QueryResult {
     pub(crate) shape: Option<std::sync::Arc<ResultShape>>,
     /// Tracing id, warnings, custom payload: boxed, and `None` for most
     /// results (a result is moved several times on its way to the caller).
-    pub(crate) extras: Option<Box<ResponseExtras>>,
+    pub(crate) extras: Extras,
     /// The node that coordinated the request.
     pub coordinator: Option<std::net::SocketAddr>,
 }
@@ -69,17 +69,17 @@ impl QueryResult {
     /// # Ok(()) }
     /// ```
     pub fn tracing_id(&self) -> Option<Uuid> {
-        self.extras.as_ref().and_then(|e| e.tracing_id)
+        self.extras.tracing_id()
     }
 
     /// The server's warnings about the request (empty for most results).
     pub fn warnings(&self) -> &[String] {
-        self.extras.as_ref().map_or(&[], |e| &e.warnings)
+        self.extras.warnings()
     }
 
     /// The custom payload the server sent with the result, if any.
     pub fn custom_payload(&self) -> Option<&scylla_cql::frame::CustomPayload> {
-        self.extras.as_ref().and_then(|e| e.custom_payload.as_ref())
+        self.extras.custom_payload()
     }
 
     /// Where the next page starts, if there is one.

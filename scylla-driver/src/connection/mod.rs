@@ -214,11 +214,8 @@ pub struct RequestOptions<'a> {
 pub struct ResponseFrame {
     /// The response message.
     pub response: Response,
-    /// The tracing id, warnings and custom payload, boxed: most responses
-    /// carry none of them, and a frame is moved several times on its way
-    /// from the reader to the requester (each move copies the whole value,
-    /// so 8 bytes here instead of 96 matter on the hot path).
-    extras: Option<Box<ResponseExtras>>,
+    /// The tracing id, warnings and custom payload.
+    extras: Extras,
 }
 
 /// What a response frame may carry beside its message (the frame flags
@@ -233,13 +230,33 @@ pub struct ResponseExtras {
     pub custom_payload: Option<CustomPayload>,
 }
 
-impl ResponseExtras {
-    /// Boxed when there is something to carry, `None` otherwise (no
-    /// allocation for the common response).
-    pub fn boxed_if_any(self) -> Option<Box<ResponseExtras>> {
-        let empty =
-            self.tracing_id.is_none() && self.warnings.is_empty() && self.custom_payload.is_none();
-        (!empty).then(|| Box::new(self))
+/// [`ResponseExtras`] as a response and its result carry them: boxed, and
+/// only when there is something to carry. Most responses have none, and a
+/// response is moved several times on its way from the reader to the caller
+/// (each move copies the whole value, so 8 bytes here instead of 96 matter
+/// on the hot path).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Extras(Option<Box<ResponseExtras>>);
+
+impl Extras {
+    /// `extras`, boxed unless empty (no allocation for the common response).
+    pub(crate) fn new(extras: ResponseExtras) -> Self {
+        let empty = extras.tracing_id.is_none()
+            && extras.warnings.is_empty()
+            && extras.custom_payload.is_none();
+        Self((!empty).then(|| Box::new(extras)))
+    }
+
+    pub(crate) fn tracing_id(&self) -> Option<Uuid> {
+        self.0.as_ref().and_then(|e| e.tracing_id)
+    }
+
+    pub(crate) fn warnings(&self) -> &[String] {
+        self.0.as_ref().map_or(&[], |e| &e.warnings)
+    }
+
+    pub(crate) fn custom_payload(&self) -> Option<&CustomPayload> {
+        self.0.as_ref().and_then(|e| e.custom_payload.as_ref())
     }
 }
 
@@ -248,27 +265,27 @@ impl ResponseFrame {
     pub fn new(response: Response, extras: ResponseExtras) -> Self {
         Self {
             response,
-            extras: extras.boxed_if_any(),
+            extras: Extras::new(extras),
         }
     }
 
     /// The tracing session, if tracing was requested.
     pub fn tracing_id(&self) -> Option<Uuid> {
-        self.extras.as_ref().and_then(|e| e.tracing_id)
+        self.extras.tracing_id()
     }
 
     /// Server warnings (empty for most responses).
     pub fn warnings(&self) -> &[String] {
-        self.extras.as_ref().map_or(&[], |e| &e.warnings)
+        self.extras.warnings()
     }
 
     /// The server's custom payload.
     pub fn custom_payload(&self) -> Option<&CustomPayload> {
-        self.extras.as_ref().and_then(|e| e.custom_payload.as_ref())
+        self.extras.custom_payload()
     }
 
-    /// The message and the boxed extras (`None` when there are none).
-    pub fn into_parts(self) -> (Response, Option<Box<ResponseExtras>>) {
+    /// The message and the extras.
+    pub(crate) fn into_parts(self) -> (Response, Extras) {
         (self.response, self.extras)
     }
 }
@@ -514,10 +531,7 @@ impl Shared {
         opts: &RequestOptions<'_>,
         now: Instant,
     ) -> Result<ResponseFrame, RequestError> {
-        let deadline = match opts.deadline {
-            Some(d) => Some(d),
-            None => opts.timeout.map(|t| now + t),
-        };
+        let deadline = opts.deadline.or_else(|| opts.timeout.map(|t| now + t));
         // What a timeout error reports: the time the request was given.
         let budget = || {
             opts.timeout
@@ -1058,7 +1072,7 @@ mod tests {
             Response::Result(ResultBody::Void),
             ResponseExtras::default(),
         );
-        assert!(plain.extras.is_none());
+        assert!(plain.extras.0.is_none());
         assert_eq!(plain.tracing_id(), None);
         assert!(plain.warnings().is_empty());
         assert_eq!(plain.custom_payload(), None);
@@ -1077,13 +1091,13 @@ mod tests {
         assert_eq!(frame.custom_payload(), Some(&payload));
         let (response, boxed) = frame.into_parts();
         assert_eq!(response, Response::Result(ResultBody::Void));
-        assert_eq!(boxed.as_deref(), Some(&extras));
+        assert_eq!(boxed.0.as_deref(), Some(&extras));
 
         // Any one of the three is enough to keep them.
         let only_warning = ResponseExtras {
             warnings: vec!["w".into()],
             ..ResponseExtras::default()
         };
-        assert!(only_warning.boxed_if_any().is_some());
+        assert!(Extras::new(only_warning).0.is_some());
     }
 }

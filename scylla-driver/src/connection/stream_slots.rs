@@ -79,14 +79,17 @@ impl<T> Slot<T> {
 /// 64 slots, allocated together the first time one of their ids is used.
 type Chunk<T> = Box<[Slot<T>]>;
 
+/// Ids never handed out start at `next_fresh`; the ones handed out and
+/// returned are on `stack`. So `next_fresh - stack.len()` are in use.
 struct FreeIds {
     stack: Vec<u16>,
     next_fresh: u16,
-    /// Ids allocated; [`StreamSlots::in_use`] mirrors it for lock-free
-    /// readers. Counted here, under the lock that taking and returning an
-    /// id holds anyway, rather than with atomic read-modify-writes of its
-    /// own (two per request, on a line the runtime's workers share).
-    in_use: usize,
+}
+
+impl FreeIds {
+    fn in_use(&self) -> usize {
+        usize::from(self.next_fresh).saturating_sub(self.stack.len())
+    }
 }
 
 /// Why a slot could not be completed by the reader.
@@ -113,7 +116,9 @@ pub(super) struct StreamSlots<T> {
     free: Mutex<FreeIds>,
     permits: IdPermits,
     /// Ids currently allocated (Pending, Ready, TimedOut, ..., Orphaned):
-    /// `FreeIds::in_use`, stored after each change under the `free` lock.
+    /// `FreeIds::in_use`, stored after each change under the `free` lock
+    /// (a plain store, for lock-free readers, rather than atomic
+    /// read-modify-writes of its own on a line the runtime's workers share).
     in_use: AtomicUsize,
     /// Of those, orphaned or timed out: reserved until a late response.
     orphans: AtomicUsize,
@@ -145,7 +150,6 @@ impl<T> StreamSlots<T> {
             free: Mutex::new(FreeIds {
                 stack: Vec::new(),
                 next_fresh: 0,
-                in_use: 0,
             }),
             permits: IdPermits::new(capacity),
             in_use: AtomicUsize::new(0),
@@ -212,17 +216,16 @@ impl<T> StreamSlots<T> {
                 id
             }
         };
-        free.in_use += 1;
-        self.in_use.store(free.in_use, Ordering::Relaxed);
-        Some((id, free.in_use == 1))
+        let in_use = free.in_use();
+        self.in_use.store(in_use, Ordering::Relaxed);
+        Some((id, in_use == 1))
     }
 
     fn release(&self, id: u16) {
         {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
             free.stack.push(id);
-            free.in_use = free.in_use.saturating_sub(1);
-            self.in_use.store(free.in_use, Ordering::Relaxed);
+            self.in_use.store(free.in_use(), Ordering::Relaxed);
         }
         self.permits.release();
     }

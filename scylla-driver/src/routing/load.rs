@@ -271,15 +271,13 @@ pub struct InFlight<'a> {
 }
 
 impl InFlight<'_> {
-    /// The node answered at `now` (an answer of any kind, or a timeout):
-    /// records the attempt's latency, and returns it.
+    /// The node answered at `now`, `latency` after the attempt started (an
+    /// answer of any kind, or a timeout): records that latency.
     #[inline]
-    pub fn finish(mut self, now: Instant) -> Duration {
+    pub fn finish(mut self, latency: Duration, now: Instant) {
         self.ended = true;
         self.load.in_flight.fetch_sub(1, Ordering::Relaxed);
-        let latency = now.saturating_duration_since(self.started);
         self.load.record_at(latency, now);
-        latency
     }
 
     /// The attempt failed without telling anything about the node's latency

@@ -456,18 +456,15 @@ async fn attempt_chain(
             // One clock reading ends the attempt: its latency (when the node
             // answered or timed out) and, on success, the request's.
             let finished = Instant::now();
-            let attempt_latency = match load {
-                Some(load) => match &outcome {
+            let attempt_latency = finished.saturating_duration_since(now);
+            if let Some(load) = load {
+                match &outcome {
                     Ok(_) | Err(Failed::Request(crate::connection::RequestError::Timeout(_))) => {
-                        Some(load.finish(finished))
+                        load.finish(attempt_latency, finished)
                     }
-                    Err(_) => {
-                        load.discard();
-                        None
-                    }
-                },
-                None => None,
-            };
+                    Err(_) => load.discard(),
+                }
+            }
             let ctx = RetryContext {
                 idempotent: opts.idempotent,
                 retries,
@@ -483,8 +480,7 @@ async fn attempt_chain(
                             frame,
                             node: node.address,
                             attempt_started: now,
-                            attempt_latency: attempt_latency
-                                .unwrap_or_else(|| finished.saturating_duration_since(now)),
+                            attempt_latency,
                         });
                     };
                     tracing::debug!(node = %node.address, error = %e, "attempt failed");
@@ -687,10 +683,7 @@ async fn reprepare_and_retry(
     };
     let now = Instant::now();
     // The re-preparation is not the user's statement: it is not traced.
-    let untraced = RequestOptions {
-        tracing: false,
-        ..opts
-    };
+    let untraced = until(deadline, false);
     let prepared = conn
         .request_at(&prepare, &untraced, now)
         .await
