@@ -16,8 +16,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use scylla_cql::frame::header::{FrameHeader, Opcode, HEADER_LEN};
 use scylla_cql::frame::wire::{self, WireReader};
 use scylla_testbed::{
-    error_code, AdmissionConfig, ConnCtx, EventKind, Faults, HandshakeCost, NatMode, Reply,
-    Request, Response, ShardAwarePortMode, TestCluster,
+    error_code, AdmissionConfig, ConnCtx, EventKind, Faults, HandlerFuture, HandshakeCost, NatMode,
+    Reply, Request, RequestHandler, Response, ShardAwarePortMode, TestCluster,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -647,6 +647,90 @@ async fn custom_handler_sees_its_connection() {
     let st = c.stats().nodes[0].clone();
     assert_eq!(st.shards[3].requests_wrong_shard, 10);
     assert_eq!(st.node.requests_served, 10);
+    c.shutdown().await;
+}
+
+/// Answers `slow` requests only once `release` is notified, others at once.
+struct HoldsSlowOnes {
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl RequestHandler for HoldsSlowOnes {
+    fn handle<'a>(&'a self, _ctx: &'a ConnCtx, req: Request) -> HandlerFuture<'a> {
+        Box::pin(async move {
+            if req.body.as_ref() == b"slow" {
+                self.release.notified().await;
+            }
+            let mut b = BytesMut::new();
+            b.put_i32(0x0001); // RESULT Void
+            Reply::Respond(Response::new(Opcode::Result, b.freeze()))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_handler_does_not_hold_up_later_requests() {
+    let release = Arc::new(tokio::sync::Notify::new());
+    let handler = HoldsSlowOnes {
+        release: release.clone(),
+    };
+    let c = TestCluster::builder()
+        .handler(Arc::new(handler))
+        .start()
+        .await
+        .unwrap();
+    let mut s = connect(c.node(0).unwrap().cql_addr()).await.unwrap();
+    ready(&mut s).await;
+    s.write_all(&frame(1, 0x07, b"slow")).await.unwrap();
+    s.write_all(&frame(2, 0x07, b"fast")).await.unwrap();
+    let (h, _) = read_frame(&mut s, WAIT).await.unwrap();
+    assert_eq!(h.stream, 2, "the fast request waited for the slow one");
+    // The slow one is still waiting, then answered once released.
+    assert!(read_frame(&mut s, Duration::from_millis(50)).await.is_err());
+    release.notify_one();
+    let (h, _) = read_frame(&mut s, WAIT).await.unwrap();
+    assert_eq!((h.stream, h.opcode), (1, Opcode::Result));
+    assert_eq!(c.stats().nodes[0].node.requests_served, 2);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_is_answered_while_the_client_does_not_read() {
+    // 4 KiB answers to 6,000 pipelined requests that the client reads only
+    // after sending them all: the node's socket buffer and then its writer's
+    // queue (1,024 frames) fill up, and the answers that find it full wait
+    // for room.
+    let handler = |_ctx: &ConnCtx, _req: Request| -> Reply {
+        let mut b = BytesMut::new();
+        b.put_i32(0x0001); // RESULT Void
+        b.put_bytes(0, 4096);
+        Reply::Respond(Response::new(Opcode::Result, b.freeze()))
+    };
+    let c = TestCluster::builder()
+        .handler(Arc::new(handler))
+        .start()
+        .await
+        .unwrap();
+    let mut s = connect(c.node(0).unwrap().cql_addr()).await.unwrap();
+    ready(&mut s).await;
+    const N: i16 = 6_000;
+    let mut requests = Vec::new();
+    for stream in 1..=N {
+        requests.extend_from_slice(&frame(stream, 0x07, b"q"));
+    }
+    s.write_all(&requests).await.unwrap();
+    // Let the node answer into full buffers before reading anything.
+    eventually(|| c.stats().nodes[0].node.requests_served >= 2_000).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut streams: Vec<i16> = read_frames(&mut s, N as usize)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(h, _)| h.stream)
+        .collect();
+    streams.sort_unstable();
+    assert_eq!(streams, (1..=N).collect::<Vec<_>>());
+    assert_eq!(c.stats().nodes[0].node.requests_served, N as u64);
     c.shutdown().await;
 }
 
