@@ -650,6 +650,18 @@ async fn custom_handler_sees_its_connection() {
     c.shutdown().await;
 }
 
+/// A one-node cluster answering with `handler`, and a connection past STARTUP.
+async fn one_ready_connection(handler: Arc<dyn RequestHandler>) -> (TestCluster, TcpStream) {
+    let c = TestCluster::builder()
+        .handler(handler)
+        .start()
+        .await
+        .unwrap();
+    let mut s = connect(c.node(0).unwrap().cql_addr()).await.unwrap();
+    ready(&mut s).await;
+    (c, s)
+}
+
 /// Answers `slow` requests only once `release` is notified, others at once.
 struct HoldsSlowOnes {
     release: Arc<tokio::sync::Notify>,
@@ -674,13 +686,7 @@ async fn a_pending_handler_does_not_hold_up_later_requests() {
     let handler = HoldsSlowOnes {
         release: release.clone(),
     };
-    let c = TestCluster::builder()
-        .handler(Arc::new(handler))
-        .start()
-        .await
-        .unwrap();
-    let mut s = connect(c.node(0).unwrap().cql_addr()).await.unwrap();
-    ready(&mut s).await;
+    let (c, mut s) = one_ready_connection(Arc::new(handler)).await;
     s.write_all(&frame(1, 0x07, b"slow")).await.unwrap();
     s.write_all(&frame(2, 0x07, b"fast")).await.unwrap();
     let (h, _) = read_frame(&mut s, WAIT).await.unwrap();
@@ -706,13 +712,7 @@ async fn every_request_is_answered_while_the_client_does_not_read() {
         b.put_bytes(0, 4096);
         Reply::Respond(Response::new(Opcode::Result, b.freeze()))
     };
-    let c = TestCluster::builder()
-        .handler(Arc::new(handler))
-        .start()
-        .await
-        .unwrap();
-    let mut s = connect(c.node(0).unwrap().cql_addr()).await.unwrap();
-    ready(&mut s).await;
+    let (c, mut s) = one_ready_connection(Arc::new(handler)).await;
     const N: i16 = 6_000;
     let mut requests = Vec::new();
     for stream in 1..=N {
