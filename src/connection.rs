@@ -754,10 +754,7 @@ impl Conn {
                 self.tasks.spawn(async move {
                     match answer.await {
                         Reply::Close => Next::Close,
-                        Reply::Respond(r) => {
-                            delay(&node).await;
-                            answered(&node, &ctx, &out, version, stream, r).await
-                        }
+                        Reply::Respond(r) => deliver(node, ctx, out, version, stream, r).await,
                     }
                 });
                 return Next::Continue;
@@ -769,28 +766,20 @@ impl Conn {
         };
         if !self.node.faults.latency().is_zero() {
             let (node, ctx, out) = (self.node.clone(), self.ctx.clone(), self.out.clone());
-            self.tasks.spawn(async move {
-                delay(&node).await;
-                answered(&node, &ctx, &out, version, stream, r).await
-            });
+            self.tasks
+                .spawn(deliver(node, ctx, out, version, stream, r));
             return Next::Continue;
         }
-        bump_both(&self.node.stats, self.ctx.shard as usize, |s| {
-            &s.requests_served
-        });
-        let frame = encode(version, stream, &compressed(&self.ctx, version, r));
-        match self.out.try_send(Outgoing::Frame(frame)) {
+        match self
+            .out
+            .try_send(served(&self.node, &self.ctx, version, stream, r))
+        {
             Ok(()) => Next::Continue,
             Err(mpsc::error::TrySendError::Closed(_)) => Next::Close,
             Err(mpsc::error::TrySendError::Full(frame)) => {
                 // The writer is behind: wait for room in a task, reading on.
                 let out = self.out.clone();
-                self.tasks.spawn(async move {
-                    match out.send(frame).await {
-                        Ok(()) => Next::Continue,
-                        Err(_) => Next::Close,
-                    }
-                });
+                self.tasks.spawn(async move { queue(&out, frame).await });
                 Next::Continue
             }
         }
@@ -889,17 +878,30 @@ async fn delay(node: &NodeShared) {
     }
 }
 
-/// Counts a handler's response as served and queues it.
-async fn answered(
+/// A handler's response, counted as served, as the frame the writer sends.
+fn served(
     node: &NodeShared,
     ctx: &ConnCtx,
-    out: &mpsc::Sender<Outgoing>,
+    version: ProtocolVersion,
+    stream: i16,
+    r: Response,
+) -> Outgoing {
+    bump_both(&node.stats, ctx.shard as usize, |s| &s.requests_served);
+    Outgoing::Frame(encode(version, stream, &compressed(ctx, version, r)))
+}
+
+/// A handler's response after the node's injected latency (in a task of
+/// its own).
+async fn deliver(
+    node: Arc<NodeShared>,
+    ctx: Arc<ConnCtx>,
+    out: mpsc::Sender<Outgoing>,
     version: ProtocolVersion,
     stream: i16,
     r: Response,
 ) -> Next {
-    bump_both(&node.stats, ctx.shard as usize, |s| &s.requests_served);
-    send(out, version, stream, &compressed(ctx, version, r)).await
+    delay(&node).await;
+    queue(&out, served(&node, &ctx, version, stream, r)).await
 }
 
 /// One response frame of `version`.
@@ -907,6 +909,15 @@ fn encode(version: ProtocolVersion, stream: i16, r: &Response) -> Bytes {
     let mut b = BytesMut::with_capacity(HEADER_LEN + r.body.len());
     r.encode_frame_as(version, stream, &mut b);
     b.freeze()
+}
+
+/// Queues `item` for the writer; closes the connection if the writer is
+/// gone.
+async fn queue(out: &mpsc::Sender<Outgoing>, item: Outgoing) -> Next {
+    match out.send(item).await {
+        Ok(()) => Next::Continue,
+        Err(_) => Next::Close,
+    }
 }
 
 /// Queues one response frame of `version`; closes the connection if the
@@ -917,8 +928,5 @@ async fn send(
     stream: i16,
     r: &Response,
 ) -> Next {
-    match out.send(Outgoing::Frame(encode(version, stream, r))).await {
-        Ok(()) => Next::Continue,
-        Err(_) => Next::Close,
-    }
+    queue(out, Outgoing::Frame(encode(version, stream, r))).await
 }
