@@ -213,12 +213,15 @@ run_one() { # driver bin workload conc n key_base extra...
         --concurrency "$conc" --requests "$n" --warmup "$warmup" --threads "$threads" \
         --key-base "$base" --json ${tls_args[@]+"${tls_args[@]}"} \
         ${count_args[@]+"${count_args[@]}"} "$@" 2> "$work/err")"; then
+        # Tagged with its round, so that the summary pairs each run with the
+        # other driver's run of the same round.
+        line="${line%\}},\"round\":$r}"
         echo "$line" >> "$out"
         echo "  $line"
     else
         failed=1
         echo "  FAILED: $driver $workload c=$conc: $(tail -n 3 "$work/err" | tr '\n' ' ')"
-        echo "{\"driver\":\"$driver\",\"workload\":\"$workload\",\"concurrency\":$conc,\"failed\":true}" >> "$out"
+        echo "{\"driver\":\"$driver\",\"workload\":\"$workload\",\"concurrency\":$conc,\"round\":$r,\"failed\":true}" >> "$out"
     fi
 }
 
@@ -302,6 +305,22 @@ for d in ("ours", "official"):
             k = "?" if c is None else " ".join(f"{p}:{n}" for p, n in c.items())
             seen[k] = seen.get(k, 0) + 1
     print(f"  {d:<8} " + "; ".join(f"{k} ({n})" for k, n in sorted(seen.items(), key=lambda kv: -kv[1])))
+# The same ratios per round (ours and the official driver ran one after the
+# other in each round): their median and range show how far one run's
+# figure can move on this machine, which the medians above do not.
+print("per-round ratios ours / official (median [min-max] over the rounds):")
+for w, c in keys:
+    by_round = {}
+    for r in runs:
+        if (r["workload"], r["concurrency"]) == (w, c) and "round" in r:
+            by_round.setdefault(r["round"], {})[r["driver"]] = r
+    pairs = [(d["ours"], d["official"]) for d in by_round.values() if len(d) == 2]
+    cells = []
+    for f, name in (("cpu_sched_us_per_req", "cpu"), ("ops_per_s", "ops/s"), ("p99_us", "p99")):
+        q = [o[f] / x[f] for o, x in pairs if o.get(f) and x.get(f)]
+        if q:
+            cells.append(f"{name} {statistics.median(q):.2f} [{min(q):.2f}-{max(q):.2f}]")
+    print(f"  {w:<8} {c:>5}: " + "; ".join(cells))
 if fails:
     print(f"FAILED runs: {len(fails)}: " + ", ".join(f"{r['driver']} {r['workload']} c={r['concurrency']}" for r in fails))
 EOF
