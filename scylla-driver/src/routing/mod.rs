@@ -62,6 +62,7 @@ mod tests;
 pub mod topology;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use scylla_cql::sharding::Sharder;
 use scylla_cql::token::Token;
@@ -90,6 +91,58 @@ use ring::Ring;
 pub struct KeyspaceId {
     placement: u32,
     tag: u32,
+}
+
+/// A [`KeyspaceId`] remembered for one keyspace name (a prepared
+/// statement's, say) across routing tables: resolved by name once, then
+/// reused for as long as the current table maps keyspaces as the table it
+/// came from did ([`RoutingTable::is_current`]), so that a request does not
+/// look its keyspace up by name.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use scylla_driver::routing::{KeyspaceIdCache, ReplicationStrategy, RoutingTable, TopologyInput};
+///
+/// let mut keyspaces = BTreeMap::new();
+/// keyspaces.insert("ks".to_owned(), ReplicationStrategy::Simple { rf: 1 });
+/// let table = RoutingTable::build(&TopologyInput { nodes: vec![], keyspaces });
+/// let cache = KeyspaceIdCache::default();
+/// assert_eq!(cache.resolve(&table, "ks"), table.keyspace_id("ks"));
+/// // Now without a lookup by name:
+/// assert_eq!(cache.resolve(&table, "ks"), table.keyspace_id("ks"));
+/// ```
+#[derive(Debug, Default)]
+pub struct KeyspaceIdCache(AtomicU64);
+
+/// Set in a cached word that holds an id (0 means none yet).
+const CACHED: u64 = 1 << 63;
+
+impl KeyspaceIdCache {
+    /// The id of keyspace `name` in `table`: the remembered one while
+    /// `table` still maps keyspaces the same way, else looked up by name
+    /// (and remembered).
+    pub fn resolve(&self, table: &RoutingTable, name: &str) -> Option<KeyspaceId> {
+        let bits = self.0.load(Ordering::Relaxed);
+        // Placement and tag share one word, so a racing store never pairs
+        // one table's placement with another's tag.
+        if bits & CACHED != 0 {
+            let id = KeyspaceId {
+                placement: ((bits & !CACHED) >> 32) as u32,
+                tag: bits as u32,
+            };
+            if table.is_current(id) {
+                return Some(id);
+            }
+        }
+        let id = table.keyspace_id(name)?;
+        // Placements index a table's distinct replication rules: far below
+        // 2^31; one that is not is simply not remembered.
+        if id.placement < 1 << 31 {
+            let bits = CACHED | (u64::from(id.placement) << 32) | u64::from(id.tag);
+            self.0.store(bits, Ordering::Relaxed);
+        }
+        Some(id)
+    }
 }
 
 /// The immutable routing snapshot of one topology and schema.

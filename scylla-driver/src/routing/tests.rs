@@ -603,6 +603,45 @@ proptest! {
     }
 }
 
+proptest! {
+    /// A remembered keyspace id is the one a lookup by name gives, whatever
+    /// sequence of tables (schemas that add, drop and remap keyspaces) it
+    /// is used with.
+    #[test]
+    fn a_cached_keyspace_id_is_always_the_lookup(
+        schemas in proptest::collection::vec(
+            proptest::collection::btree_map(0u8..5, 1u8..5, 0..5), 1..6),
+        lookups in proptest::collection::vec((0usize..6, 0u8..6), 1..40),
+    ) {
+        let tables: Vec<RoutingTable> = schemas
+            .iter()
+            .map(|ks| {
+                let named: Vec<(String, ReplicationStrategy)> = ks
+                    .iter()
+                    .map(|(&k, &rf)| (format!("ks{k}"), ReplicationStrategy::Simple { rf: rf.into() }))
+                    .collect();
+                let named: Vec<(&str, ReplicationStrategy)> =
+                    named.iter().map(|(n, s)| (n.as_str(), s.clone())).collect();
+                RoutingTable::build(&input(
+                    vec![node("dc1", "r1", &[-100]), node("dc1", "r1", &[0]), node("dc1", "r1", &[100])],
+                    &named,
+                ))
+            })
+            .collect();
+        let caches: Vec<KeyspaceIdCache> = (0..6).map(|_| KeyspaceIdCache::default()).collect();
+        for (t, k) in lookups {
+            let table = &tables[t % tables.len()];
+            let name = format!("ks{k}");
+            let cached = caches[usize::from(k)].resolve(table, &name);
+            prop_assert_eq!(cached, table.keyspace_id(&name));
+            if let Some(id) = cached {
+                // The id routes as the looked-up one does.
+                prop_assert_eq!(table.replicas(id, Token(1)), table.replicas(table.keyspace_id(&name).unwrap(), Token(1)));
+            }
+        }
+    }
+}
+
 /// Tablet plans: replicas first with the tablet's shards, no duplicates,
 /// down nodes skipped, every up node once, local replicas first, LWT in the
 /// tablet's replica order.

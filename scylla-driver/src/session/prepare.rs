@@ -209,6 +209,7 @@ async fn prepare_on(
         contents: text.to_owned(),
         metadata: p.metadata,
         keyspace,
+        keyspace_id: Default::default(),
         table,
         tablets,
     }))

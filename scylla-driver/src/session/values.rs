@@ -89,7 +89,7 @@ pub(crate) fn routing<'p>(
     RoutingInfo {
         keyspace: prepared
             .keyspace()
-            .and_then(|ks| state.routing.keyspace_id(ks)),
+            .and_then(|ks| prepared.shared.keyspace_id.resolve(&state.routing, ks)),
         token: token_of(prepared.pk_indexes(), values),
         lwt: prepared.is_lwt(),
         tablets: prepared.shared.tablets.as_deref(),

@@ -38,6 +38,8 @@ pub(crate) struct PreparedShared {
     pub(crate) is_lwt: bool,
     /// Keyspace of the bound table (for routing).
     pub(crate) keyspace: Option<String>,
+    /// That keyspace's id in the routing table, resolved by name once.
+    pub(crate) keyspace_id: crate::routing::KeyspaceIdCache,
     /// The bound table (for tablet routing).
     pub(crate) table: Option<String>,
     /// The table's tablet slot in the session that prepared it.
