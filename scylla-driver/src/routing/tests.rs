@@ -632,12 +632,7 @@ proptest! {
         for (t, k) in lookups {
             let table = &tables[t % tables.len()];
             let name = format!("ks{k}");
-            let cached = caches[usize::from(k)].resolve(table, &name);
-            prop_assert_eq!(cached, table.keyspace_id(&name));
-            if let Some(id) = cached {
-                // The id routes as the looked-up one does.
-                prop_assert_eq!(table.replicas(id, Token(1)), table.replicas(table.keyspace_id(&name).unwrap(), Token(1)));
-            }
+            prop_assert_eq!(caches[usize::from(k)].resolve(table, &name), table.keyspace_id(&name));
         }
     }
 }
