@@ -10,7 +10,7 @@ use scylla_cql::types::ColumnType;
 use super::ast::{ColumnDef, Statement, TabletsOption};
 use super::dml::keyspace_of;
 use super::error::{invalid, CqlError};
-use super::store::{random_uuid, Column, ColumnKind, Keyspace, Store, Table};
+use super::store::{random_uuid, Column, ColumnKind, Keyspace, RowMap, Store, Table};
 use super::system::is_system;
 use crate::handler::ConnCtx;
 use crate::tablets::auto_tablets;
@@ -151,7 +151,7 @@ fn build_table(
         columns,
         pk_len: pk.len(),
         ck_len: ck.len(),
-        rows: BTreeMap::new(),
+        rows: RowMap::default(),
     })
 }
 
@@ -289,12 +289,8 @@ pub(crate) fn execute(
         }
         Statement::Truncate(table) => {
             let ks = keyspace_of(table, session_ks)?;
-            let mut s = store.write();
-            match s
-                .keyspaces
-                .get_mut(&ks)
-                .and_then(|k| k.tables.get_mut(&table.name))
-            {
+            let s = store.read();
+            match s.keyspaces.get(&ks).and_then(|k| k.tables.get(&table.name)) {
                 Some(t) => t.rows.clear(),
                 None => return invalid(format!("unconfigured table {}", table.name)),
             }

@@ -72,16 +72,6 @@ pub(crate) fn table<'s>(schema: &'s Schema, ks: &str, name: &str) -> Result<&'s 
     }
 }
 
-fn table_mut<'s>(schema: &'s mut Schema, ks: &str, name: &str) -> Result<&'s mut Table, CqlError> {
-    match schema.keyspaces.get_mut(ks) {
-        None => no_keyspace(ks),
-        Some(k) => match k.tables.get_mut(name) {
-            Some(t) => Ok(t),
-            None => invalid(format!("unconfigured table {name}")),
-        },
-    }
-}
-
 fn col_type_fn(t: &Table) -> impl Fn(&str) -> Option<ColumnType> + '_ {
     move |c: &str| t.column_index(c).map(|i| t.columns[i].typ.clone())
 }
@@ -213,17 +203,19 @@ fn run_select(
         }
         keyed.sort();
         keyed.dedup();
-        keyed
-            .iter()
-            .flat_map(|prefix| {
-                t.rows
+        let mut rows = Vec::new();
+        for prefix in &keyed {
+            let stripe = t.rows.read_at(prefix);
+            rows.extend(
+                stripe
                     .range(prefix.clone()..)
-                    .take_while(move |(k, _)| k.starts_with(prefix))
-                    .map(|(k, r)| (k.clone(), r.clone()))
-            })
-            .collect()
+                    .take_while(|(k, _)| k.starts_with(prefix))
+                    .map(|(k, r)| (k.clone(), r.clone())),
+            );
+        }
+        rows
     } else {
-        t.rows.iter().map(|(k, r)| (k.clone(), r.clone())).collect()
+        t.rows.snapshot()
     };
     let rows = select::run(&view_of(t, rows), sel, &vals, opts)?;
     Ok(Outcome {
@@ -270,9 +262,11 @@ pub(crate) fn execute(
     if is_system(&ks) {
         return invalid(format!("{ks} keyspace is not user-modifiable."));
     }
-    let mut schema = store.write();
+    // The schema's read lock: rows have locks of their own (see `RowMap`),
+    // taken below for the map operation only.
+    let schema = store.read();
     let strategy = super::availability::strategy_if_checked(ctx, &schema, &ks);
-    let t = table_mut(&mut schema, &ks, &name.name)?;
+    let t = table(&schema, &ks, &name.name)?;
     let vals = resolve(&slots(st), values, &col_type_fn(t))?;
     let eq = eq_values(st, &vals);
     let pk = key_parts(t, 0..t.pk_len, &eq)?;
@@ -297,15 +291,17 @@ pub(crate) fn execute(
                 .zip(ck)
                 .collect();
             let key = row_key(token, &pk_bytes, &ck_typed);
-            if *if_not_exists && t.rows.contains_key(&key) {
+            let n = t.columns.len();
+            let idx: Vec<Option<usize>> = columns.iter().map(|c| t.column_index(c)).collect();
+            // Checked and written under one lock: IF NOT EXISTS stays atomic.
+            let mut rows = t.rows.write_at(&key);
+            if *if_not_exists && rows.contains_key(&key) {
                 return Ok(Outcome {
                     result: applied(false, &ks, &name.name)?,
                     routing,
                 });
             }
-            let n = t.columns.len();
-            let idx: Vec<Option<usize>> = columns.iter().map(|c| t.column_index(c)).collect();
-            let row = t.rows.entry(key).or_insert_with(|| vec![None; n]);
+            let row = rows.entry(key).or_insert_with(|| vec![None; n]);
             for (i, v) in idx.into_iter().zip(&vals) {
                 let Some(i) = i else { continue };
                 match v {
@@ -339,7 +335,8 @@ pub(crate) fn execute(
                 }
             }
             let n = t.columns.len();
-            let row = t.rows.entry(key).or_insert_with(|| vec![None; n]);
+            let mut rows = t.rows.write_at(&key);
+            let row = rows.entry(key).or_insert_with(|| vec![None; n]);
             for (k, c) in row.iter_mut().enumerate().take(ck_end) {
                 // Key cells are part of the row (SELECT returns them).
                 let part = if k < t.pk_len {
@@ -376,17 +373,17 @@ pub(crate) fn execute(
                 }
             }
             let prefix = row_key(token, &pk_bytes, &prefix_ck);
-            let keys: Vec<Vec<u8>> = t
-                .rows
+            let idx: Vec<usize> = columns.iter().filter_map(|c| t.column_index(c)).collect();
+            let mut rows = t.rows.write_at(&prefix);
+            let keys: Vec<Vec<u8>> = rows
                 .range(prefix.clone()..)
                 .take_while(|(k, _)| k.starts_with(&prefix))
                 .map(|(k, _)| k.clone())
                 .collect();
-            let idx: Vec<usize> = columns.iter().filter_map(|c| t.column_index(c)).collect();
             for k in keys {
                 if columns.is_empty() {
-                    t.rows.remove(&k);
-                } else if let Some(row) = t.rows.get_mut(&k) {
+                    rows.remove(&k);
+                } else if let Some(row) = rows.get_mut(&k) {
                     for &i in &idx {
                         if i >= ck_end {
                             row[i] = None;
