@@ -73,11 +73,11 @@ pub(crate) type Stripe = BTreeMap<Vec<u8>, Row>;
 /// itself. So a write's preparation (values, token, key) runs concurrently
 /// on every shard, and two shards rarely want the same stripe at once, as on
 /// a real ScyllaDB node, whose shards share no data. (With the schema's write
-/// lock held for whole writes, concurrent INSERTs to two shards went through
-/// the kernel's futex on about every other request, and one lock for all
-/// rows still about every tenth: the server's CPU per request then followed
-/// how closely a client's writes to the two shards coincided, which is not
-/// what a driver comparison means to measure.)
+/// lock held for whole writes, concurrent INSERTs to two shards called the
+/// kernel's futex on about every other request, and with one lock for all
+/// rows on about one request in seven; the server's CPU per request then
+/// depended on how closely a client's writes to the two shards coincided,
+/// which is not what a driver comparison means to measure.)
 ///
 /// Every key starts with its token's order-preserving bytes, so the stripes
 /// in order are the rows in token order, and a partition lies in one
