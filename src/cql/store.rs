@@ -101,21 +101,21 @@ impl RowMap {
         &self.0[i]
     }
 
-    /// Read access to the stripe of `key` (see [`Store::read`] on poisoning).
+    /// Read access to the stripe of `key`.
     pub(crate) fn read_at(&self, key: &[u8]) -> RwLockReadGuard<'_, Stripe> {
-        self.stripe(key).read().unwrap_or_else(|e| e.into_inner())
+        read_stripe(self.stripe(key))
     }
 
-    /// Write access to the stripe of `key` (see [`Store::read`] on poisoning).
+    /// Write access to the stripe of `key`.
     pub(crate) fn write_at(&self, key: &[u8]) -> RwLockWriteGuard<'_, Stripe> {
-        self.stripe(key).write().unwrap_or_else(|e| e.into_inner())
+        write_stripe(self.stripe(key))
     }
 
     /// Every row, in key (so token) order, copied out stripe by stripe.
     pub(crate) fn snapshot(&self) -> Vec<(Vec<u8>, Row)> {
         let mut all = Vec::new();
         for stripe in self.0.iter() {
-            let rows = stripe.read().unwrap_or_else(|e| e.into_inner());
+            let rows = read_stripe(stripe);
             all.extend(rows.iter().map(|(k, r)| (k.clone(), r.clone())));
         }
         all
@@ -123,18 +123,25 @@ impl RowMap {
 
     /// How many rows there are.
     pub(crate) fn len(&self) -> usize {
-        self.0
-            .iter()
-            .map(|s| s.read().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
+        self.0.iter().map(|s| read_stripe(s).len()).sum()
     }
 
     /// Removes every row (TRUNCATE).
     pub(crate) fn clear(&self) {
         for stripe in self.0.iter() {
-            stripe.write().unwrap_or_else(|e| e.into_inner()).clear();
+            write_stripe(stripe).clear();
         }
     }
+}
+
+/// Read access to one stripe (see [`Store::read`] on poisoning).
+fn read_stripe(stripe: &RwLock<Stripe>) -> RwLockReadGuard<'_, Stripe> {
+    stripe.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Write access to one stripe (see [`Store::read`] on poisoning).
+fn write_stripe(stripe: &RwLock<Stripe>) -> RwLockWriteGuard<'_, Stripe> {
+    stripe.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A table: its columns (partition key, clustering key, then the others by
