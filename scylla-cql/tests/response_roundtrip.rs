@@ -133,7 +133,7 @@ fn result_metadata() -> impl Strategy<Value = ResultMetadata> {
         |((global, specs), paging, new_id)| ResultMetadata {
             columns_count: specs.len(),
             paging_state: paging,
-            new_metadata_id: new_id,
+            new_metadata_id: new_id.map(Box::new),
             global_table_spec: global.map(Into::into),
             col_specs: Some(specs.into()),
         },

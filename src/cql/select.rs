@@ -232,7 +232,7 @@ fn build(
     if let (Some(sent), Some(current)) = (&opts.metadata_id, current) {
         if sent[..] != current[..] {
             // Stale: send the columns, whatever the client asked.
-            meta.new_metadata_id = Some(current);
+            meta.new_metadata_id = Some(Box::new(current));
             return Rows::build(meta, rows).map_err(|e| CqlError::Invalid(e.to_string()));
         }
     }

@@ -1100,4 +1100,15 @@ mod tests {
         };
         assert!(Extras::new(only_warning).0.is_some());
     }
+
+    #[test]
+    fn a_response_moves_as_at_most_128_bytes() {
+        // A response is moved about ten times on its way from the reader to
+        // the caller (slot, attempt, plan, session). Up to 128 bytes those
+        // moves are inline copies; a larger value makes each a `memcpy`
+        // call (callgrind: 2.6% more instructions per prepared INSERT at 152
+        // bytes). See `ResultMetadata::new_metadata_id`.
+        assert!(std::mem::size_of::<ResponseFrame>() <= 128);
+        assert!(std::mem::size_of::<SlotValue>() <= 128);
+    }
 }

@@ -311,7 +311,7 @@ impl SessionInner {
                 match (prepared, &md.col_specs, &md.new_metadata_id) {
                     (Some((_, shape)), None, _) => result.shape = Some(shape),
                     (Some((shared, _)), Some(specs), Some(id)) => {
-                        shared.adopt_result(id.clone(), specs.clone());
+                        shared.adopt_result(Bytes::clone(id), specs.clone());
                     }
                     _ => {}
                 }
