@@ -13,7 +13,7 @@ use super::ast::{Op, QualifiedName, Relation, Select, Statement};
 use super::error::{invalid, CqlError};
 use super::prepared::{resolve, slots, Target};
 use super::select::{self, partition_key, PageOpts, View};
-use super::store::{partition_prefix, row_key, Row, Schema, Store, Table};
+use super::store::{partition_prefix, row_key, with_prefix, Row, Schema, Store, Table};
 use super::system::{is_system, system_view};
 use super::values::Value;
 use crate::handler::ConnCtx;
@@ -206,12 +206,7 @@ fn run_select(
         let mut rows = Vec::new();
         for prefix in &keyed {
             let stripe = t.rows.read_at(prefix);
-            rows.extend(
-                stripe
-                    .range(prefix.clone()..)
-                    .take_while(|(k, _)| k.starts_with(prefix))
-                    .map(|(k, r)| (k.clone(), r.clone())),
-            );
+            rows.extend(with_prefix(&stripe, prefix).map(|(k, r)| (k.clone(), r.clone())));
         }
         rows
     } else {
@@ -375,9 +370,7 @@ pub(crate) fn execute(
             let prefix = row_key(token, &pk_bytes, &prefix_ck);
             let idx: Vec<usize> = columns.iter().filter_map(|c| t.column_index(c)).collect();
             let mut rows = t.rows.write_at(&prefix);
-            let keys: Vec<Vec<u8>> = rows
-                .range(prefix.clone()..)
-                .take_while(|(k, _)| k.starts_with(&prefix))
+            let keys: Vec<Vec<u8>> = with_prefix(&rows, &prefix)
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in keys {

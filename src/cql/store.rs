@@ -134,6 +134,20 @@ impl RowMap {
     }
 }
 
+/// The rows of `stripe` whose keys start with `prefix` (a partition, or a
+/// clustering prefix within one), in key order.
+pub(crate) fn with_prefix<'a>(
+    stripe: &'a Stripe,
+    prefix: &'a [u8],
+) -> impl Iterator<Item = (&'a Vec<u8>, &'a Row)> + 'a {
+    stripe
+        .range::<[u8], _>((
+            std::ops::Bound::Included(prefix),
+            std::ops::Bound::Unbounded,
+        ))
+        .take_while(move |(k, _)| k.starts_with(prefix))
+}
+
 /// Read access to one stripe (see [`Store::read`] on poisoning).
 fn read_stripe(stripe: &RwLock<Stripe>) -> RwLockReadGuard<'_, Stripe> {
     stripe.read().unwrap_or_else(|e| e.into_inner())
@@ -388,16 +402,8 @@ mod tests {
             for &(t, pk, _) in &rows {
                 let prefix = partition_prefix(Token(t), &[pk]);
                 let stripe = striped.read_at(&prefix);
-                let got: Vec<&Vec<u8>> = stripe
-                    .range(prefix.clone()..)
-                    .take_while(|(k, _)| k.starts_with(&prefix))
-                    .map(|(k, _)| k)
-                    .collect();
-                let want: Vec<&Vec<u8>> = plain
-                    .range(prefix.clone()..)
-                    .take_while(|(k, _)| k.starts_with(&prefix))
-                    .map(|(k, _)| k)
-                    .collect();
+                let got: Vec<&Vec<u8>> = with_prefix(&stripe, &prefix).map(|(k, _)| k).collect();
+                let want: Vec<&Vec<u8>> = with_prefix(&plain, &prefix).map(|(k, _)| k).collect();
                 proptest::prop_assert_eq!(got, want);
             }
         }
