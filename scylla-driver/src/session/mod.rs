@@ -127,6 +127,12 @@ impl Defaults {
     }
 }
 
+/// A page and the paging state of the next (`None` after the last).
+fn with_next_page(result: QueryResult) -> (QueryResult, Option<Bytes>) {
+    let next = result.paging_state().cloned();
+    (result, next)
+}
+
 /// The statement's profile, if it has one.
 fn profile_of(o: &StatementOptions) -> Option<&ExecutionProfile> {
     o.profile.as_ref().map(ExecutionProfileHandle::profile)
@@ -293,6 +299,13 @@ impl SessionInner {
     /// Synchronous, so that a request's future holds no state for it: only
     /// a schema change has more to wait for, returned as
     /// [`Finished::SchemaChanged`] (see [`SessionInner::finish`]).
+    ///
+    /// Inlined: called, it took the answer (192 bytes) and returned the
+    /// result (160) through memory, two `memcpy` calls per request; inlined
+    /// into `execute_page`, the compiler builds the result in place
+    /// (`scripts/instructions-per-request.sh`: 108 instructions per prepared
+    /// INSERT fewer, of 7,641).
+    #[inline(always)]
     fn finish_now(
         &self,
         answer: Answer,
@@ -516,7 +529,8 @@ impl Session {
             let serialized = values::serialize(&prepared, values)?;
             return self
                 .execute_page(&prepared, &serialized, paging_state, paged, deadline)
-                .await;
+                .await
+                .map(with_next_page);
         }
         let inner = &self.inner;
         let mut params = inner.params(&statement.options, &none);
@@ -596,10 +610,8 @@ impl Session {
         values: impl SerializeRow,
     ) -> Result<QueryResult, ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        Ok(self
-            .execute_page(prepared, &serialized, None, false, None)
-            .await?
-            .0)
+        self.execute_page(prepared, &serialized, None, false, None)
+            .await
     }
 
     /// Executes a prepared statement, returning one page and where the next
@@ -619,8 +631,15 @@ impl Session {
         let serialized = values::serialize(prepared, &values)?;
         self.execute_page(prepared, &serialized, paging_state, true, None)
             .await
+            .map(with_next_page)
     }
 
+    /// Executes one page of a prepared statement. Returns the result alone
+    /// (callers that page take the next page's state with
+    /// [`with_next_page`]): a `(QueryResult, Option<Bytes>)` is 192 bytes,
+    /// and each of its moves on the way out of this future was a `memcpy`
+    /// call (`scripts/instructions-per-request.sh`: 48 instructions per
+    /// prepared INSERT fewer without it).
     async fn execute_page(
         &self,
         prepared: &PreparedStatement,
@@ -628,7 +647,7 @@ impl Session {
         paging_state: Option<Bytes>,
         paged: bool,
         deadline: Option<Instant>,
-    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
+    ) -> Result<QueryResult, ExecutionError> {
         let inner = &self.inner;
         let state = inner.state();
         let routing = values::routing(&state, prepared, values);
@@ -674,12 +693,10 @@ impl Session {
         };
         // `finish` spelled out: awaiting it would keep its future's room in
         // this one, the hottest request future.
-        let result = match inner.finish_now(answer, Some((shared, shape)))? {
-            Finished::Done(result) => result,
-            Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await?,
-        };
-        let next = result.paging_state().cloned();
-        Ok((result, next))
+        match inner.finish_now(answer, Some((shared, shape)))? {
+            Finished::Done(result) => Ok(result),
+            Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await,
+        }
     }
 
     /// Runs a batch. `values` has one row per statement, in order (`()` for
@@ -776,10 +793,10 @@ impl Session {
                 self.query_page(s.clone(), &(), paging_state, true, deadline)
                     .await
             }
-            pager::Source::Prepared(p) => {
-                self.execute_page(p, values, paging_state, true, deadline)
-                    .await
-            }
+            pager::Source::Prepared(p) => self
+                .execute_page(p, values, paging_state, true, deadline)
+                .await
+                .map(with_next_page),
         }
     }
 
