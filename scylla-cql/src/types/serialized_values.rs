@@ -40,6 +40,11 @@ impl SerializedValues {
         self.count as usize
     }
 
+    /// Number of values, as the `[short]` that precedes them on the wire.
+    pub(crate) fn count(&self) -> u16 {
+        self.count
+    }
+
     /// Whether there are no values.
     pub fn is_empty(&self) -> bool {
         self.count == 0
