@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use super::error::BrokenReason;
 use super::stats::IoCounters;
-use super::stream_slots::CompleteError;
+use super::stream_slots::{CompleteError, WakeBatch};
 use super::{ResponseExtras, ResponseFrame, Shared};
 
 /// The read buffer grows in steps of at least this much.
@@ -72,6 +72,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
     // SELECT's results decode without allocating after the first.
     let mut specs = SpecCache::new();
     let mut segments = cfg.segments.take();
+    // The requesters of one read's responses, woken once it is decoded.
+    let mut wakes = WakeBatch::new();
     loop {
         // Handle every complete frame buffered so far.
         let wanted = if let Some(decoder) = &mut segments {
@@ -82,7 +84,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
                             Ok(h) => h,
                             Err(e) => return BrokenReason::Decode(e),
                         };
-                        if let Err(reason) = dispatch(shared, cfg, &mut specs, header, frame) {
+                        if let Err(reason) =
+                            dispatch(shared, cfg, &mut specs, header, frame, &mut wakes)
+                        {
                             return reason;
                         }
                         frames_in += 1;
@@ -99,7 +103,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 match frame_len(&buf, shared.max_frame_len) {
                     Ok(Some((header, len))) => {
                         let frame = buf.split_to(len).freeze();
-                        if let Err(reason) = dispatch(shared, cfg, &mut specs, header, frame) {
+                        if let Err(reason) =
+                            dispatch(shared, cfg, &mut specs, header, frame, &mut wakes)
+                        {
                             return reason;
                         }
                         frames_in += 1;
@@ -114,6 +120,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
             }
         };
+        wakes.wake_all();
         // Grow towards the rest of a large frame only as fast as its bytes
         // arrive (at most doubling what is buffered), so a header announcing
         // a huge body cannot make us allocate it before the peer sends it.
@@ -158,6 +165,7 @@ fn dispatch(
     specs: &mut SpecCache,
     header: FrameHeader,
     frame: bytes::Bytes,
+    wakes: &mut WakeBatch,
 ) -> Result<(), BrokenReason> {
     header
         .expect_direction(Direction::Response)
@@ -186,7 +194,7 @@ fn dispatch(
     }
     shared
         .slots
-        .complete(
+        .complete_into(
             header.stream,
             Ok(ResponseFrame::new(
                 response,
@@ -196,6 +204,7 @@ fn dispatch(
                     custom_payload: envelope.custom_payload,
                 },
             )),
+            wakes,
         )
         .map_err(|CompleteError::UnknownStream(s)| BrokenReason::UnknownStream(s))
 }

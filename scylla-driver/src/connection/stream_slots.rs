@@ -306,6 +306,29 @@ impl<T> StreamSlots<T> {
 
     /// Hands a response to the request waiting on `stream` (called by the reader).
     pub(super) fn complete(&self, stream: i16, value: T) -> Result<(), CompleteError> {
+        if let Some(w) = self.complete_unwoken(stream, value)? {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// [`complete`](Self::complete), handing the requester's waker to
+    /// `wakes` instead of waking it: the reader wakes the requesters of one
+    /// read together, once it has decoded the whole read (see [`WakeBatch`]).
+    pub(super) fn complete_into(
+        &self,
+        stream: i16,
+        value: T,
+        wakes: &mut WakeBatch,
+    ) -> Result<(), CompleteError> {
+        let waker = self.complete_unwoken(stream, value)?;
+        wakes.0.extend(waker);
+        Ok(())
+    }
+
+    /// Stores `value` in the slot of `stream` and returns the waker of its
+    /// requester, if it waits.
+    fn complete_unwoken(&self, stream: i16, value: T) -> Result<Option<Waker>, CompleteError> {
         let Some(slot) = u16::try_from(stream).ok().and_then(|id| self.slot(id)) else {
             return Err(CompleteError::UnknownStream(stream));
         };
@@ -316,26 +339,20 @@ impl<T> StreamSlots<T> {
                 st.state = SlotState::Ready;
                 st.value = Some(value);
                 drop(st);
-                if let Some(w) = waker {
-                    w.wake();
-                }
-                Ok(())
+                Ok(waker)
             }
             SlotState::TimedOut { waker } => {
                 // The requester is about to see its timeout; the late response
                 // frees the id once it has.
                 st.state = SlotState::TimedOutAnswered;
                 drop(st);
-                if let Some(w) = waker {
-                    w.wake();
-                }
-                Ok(())
+                Ok(waker)
             }
             SlotState::Orphaned => {
                 drop(st);
                 self.orphans.fetch_sub(1, Ordering::Relaxed);
                 self.release(id);
-                Ok(())
+                Ok(None)
             }
             other @ (SlotState::Free | SlotState::Ready | SlotState::TimedOutAnswered) => {
                 st.state = other;
@@ -531,6 +548,45 @@ impl<T> Drop for ResponseFuture<'_, T> {
         if !self.done {
             self.slots.abandon(self.id);
         }
+    }
+}
+
+/// Requesters to wake, collected while the reader decodes one read and woken
+/// together after it ([`WakeBatch::wake_all`], or on drop, so that no way out
+/// of the read loop leaves a completed request asleep).
+///
+/// Waking each requester as its response is decoded made the second wake of
+/// a read push the first requester out of tokio's LIFO slot and wake the idle
+/// worker thread to steal it while the reader was still decoding. Woken
+/// together after the read, the requesters cost 3% less client CPU per
+/// request (paired medians over 40 interleaved runs against one test cluster,
+/// `compare-ours` at 100,000 requests: 0.968 for prepared INSERT at
+/// concurrency 64, 0.970 for SELECT at 512), with the same throughput and
+/// latency. A response waits for the rest of its read to be decoded, a
+/// fraction of a microsecond per frame.
+pub(super) struct WakeBatch(Vec<Waker>);
+
+impl WakeBatch {
+    /// An empty batch; one per reader, so its room is reused read after read.
+    pub(super) fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// How many requesters wait to be woken.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Wakes every requester collected so far.
+    pub(super) fn wake_all(&mut self) {
+        self.0.drain(..).for_each(Waker::wake);
+    }
+}
+
+impl Drop for WakeBatch {
+    fn drop(&mut self) {
+        self.wake_all();
     }
 }
 

@@ -273,3 +273,53 @@ fn idle_to_busy_is_reported_even_when_two_allocate_before_looking() {
     s.cancel_unsent(c);
     assert!(!s.take_became_busy(), "still busy: no new transition");
 }
+
+/// A waker that counts its wake-ups.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_wake_batch_wakes_its_requesters_once_when_told_or_dropped() {
+    let s = slots(8);
+    let counter = Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(counter.clone());
+    let mut cx = Context::from_waker(&waker);
+    let ids: Vec<u16> = (0..3).map(|_| s.try_alloc(None).unwrap()).collect();
+    let mut futures: Vec<_> = ids.iter().map(|&id| ResponseFuture::new(&s, id)).collect();
+    for f in &mut futures {
+        assert!(Pin::new(f).poll(&mut cx).is_pending());
+    }
+    let woken = || counter.0.load(Ordering::SeqCst);
+
+    // Completed into a batch: the values are there, nobody is woken yet.
+    let mut wakes = WakeBatch::new();
+    s.complete_into(ids[0] as i16, 10, &mut wakes).unwrap();
+    s.complete_into(ids[1] as i16, 11, &mut wakes).unwrap();
+    assert_eq!((wakes.len(), woken()), (2, 0));
+    // An unknown stream is an error and adds no one.
+    assert!(s.complete_into(-1, 0, &mut wakes).is_err());
+    assert_eq!(wakes.len(), 2);
+    wakes.wake_all();
+    assert_eq!((wakes.len(), woken()), (0, 2));
+    assert_eq!(
+        Pin::new(&mut futures[0]).poll(&mut cx),
+        Poll::Ready(SlotOutcome::Done(10))
+    );
+
+    // Dropping a batch wakes whoever is left in it (the reader's way out on
+    // an error or a cancellation).
+    let mut wakes = WakeBatch::new();
+    s.complete_into(ids[2] as i16, 12, &mut wakes).unwrap();
+    assert_eq!(woken(), 2);
+    drop(wakes);
+    assert_eq!(woken(), 3);
+    assert_eq!(
+        Pin::new(&mut futures[2]).poll(&mut cx),
+        Poll::Ready(SlotOutcome::Done(12))
+    );
+}
