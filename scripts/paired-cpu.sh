@@ -31,6 +31,7 @@ workload=insert
 concurrency=64
 rounds=20
 requests=100000
+warmup=5000        # unmeasured requests before each run
 bins=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -84,7 +85,7 @@ if [[ "$workload" == select ]]; then
     # each binary: each driver reads its own keyspace.
     for b in "${bins[@]}"; do
         "$b" --node "$node" --workload insert --concurrency 64 \
-            --requests $(( requests + 5000 )) --warmup 0 --key-base "$key_base" \
+            --requests $(( requests + warmup )) --warmup 0 --key-base "$key_base" \
             > /dev/null 2>> "$work/clients.log"
     done
 fi
@@ -98,7 +99,7 @@ for r in $(seq 1 "$rounds"); do
         extra=()
         [[ "$workload" == select ]] && extra=(--no-populate)
         line="$("$b" --node "$node" --workload "$workload" --concurrency "$concurrency" \
-            --requests "$requests" --warmup 5000 --key-base "$key_base" "${extra[@]}" --json \
+            --requests "$requests" --warmup "$warmup" --key-base "$key_base" "${extra[@]}" --json \
             2>> "$work/clients.log" | tail -n 1)" ||
             { echo "paired-cpu: a run of $b failed:" >&2; tail -n 5 "$work/clients.log" >&2; exit 1; }
         printf '%s\t%s\t%s\n' "$r" "$b" "$line" >> "$work/runs.tsv"

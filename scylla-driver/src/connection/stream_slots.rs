@@ -304,7 +304,8 @@ impl<T> StreamSlots<T> {
         }
     }
 
-    /// Hands a response to the request waiting on `stream` (called by the reader).
+    /// Hands a response to the request waiting on `stream` and wakes it (the
+    /// reader uses [`complete_into`](Self::complete_into) instead).
     pub(super) fn complete(&self, stream: i16, value: T) -> Result<(), CompleteError> {
         if let Some(w) = self.complete_unwoken(stream, value)? {
             w.wake();
@@ -321,8 +322,7 @@ impl<T> StreamSlots<T> {
         value: T,
         wakes: &mut WakeBatch,
     ) -> Result<(), CompleteError> {
-        let waker = self.complete_unwoken(stream, value)?;
-        wakes.0.extend(waker);
+        wakes.0.extend(self.complete_unwoken(stream, value)?);
         Ok(())
     }
 
