@@ -4,7 +4,8 @@
 # `compare-official-scylla`): small differences that the ten-round medians of
 # compare-drivers.sh cannot resolve from run to run.
 #
-# Starts one testbed (1 node x 2 shards) for the whole comparison, then runs
+# Starts one testbed (1 node x 2 shards) for the whole comparison (or uses
+# the server given with --node), then runs
 # ROUNDS rounds; each round runs every binary once, in an order reversed every
 # other round, with the same arguments (100,000 requests after 5,000 of
 # warm-up, the same --key-base so that INSERTs rewrite the same rows and the
@@ -22,8 +23,11 @@
 #   scripts/paired-cpu.sh --workload insert --concurrency 64 --rounds 40 \
 #       /tmp/ours-before comparisons/target/release/compare-ours
 #
-# usage: scripts/paired-cpu.sh [--workload insert|select] [--concurrency C]
-#          [--rounds R] [--requests N] BIN_A BIN_B [BIN...]
+# --node HOST:PORT runs against a server already up (a real Cassandra from
+# scripts/cassandra.sh) instead of starting a testbed.
+#
+# usage: scripts/paired-cpu.sh [--node HOST:PORT] [--workload insert|select]
+#          [--concurrency C] [--rounds R] [--requests N] BIN_A BIN_B [BIN...]
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,13 +37,15 @@ rounds=20
 requests=100000
 warmup=5000        # unmeasured requests before each run
 bins=()
+node=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --node) node="$2"; shift 2 ;;
         --workload) workload="$2"; shift 2 ;;
         --concurrency) concurrency="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --requests) requests="$2"; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         -*) echo "paired-cpu: unknown option $1" >&2; exit 2 ;;
         *) bins+=("$1"); shift ;;
     esac
@@ -52,10 +58,6 @@ for b in "${bins[@]}"; do
     [[ -x "$b" ]] || { echo "paired-cpu: $b is not an executable" >&2; exit 2; }
 done
 
-testbed_bin="${CARGO_TARGET_DIR:-$repo/target}/release/testbed"
-if [[ ! -x "$testbed_bin" ]]; then
-    (cd "$repo" && cargo build --release --quiet --bin testbed)
-fi
 work="$(mktemp -d)"
 server_pid=""
 cleanup() {
@@ -63,22 +65,27 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-cp "$testbed_bin" "$work/testbed"
-# Bounded: about two seconds per run is plenty.
-"$work/testbed" --nodes 1 --shards 2 --duration-secs $(( 120 + rounds * ${#bins[@]} * 10 )) \
-    > "$work/testbed.out" 2>&1 &
-server_pid=$!
-node=""
-for _ in $(seq 1 100); do
-    node="$(grep -oP '^node 0: \K\S+ port [0-9]+' "$work/testbed.out" | sed 's/ port /:/' || true)"
-    [[ -n "$node" ]] && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/testbed.out" >&2; exit 1; }
-    sleep 0.2
-done
-[[ -n "$node" ]] || { echo "paired-cpu: the testbed did not start" >&2; exit 1; }
+if [[ -z "$node" ]]; then
+    testbed_bin="${CARGO_TARGET_DIR:-$repo/target}/release/testbed"
+    if [[ ! -x "$testbed_bin" ]]; then
+        (cd "$repo" && cargo build --release --quiet --bin testbed)
+    fi
+    cp "$testbed_bin" "$work/testbed"
+    # Bounded: about two seconds per run is plenty.
+    "$work/testbed" --nodes 1 --shards 2 --duration-secs $(( 120 + rounds * ${#bins[@]} * 10 )) \
+        > "$work/testbed.out" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 100); do
+        node="$(grep -oP '^node 0: \K\S+ port [0-9]+' "$work/testbed.out" | sed 's/ port /:/' || true)"
+        [[ -n "$node" ]] && break
+        kill -0 "$server_pid" 2>/dev/null || { cat "$work/testbed.out" >&2; exit 1; }
+        sleep 0.2
+    done
+    [[ -n "$node" ]] || { echo "paired-cpu: the testbed did not start" >&2; exit 1; }
+fi
 
 key_base=77000000
-echo "== $workload at concurrency $concurrency, $rounds rounds, $requests requests per run, testbed $node"
+echo "== $workload at concurrency $concurrency, $rounds rounds, $requests requests per run, server $node"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ "$workload" == select ]]; then
     # The rows the SELECTs read (warm-up and measured keys), written once by
