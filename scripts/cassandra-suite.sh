@@ -41,6 +41,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Starting Cassandra is the one step here that the machine, not the driver,
+# can fail: a JVM on 2 shared cores that does not come up in time, or a
+# joining node that gives up. `cassandra.sh start` prints the tail of the
+# failed node's logs and stops what it started; one more attempt follows. A
+# failure of the tests themselves is never retried.
+start_cassandra() {
+    if bash "$C" start "$@"; then
+        return 0
+    fi
+    log "starting Cassandra ($*) failed (its logs are above); one more attempt in 5 s"
+    sleep 5
+    bash "$C" start "$@"
+}
+
 log "compiling the tests"
 cargo test --test cassandra --test cassandra_metadata --no-run
 cargo build --example quickstart
@@ -49,7 +63,7 @@ phase "compiling"
 
 log "(a) 1 node"
 started=1
-bash "$C" start 1
+start_cassandra 1
 phase "(a) start"
 # The real-server tests are #[ignore]d (a plain `cargo test` lists them as
 # ignored); each phase runs its own with --ignored.
@@ -71,7 +85,7 @@ bash "$C" stop
 phase "(a) stop"
 
 log "(b) 1 node with --auth"
-bash "$C" start 1 --auth
+start_cassandra 1 --auth
 phase "(b) start"
 SCYLLA_AUTH_URI="$(bash "$C" uri)" cargo test --test cassandra -- --ignored \
     auth::good_bad_and_missing_credentials auth::lz4_compression_is_negotiated_and_used
@@ -80,7 +94,7 @@ bash "$C" stop
 phase "(b) stop"
 
 log "(c) 1 node with TLS and client certificates"
-bash "$C" start 1 --tls-client-auth
+start_cassandra 1 --tls-client-auth
 phase "(c) start"
 tls_dir="$(bash "$C" tls-dir)"
 SCYLLA_URI="$(bash "$C" uri)" SCYLLA_TLS_CA="$tls_dir/ca.pem" SCYLLA_TLS_CLIENT_AUTH=1 \
@@ -96,7 +110,7 @@ phase "(c) stop"
 
 if ((three)); then
     log "(d) 3 nodes"
-    bash "$C" start 3
+    start_cassandra 3
     phase "(d) start"
     SCYLLA_URI="$(bash "$C" uri)" SCYLLA_THREE_NODES=1 \
         cargo test --test cassandra three_nodes:: -- --ignored --test-threads 1 --nocapture
