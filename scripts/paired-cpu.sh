@@ -12,9 +12,9 @@
 # test cluster does not grow). Each binary's CPU per request is then divided by
 # the first binary's of the same round, and the median and interquartile range
 # of those ratios are printed, with each binary's medians of ops/s, p50, p99
-# and CPU per request. A run takes about a second at concurrency 64, so 40
-# rounds of two binaries take under two minutes; their ratio's median resolves
-# about 1-2%.
+# and CPU per request, and the rounds' own ratios of ops/s, p50 and p99. A
+# run takes about a second at concurrency 64, so 40 rounds of two binaries
+# take under two minutes; their ratio's median resolves about 1-2%.
 #
 # Copy the binaries aside first (a later build replaces them under
 # comparisons/target):
@@ -134,17 +134,30 @@ def quartiles(xs):
 
 
 base = bins[0]
+
+
+def ratio_summary(b, key):
+    ratios = [runs[r][b][key] / runs[r][base][key] for r in sorted(runs)]
+    lo, hi = quartiles(ratios)
+    return statistics.median(ratios), lo, hi
+
+
 print(f"{'binary':40} {'ops/s':>9} {'p50 us':>8} {'p99 us':>8} {'cpu us/req':>11}   ratio to first: median [IQR]")
 for b in bins:
     rows = [runs[r][b] for r in sorted(runs)]
-    ratios = [
-        runs[r][b]["cpu_sched_us_per_req"] / runs[r][base]["cpu_sched_us_per_req"]
-        for r in sorted(runs)
-    ]
-    lo, hi = quartiles(ratios)
+    m, lo, hi = ratio_summary(b, "cpu_sched_us_per_req")
     med = lambda k: statistics.median(x[k] for x in rows)
     print(
         f"{(b if len(b) <= 40 else '...' + b[-37:]):40} {med('ops_per_s'):9.0f} {med('p50_us'):8.0f} {med('p99_us'):8.0f}"
-        f" {med('cpu_sched_us_per_req'):11.3f}   {statistics.median(ratios):.3f} [{lo:.3f}-{hi:.3f}]"
+        f" {med('cpu_sched_us_per_req'):11.3f}   {m:.3f} [{lo:.3f}-{hi:.3f}]"
     )
+# The rounds' own ratios of throughput and tail: a round's two runs met the
+# same server state, so these move less than the medians' ratios.
+print("per-round ratio to first, median [IQR]:")
+for b in bins[1:]:
+    parts = []
+    for key, name in (("ops_per_s", "ops/s"), ("p50_us", "p50"), ("p99_us", "p99")):
+        m, lo, hi = ratio_summary(b, key)
+        parts.append(f"{name} {m:.3f} [{lo:.3f}-{hi:.3f}]")
+    print(f"  {(b if len(b) <= 40 else '...' + b[-37:]):40} " + ", ".join(parts))
 EOF
