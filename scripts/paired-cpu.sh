@@ -136,6 +136,10 @@ def quartiles(xs):
 base = bins[0]
 
 
+def short(b):
+    return b if len(b) <= 40 else "..." + b[-37:]
+
+
 def ratio_summary(b, key):
     ratios = [runs[r][b][key] / runs[r][base][key] for r in sorted(runs)]
     lo, hi = quartiles(ratios)
@@ -148,16 +152,16 @@ for b in bins:
     m, lo, hi = ratio_summary(b, "cpu_sched_us_per_req")
     med = lambda k: statistics.median(x[k] for x in rows)
     print(
-        f"{(b if len(b) <= 40 else '...' + b[-37:]):40} {med('ops_per_s'):9.0f} {med('p50_us'):8.0f} {med('p99_us'):8.0f}"
+        f"{short(b):40} {med('ops_per_s'):9.0f} {med('p50_us'):8.0f} {med('p99_us'):8.0f}"
         f" {med('cpu_sched_us_per_req'):11.3f}   {m:.3f} [{lo:.3f}-{hi:.3f}]"
     )
-# The rounds' own ratios of throughput and tail: a round's two runs met the
-# same server state, so these move less than the medians' ratios.
+# The rounds' own ratios of throughput and latency: the two runs of a round
+# meet the server in about the same state (a Cassandra compacting, say).
 print("per-round ratio to first, median [IQR]:")
 for b in bins[1:]:
     parts = []
     for key, name in (("ops_per_s", "ops/s"), ("p50_us", "p50"), ("p99_us", "p99")):
         m, lo, hi = ratio_summary(b, key)
         parts.append(f"{name} {m:.3f} [{lo:.3f}-{hi:.3f}]")
-    print(f"  {(b if len(b) <= 40 else '...' + b[-37:]):40} " + ", ".join(parts))
+    print(f"  {short(b):40} " + ", ".join(parts))
 EOF
