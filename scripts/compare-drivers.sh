@@ -135,7 +135,7 @@ if [[ "$build" == 1 ]]; then
     done
     if [[ -z "$node" ]]; then
         (cd "$repo" && CARGO_TARGET_DIR="$main_target" timeout 1800 \
-            cargo build --release --quiet --bin testbed)
+            cargo build --release --quiet -p scylla-testbed --bin testbed)
     fi
 fi
 

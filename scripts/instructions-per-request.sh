@@ -45,7 +45,7 @@ if [[ "$build" == 1 ]]; then
     for d in ours official-scylla; do
         (cd "$repo/comparisons/$d" && CARGO_TARGET_DIR="$cmp_target" cargo build --release --quiet)
     done
-    (cd "$repo" && cargo build --release --quiet --bin testbed)
+    (cd "$repo" && cargo build --release --quiet -p scylla-testbed --bin testbed)
 fi
 
 work="$(mktemp -d)"

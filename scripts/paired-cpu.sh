@@ -68,7 +68,7 @@ trap cleanup EXIT
 if [[ -z "$node" ]]; then
     testbed_bin="${CARGO_TARGET_DIR:-$repo/target}/release/testbed"
     if [[ ! -x "$testbed_bin" ]]; then
-        (cd "$repo" && cargo build --release --quiet --bin testbed)
+        (cd "$repo" && cargo build --release --quiet -p scylla-testbed --bin testbed)
     fi
     cp "$testbed_bin" "$work/testbed"
     # Bounded: about two seconds per run is plenty.

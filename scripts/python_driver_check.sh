@@ -30,7 +30,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import cassandra, lz4
 fi
 
 echo "== python_driver_check: building the testbed"
-cargo build --release --bin testbed
+cargo build --release -p scylla-testbed --bin testbed
 
 LOG=$(mktemp)
 cleanup() {

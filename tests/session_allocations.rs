@@ -1,9 +1,10 @@
 //! Heap allocations per request on the `Session` path, counted (not timed):
 //! prepared INSERT and SELECT (typed rows borrowed from the frame) at
 //! concurrency 1 and 64, after a warm-up, through a real session to the test
-//! cluster. The cluster runs in a child process (the `testbed` binary), so
-//! the counting allocator of this process sees the client only; this binary
-//! holds this one test, so no other test allocates meanwhile.
+//! cluster. The cluster runs in a child process (this test binary run again,
+//! as the `testbed` program: see `testbed_process`), so the counting
+//! allocator of this process sees the client only; this binary holds this
+//! one measuring test, so no other test allocates meanwhile.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::alloc::System;
@@ -41,10 +42,12 @@ impl Drop for Server {
 /// address once it listens.
 fn start_server(extra: &[&str], block: u8) -> (Server, String) {
     let block = format!("{}.{}", 81 + block, std::process::id() % 200 + 1);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_testbed"))
-        .args(["--nodes", "1", "--shards", "2", "--block", &block])
-        .args(extra)
-        .args(["--duration-secs", "300"])
+    let mut args = vec!["--nodes", "1", "--shards", "2", "--block", &block];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--duration-secs", "300"]);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "testbed_process", "--nocapture"])
+        .env(TESTBED_ARGS, args.join(" "))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -58,6 +61,24 @@ fn start_server(extra: &[&str], block: u8) -> (Server, String) {
         }
     }
     panic!("the testbed did not start");
+}
+
+/// The environment variable that carries the `testbed` command line to
+/// [`testbed_process`] (space-separated; no argument here has a space).
+const TESTBED_ARGS: &str = "SESSION_ALLOCATIONS_TESTBED_ARGS";
+
+/// The child process of `start_server`: this binary run again with
+/// `--ignored --exact testbed_process`, serving as the `testbed` program
+/// until its `--duration-secs` or until the parent kills it. Does nothing
+/// when run by hand (the variable is unset).
+#[test]
+#[ignore = "the test cluster process started by the measuring test"]
+fn testbed_process() {
+    let Ok(args) = std::env::var(TESTBED_ARGS) else {
+        return;
+    };
+    let argv = std::iter::once("testbed").chain(args.split(' '));
+    let _ = scylla_testbed::cli::main_from(argv);
 }
 
 #[derive(Clone, Copy, Debug)]

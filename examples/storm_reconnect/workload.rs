@@ -261,7 +261,7 @@ async fn session_loop(
         in_flight.fetch_add(1, Ordering::Relaxed);
         let (s, st, rec, in_flight) = (session.clone(), st.clone(), rec.clone(), in_flight.clone());
         let k = rng.i64(0..KEYS);
-        let is_write = turn.is_multiple_of(2);
+        let is_write = turn % 2 == 0;
         let on_tablets = turn >= 2;
         turn = (turn + 1) % cycle;
         if on_tablets {

@@ -24,8 +24,8 @@ pub type Shard = u16;
 ///
 /// ```
 /// use std::num::NonZeroU16;
-/// use scylla_cql::sharding::Sharder;
-/// use scylla_cql::token::Token;
+/// use scylla_driver_cql::sharding::Sharder;
+/// use scylla_driver_cql::token::Token;
 ///
 /// let s = Sharder::new(NonZeroU16::new(4).unwrap(), 12);
 /// assert_eq!(s.shard_of(Token(i64::MIN)), 0);

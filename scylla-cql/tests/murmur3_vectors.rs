@@ -4,7 +4,7 @@
 //! "kremówki" ends in bytes >= 0x80 inside the 1..15-byte tail, which is where
 //! Cassandra's signed-byte quirk changes the result.
 
-use scylla_cql::token::{murmur3_token, Token};
+use scylla_driver_cql::token::{murmur3_token, Token};
 
 #[test]
 fn text_keys() {

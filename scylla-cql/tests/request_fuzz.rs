@@ -3,21 +3,21 @@
 //! overwritten lengths) go through `frame_len`, `decode_envelope` and
 //! `Request::decode` for every opcode. Errors are expected; panics, hangs and
 //! unbounded allocations are not. A fixed-seed generator keeps runs repeatable.
-use scylla_cql::frame::ProtocolVersion;
+use scylla_driver_cql::frame::ProtocolVersion;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
-use scylla_cql::compression::{Compression, Compressor};
-use scylla_cql::frame::request::*;
-use scylla_cql::frame::wire::RawValue;
-use scylla_cql::frame::{
+use scylla_driver_cql::compression::{Compression, Compressor};
+use scylla_driver_cql::frame::request::*;
+use scylla_driver_cql::frame::wire::RawValue;
+use scylla_driver_cql::frame::{
     decode_envelope, encode_frame, frame_len, Direction, Flags, FrameExtras, FrameHeader, Opcode,
     HEADER_LEN,
 };
-use scylla_cql::types::SerializedValues;
-use scylla_cql::{Consistency, DecodeError};
+use scylla_driver_cql::types::SerializedValues;
+use scylla_driver_cql::{Consistency, DecodeError};
 
 /// Body limit for the fuzzed decoders: small, so that no mutated length can
 /// make a case slow.

@@ -12,23 +12,23 @@
 //!
 //! The generator is a fixed-seed SplitMix64, so failures are reproducible.
 
-use scylla_cql::frame::ProtocolVersion;
+use scylla_driver_cql::frame::ProtocolVersion;
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
 
 use bytes::{Bytes, BytesMut};
-use scylla_cql::frame::response::event::StatusChangeType;
-use scylla_cql::frame::response::result::{
+use scylla_driver_cql::frame::response::event::StatusChangeType;
+use scylla_driver_cql::frame::response::result::{
     Prepared, PreparedMetadata, ResultMetadata, Rows, SchemaChange, SchemaChangeTarget,
     SchemaChangeType, TableSpec,
 };
-use scylla_cql::frame::response::{
+use scylla_driver_cql::frame::response::{
     AuthChallenge, Authenticate, DbError, ErrorResponse, Event, OperationType, Ready, Response,
     ResponseContext, ResultBody, ScyllaExtensions, ShardingInfo, WriteType,
 };
-use scylla_cql::frame::{Direction, MessageBody, Opcode};
-use scylla_cql::types::{ColumnSpec, ColumnType};
-use scylla_cql::Consistency;
+use scylla_driver_cql::frame::{Direction, MessageBody, Opcode};
+use scylla_driver_cql::types::{ColumnSpec, ColumnType};
+use scylla_driver_cql::Consistency;
 
 const RATE_LIMIT_CODE: i32 = 0xF000;
 

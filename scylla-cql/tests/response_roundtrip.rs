@@ -6,7 +6,7 @@
 //! partition-key indexes, and every event kind; on v4 (with and without
 //! `SCYLLA_USE_METADATA_ID`) and v5 where the body depends on the version.
 
-use scylla_cql::frame::ProtocolVersion;
+use scylla_driver_cql::frame::ProtocolVersion;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU16;
@@ -15,21 +15,21 @@ use bytes::{Bytes, BytesMut};
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
-use scylla_cql::frame::response::error::KNOWN_CODES;
-use scylla_cql::frame::response::event::{
+use scylla_driver_cql::frame::response::error::KNOWN_CODES;
+use scylla_driver_cql::frame::response::event::{
     ClientRoutesChangeType, StatusChangeType, TopologyChangeType,
 };
-use scylla_cql::frame::response::result::{
+use scylla_driver_cql::frame::response::result::{
     Prepared, PreparedMetadata, ResultMetadata, Rows, SchemaChange, SchemaChangeTarget,
     SchemaChangeType, SpecCache, TableSpec,
 };
-use scylla_cql::frame::response::{
+use scylla_driver_cql::frame::response::{
     AuthChallenge, AuthSuccess, Authenticate, DbError, ErrorResponse, Event, OperationType, Ready,
     Response, ResponseContext, ResultBody, ScyllaExtensions, ShardingInfo, Supported, WriteType,
 };
-use scylla_cql::frame::{MessageBody, Opcode};
-use scylla_cql::types::{ColumnSpec, ColumnType};
-use scylla_cql::Consistency;
+use scylla_driver_cql::frame::{MessageBody, Opcode};
+use scylla_driver_cql::types::{ColumnSpec, ColumnType};
+use scylla_driver_cql::Consistency;
 use uuid::Uuid;
 
 const CASES: u32 = 300;
@@ -579,7 +579,7 @@ fn rows_cells_survive_the_trip() {
         .encode_body(&mut buf, ProtocolVersion::V4)
         .unwrap();
     let Response::Result(ResultBody::Rows(rows)) = Response::decode(
-        scylla_cql::frame::Opcode::Result,
+        scylla_driver_cql::frame::Opcode::Result,
         buf.freeze(),
         &ResponseContext::default(),
     )

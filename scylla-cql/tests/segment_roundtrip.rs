@@ -6,7 +6,7 @@
 use bytes::BytesMut;
 use proptest::collection::vec;
 use proptest::prelude::*;
-use scylla_cql::frame::segment::{self, SegmentError, MAX_PAYLOAD_LEN};
+use scylla_driver_cql::frame::segment::{self, SegmentError, MAX_PAYLOAD_LEN};
 
 fn encoded(payload: &[u8], uncompressed_len: Option<usize>, sc: bool) -> BytesMut {
     let mut b = BytesMut::new();

@@ -9,8 +9,8 @@
 use bytes::{Bytes, BytesMut};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use scylla_cql::frame::segment::{self, SegmentError, MAX_PAYLOAD_LEN};
-use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
+use scylla_driver_cql::frame::segment::{self, SegmentError, MAX_PAYLOAD_LEN};
+use scylla_driver_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 
 /// What an envelope's body looks like.
 #[derive(Debug, Clone, Copy)]

@@ -8,7 +8,7 @@
 use std::alloc::System;
 
 use bytes::BytesMut;
-use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
+use scylla_driver_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]

@@ -1,9 +1,9 @@
 //! Type-check and (de)serialization errors: they name the column, the Rust
 //! type and the CQL type, and reject what the protocol forbids.
 
-use scylla_cql::types::deserialize::DeserializeValue;
-use scylla_cql::types::serialize::{serialize_udt, SerializeValue};
-use scylla_cql::types::{
+use scylla_driver_cql::types::deserialize::DeserializeValue;
+use scylla_driver_cql::types::serialize::{serialize_udt, SerializeValue};
+use scylla_driver_cql::types::{
     ColumnSpec, ColumnType, CqlDuration, CqlTime, CqlValue, DeserializationErrorKind, MaybeEmpty,
     MaybeUnset, RowIterator, SerializationErrorKind, SerializeRow, SerializedValues,
     TypeCheckErrorKind, Unset, Written,
@@ -192,7 +192,7 @@ struct Pair {
     id: i32,
     label: Option<String>,
 }
-scylla_cql::impl_deserialize_row!(Pair { id: i32, label: Option<String> });
+scylla_driver_cql::impl_deserialize_row!(Pair { id: i32, label: Option<String> });
 
 #[test]
 fn struct_rows_by_name() {

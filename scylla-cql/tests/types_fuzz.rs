@@ -8,9 +8,9 @@ mod strategies;
 use std::collections::{BTreeMap, HashSet};
 
 use proptest::prelude::*;
-use scylla_cql::types::deserialize::DeserializeValue;
-use scylla_cql::types::serialize::SerializeValue;
-use scylla_cql::types::{ColumnSpec, ColumnType, CqlDuration, CqlValue, Row, RowIterator};
+use scylla_driver_cql::types::deserialize::DeserializeValue;
+use scylla_driver_cql::types::serialize::SerializeValue;
+use scylla_driver_cql::types::{ColumnSpec, ColumnType, CqlDuration, CqlValue, Row, RowIterator};
 use strategies::{any_type, typed_value};
 
 fn config(cases: u32) -> ProptestConfig {

@@ -11,10 +11,10 @@ use std::fmt::Debug;
 use std::net::IpAddr;
 
 use proptest::prelude::*;
-use scylla_cql::types::custom_class::{parse, to_class_string};
-use scylla_cql::types::deserialize::DeserializeValue;
-use scylla_cql::types::serialize::SerializeValue;
-use scylla_cql::types::{
+use scylla_driver_cql::types::custom_class::{parse, to_class_string};
+use scylla_driver_cql::types::deserialize::DeserializeValue;
+use scylla_driver_cql::types::serialize::SerializeValue;
+use scylla_driver_cql::types::{
     ColumnSpec, ColumnType, Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp,
     CqlValue, CqlVarint, Row, RowIterator, SerializeRow, SerializedValues, Written,
 };

@@ -4,8 +4,8 @@
 //! Use them through `scylla_driver` (`use scylla_driver::DeserializeRow;`),
 //! which re-exports each macro next to the trait of the same name. The
 //! generated code names the traits through `::scylla_driver::_macro_internal`;
-//! a crate that depends on `scylla-cql` only writes
-//! `#[scylla(crate = ::scylla_cql)]`.
+//! a crate that depends on `scylla-driver-cql` only writes
+//! `#[scylla(crate = ::scylla_driver_cql)]`.
 //!
 //! Attributes (all under `#[scylla(...)]`):
 //!

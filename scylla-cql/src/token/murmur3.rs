@@ -98,7 +98,7 @@ pub fn hash3_x64_128(data: &[u8]) -> (u64, u64) {
 /// The Murmur3 partitioner's token for a serialized partition key.
 ///
 /// ```
-/// use scylla_cql::token::{murmur3_token, Token};
+/// use scylla_driver_cql::token::{murmur3_token, Token};
 /// // An empty key hashes to token 0.
 /// assert_eq!(murmur3_token(b""), Token(0));
 /// ```

@@ -10,7 +10,7 @@ use crate::error::EncodeError;
 /// Builds the hashed bytes of a partition key in a reusable buffer.
 ///
 /// ```
-/// use scylla_cql::token::PartitionKeyBuilder;
+/// use scylla_driver_cql::token::PartitionKeyBuilder;
 /// let mut b = PartitionKeyBuilder::new();
 /// b.push(&7i32.to_be_bytes()).unwrap();
 /// assert_eq!(b.finish(), &7i32.to_be_bytes()[..]);

@@ -7,8 +7,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
-use scylla_cql::types::serialize::vector::element_fixed_len;
-use scylla_cql::types::{
+use scylla_driver_cql::types::serialize::vector::element_fixed_len;
+use scylla_driver_cql::types::{
     ColumnType, Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue,
     CqlVarint,
 };

@@ -10,10 +10,10 @@
 //! implementation that matches the struct's named fields to columns by name:
 //!
 //! ```
-//! use scylla_cql::types::{ColumnSpec, ColumnType, RowIterator};
+//! use scylla_driver_cql::types::{ColumnSpec, ColumnType, RowIterator};
 //!
 //! struct User { id: i32, name: Option<String> }
-//! scylla_cql::impl_deserialize_row!(User { id: i32, name: Option<String> });
+//! scylla_driver_cql::impl_deserialize_row!(User { id: i32, name: Option<String> });
 //!
 //! let spec = |name: &str, typ| ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ };
 //! let specs = [spec("name", ColumnType::Text), spec("id", ColumnType::Int)];

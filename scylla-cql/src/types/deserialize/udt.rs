@@ -5,8 +5,8 @@
 //! for a struct:
 //!
 //! ```
-//! use scylla_cql::types::deserialize::{udt::UdtIterator, DeserializeValue, DeserializationError, TypeCheckError};
-//! use scylla_cql::types::ColumnType;
+//! use scylla_driver_cql::types::deserialize::{udt::UdtIterator, DeserializeValue, DeserializationError, TypeCheckError};
+//! use scylla_driver_cql::types::ColumnType;
 //!
 //! struct Address { street: String, number: Option<i32> }
 //!

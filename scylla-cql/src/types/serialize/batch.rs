@@ -4,7 +4,7 @@
 //! any of these, so that a batch's values need no casts:
 //!
 //! ```
-//! use scylla_cql::types::serialize::batch::BatchValues;
+//! use scylla_driver_cql::types::serialize::batch::BatchValues;
 //!
 //! // Three statements, rows of different types.
 //! let values = ((1i32, "a"), (2i64,), ());

@@ -3,8 +3,8 @@
 //! fields to the type, so a user struct maps to a UDT in a few lines:
 //!
 //! ```
-//! use scylla_cql::types::serialize::{serialize_udt, SerializeValue, SerializationError, Written};
-//! use scylla_cql::types::ColumnType;
+//! use scylla_driver_cql::types::serialize::{serialize_udt, SerializeValue, SerializationError, Written};
+//! use scylla_driver_cql::types::ColumnType;
 //!
 //! struct Address { street: String, number: i32 }
 //!

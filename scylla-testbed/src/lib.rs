@@ -36,8 +36,10 @@
 //! - [`faults`]: [`Faults`] a test sets per node at run time.
 //! - [`events`]: [`EventKind`] and delivery to registered connections.
 //! - [`stats`]: [`ClusterStats`] snapshots of the counters.
+//! - [`cli`]: the `testbed` program's command line.
 
 pub mod admission;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 mod connection;

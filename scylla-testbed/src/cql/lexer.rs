@@ -157,7 +157,7 @@ pub(crate) fn tokenize(s: &str) -> Result<Vec<Tok>, LexError> {
                 j += 1;
             }
             let hex = &s[start..j];
-            if !hex.len().is_multiple_of(2) {
+            if hex.len() % 2 != 0 {
                 return Err(err(i, "odd number of hex digits in blob"));
             }
             let bytes = (0..hex.len())

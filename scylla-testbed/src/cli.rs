@@ -1,8 +1,8 @@
-//! Runs the in-process test cluster as a standalone program, so a driver (ours
-//! or any other) can be pointed at it by hand:
+//! The `testbed` program: runs the in-process test cluster standalone, so a
+//! driver (ours or any other) can be pointed at it by hand:
 //!
 //! ```text
-//! cargo run --release --bin testbed -- --nodes 3 --shards 8
+//! cargo run --release -p scylla-testbed --bin testbed -- --nodes 3 --shards 8
 //! ```
 //!
 //! It prints each node's address and ports and runs until Ctrl-C or
@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::{Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions};
 use scylla_cql::frame::ProtocolVersion;
-use scylla_testbed::{Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions};
 
 /// Runs the in-process ScyllaDB-like test cluster on loopback addresses
 /// until Ctrl-C (or `--duration-secs`).
@@ -216,8 +216,15 @@ impl Cli {
     }
 }
 
-fn main() -> ExitCode {
-    let args = match <Cli as clap::Parser>::parse().into_args() {
+/// Runs the `testbed` program with the command line `args` (the program
+/// name first, as [`std::env::args_os`] gives it) until Ctrl-C or
+/// `--duration-secs`; `--help` and bad options print and exit as clap does.
+pub fn main_from<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = match <Cli as clap::Parser>::parse_from(args).into_args() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("testbed: {e}");
