@@ -13,7 +13,27 @@
 //! and its message as data; a failed execution lists the earlier attempts
 //! it made ([`ExecutionError::attempts`]), each with its node and error.
 //! Causes are reachable through [`std::error::Error::source`], and
-//! `Display` is one line, meant for logs.
+//! `Display` is one line, meant for logs: it says what happened at its own
+//! level (and, for the failures a user can fix, what to check) and never
+//! repeats the text of its source, so a report that walks the chain (as
+//! anyhow's `{:#}` does) shows every cause once. Lists of failures (the
+//! attempts of a request, the contact points tried) are data rather than
+//! one cause: they are displayed inline, each with its full chain.
+//!
+//! ```
+//! use scylla_driver::ExecutionError;
+//!
+//! /// What to do with a failed request.
+//! fn describe(e: &ExecutionError) -> &'static str {
+//!     match e {
+//!         ExecutionError::Timeout { .. } => "slow: retry later if idempotent",
+//!         ExecutionError::Server(s) if s.code() == 0x2000 => "a syntax error: fix the statement",
+//!         ExecutionError::Server(_) => "the server refused it",
+//!         ExecutionError::NoConnection { .. } => "no node reachable",
+//!         _ => "other",
+//!     }
+//! }
+//! ```
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -37,7 +57,7 @@ pub enum ExecutionError {
     Server(Box<ServerError>),
     /// No response within the request's deadline (the statement's timeout,
     /// or the stream's deadline for a page of a [`RowStream`](crate::session::RowStream)).
-    #[error("no response within {timeout:?}{attempts}")]
+    #[error("no response within {timeout:?} (the request timeout: check the nodes' load, or raise `request_timeout` on the session, profile or statement){attempts}")]
     Timeout {
         /// The timeout that ran out.
         timeout: Duration,
@@ -47,7 +67,7 @@ pub enum ExecutionError {
     /// No node could take the request: all down, none connected yet, or
     /// every node of the plan was tried. `attempts` lists each node tried
     /// and why it could not take the request.
-    #[error("no node could take the request{attempts}")]
+    #[error("no node could take the request (check that the nodes are up and reachable from this host){attempts}")]
     NoConnection {
         /// Each node tried and how it failed (empty when the plan had no
         /// node at all).
@@ -55,7 +75,7 @@ pub enum ExecutionError {
     },
     /// The connection broke while the request was in flight (and it was not
     /// retried: the statement is not idempotent, or the retry policy said no).
-    #[error("connection to {node} failed: {error}{attempts}")]
+    #[error("the request to {node} failed on its connection{attempts}")]
     Connection {
         /// The node.
         node: SocketAddr,
@@ -66,24 +86,24 @@ pub enum ExecutionError {
         attempts: Attempts,
     },
     /// The statement or its values are invalid on the client side.
-    #[error("bad query: {0}")]
-    BadQuery(#[source] BadQuery),
+    #[error(transparent)]
+    BadQuery(BadQuery),
     /// The values could not be serialized for the statement's bind markers.
-    #[error("serialization failed: {0}")]
+    #[error(transparent)]
     Serialization(#[from] SerializationError),
     /// The rows do not have the requested Rust type.
-    #[error("type check failed: {0}")]
+    #[error(transparent)]
     TypeCheck(#[from] TypeCheckError),
     /// A value could not be deserialized.
-    #[error("deserialization failed: {0}")]
+    #[error(transparent)]
     Deserialization(#[from] DeserializationError),
     /// A node sent a response the protocol does not allow here.
     #[error(transparent)]
     Protocol(UnexpectedResponse),
     /// A `query_*` call with values, or a batch, had to prepare its
     /// statement, and that failed.
-    #[error("{0}")]
-    Prepare(#[source] PrepareError),
+    #[error(transparent)]
+    Prepare(PrepareError),
     /// A stream failed fetching a page after it had delivered earlier ones:
     /// retrying the whole query would repeat those rows; resume from
     /// [`RowStream::paging_state`](crate::session::RowStream::paging_state)
@@ -92,7 +112,7 @@ pub enum ExecutionError {
     Page(Box<PageError>),
     /// A schema change ran, but the nodes did not agree on the new schema
     /// (the change itself was applied by the coordinator).
-    #[error("the schema change was applied, but {0}")]
+    #[error("the schema change was applied, but the nodes did not confirm they agree on it")]
     SchemaAgreement(#[source] SchemaAgreementError),
     /// [`Session::execution_profile`](crate::Session::execution_profile)
     /// was asked for a name no profile was registered under.
@@ -213,7 +233,7 @@ impl From<BadQuery> for ExecutionError {
 
 /// A page of a stream could not be fetched (after earlier pages were).
 #[derive(Debug, thiserror::Error)]
-#[error("fetching page {page} failed: {source}")]
+#[error("fetching page {page} of the stream failed (resume from the stream's paging state to avoid repeating rows)")]
 #[non_exhaustive]
 pub struct PageError {
     /// The page that failed (1 is the second page of the stream).
@@ -261,6 +281,25 @@ impl ServerError {
     }
 }
 
+/// Displays an error and each of its sources, joined by `": "` (as
+/// anyhow's `{:#}` does): for the errors a list holds (the attempts of a
+/// request, the contact points tried), whose causes no `source()` reaches.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        // Bounded: a cyclic chain would be a bug, not a reason to hang.
+        for _ in 0..16 {
+            let Some(e) = next else { break };
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
+
 /// One failed attempt of a request: where it went and how it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -273,7 +312,7 @@ pub struct Attempt {
 
 impl fmt::Display for Attempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.node, self.error)
+        write!(f, "{}: {}", self.node, Chain(&self.error))
     }
 }
 
@@ -434,7 +473,7 @@ pub enum PrepareError {
     },
     /// Switching a connection to the session's keyspace before the PREPARE
     /// failed.
-    #[error("preparing failed: cannot use the session's keyspace: {0}")]
+    #[error("preparing failed: switching the connection to the session's keyspace failed")]
     Keyspace(#[source] Box<ExecutionError>),
     /// A node answered PREPARE with another message.
     #[error(transparent)]
@@ -464,7 +503,7 @@ pub enum SchemaAgreementError {
     #[error("schema agreement not reached within {0:?}")]
     Timeout(Duration),
     /// The control connection could not read the nodes' schema versions.
-    #[error("schema versions could not be read: {0}")]
+    #[error("the nodes' schema versions could not be read")]
     Control(#[source] ControlError),
 }
 
@@ -476,7 +515,7 @@ pub enum NewSessionError {
     #[error("no contact points were given")]
     NoContactPoints,
     /// A contact point could not be resolved.
-    #[error("cannot resolve contact point {contact_point:?}: {source}")]
+    #[error("cannot resolve contact point {contact_point:?}: check the host name")]
     Resolve {
         /// The contact point as given.
         contact_point: String,
@@ -488,10 +527,10 @@ pub enum NewSessionError {
     /// point: [`ControlError::Unreachable`] lists each contact point with
     /// its typed failure (refused, TLS, bad credentials as the server's
     /// `AuthenticationError`, ...).
-    #[error("cannot connect to any contact point: {0}")]
-    Control(#[source] ControlError),
+    #[error(transparent)]
+    Control(ControlError),
     /// `USE keyspace` failed.
-    #[error("cannot use keyspace: {0}")]
+    #[error("cannot use the session's keyspace (check that it exists)")]
     Keyspace(#[from] Box<ExecutionError>),
 }
 
@@ -551,14 +590,19 @@ mod tests {
         )));
         let inner = e.source().expect("page -> execution error");
         assert!(
-            inner.downcast_ref::<ExecutionError>().is_some(),
+            matches!(
+                inner.downcast_ref::<ExecutionError>(),
+                Some(ExecutionError::Prepare(PrepareError::Server(_)))
+            ),
             "{inner:?}"
         );
-        let prepare = inner.source().expect("execution -> prepare error");
+        // A prepare error inside an execution error is transparent: it
+        // displays as itself, and the page's text does not repeat it.
         assert!(
-            prepare.downcast_ref::<PrepareError>().is_some(),
-            "{prepare:?}"
+            inner.to_string().starts_with("preparing refused"),
+            "{inner}"
         );
+        assert!(!e.to_string().contains(&inner.to_string()), "{e}");
         // The error stays small: it travels through every `Result` (the
         // largest variant is a connection error with its node).
         let size = std::mem::size_of::<ExecutionError>();

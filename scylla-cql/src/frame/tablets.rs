@@ -42,7 +42,7 @@ pub struct TabletRoutingInfo {
 #[non_exhaustive]
 pub enum TabletPayloadError {
     /// The bytes are not a `tuple<bigint, bigint, list<tuple<uuid, int>>>`.
-    #[error("tablets-routing-v1 payload does not decode: {0}")]
+    #[error("tablets-routing-v1 payload does not decode")]
     Decode(#[from] DeserializationError),
     /// The payload entry is null.
     #[error("tablets-routing-v1 payload is null")]

@@ -57,10 +57,10 @@ impl fmt::Display for SetupStep {
 #[non_exhaustive]
 pub enum ConnectionError {
     /// The TCP connection could not be opened.
-    #[error("opening the connection failed: {0}")]
+    #[error(transparent)]
     Open(#[from] OpenError),
     /// A set-up step took longer than the handshake timeout.
-    #[error("{step} timed out after {after:?}")]
+    #[error("{step} timed out after {after:?}: check that the node is not overloaded, or raise the handshake timeout")]
     Timeout {
         /// The step.
         step: SetupStep,
@@ -68,7 +68,7 @@ pub enum ConnectionError {
         after: Duration,
     },
     /// The socket failed during set-up.
-    #[error("{step} failed: {source}")]
+    #[error("{step} failed on the socket")]
     Io {
         /// The step.
         step: SetupStep,
@@ -99,7 +99,7 @@ pub enum ConnectionError {
         got: &'static str,
     },
     /// A frame of the handshake was malformed.
-    #[error("{step}: malformed response: {source}")]
+    #[error("{step}: malformed response")]
     Decode {
         /// The step.
         step: SetupStep,
@@ -108,7 +108,7 @@ pub enum ConnectionError {
         source: DecodeError,
     },
     /// A v5 segment of the handshake was damaged or malformed.
-    #[error("{step}: damaged or malformed segment: {source}")]
+    #[error("{step}: damaged or malformed segment")]
     Segment {
         /// The step.
         step: SetupStep,
@@ -127,7 +127,7 @@ pub enum ConnectionError {
         message: String,
     },
     /// A handshake request could not be encoded.
-    #[error("{step}: could not encode the request: {source}")]
+    #[error("{step}: could not encode the request")]
     Encode {
         /// The step.
         step: SetupStep,
@@ -148,7 +148,7 @@ pub enum ConnectionError {
     Auth(#[from] AuthError),
     /// TLS failed: a certificate problem, a TLS/plaintext mismatch, or a
     /// handshake that did not finish.
-    #[error("TLS error during {step}: {kind}{}", detail(.source))]
+    #[error("TLS error during {step}: {kind}")]
     Tls {
         /// The step (the TLS handshake, or the first CQL exchange for a
         /// client certificate rejected after a TLS 1.3 handshake).
@@ -159,13 +159,6 @@ pub enum ConnectionError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-}
-
-fn detail(source: &Option<Box<dyn std::error::Error + Send + Sync>>) -> String {
-    match source {
-        Some(e) => format!(" ({e})"),
-        None => String::new(),
-    }
 }
 
 /// What went wrong with TLS, in terms of what to fix.
@@ -278,18 +271,18 @@ impl ConnectionError {
 #[non_exhaustive]
 pub enum BrokenReason {
     /// Reading or writing the socket failed.
-    #[error("I/O error: {0}")]
+    #[error("I/O error on the connection")]
     Io(#[source] io::Error),
     /// The server closed the connection.
     #[error("the server closed the connection")]
     ClosedByPeer,
     /// A frame from the server could not be decoded (a protocol error).
-    #[error("malformed frame from the server: {0}")]
+    #[error("malformed frame from the server")]
     Decode(#[source] DecodeError),
     /// A protocol v5 segment failed its checksum or framing checks: the
     /// bytes on the wire were damaged (or the server is broken). Nothing
     /// from the segment reached a request.
-    #[error("damaged or malformed segment from the server: {0}")]
+    #[error("damaged or malformed segment from the server")]
     Segment(#[source] SegmentError),
     /// The server answered a stream id with no request waiting on it.
     #[error("the server answered stream {0}, which has no request in flight")]
@@ -326,6 +319,7 @@ impl BrokenConnection {
     }
 }
 
+// Transparent: displays as its reason, and its source is the reason's.
 impl fmt::Display for BrokenConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&*self.0, f)
@@ -334,7 +328,7 @@ impl fmt::Display for BrokenConnection {
 
 impl std::error::Error for BrokenConnection {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.0)
+        std::error::Error::source(&*self.0)
     }
 }
 
@@ -347,18 +341,18 @@ impl std::error::Error for BrokenConnection {
 pub enum RequestError {
     /// The request never reached the socket (the connection was already
     /// broken or closed): retrying it elsewhere is always safe.
-    #[error("request not sent: {0}")]
-    NotSent(BrokenConnection),
+    #[error("request not sent: the connection had already stopped")]
+    NotSent(#[source] BrokenConnection),
     /// The connection broke while the request was in flight: the server may
     /// or may not have executed it.
-    #[error("connection broken while the request was in flight: {0}")]
-    Broken(BrokenConnection),
+    #[error("the connection broke while the request was in flight")]
+    Broken(#[source] BrokenConnection),
     /// No response within the request's timeout. The server may still
     /// execute it.
     #[error("no response within {0:?}")]
     Timeout(Duration),
     /// The request could not be encoded (nothing was sent).
-    #[error("the request could not be encoded: {0}")]
+    #[error("the request could not be encoded")]
     Encode(#[from] EncodeError),
 }
 

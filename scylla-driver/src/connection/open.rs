@@ -49,12 +49,38 @@ pub enum OpenStep {
     Connect,
 }
 
+impl OpenStep {
+    fn as_str(self) -> &'static str {
+        match self {
+            OpenStep::Configure => "configuring the socket",
+            OpenStep::Bind => "binding the source address",
+            OpenStep::Connect => "connect",
+        }
+    }
+}
+
+/// What to check after an I/O error at `step`, by its kind.
+fn hint(step: OpenStep, source: &io::Error) -> &'static str {
+    match (step, source.kind()) {
+        (OpenStep::Connect, io::ErrorKind::ConnectionRefused) => {
+            " (nothing listens there: check the address and port, e.g. 9042 for CQL or 9142 \
+             for CQL over TLS, and that the node is up)"
+        }
+        (OpenStep::Connect, io::ErrorKind::TimedOut) => {
+            " (check that the address is reachable from this host: routes, firewalls)"
+        }
+        (OpenStep::Connect, _) => " (check the address and port, and the network to the node)",
+        (OpenStep::Bind, _) => " (check `local_port_range`: the source ports may be in use)",
+        (OpenStep::Configure, _) => "",
+    }
+}
+
 /// Opening a socket failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
     /// An I/O error at one step.
-    #[error("{step:?} to {addr} failed: {source}")]
+    #[error("{} to {addr} failed{}", step.as_str(), hint(*step, source))]
     Io {
         /// The step.
         step: OpenStep,
@@ -65,7 +91,7 @@ pub enum OpenError {
         source: io::Error,
     },
     /// The connect did not finish in time.
-    #[error("connect to {addr} timed out after {after:?}")]
+    #[error("connect to {addr} timed out after {after:?}: check that the address is reachable from this host (routes, firewalls), or raise `connect_timeout`")]
     Timeout {
         /// The destination.
         addr: SocketAddr,

@@ -277,7 +277,7 @@ pub enum TlsConfigError {
         problem: String,
     },
     /// A CA certificate was rejected by rustls.
-    #[error("{path}: invalid CA certificate: {source}")]
+    #[error("{path}: invalid CA certificate")]
     BadCa {
         /// The file.
         path: PathBuf,
@@ -294,7 +294,7 @@ pub enum TlsConfigError {
     )]
     NoRoots,
     /// The client certificate and key do not form a usable pair.
-    #[error("client certificate {cert} / key {key}: {source}")]
+    #[error("client certificate {cert} / key {key} cannot be used")]
     ClientCert {
         /// The certificate file.
         cert: PathBuf,
@@ -305,7 +305,7 @@ pub enum TlsConfigError {
         source: rustls::Error,
     },
     /// rustls refused the configuration.
-    #[error("TLS configuration: {0}")]
+    #[error("rustls refused the TLS configuration")]
     Rustls(#[source] rustls::Error),
     /// The server name is not a valid DNS name or IP address.
     #[error("invalid TLS server name {0:?}")]

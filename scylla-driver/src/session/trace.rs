@@ -134,7 +134,7 @@ pub struct TracingEvent {
 pub enum TracingError {
     /// A read of `system_traces` failed (the server does not trace, the
     /// tables are unavailable, the read timed out, ...).
-    #[error("reading the trace failed: {0}")]
+    #[error("reading the trace failed")]
     Query(#[from] ExecutionError),
     /// The trace was not complete (its session row missing, or without a
     /// duration) after every read. The server may still be writing it:

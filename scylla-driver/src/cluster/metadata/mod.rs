@@ -149,7 +149,7 @@ impl Metadata {
 #[non_exhaustive]
 pub enum MetadataError {
     /// The request got no response (connection broken, timeout).
-    #[error("metadata query `{query}` failed: {source}")]
+    #[error("metadata query `{query}` got no response")]
     Request {
         /// The query.
         query: &'static str,
@@ -180,7 +180,7 @@ pub enum MetadataError {
         query: &'static str,
     },
     /// A column has a type this driver does not expect there.
-    #[error("metadata query `{query}`: {source}")]
+    #[error("metadata query `{query}`: a column has an unexpected type")]
     TypeCheck {
         /// The query.
         query: &'static str,
