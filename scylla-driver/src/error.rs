@@ -128,6 +128,10 @@ pub enum ExecutionError {
         /// The session's bound on queued requests.
         max_queued: usize,
     },
+    /// The session was closed ([`Session::close`](crate::Session::close)):
+    /// the request was not sent.
+    #[error("the session is closed (Session::close was called): the request was not sent")]
+    SessionClosed,
     /// A state the driver's own invariants rule out (a bug in the driver:
     /// please report it with the message).
     #[error("internal error: {0}")]
@@ -478,6 +482,10 @@ pub enum PrepareError {
     /// A node answered PREPARE with another message.
     #[error(transparent)]
     Protocol(UnexpectedResponse),
+    /// The session was closed ([`Session::close`](crate::Session::close)):
+    /// nothing was sent.
+    #[error("the session is closed (Session::close was called): nothing was prepared")]
+    SessionClosed,
     /// A state the driver's invariants rule out (a bug in the driver).
     #[error("preparing failed: internal error: {0}")]
     Internal(&'static str),

@@ -176,6 +176,8 @@ pub(crate) struct Cluster {
     pub(crate) state: Arc<ArcSwap<ClusterState>>,
     pub(crate) control: ControlHandle,
     pub(crate) tablets: Arc<TabletStore>,
+    /// Stops the background tasks on [`shutdown`](Self::shutdown).
+    cancel: CancellationToken,
     _stop: DropGuard,
 }
 
@@ -231,8 +233,32 @@ impl Cluster {
             state,
             control,
             tablets,
+            cancel: cancel.clone(),
             _stop: cancel.drop_guard(),
         }
+    }
+
+    /// Stops everything the cluster runs: the state and tablet tasks, the
+    /// control connection, and every node's pool (which closes its
+    /// connections); then waits, up to `timeout`, until every pool has
+    /// closed its connections. Returns whether they all did.
+    pub(crate) async fn shutdown(&self, timeout: Duration) -> bool {
+        self.cancel.cancel();
+        self.control.shutdown();
+        let state = self.state.load_full();
+        for n in &state.nodes {
+            n.pool.shutdown();
+        }
+        let mut waits = tokio::task::JoinSet::new();
+        for n in &state.nodes {
+            let n = n.clone();
+            waits.spawn(async move { n.pool.wait_for(timeout, |s| s.is_empty()).await });
+        }
+        let mut all = true;
+        while let Some(joined) = waits.join_next().await {
+            all &= joined.unwrap_or(false);
+        }
+        all
     }
 
     /// Waits until every node's pool has a connection (or `timeout` passes).

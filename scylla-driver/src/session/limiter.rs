@@ -17,6 +17,12 @@
 //! the bit is only set or cleared under the queue's lock, so while it is set
 //! every change of the count is made under the lock.
 //!
+//! Closing (for [`Session::close`](crate::Session::close)) sets the
+//! [`CLOSED`] bit: the fast path, which only acts below the bound, then
+//! always falls through to the slow path, which refuses the request with
+//! [`ExecutionError::SessionClosed`]; the requests queued at that moment
+//! are refused too, and those in flight keep their permits until they end.
+//!
 //! Dropping a waiting request's future leaves the queue (a permit handed to
 //! it in that instant is passed on); dropping a permit releases it, so every
 //! permit is released exactly once.
@@ -32,6 +38,9 @@ use crate::error::ExecutionError;
 
 /// The state bit set while requests may be queued.
 const WAITERS: usize = 1 << (usize::BITS - 1);
+/// The state bit set once the session is closing: no permit is given any
+/// more. Above any bound, like [`WAITERS`], so the fast path never acts.
+const CLOSED: usize = 1 << (usize::BITS - 2);
 
 /// The bound on requests in flight and the queue behind it.
 #[derive(Debug)]
@@ -69,7 +78,7 @@ impl RequestLimiter {
     /// `max_queued` waiting.
     pub(crate) fn new(max_in_flight: usize, max_queued: usize) -> Self {
         RequestLimiter {
-            max_in_flight: max_in_flight.clamp(1, WAITERS - 1),
+            max_in_flight: max_in_flight.clamp(1, CLOSED - 1),
             max_queued,
             state: AtomicUsize::new(0),
             queue: Mutex::new(Queue::default()),
@@ -78,7 +87,23 @@ impl RequestLimiter {
 
     /// Permits held now.
     pub(crate) fn in_flight(&self) -> usize {
-        self.state.load(Ordering::Relaxed) & !WAITERS
+        self.state.load(Ordering::Relaxed) & !(WAITERS | CLOSED)
+    }
+
+    /// Refuses every request from now on, and the queued ones at once
+    /// (they see [`ExecutionError::SessionClosed`]); permits held stay held
+    /// until their requests end. Idempotent.
+    pub(crate) fn close(&self) {
+        let mut q = self.lock();
+        self.state.fetch_or(CLOSED, Ordering::AcqRel);
+        // Dropping a sender wakes its waiter with an error, which it reads
+        // as "closed"; each waiter takes itself out of `live` as it goes.
+        q.waiters.clear();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.load(Ordering::Acquire) & CLOSED != 0
     }
 
     /// Requests waiting for a permit now.
@@ -131,6 +156,11 @@ impl RequestLimiter {
         let rx = {
             let mut q = self.lock();
             let mut s = self.state.load(Ordering::Relaxed);
+            // Set under the lock, so no waiter is queued after `close`
+            // drained the queue.
+            if s & CLOSED != 0 {
+                return Err(ExecutionError::SessionClosed);
+            }
             loop {
                 if s & WAITERS != 0 {
                     break;
@@ -187,8 +217,10 @@ impl RequestLimiter {
                 waiting.rx = None;
                 Ok(RequestPermit { limiter: self })
             }
-            // The sender is only dropped unsent once this waiter gave up,
-            // which it has not: treat it as a timeout rather than panic.
+            // The sender is dropped unsent when the session closes (or,
+            // otherwise, only once this waiter gave up, which it has not:
+            // then a timeout rather than a panic).
+            Ok(Err(_)) if self.is_closed() => Err(ExecutionError::SessionClosed),
             Ok(Err(_)) | Err(_) => Err(ExecutionError::timeout(timeout, Vec::new())),
         }
     }
@@ -381,5 +413,30 @@ mod tests {
         );
         assert_eq!(l.state.load(Ordering::Relaxed), 0, "a permit leaked");
         assert_eq!(l.queued(), 0);
+    }
+
+    #[tokio::test]
+    async fn close_refuses_new_and_queued_requests_and_keeps_held_permits() {
+        let l = Arc::new(RequestLimiter::new(1, 4));
+        let held = l.acquire(far(), Duration::ZERO).await.unwrap();
+        let queued = {
+            let l = l.clone();
+            tokio::spawn(async move { l.acquire(far(), Duration::ZERO).await.map(drop) })
+        };
+        while l.queued() < 1 {
+            tokio::task::yield_now().await;
+        }
+        l.close();
+        l.close(); // idempotent
+        let e = queued.await.unwrap().unwrap_err();
+        assert!(matches!(e, ExecutionError::SessionClosed), "{e:?}");
+        let e = l.acquire(far(), Duration::ZERO).await.unwrap_err();
+        assert!(matches!(e, ExecutionError::SessionClosed), "{e:?}");
+        assert_eq!(l.in_flight(), 1);
+        assert_eq!(l.queued(), 0);
+        drop(held);
+        assert_eq!(l.in_flight(), 0);
+        assert!(l.is_closed());
+        assert_eq!(l.state.load(Ordering::Relaxed), CLOSED, "a permit leaked");
     }
 }

@@ -572,6 +572,9 @@ impl Session {
         &self,
         statement: impl Into<Statement>,
     ) -> Result<PreparedStatement, PrepareError> {
+        if self.inner.limiter.is_closed() {
+            return Err(PrepareError::SessionClosed);
+        }
         let statement = statement.into();
         // The server resolves unqualified names in the connection's keyspace,
         // so the same text prepared under another keyspace is another
@@ -948,4 +951,62 @@ impl Session {
         }
         all
     }
+
+    /// Shuts the session down: refuses new requests at once (they fail with
+    /// [`ExecutionError::SessionClosed`], preparations with
+    /// [`PrepareError::SessionClosed`], requests queued behind
+    /// [`SessionConfig::max_requests_in_flight`] too), lets the requests in
+    /// flight finish for up to `grace`, then stops the control connection
+    /// and every pool and closes every connection. A request still running
+    /// after `grace` ends with a connection error; every request ends
+    /// exactly once. Clones of the session are closed too. Returns whether
+    /// every request in flight finished within `grace`.
+    ///
+    /// Dropping the last clone of a session also closes its connections,
+    /// at once and without waiting for requests; `close` is the orderly way.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: scylla_driver::Session) {
+    /// use std::time::Duration;
+    ///
+    /// // On shutdown of the application:
+    /// let drained = session.close(Duration::from_secs(5)).await;
+    /// if !drained {
+    ///     eprintln!("some requests were cut off after 5 s");
+    /// }
+    /// # }
+    /// ```
+    pub async fn close(&self, grace: Duration) -> bool {
+        let inner = &self.inner;
+        inner.limiter.close();
+        let until = Instant::now() + grace;
+        // Bounded by `grace`: requests end by themselves (each has its own
+        // deadline), this only watches the count fall.
+        let drained = loop {
+            if inner.limiter.in_flight() == 0 {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                break false;
+            }
+            tokio::time::sleep((until - now).min(Duration::from_millis(5))).await;
+        };
+        let in_flight = inner.limiter.in_flight();
+        if !inner.cluster.shutdown(CLOSE_TIMEOUT).await {
+            tracing::warn!(timeout = ?CLOSE_TIMEOUT, "some pools had not closed their connections");
+        }
+        tracing::info!(drained, cut_off = in_flight, "session closed");
+        drained
+    }
+
+    /// Whether [`close`](Self::close) was called (on this session or a
+    /// clone).
+    pub fn is_closed(&self) -> bool {
+        self.inner.limiter.is_closed()
+    }
 }
+
+/// How long [`Session::close`] waits for the pools to close their
+/// connections once told to (they only have to close sockets).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -245,6 +245,8 @@ impl Shared {
 pub struct ControlHandle {
     shared: Arc<Shared>,
     commands: mpsc::Sender<Command>,
+    /// Stops the task on [`shutdown`](Self::shutdown).
+    cancel: CancellationToken,
     _stop: Arc<DropGuard>,
 }
 
@@ -343,10 +345,17 @@ impl ControlHandle {
             ControlHandle {
                 shared,
                 commands: commands_tx,
+                cancel: cancel.clone(),
                 _stop: Arc::new(cancel.drop_guard()),
             },
             watch_rx,
         ))
+    }
+
+    /// Stops the control connection now (as dropping the last handle
+    /// does): its task ends and closes the connection.
+    pub(crate) fn shutdown(&self) {
+        self.cancel.cancel();
     }
 
     /// The options it runs with.
