@@ -87,6 +87,7 @@ pub mod routing;
 pub mod session;
 pub mod statement;
 
+pub use cluster::view::{ClusterView, NodeInfo, Replica};
 pub use cluster::TabletWarmup;
 pub use error::{ExecutionError, NewSessionError, PrepareError};
 pub use result::QueryResult;

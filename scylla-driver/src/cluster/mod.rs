@@ -10,6 +10,8 @@
 //! - [`translation`]: [`AddressTranslator`], from the address a node reports
 //!   to the address the driver connects to.
 //! - [`host_filter`]: [`HostFilter`], which nodes the driver uses at all.
+//! - [`view`]: [`ClusterView`](view::ClusterView), the read-only snapshot
+//!   applications get from [`Session::cluster`](crate::Session::cluster).
 //! - [`tablets`]: the tablet maps of tablet tables ([`TabletStore`]):
 //!   learned from responses, warmed up from `system.tablets`, invalidated by
 //!   schema and topology changes.
@@ -24,6 +26,7 @@ pub mod metadata;
 pub mod state;
 pub mod tablets;
 pub mod translation;
+pub mod view;
 
 pub use control::{
     ContactError, ContactFailure, ControlError, ControlHandle, ControlOptions, NodeEvent,

@@ -112,6 +112,13 @@ impl TabletStore {
         self.tables.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The slot of `keyspace.table`, if a request or a warm-up created it.
+    pub(crate) fn existing(&self, keyspace: &str, table: &str) -> Option<Arc<TabletTable>> {
+        self.read()
+            .get(&(keyspace.to_owned(), table.to_owned()))
+            .cloned()
+    }
+
     /// The slot of `keyspace.table`, created if new (empty, enabled if the
     /// metadata says the keyspace uses tablets). Called once per prepared
     /// statement, not per request.

@@ -1000,6 +1000,15 @@ impl Session {
         drained
     }
 
+    /// A read-only snapshot of the cluster: nodes, datacenters and racks,
+    /// shard counts, and the replicas (node and shard) of a token.
+    pub fn cluster(&self) -> crate::cluster::view::ClusterView {
+        crate::cluster::view::ClusterView::new(
+            self.inner.state(),
+            self.inner.cluster.tablets.clone(),
+        )
+    }
+
     /// Whether [`close`](Self::close) was called (on this session or a
     /// clone).
     pub fn is_closed(&self) -> bool {
