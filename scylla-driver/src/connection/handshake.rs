@@ -20,9 +20,9 @@ use std::borrow::Cow;
 use bytes::BytesMut;
 use scylla_cql::compression::{Compression, Compressor};
 use scylla_cql::frame::envelope::{decode_envelope, encode_frame, frame_len, FrameExtras};
-use scylla_cql::frame::request::{AuthResponse, Options, Query, Register, Startup};
+use scylla_cql::frame::request::{startup, AuthResponse, Options, Query, Register, Startup};
 use scylla_cql::frame::response::error::DbError;
-use scylla_cql::frame::response::supported::{ScyllaExtensions, ShardingInfo};
+use scylla_cql::frame::response::supported::{keys, ScyllaExtensions, ShardingInfo};
 use scylla_cql::frame::response::{Response, ResponseContext, ResultBody};
 use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 use scylla_cql::frame::{Direction, FrameHeader, MessageBody, ProtocolVersion, HEADER_LEN};
@@ -193,10 +193,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
 
         // USE keyspace
         if let Some(ks) = &config.keyspace {
-            let query = Query {
-                contents: Cow::Owned(format!("USE {}", quote_identifier(ks))),
-                params: Default::default(),
-            };
+            let query = Query::use_keyspace(ks);
             match self.round_trip(SetupStep::UseKeyspace, &query).await? {
                 Response::Result(ResultBody::SetKeyspace(_)) => {}
                 other => return Err(unexpected(SetupStep::UseKeyspace, &other)),
@@ -242,50 +239,40 @@ fn startup_message<'a>(
         .cloned()
         .unwrap_or_else(|| "3.0.0".to_owned());
     let mut options: Vec<(Cow<'a, str>, Cow<'a, str>)> = vec![
-        ("CQL_VERSION".into(), cql_version.into()),
-        ("DRIVER_NAME".into(), config.driver_name.as_str().into()),
+        (startup::CQL_VERSION.into(), cql_version.into()),
         (
-            "DRIVER_VERSION".into(),
+            startup::DRIVER_NAME.into(),
+            config.driver_name.as_str().into(),
+        ),
+        (
+            startup::DRIVER_VERSION.into(),
             config.driver_version.as_str().into(),
         ),
     ];
     if let Some(c) = compression {
-        options.push(("COMPRESSION".into(), c.name().into()));
+        options.push((startup::COMPRESSION.into(), c.name().into()));
     }
     // ScyllaDB extensions: asking for them in STARTUP turns them on.
     if let Some(mask) = ext.lwt_metadata_mask {
         options.push((
-            "SCYLLA_LWT_ADD_METADATA_MARK".into(),
-            format!("LWT_OPTIMIZATION_META_BIT_MASK={mask}").into(),
+            keys::SCYLLA_LWT_ADD_METADATA_MARK.into(),
+            format!("{}={mask}", keys::LWT_OPTIMIZATION_META_BIT_MASK).into(),
         ));
     }
     if ext.rate_limit_error_code.is_some() {
-        options.push(("SCYLLA_RATE_LIMIT_ERROR".into(), "".into()));
+        options.push((keys::SCYLLA_RATE_LIMIT_ERROR.into(), "".into()));
     }
     // Tablet routing payloads on misrouted requests (routing learns from them).
     if ext.tablets_routing_v1 {
-        options.push(("TABLETS_ROUTING_V1".into(), "".into()));
+        options.push((keys::TABLETS_ROUTING_V1.into(), "".into()));
     }
     // Result metadata ids on v4 (PREPARED carries one, EXECUTE sends it,
     // changed metadata comes with its new id): safe skipping of metadata.
     // The response context reads them when SUPPORTED offered the extension.
     if ext.use_metadata_id {
-        options.push(("SCYLLA_USE_METADATA_ID".into(), "".into()));
+        options.push((keys::SCYLLA_USE_METADATA_ID.into(), "".into()));
     }
     Startup { options }
-}
-
-/// Quotes a keyspace name for `USE` unless it is a plain lowercase identifier.
-pub(crate) fn quote_identifier(name: &str) -> Cow<'_, str> {
-    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        Cow::Borrowed(name)
-    } else {
-        Cow::Owned(format!("\"{}\"", name.replace('"', "\"\"")))
-    }
 }
 
 fn unexpected(step: SetupStep, got: &Response) -> ConnectionError {
@@ -465,10 +452,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keyspace_names_are_quoted_when_needed() {
-        assert_eq!(quote_identifier("ks_1"), "ks_1");
-        assert_eq!(quote_identifier("MyKs"), "\"MyKs\"");
-        assert_eq!(quote_identifier("a\"b"), "\"a\"\"b\"");
-        assert_eq!(quote_identifier("1ks"), "\"1ks\"");
+    fn use_is_built_with_the_name_quoted_when_needed() {
+        assert_eq!(Query::use_keyspace("ks_1").contents, "USE ks_1");
+        assert_eq!(Query::use_keyspace("MyKs").contents, "USE \"MyKs\"");
+        assert_eq!(Query::use_keyspace("1ks").contents, "USE \"1ks\"");
     }
 }

@@ -193,14 +193,7 @@ impl SessionInner {
         want: Arc<String>,
         deadline: Instant,
     ) -> Result<(), ExecutionError> {
-        let query = Query {
-            contents: format!(
-                "USE {}",
-                crate::connection::handshake::quote_identifier(&want)
-            )
-            .into(),
-            params: QueryParameters::default(),
-        };
+        let query = Query::use_keyspace(&want);
         let now = Instant::now();
         let opts = RequestOptions {
             deadline: Some(deadline),
@@ -838,10 +831,7 @@ impl Session {
     /// it is switched again: do not abandon a `USE` on v4, or qualify table
     /// names.
     pub async fn use_keyspace(&self, keyspace: &str) -> Result<(), ExecutionError> {
-        let q = format!(
-            "USE {}",
-            crate::connection::handshake::quote_identifier(keyspace)
-        );
+        let q = Query::use_keyspace(keyspace).contents.into_owned();
         self.query_unpaged(q, ()).await.map(|_| ())
     }
 

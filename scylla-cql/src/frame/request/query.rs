@@ -19,6 +19,42 @@ pub struct Query<'a> {
     pub params: QueryParameters<'a>,
 }
 
+impl Query<'static> {
+    /// `USE keyspace`, the name quoted where CQL needs it (the one way the
+    /// driver builds this statement: at connection set-up, when a
+    /// connection follows the session's keyspace, and for
+    /// `Session::use_keyspace`).
+    pub fn use_keyspace(keyspace: &str) -> Self {
+        Query {
+            contents: Cow::Owned(format!("USE {}", quote_identifier(keyspace))),
+            params: QueryParameters::default(),
+        }
+    }
+}
+
+/// `name` as a CQL identifier: as is when it is a plain lowercase
+/// identifier, otherwise double-quoted (inner quotes doubled), so that a
+/// case-sensitive or unusual name means itself.
+///
+/// ```
+/// use scylla_driver_cql::frame::request::query::quote_identifier;
+/// assert_eq!(quote_identifier("ks_1"), "ks_1");
+/// assert_eq!(quote_identifier("MyKs"), "\"MyKs\"");
+/// assert_eq!(quote_identifier("a\"b"), "\"a\"\"b\"");
+/// assert_eq!(quote_identifier("1ks"), "\"1ks\"");
+/// ```
+pub fn quote_identifier(name: &str) -> Cow<'_, str> {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        Cow::Borrowed(name)
+    } else {
+        Cow::Owned(format!("\"{}\"", name.replace('"', "\"\"")))
+    }
+}
+
 impl<'a> Query<'a> {
     /// A copy that owns all its data.
     pub fn into_owned(self) -> Query<'static> {

@@ -17,6 +17,10 @@ use crate::frame::{MessageBody, Opcode};
 pub const CQL_VERSION: &str = "CQL_VERSION";
 /// The compression algorithm option (see [`crate::Compression::name`]).
 pub const COMPRESSION: &str = "COMPRESSION";
+/// The client's driver name (shown in `system.clients`).
+pub const DRIVER_NAME: &str = "DRIVER_NAME";
+/// The client's driver version (shown in `system.clients`).
+pub const DRIVER_VERSION: &str = "DRIVER_VERSION";
 
 /// A STARTUP request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
