@@ -193,6 +193,11 @@ impl Cluster {
         local_rack: Option<String>,
         warmup: TabletWarmup,
     ) -> Cluster {
+        // Pools push their sharding as they learn it; the worker rebuilds the
+        // routing table with it (the table is the one that routes requests).
+        let sharding_changed = Arc::new(tokio::sync::Notify::new());
+        let mut pool_config = pool_config;
+        pool_config.sharding_changed = Some(sharding_changed.clone());
         let first = ClusterState::build(
             control.metadata(),
             None,
@@ -227,6 +232,7 @@ impl Cluster {
             updates,
             control.node_events(),
             control.schema_changes(),
+            sharding_changed,
             cancel.clone(),
         ));
         Cluster {
@@ -297,11 +303,13 @@ impl Worker {
         mut updates: watch::Receiver<Arc<Metadata>>,
         mut events: broadcast::Receiver<NodeEvent>,
         mut schema: broadcast::Receiver<SchemaChange>,
+        sharding_changed: Arc<tokio::sync::Notify>,
         cancel: CancellationToken,
     ) {
-        // Pools learn each node's sharding after their first connection; the
-        // routing table carries shards too, so it is rebuilt once they have.
-        let mut resharded = tokio::time::interval(Duration::from_secs(1));
+        // Pools learn each node's sharding after their first connection and
+        // say so through `sharding_changed`; the routing table carries
+        // shards too, so it is rebuilt then (a permit stored while a rebuild
+        // ran is not lost: `Notify` keeps it).
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
@@ -329,7 +337,7 @@ impl Worker {
                     Err(broadcast::error::RecvError::Lagged(_)) => {}
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
-                _ = resharded.tick() => {
+                _ = sharding_changed.notified() => {
                     let state = self.state.load_full();
                     let stale = state.nodes.iter().enumerate().any(|(i, n)| {
                         n.pool.sharder() != state.routing.sharder(NodeIdx(i as u32))

@@ -76,6 +76,9 @@ pub struct PoolConfig {
     /// one attempt per node per interval, each interval drawn from
     /// `[interval / 2, 3 * interval / 2)`).
     pub coverage_interval: Duration,
+    /// Told whenever a pool learns (or its node changes) its sharding: the
+    /// cluster layer then rebuilds the routing table with the node's shards.
+    pub(crate) sharding_changed: Option<Arc<Notify>>,
 }
 
 impl Default for PoolConfig {
@@ -91,6 +94,7 @@ impl Default for PoolConfig {
             max_concurrent_opens: 4,
             reconnect_spread: Duration::from_secs(1),
             coverage_interval: Duration::from_secs(1),
+            sharding_changed: None,
         }
     }
 }

@@ -209,7 +209,13 @@ fn publish(inner: &PoolInner, slots: &Slots) {
     // The gauges first: whoever waits for the change sees them set.
     record_connections(inner, slots);
     let connected = !snapshot.is_empty();
+    let resharded = inner.snapshot.load().sharder != snapshot.sharder;
     inner.snapshot.store(Arc::new(snapshot));
+    if resharded {
+        if let Some(listener) = &inner.config.sharding_changed {
+            listener.notify_one();
+        }
+    }
     inner.connected.store(connected, Ordering::Relaxed);
     inner.changes.send_modify(|v| *v += 1);
 }
