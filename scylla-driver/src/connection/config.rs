@@ -1,0 +1,140 @@
+//! How a connection is opened and run ([`ConnectionConfig`]), and the
+//! options of one request ([`RequestOptions`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scylla_cql::compression::Compression;
+use scylla_cql::frame::envelope::CustomPayload;
+use scylla_cql::frame::request::EventType;
+use scylla_cql::frame::response::event::Event;
+use tokio::sync::mpsc;
+
+use super::*;
+
+/// How to open and run a connection.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConnectionConfig {
+    /// Socket options and the connect timeout.
+    pub socket: SocketConfig,
+    /// Bound on the whole handshake (OPTIONS to the last set-up response).
+    pub handshake_timeout: Duration,
+    /// Compression to use if the server offers it.
+    pub compression: Option<Compression>,
+    /// The protocol version to offer: negotiated (the default: v5, falling
+    /// back to v4 once per session when a server refuses it) or pinned.
+    pub protocol: ProtocolChoice,
+    /// Credentials, for servers that require authentication.
+    pub authenticator: Option<Arc<dyn Authenticator>>,
+    /// Keyspace to `USE` after the handshake.
+    pub keyspace: Option<String>,
+    /// Events to REGISTER for (control connection only).
+    pub register_events: Vec<EventType>,
+    /// Where events go.
+    pub events: Option<mpsc::Sender<Event>>,
+    /// When the writer writes.
+    pub coalescing: Coalescing,
+    /// Most requests in flight (stream ids); at most 32,768.
+    pub max_in_flight: usize,
+    /// Timed-out requests still holding stream ids at which the connection
+    /// is closed (and replaced by its pool).
+    pub max_orphans: usize,
+    /// How often deadlines are checked while requests are in flight (the
+    /// granularity of request timeouts).
+    pub timeout_tick: Duration,
+    /// Send a heartbeat after this long without a write; `None` disables.
+    pub heartbeat_interval: Option<Duration>,
+    /// How long a heartbeat may take.
+    pub heartbeat_timeout: Duration,
+    /// Stall detection: when requests are in flight and no response frame
+    /// has arrived for this long, an OPTIONS probe is sent; `None` disables.
+    ///
+    /// A length field damaged on the wire (v4 frames carry no checksum)
+    /// makes the reader wait for the body of a frame that never comes,
+    /// swallowing every later response; only a probe that goes unanswered
+    /// tells this apart from a slow query.
+    pub stall_probe_after: Option<Duration>,
+    /// How long the stall probe may take before the connection is recycled
+    /// ([`BrokenReason::ReadStalled`]). A stalled connection is therefore
+    /// closed within `stall_probe_after + stall_probe_timeout` (plus a tick).
+    pub stall_probe_timeout: Duration,
+    /// Largest frame body accepted or sent. The default, 16 MiB, is what
+    /// servers accept (Cassandra's `native_transport_max_frame_size`); a
+    /// larger announced length is a damaged or hostile frame and closes the
+    /// connection at once. Raise it for pages of very large rows.
+    pub max_frame_len: usize,
+    /// `DRIVER_NAME` sent in STARTUP.
+    pub driver_name: String,
+    /// `DRIVER_VERSION` sent in STARTUP.
+    pub driver_version: String,
+    /// I/O counters to update (share one among connections for totals).
+    pub counters: Arc<IoCounters>,
+    /// Encrypt the connection with TLS (the TLS handshake is bounded by the
+    /// connect timeout).
+    #[cfg(feature = "tls")]
+    pub tls: Option<tls::TlsConfig>,
+}
+
+impl ConnectionConfig {
+    /// Whether connections use TLS.
+    pub fn uses_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        {
+            self.tls.is_some()
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            false
+        }
+    }
+}
+
+/// The default of [`ConnectionConfig::max_frame_len`]: 16 MiB.
+pub const DEFAULT_MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            socket: SocketConfig::default(),
+            handshake_timeout: Duration::from_secs(5),
+            compression: None,
+            protocol: ProtocolChoice::negotiate(),
+            authenticator: None,
+            keyspace: None,
+            register_events: Vec::new(),
+            events: None,
+            coalescing: Coalescing::default(),
+            max_in_flight: stream_slots::MAX_STREAMS,
+            max_orphans: 1024,
+            timeout_tick: Duration::from_millis(10),
+            heartbeat_interval: Some(Duration::from_secs(30)),
+            heartbeat_timeout: Duration::from_secs(10),
+            stall_probe_after: Some(Duration::from_secs(2)),
+            stall_probe_timeout: Duration::from_secs(3),
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            driver_name: "scylla-driver (Rust)".to_owned(),
+            driver_version: env!("CARGO_PKG_VERSION").to_owned(),
+            counters: Arc::new(IoCounters::default()),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+}
+
+/// Per-request options.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct RequestOptions<'a> {
+    /// Give up waiting after this long (the request may still run).
+    pub timeout: Option<Duration>,
+    /// Give up waiting at this instant (the session's requests: their
+    /// deadline is shared by all attempts, and passing it as is spares
+    /// turning it into a timeout and back, two `Instant` subtractions per
+    /// request). Takes precedence over `timeout`.
+    pub(crate) deadline: Option<Instant>,
+    /// Ask the server to trace the request.
+    pub tracing: bool,
+    /// A custom payload to send with it.
+    pub custom_payload: Option<&'a CustomPayload>,
+}

@@ -1,0 +1,266 @@
+//! Opening a connection: socket, TLS, protocol negotiation, the CQL
+//! handshake, and spawning the writer, reader and tick tasks.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use bytes::BytesMut;
+use scylla_cql::compression::Compressor;
+use scylla_cql::frame::segment_stream::SegmentEncoder;
+use scylla_cql::frame::ProtocolVersion;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::stream_slots::StreamSlots;
+use super::*;
+
+/// Opens a connection to `addr`, optionally from the local address `source`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use scylla_driver::connection::{open, ConnectionConfig, RequestOptions};
+/// use scylla_cql::frame::request::Options;
+///
+/// let conn = open("127.0.0.1:9042".parse()?, None, &ConnectionConfig::default()).await?;
+/// let supported = conn.request(&Options, &RequestOptions::default()).await?;
+/// println!("{:?}", supported.response);
+/// # Ok(()) }
+/// ```
+pub async fn open(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+) -> Result<Connection, ConnectionError> {
+    let span = tracing::debug_span!("connection", peer = %addr, tls = config.uses_tls());
+    open_inner(addr, source, config).instrument(span).await
+}
+
+pub(super) async fn open_inner(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+) -> Result<Connection, ConnectionError> {
+    let tls = config.uses_tls();
+    let result = open_streams(addr, source, config).await;
+    match &result {
+        Ok(conn) => tracing::debug!(
+            local = %conn.info().local,
+            shard = ?conn.shard(),
+            tls,
+            "connection opened"
+        ),
+        Err(e) => tracing::debug!(error = %e, tls, "connection failed"),
+    }
+    result
+}
+
+pub(super) async fn open_streams(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+) -> Result<Connection, ConnectionError> {
+    let mut version = config.protocol.offer();
+    // Bounded: each refusal moves to an older version, and there are two.
+    loop {
+        match open_in(addr, source, config, version).await {
+            Err(ConnectionError::VersionRefused { offered, message }) => {
+                let Some(older) = config.protocol.refused(offered) else {
+                    return Err(ConnectionError::VersionRefused { offered, message });
+                };
+                tracing::info!(
+                    peer = %addr,
+                    refused = %offered,
+                    %message,
+                    next = %older,
+                    "the server does not speak this protocol version; trying an older one"
+                );
+                version = older;
+            }
+            Ok(conn) => {
+                config.protocol.accepted(version);
+                return Ok(conn);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Connects and sets up a connection in protocol `version`.
+pub(super) async fn open_in(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+    config: &ConnectionConfig,
+    version: ProtocolVersion,
+) -> Result<Connection, ConnectionError> {
+    let mut stream = open::open_socket(addr, source, &config.socket).await?;
+    let local = open::local_addr(&stream).map_err(|source| ConnectionError::Io {
+        step: SetupStep::Connect,
+        source,
+    })?;
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        let mut stream = tls
+            .connect(addr, stream, config.socket.connect_timeout)
+            .await?;
+        let offered_cert = tls.client.client_auth_cert_resolver.has_certs();
+        let (server, leftover) = cql_handshake(&mut stream, config, version)
+            .await
+            .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
+        let (rd, wr) = tokio::io::split(stream);
+        return Ok(start(addr, local, server, leftover, rd, wr, None, config));
+    }
+    let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
+    // The owned halves of a TCP stream: no lock between reader and writer.
+    // The write half is shared by the writer task and idle requesters.
+    let (rd, wr) = stream.into_split();
+    let wr = Arc::new(wr);
+    Ok(start(
+        addr,
+        local,
+        server,
+        leftover,
+        rd,
+        writer::SharedWriteHalf(wr.clone()),
+        Some(wr),
+        config,
+    ))
+}
+
+/// The CQL handshake, bounded by the handshake timeout.
+pub(super) async fn cql_handshake<S>(
+    stream: &mut S,
+    config: &ConnectionConfig,
+    version: ProtocolVersion,
+) -> Result<(ServerInfo, handshake::Leftover), ConnectionError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut step = SetupStep::Options;
+    let outcome = tokio::time::timeout(
+        config.handshake_timeout,
+        handshake::handshake(stream, config, version, &mut step),
+    )
+    .await;
+    match outcome {
+        Ok(Ok(server)) => Ok(server),
+        #[cfg(feature = "tls")]
+        Ok(Err(ConnectionError::Io { step, source })) => {
+            // A TLS alert after the TLS handshake (TLS 1.3 servers reject a
+            // client certificate only then) arrives as an I/O error.
+            match tls::classify_io(&source) {
+                Some(kind) => Err(ConnectionError::Tls {
+                    step,
+                    kind,
+                    source: Some(Box::new(source)),
+                }),
+                None => Err(ConnectionError::Io { step, source }),
+            }
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ConnectionError::Timeout {
+            step,
+            after: config.handshake_timeout,
+        }),
+    }
+}
+
+/// Spawns the connection's tasks on its read and write halves.
+// Each argument is a distinct part of the connection being started.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn start<R, W>(
+    addr: SocketAddr,
+    local: SocketAddr,
+    server: ServerInfo,
+    leftover: handshake::Leftover,
+    rd: R,
+    wr: W,
+    direct: Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
+    config: &ConnectionConfig,
+) -> Connection
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let version = server.protocol_version;
+    let slots = Arc::new(StreamSlots::new(config.max_in_flight));
+    let shared = Arc::new(Shared {
+        slots,
+        pending: Mutex::new(Pending {
+            buf: BytesMut::with_capacity(8 * 1024),
+            ids: Vec::new(),
+            ends: Vec::new(),
+            compressor: server
+                .compression
+                .filter(|_| !version.uses_segments())
+                .map(Compressor::new),
+            segments: version
+                .uses_segments()
+                .then(|| SegmentEncoder::new(server.compression.is_some())),
+            framed: BytesMut::new(),
+            writing: false,
+            direct: direct.clone(),
+        }),
+        writer_wake: Notify::new(),
+        tick_wake: Notify::new(),
+        tick_parked: AtomicBool::new(false),
+        broken: OnceLock::new(),
+        cancel: CancellationToken::new(),
+        counters: config.counters.clone(),
+        last_write: AtomicU64::new(0),
+        frames_in: AtomicU64::new(0),
+        last_arrival: AtomicU64::new(0),
+        arrival_gap: AtomicU64::new(0),
+        gather_until: AtomicU64::new(0),
+        epoch: Instant::now(),
+        direct_writes: direct.is_some() && config.coalescing.writes_when_idle(),
+        gather_max_bytes: config.coalescing.max_bytes(),
+        max_frame_len: config.max_frame_len,
+        version,
+        peer: addr,
+        keyspace: arc_swap::ArcSwapOption::new(config.keyspace.clone().map(Arc::new)),
+    });
+    let segments = version
+        .uses_segments()
+        .then(|| SegmentEncoder::new(server.compression.is_some()));
+    tokio::spawn(writer::run(shared.clone(), wr, config.coalescing, segments));
+    tokio::spawn(reader::run(
+        shared.clone(),
+        rd,
+        reader::ReaderConfig {
+            context: server.response_context,
+            compression: server.compression,
+            events: config.events.clone(),
+            version,
+            segments: leftover.segments,
+        },
+        leftover.buf,
+    ));
+    tokio::spawn(housekeeping::run(
+        shared.clone(),
+        housekeeping::TickConfig {
+            tick: config.timeout_tick,
+            heartbeat_interval: config.heartbeat_interval,
+            heartbeat_timeout: config.heartbeat_timeout,
+            stall_probe_after: config.stall_probe_after,
+            stall_probe_timeout: config.stall_probe_timeout,
+            max_orphans: config.max_orphans,
+        },
+    ));
+    Connection {
+        inner: Arc::new(Handle {
+            info: ConnectionInfo {
+                peer: addr,
+                local,
+                server,
+                // Plain TCP always hands its write half for direct writes; a
+                // TLS stream cannot (its records need the writer's exclusive
+                // access).
+                tls: direct.is_none(),
+            },
+            shared,
+        }),
+    }
+}
