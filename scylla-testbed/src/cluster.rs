@@ -7,7 +7,6 @@
 //! have ended.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
@@ -17,9 +16,11 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClusterConfig, TestClusterBuilder};
+use crate::error::ClusterError;
 use crate::events::EventKind;
 use crate::faults::{FaultState, Faults};
-use crate::node::{NodeRuntime, NodeShared};
+use crate::node::NodeRuntime;
+use crate::node_shared::NodeShared;
 use crate::stats::{ClusterStats, NodeStats, NodeStatsSnapshot};
 use crate::tablets::{TabletError, TabletInfo, TabletMap, TabletRegistry};
 use crate::tls::TlsMaterial;
@@ -27,41 +28,6 @@ use crate::topology::{next_block, node_address, node_identity, NodeInfo, Topolog
 
 /// How many address blocks `start` tries when ports are taken.
 const BLOCK_ATTEMPTS: usize = 32;
-
-/// Why a cluster operation failed.
-#[derive(Debug)]
-pub enum ClusterError {
-    /// The configuration is unusable.
-    InvalidConfig(String),
-    /// A listener could not be bound.
-    Bind {
-        /// The address that failed.
-        addr: SocketAddr,
-        /// The OS error.
-        source: io::Error,
-    },
-    /// No node has this index.
-    NoSuchNode(usize),
-}
-
-impl fmt::Display for ClusterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClusterError::InvalidConfig(m) => write!(f, "invalid test cluster configuration: {m}"),
-            ClusterError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
-            ClusterError::NoSuchNode(i) => write!(f, "no node with index {i}"),
-        }
-    }
-}
-
-impl std::error::Error for ClusterError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ClusterError::Bind { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
 
 #[derive(Debug)]
 struct NodeSlot {
@@ -516,5 +482,12 @@ impl Drop for TestCluster {
         for i in 0..self.topology.nodes().len() {
             self.topology.set_up(i, false);
         }
+    }
+}
+
+impl TestClusterBuilder {
+    /// Binds every node's listeners and starts serving.
+    pub async fn start(self) -> Result<TestCluster, ClusterError> {
+        TestCluster::start(self.into_config()).await
     }
 }

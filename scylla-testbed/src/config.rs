@@ -365,8 +365,8 @@ impl TestClusterBuilder {
         &self.config
     }
 
-    /// Binds every node's listeners and starts serving.
-    pub async fn start(self) -> Result<crate::TestCluster, crate::ClusterError> {
-        crate::cluster::TestCluster::start(self.config).await
+    /// The collected settings, taken.
+    pub(crate) fn into_config(self) -> ClusterConfig {
+        self.config
     }
 }

@@ -62,7 +62,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::EventKind;
 use crate::handler::{error_code, Compression, ConnCtx, Reply, Request, Response};
-use crate::node::NodeShared;
+use crate::node_shared::NodeShared;
+pub(crate) use crate::outgoing::Outgoing;
 use crate::shard::ShardConnection;
 use crate::stats::bump_both;
 use crate::supported::{protocol_versions, supported_response_for};
@@ -119,20 +120,6 @@ pub(crate) async fn serve(
         .await;
     }
     drop(slot);
-}
-
-/// What the reader, the request tasks and the event registry hand the writer.
-#[derive(Debug)]
-pub(crate) enum Outgoing {
-    /// One whole frame (v4) or envelope (v5): 9-byte header and body.
-    Frame(Bytes),
-    /// Every later frame goes out inside v5 segments (compressed with LZ4
-    /// if `compressed`). Queued right behind the READY or AUTHENTICATE of
-    /// a v5 connection.
-    StartSegments {
-        /// The connection negotiated LZ4.
-        compressed: bool,
-    },
 }
 
 /// Writes queued frames, batching whatever is queued into one write; after

@@ -15,8 +15,8 @@ use bytes::{Bytes, BytesMut};
 use scylla_cql::frame::header::Opcode;
 use tokio::sync::mpsc;
 
-use crate::connection::Outgoing;
 use crate::handler::Response;
+use crate::outgoing::Outgoing;
 
 /// An event type a connection can REGISTER for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -18,13 +18,19 @@
 //!
 //! # Layout
 //! - [`cluster`]: the [`TestCluster`] handle (start/stop/restart nodes, faults,
-//!   events, stats, shutdown) and [`ClusterError`].
+//!   events, stats, shutdown).
+//! - [`error`]: [`ClusterError`].
 //! - [`config`]: [`ClusterConfig`] and [`TestClusterBuilder`].
 //! - [`topology`]: node identities ([`NodeInfo`]: address, host id, dc/rack,
 //!   tokens) and [`Topology`].
 //! - `node` (internal): listeners, accept loops, one lifetime of a node.
+//! - `node_shared` (internal): what every task of one node lifetime shares.
 //! - `shard` (internal): which shard a new connection lands on.
 //! - `connection` (internal): one connection's frames, handshake, REGISTER.
+//! - `outgoing` (internal): what a connection's writer is handed.
+//!
+//! Modules only import "downwards" in this list's dependency order: no two
+//! modules import each other, directly or through others.
 //! - [`handler`]: the seam to the CQL layer: [`RequestHandler`], [`ConnCtx`],
 //!   [`Request`], [`Response`], [`Reply`].
 //! - [`cql`]: the CQL layer, [`CqlHandler`] (the default handler): system
@@ -44,10 +50,13 @@ pub mod cluster;
 pub mod config;
 mod connection;
 pub mod cql;
+pub mod error;
 pub mod events;
 pub mod faults;
 pub mod handler;
 mod node;
+mod node_shared;
+mod outgoing;
 mod shard;
 pub mod stats;
 pub mod supported;
@@ -57,9 +66,10 @@ pub mod tls;
 pub mod topology;
 
 pub use admission::{AdmissionConfig, HandshakeCost};
-pub use cluster::{ClusterError, TestCluster};
+pub use cluster::TestCluster;
 pub use config::{ClusterConfig, Credentials, TestClusterBuilder};
 pub use cql::{CqlHandler, Store};
+pub use error::ClusterError;
 pub use events::EventKind;
 pub use faults::{Faults, NatMode, ShardAwarePortMode};
 pub use handler::{

@@ -25,12 +25,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admission::Admission;
-use crate::cluster::ClusterError;
 use crate::config::ClusterConfig;
 use crate::connection;
+use crate::error::ClusterError;
 use crate::events::EventRegistry;
 use crate::faults::{FaultState, ShardAwarePortMode};
-use crate::handler::{ConnCtx, PortKind, RequestHandler, SessionState};
+use crate::handler::{ConnCtx, PortKind, SessionState};
+use crate::node_shared::NodeShared;
 use crate::shard::{assign, ShardConnection};
 use crate::stats::{bump_both, NodeStats};
 use crate::topology::{NodeInfo, Topology};
@@ -43,41 +44,6 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
 /// Longest a TLS handshake may take before the server gives up on the
 /// client (a plaintext client on a TLS port that waits for an answer).
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What every task of one node runtime shares.
-pub(crate) struct NodeShared {
-    pub(crate) info: Arc<NodeInfo>,
-    pub(crate) topology: Arc<Topology>,
-    pub(crate) stats: Arc<NodeStats>,
-    pub(crate) faults: Arc<FaultState>,
-    pub(crate) config: Arc<ClusterConfig>,
-    pub(crate) handler: Arc<dyn RequestHandler>,
-    pub(crate) events: EventRegistry,
-    /// The TLS server side, when the cluster serves TLS.
-    tls: Option<TlsAcceptor>,
-    admission: Box<[Admission]>,
-    cancel: CancellationToken,
-    tracker: TaskTracker,
-    next_conn_id: AtomicU64,
-    silent_now: AtomicUsize,
-}
-
-impl std::fmt::Debug for NodeShared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeShared")
-            .field("node", &self.info.index)
-            .finish_non_exhaustive()
-    }
-}
-
-impl NodeShared {
-    /// The admission gate of `shard` (the last one if out of range, which
-    /// cannot happen: shards come from the node's own sharder).
-    pub(crate) fn admission(&self, shard: usize) -> &Admission {
-        let last = self.admission.len().saturating_sub(1);
-        &self.admission[shard.min(last)]
-    }
-}
 
 /// One lifetime of a running node.
 #[derive(Debug)]
