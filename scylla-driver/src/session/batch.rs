@@ -8,7 +8,8 @@ use scylla_cql::frame::request::{BatchStatement as WireStatement, BatchStatement
 use scylla_cql::types::serialize::BatchValues;
 use scylla_cql::types::SerializedValues;
 
-use super::execute::{self, BatchMessage, BatchPrepared};
+use super::execute;
+use super::message::{BatchMessage, BatchPrepared};
 use super::{values, Session};
 use crate::error::{BadQuery, ExecutionError};
 use crate::result::QueryResult;

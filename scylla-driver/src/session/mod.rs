@@ -18,6 +18,7 @@ mod batch;
 pub mod builder;
 mod execute;
 mod limiter;
+mod message;
 pub mod pager;
 mod prepare;
 mod prepared_cache;
@@ -43,7 +44,8 @@ pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::RowStream;
 pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo};
 
-use self::execute::{Answer, ExecuteMessage, QueryMessage, RoutingInfo, RunOptions};
+use self::execute::{Answer, RoutingInfo, RunOptions};
+use self::message::{ExecuteMessage, QueryMessage};
 use crate::cluster::state::{Cluster, ClusterState};
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{
