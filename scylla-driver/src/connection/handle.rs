@@ -63,7 +63,7 @@ impl Connection {
     /// Sends a request and waits for its response.
     ///
     /// An ERROR from the server is a successful round trip here
-    /// ([`Response::Error`]); only failures of the connection itself, the
+    /// ([`Response::Error`](scylla_cql::frame::response::Response::Error)); only failures of the connection itself, the
     /// timeout and encoding are [`RequestError`]s.
     ///
     /// # Cancellation
