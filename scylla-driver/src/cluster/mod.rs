@@ -5,6 +5,8 @@
 //!   from the system tables (topology, schema, schema agreement).
 //! - [`state`]: the [`ClusterState`](state::ClusterState) requests see: nodes
 //!   with their pools and the routing table, swapped atomically.
+//! - `runtime`: the running cluster (`Cluster`): the control connection,
+//!   the tablet store and the task that rebuilds the state on changes.
 //! - [`control`]: the control connection ([`ControlHandle`]): events,
 //!   debounced and periodic refreshes, reconnection to another node.
 //! - [`translation`]: [`AddressTranslator`], from the address a node reports
@@ -23,6 +25,7 @@
 pub mod control;
 pub mod host_filter;
 pub mod metadata;
+pub(crate) mod runtime;
 pub mod state;
 pub mod tablets;
 pub mod translation;

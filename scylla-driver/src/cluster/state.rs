@@ -3,29 +3,21 @@
 //! metadata changes. A request loads it once (lock-free) and only indexes
 //! arrays from then on.
 //!
-//! `Cluster` owns the control connection and the task that rebuilds the
-//! state: on a new metadata snapshot it reuses the pools of known nodes (by
-//! host id), starts pools for new ones, drops those of removed ones, and
-//! rebuilds the routing table; on a node's UP event it tells that node's pool
-//! to reconnect now.
+//! `ClusterState::build` makes the next state from a metadata snapshot and
+//! the previous state: it reuses the pools of known nodes (by host id),
+//! starts pools for new ones, shuts those of removed ones down, and builds
+//! the routing table. The tasks that call it live in `runtime`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use tokio::sync::{broadcast, watch};
-use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
-use super::control::{ControlHandle, NodeEvent};
 use super::metadata::Metadata;
-use super::tablets::{TabletStore, TabletWarmup};
 use crate::metrics::Metrics;
 use crate::pool::{NodePool, PoolConfig};
 use crate::routing::{DcId, NodeIdx, NodeLoad, RackId, RoutingTable};
-use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 
 /// One node and its pool.
 #[derive(Debug)]
@@ -168,227 +160,4 @@ fn layout_of(nodes: &[Arc<Node>]) -> u64 {
         }
     }
     h
-}
-
-/// The control connection, the pools and the current [`ClusterState`].
-#[derive(Debug)]
-pub(crate) struct Cluster {
-    pub(crate) state: Arc<ArcSwap<ClusterState>>,
-    pub(crate) control: ControlHandle,
-    pub(crate) tablets: Arc<TabletStore>,
-    /// Stops the background tasks on [`shutdown`](Self::shutdown).
-    cancel: CancellationToken,
-    _stop: DropGuard,
-}
-
-impl Cluster {
-    /// Builds the first state from the control connection's metadata and
-    /// starts the task that keeps it current.
-    pub(crate) fn start(
-        control: ControlHandle,
-        updates: watch::Receiver<Arc<Metadata>>,
-        pool_config: PoolConfig,
-        metrics: Arc<Metrics>,
-        local_dc: Option<String>,
-        local_rack: Option<String>,
-        warmup: TabletWarmup,
-    ) -> Cluster {
-        // Pools push their sharding as they learn it; the worker rebuilds the
-        // routing table with it (the table is the one that routes requests).
-        let sharding_changed = Arc::new(tokio::sync::Notify::new());
-        let mut pool_config = pool_config;
-        pool_config.sharding_changed = Some(sharding_changed.clone());
-        let first = ClusterState::build(
-            control.metadata(),
-            None,
-            &pool_config,
-            &metrics,
-            local_dc.as_deref(),
-            local_rack.as_deref(),
-        );
-        let state = Arc::new(ArcSwap::from_pointee(first));
-        let cancel = CancellationToken::new();
-        let tablets = Arc::new(
-            TabletStore::new(state.clone(), metrics.clone())
-                .with_node_options(control.options().nodes.clone()),
-        );
-        let query = control.options().query;
-        tokio::spawn(super::tablets::warmup_task(
-            tablets.clone(),
-            control.clone(),
-            warmup,
-            query,
-            cancel.clone(),
-        ));
-        let worker = Worker {
-            state: state.clone(),
-            pool_config,
-            metrics,
-            local_dc,
-            local_rack,
-            tablets: tablets.clone(),
-        };
-        tokio::spawn(worker.run(
-            updates,
-            control.node_events(),
-            control.schema_changes(),
-            sharding_changed,
-            cancel.clone(),
-        ));
-        Cluster {
-            state,
-            control,
-            tablets,
-            cancel: cancel.clone(),
-            _stop: cancel.drop_guard(),
-        }
-    }
-
-    /// Stops everything the cluster runs: the state and tablet tasks, the
-    /// control connection, and every node's pool (which closes its
-    /// connections); then waits, up to `timeout`, until every pool has
-    /// closed its connections. Returns whether they all did.
-    pub(crate) async fn shutdown(&self, timeout: Duration) -> bool {
-        self.cancel.cancel();
-        self.control.shutdown();
-        let state = self.state.load_full();
-        for n in &state.nodes {
-            n.pool.shutdown();
-        }
-        let mut waits = tokio::task::JoinSet::new();
-        for n in &state.nodes {
-            let n = n.clone();
-            waits.spawn(async move { n.pool.wait_for(timeout, |s| s.is_empty()).await });
-        }
-        let mut all = true;
-        while let Some(joined) = waits.join_next().await {
-            all &= joined.unwrap_or(false);
-        }
-        all
-    }
-
-    /// Waits until every node's pool has a connection (or `timeout` passes).
-    /// Returns the addresses of the nodes still without one.
-    pub(crate) async fn wait_for_pools(&self, timeout: Duration) -> Vec<SocketAddr> {
-        let state = self.state.load_full();
-        let mut waits = tokio::task::JoinSet::new();
-        for n in &state.nodes {
-            let n = n.clone();
-            waits.spawn(
-                async move { (n.address, n.pool.wait_for(timeout, |s| !s.is_empty()).await) },
-            );
-        }
-        let mut missing = Vec::new();
-        while let Some(joined) = waits.join_next().await {
-            if let Ok((addr, false)) = joined {
-                missing.push(addr);
-            }
-        }
-        missing
-    }
-}
-
-struct Worker {
-    state: Arc<ArcSwap<ClusterState>>,
-    pool_config: PoolConfig,
-    metrics: Arc<Metrics>,
-    local_dc: Option<String>,
-    local_rack: Option<String>,
-    tablets: Arc<TabletStore>,
-}
-
-impl Worker {
-    async fn run(
-        self,
-        mut updates: watch::Receiver<Arc<Metadata>>,
-        mut events: broadcast::Receiver<NodeEvent>,
-        mut schema: broadcast::Receiver<SchemaChange>,
-        sharding_changed: Arc<tokio::sync::Notify>,
-        cancel: CancellationToken,
-    ) {
-        // Pools learn each node's sharding after their first connection and
-        // say so through `sharding_changed`; the routing table carries
-        // shards too, so it is rebuilt then (a permit stored while a rebuild
-        // ran is not lost: `Notify` keeps it).
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                changed = updates.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
-                    let metadata = updates.borrow_and_update().clone();
-                    self.rebuild(metadata);
-                }
-                event = events.recv() => match event {
-                    Ok(NodeEvent { address, up: true, .. }) => {
-                        let state = self.state.load();
-                        for n in state.nodes.iter().filter(|n| n.address.ip() == address.ip()) {
-                            tracing::debug!(node = %n.address, "node reported up; reconnecting");
-                            n.pool.node_up_hint();
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => break,
-                },
-                change = schema.recv() => match change {
-                    Ok(change) => self.on_schema_change(&change),
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => break,
-                },
-                _ = sharding_changed.notified() => {
-                    let state = self.state.load_full();
-                    let stale = state.nodes.iter().enumerate().any(|(i, n)| {
-                        n.pool.sharder() != state.routing.sharder(NodeIdx(i as u32))
-                    });
-                    if stale {
-                        self.rebuild(state.metadata.clone());
-                    }
-                }
-            }
-        }
-        for n in self.state.load().nodes.iter() {
-            n.pool.shutdown();
-        }
-    }
-
-    fn rebuild(&self, metadata: Arc<Metadata>) {
-        let previous = self.state.load_full();
-        let next = ClusterState::build(
-            metadata,
-            Some(&previous),
-            &self.pool_config,
-            &self.metrics,
-            self.local_dc.as_deref(),
-            self.local_rack.as_deref(),
-        );
-        let layout_changed = next.layout != previous.layout;
-        let next = Arc::new(next);
-        self.state.store(next.clone());
-        self.tablets.sync(&previous, &next);
-        if layout_changed {
-            // Nodes came or went: tablets moved; read them again.
-            self.tablets.request_warmup();
-        }
-    }
-
-    /// DROP TABLE / DROP KEYSPACE forget tablets at once (a table recreated
-    /// under the same name before the next refresh must not inherit them);
-    /// a created or altered table of a used keyspace is warmed up.
-    fn on_schema_change(&self, change: &SchemaChange) {
-        let (keyspace, table) = match &change.target {
-            SchemaChangeTarget::Keyspace { keyspace } => (keyspace, None),
-            SchemaChangeTarget::Table { keyspace, name } => (keyspace, Some(name)),
-            _ => return,
-        };
-        match (change.change, table) {
-            (SchemaChangeType::Dropped, Some(t)) => self.tablets.drop_table(keyspace, t),
-            (SchemaChangeType::Dropped, None) => self.tablets.drop_keyspace(keyspace),
-            (_, Some(_)) if self.tablets.used_keyspaces().contains(keyspace) => {
-                self.tablets.request_warmup()
-            }
-            _ => {}
-        }
-    }
 }

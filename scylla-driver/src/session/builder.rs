@@ -12,7 +12,7 @@ use scylla_cql::Consistency;
 
 use super::Session;
 use crate::cluster::control::{ControlHandle, ControlOptions};
-use crate::cluster::state::Cluster;
+use crate::cluster::runtime::Cluster;
 use crate::cluster::TabletWarmup;
 use crate::cluster::{AddressTranslator, HostFilter};
 use crate::connection::{Authenticator, Coalescing, PasswordAuthenticator};

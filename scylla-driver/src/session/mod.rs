@@ -46,7 +46,8 @@ pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo
 
 use self::execute::{Answer, RoutingInfo, RunOptions};
 use self::message::{ExecuteMessage, QueryMessage};
-use crate::cluster::state::{Cluster, ClusterState};
+use crate::cluster::runtime::Cluster;
+use crate::cluster::state::ClusterState;
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{
     ControlError, ExecutionError, PrepareError, SchemaAgreementError, UnexpectedResponse,
