@@ -3,12 +3,18 @@
 //! tripped through the protocol crate's (de)serializers, and the errors for
 //! unknown names and numbers, nulls and the wrong CQL types.
 
+// The derives' default path is `::scylla_driver::_macro_internal`; the
+// protocol crate under that name checks it without depending on the driver.
+extern crate scylla_cql as scylla_driver;
+
 use proptest::prelude::*;
+use scylla_cql::frame::wire::RawValue;
 use scylla_cql::types::{
-    ColumnType, DeserializationErrorKind, DeserializeValue, SerializationErrorKind, SerializeValue,
-    TypeCheckErrorKind, Written,
+    ColumnSpec, ColumnType, DeserializationErrorKind, DeserializeValue, RowIterator,
+    SerializationErrorKind, SerializeRow, SerializeValue, SerializedValues, TypeCheckErrorKind,
+    Written,
 };
-use scylla_driver_macros::{DeserializeValue, SerializeValue};
+use scylla_driver_macros::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, SerializeValue, DeserializeValue)]
 #[scylla(crate = ::scylla_cql)]
@@ -298,4 +304,70 @@ proptest! {
         let r = read::<Priority>(&ColumnType::Int, Some(&b));
         prop_assert_eq!(r.is_ok(), b.len() == 4 && PRIORITIES.iter().any(|p| (*p as i32).to_be_bytes() == b[..]));
     }
+}
+
+/// No `crate = ...`: the generated code names `::scylla_driver`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, SerializeValue, DeserializeValue)]
+#[scylla(rename_all = "kebab-case")]
+enum Visibility {
+    Public,
+    FriendsOnly,
+}
+
+#[derive(Debug, PartialEq, SerializeRow, DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
+struct Task {
+    id: i32,
+    status: Status,
+    priority: Option<Priority>,
+    visibility: Visibility,
+}
+
+#[test]
+fn enums_are_columns_of_derived_rows() {
+    let spec = |name: &str, typ| ColumnSpec {
+        keyspace: "ks".into(),
+        table: "tasks".into(),
+        name: name.into(),
+        typ,
+    };
+    let specs = [
+        spec("id", ColumnType::Int),
+        spec("status", ColumnType::Text),
+        spec("priority", ColumnType::Int),
+        spec("visibility", ColumnType::Ascii),
+    ];
+    let task = Task {
+        id: 1,
+        status: Status::InProgress,
+        priority: None,
+        visibility: Visibility::FriendsOnly,
+    };
+    let mut values = SerializedValues::default();
+    task.serialize_row(&specs, &mut values).expect("serializes");
+    // The row's cells, as a result would carry them.
+    let mut cells = Vec::new();
+    for (_, v) in values.iter() {
+        match v {
+            RawValue::Value(b) => {
+                cells.extend_from_slice(&i32::try_from(b.len()).expect("short").to_be_bytes());
+                cells.extend_from_slice(b);
+            }
+            RawValue::Null => cells.extend_from_slice(&(-1i32).to_be_bytes()),
+            RawValue::Unset => panic!("nothing is unset"),
+        }
+    }
+    assert!(cells.windows(12).any(|w| w == b"friends-only"));
+    let rows: Vec<Task> = RowIterator::new(&specs, &cells, 1)
+        .expect("type checks")
+        .collect::<Result<_, _>>()
+        .expect("deserializes");
+    assert_eq!(rows, [task]);
+
+    // A text enum bound to an int column fails the row's type check,
+    // naming the column.
+    let mut bad = specs.clone();
+    bad[1] = spec("status", ColumnType::Int);
+    let err = RowIterator::<Task>::new(&bad, &cells, 1).expect_err("status is not an int");
+    assert!(err.to_string().contains("`status`"), "{err}");
 }
