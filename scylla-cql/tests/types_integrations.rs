@@ -481,7 +481,7 @@ mod bigdecimal {
 #[cfg(feature = "secrecy-10")]
 mod secrecy {
     use super::*;
-    use ::secrecy_10::{ExposeSecret, SecretBox, SecretString};
+    use ::secrecy_10::{ExposeSecret, SecretBox, SecretSlice, SecretString};
     use proptest::prelude::*;
 
     proptest! {
@@ -507,6 +507,16 @@ mod secrecy {
             let back: SecretBox<String> = de(&ColumnType::Ascii, Some(&ser(&secret, &ColumnType::Ascii)))
                 .expect("ascii");
             prop_assert_eq!(back.expose_secret(), &s);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn secret_slices_round_trip_as_blobs(b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let secret = SecretSlice::from(b.clone());
+            prop_assert_eq!(ser(&secret, &ColumnType::Blob), b.clone());
+            let back: SecretSlice<u8> = de(&ColumnType::Blob, Some(&b)).expect("blob");
+            prop_assert_eq!(back.expose_secret(), &b[..]);
         }
     }
 
@@ -544,5 +554,10 @@ mod secrecy {
             DeserializationErrorKind::UnexpectedNull
         );
         assert!(<SecretBox<i64> as DeserializeValue>::type_check(&ColumnType::Text).is_err());
+        assert!(<SecretSlice<u8> as DeserializeValue>::type_check(&ColumnType::Text).is_err());
+        assert_eq!(
+            de::<SecretSlice<u8>>(&ColumnType::Blob, None).expect_err("null"),
+            DeserializationErrorKind::UnexpectedNull
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! | `time-03` | `time::Date`, `Time`, `OffsetDateTime` | `date`, `time`, `timestamp` |
 //! | `num-bigint-03`, `num-bigint-04` | `num_bigint::BigInt` | `varint` |
 //! | `bigdecimal-04` | `bigdecimal::BigDecimal` | `decimal` |
-//! | `secrecy-10` | `secrecy::SecretBox<T>`, `SecretString` | those of `T`, `text` |
+//! | `secrecy-10` | `secrecy::SecretBox<T>`, `SecretString`, `SecretSlice<u8>` | those of `T`, `text`, `blob` |
 //!
 //! Each type implements [`SerializeValue`](super::SerializeValue) and
 //! [`DeserializeValue`](super::DeserializeValue), and converts to and from

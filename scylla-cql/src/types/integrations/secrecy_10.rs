@@ -1,5 +1,6 @@
 //! `secrecy` 0.10 (feature `secrecy-10`): [`SecretBox<T>`] is bound and
-//! read as its inner `T`, [`SecretString`] as `text` or `ascii`.
+//! read as its inner `T`, [`SecretString`] as `text` or `ascii`, and
+//! [`SecretSlice<u8>`] as a `blob`.
 //!
 //! The secret is exposed only to write its bytes. Errors name the Rust and
 //! CQL types, never the value; `SecretBox`'s own `Debug` redacts it. Reading
@@ -7,11 +8,11 @@
 //! drops with the response; they are not zeroized).
 
 use secrecy_10::zeroize::Zeroize;
-use secrecy_10::{ExposeSecret, SecretBox, SecretString};
+use secrecy_10::{ExposeSecret, SecretBox, SecretSlice, SecretString};
 
 use crate::types::column_type::ColumnType;
 use crate::types::deserialize::native::text;
-use crate::types::deserialize::{DeserializationError, DeserializeValue};
+use crate::types::deserialize::{check, non_null, DeserializationError, DeserializeValue};
 use crate::types::error::TypeCheckError;
 use crate::types::serialize::{SerializationError, SerializeValue, Written};
 
@@ -39,15 +40,24 @@ impl<'frame, T: DeserializeValue<'frame> + Zeroize> DeserializeValue<'frame> for
 
 impl<'frame> DeserializeValue<'frame> for SecretString {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        crate::types::deserialize::check::<Self>(
-            typ,
-            matches!(typ, ColumnType::Text | ColumnType::Ascii),
-        )
+        check::<Self>(typ, matches!(typ, ColumnType::Text | ColumnType::Ascii))
     }
     fn deserialize(
         typ: &ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         text::<Self>(typ, v).map(SecretString::from)
+    }
+}
+
+impl<'frame> DeserializeValue<'frame> for SecretSlice<u8> {
+    fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
+        check::<Self>(typ, matches!(typ, ColumnType::Blob | ColumnType::Custom(_)))
+    }
+    fn deserialize(
+        typ: &ColumnType,
+        v: Option<&'frame [u8]>,
+    ) -> Result<Self, DeserializationError> {
+        non_null::<Self>(typ, v).map(|b| SecretSlice::from(b.to_vec()))
     }
 }
