@@ -99,7 +99,7 @@ pub fn derive_serialize_row(input: TokenStream) -> TokenStream {
 /// `#[scylla(repr = "int")]` as its explicit discriminant (`int` columns).
 ///
 /// ```ignore
-/// use scylla_driver::SerializeValue;
+/// use scylla_driver::{DeserializeValue, SerializeValue};
 ///
 /// #[derive(SerializeValue)]
 /// struct Address { street: String, number: i32 }
@@ -131,17 +131,20 @@ pub fn derive_serialize_value(input: TokenStream) -> TokenStream {
 /// fails with `DeserializationErrorKind::UnknownEnumValue`, naming the enum
 /// and the value (a name cut to 64 characters). Names match exactly.
 ///
-/// A struct's fields are matched by name. A struct field the UDT lacks fails the type
-/// check; UDT fields the struct lacks are ignored (so adding a field to the
-/// type does not break readers). A value shorter than its type (written
-/// before a field was added) reads the missing fields as null, which an
-/// `Option` field accepts.
+/// A struct's fields are matched by name. A struct field the UDT lacks
+/// fails the type check; UDT fields the struct lacks are ignored (so adding
+/// a field to the type does not break readers). A value shorter than its
+/// type (written before a field was added) reads the missing fields as
+/// null, which an `Option` field accepts.
 ///
 /// ```ignore
 /// use scylla_driver::DeserializeValue;
 ///
 /// #[derive(DeserializeValue)]
 /// struct Address<'a> { street: &'a str, number: Option<i32> }
+///
+/// #[derive(DeserializeValue)]
+/// enum Colour { Red, Green, Blue } // from "Red", "Green", "Blue"
 /// ```
 #[proc_macro_derive(DeserializeValue, attributes(scylla))]
 pub fn derive_deserialize_value(input: TokenStream) -> TokenStream {
