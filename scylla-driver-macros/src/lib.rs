@@ -16,6 +16,16 @@
 //! | struct | `flavor = "enforce_order"` | rows only: columns / bind markers in field order, names checked |
 //! | field | `rename = "name"` | the column / marker / UDT field name, if not the field's |
 //! | field | `skip` | ignored; deserialization fills it with `Default::default()` |
+//! | enum | `crate = path` | as for a struct |
+//! | enum | `repr = "text"` | (default) each variant is stored as its name, in a `text` or `ascii` column |
+//! | enum | `repr = "int"` | each variant is stored as its discriminant (every variant needs an explicit one, `Low = 1`), in an `int` column |
+//! | enum | `rename_all = "..."` | text only: the stored names follow a case convention: `"lowercase"`, `"UPPERCASE"`, `"snake_case"`, `"SCREAMING_SNAKE_CASE"`, `"kebab-case"`, `"SCREAMING-KEBAB-CASE"`, `"camelCase"` or `"PascalCase"` |
+//! | variant | `rename = "name"` | text only: the stored name, if not the variant's (wins over `rename_all`) |
+//!
+//! `SerializeValue` and `DeserializeValue` also derive for enums whose
+//! variants have no fields: reading a name or number that no variant has is
+//! a `DeserializationErrorKind::UnknownEnumValue` error naming the enum and
+//! the value, never a panic.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -23,6 +33,7 @@ use quote::quote;
 use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam, Lifetime, LitStr, Path};
 
 mod derive;
+mod enums;
 
 /// Derives `DeserializeRow`: builds the struct from one row of a result.
 ///
@@ -75,43 +86,70 @@ pub fn derive_serialize_row(input: TokenStream) -> TokenStream {
     expand(&input, derive::serialize_row)
 }
 
-/// Derives `SerializeValue` for a struct mapped to a user-defined type.
+/// Derives `SerializeValue` for a struct mapped to a user-defined type, or
+/// for a fieldless enum stored as `text` or `int`.
 ///
-/// Fields are written in the order the UDT declares them (from the
-/// statement's type metadata), matched by name. A UDT field the struct
+/// A struct's fields are written in the order the UDT declares them (from
+/// the statement's type metadata), matched by name. A UDT field the struct
 /// lacks is written as null (so adding a field to the type does not break
 /// writers); a struct field the UDT lacks is an error naming it.
 ///
+/// An enum's variant is written as its name (`text` or `ascii` columns; a
+/// non-ASCII name for an `ascii` column is an error), or with
+/// `#[scylla(repr = "int")]` as its explicit discriminant (`int` columns).
+///
 /// ```ignore
-/// use scylla_driver::SerializeValue;
+/// use scylla_driver::{DeserializeValue, SerializeValue};
 ///
 /// #[derive(SerializeValue)]
 /// struct Address { street: String, number: i32 }
+///
+/// #[derive(SerializeValue, DeserializeValue)]
+/// #[scylla(rename_all = "snake_case")]
+/// enum Status {
+///     InProgress,              // "in_progress"
+///     #[scylla(rename = "ok")]
+///     Done,                    // "ok"
+/// }
+///
+/// #[derive(SerializeValue, DeserializeValue)]
+/// #[scylla(repr = "int")]
+/// enum Priority { Low = 0, High = 10 }
 /// ```
 #[proc_macro_derive(SerializeValue, attributes(scylla))]
 pub fn derive_serialize_value(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand(&input, derive::serialize_value)
+    expand_value(&input, derive::serialize_value, enums::serialize_value)
 }
 
-/// Derives `DeserializeValue` for a struct mapped to a user-defined type.
+/// Derives `DeserializeValue` for a struct mapped to a user-defined type,
+/// or for a fieldless enum stored as `text` or `int` (the attributes are
+/// those of the `SerializeValue` derive, in the crate's table).
 ///
-/// Fields are matched by name. A struct field the UDT lacks fails the type
-/// check; UDT fields the struct lacks are ignored (so adding a field to the
-/// type does not break readers). A value shorter than its type (written
-/// before a field was added) reads the missing fields as null, which an
-/// `Option` field accepts.
+/// An enum accepts `text` and `ascii` columns (or `int` ones with
+/// `#[scylla(repr = "int")]`); a stored name or number that no variant has
+/// fails with `DeserializationErrorKind::UnknownEnumValue`, naming the enum
+/// and the value (a name cut to 64 characters). Names match exactly.
+///
+/// A struct's fields are matched by name. A struct field the UDT lacks
+/// fails the type check; UDT fields the struct lacks are ignored (so adding
+/// a field to the type does not break readers). A value shorter than its
+/// type (written before a field was added) reads the missing fields as
+/// null, which an `Option` field accepts.
 ///
 /// ```ignore
 /// use scylla_driver::DeserializeValue;
 ///
 /// #[derive(DeserializeValue)]
 /// struct Address<'a> { street: &'a str, number: Option<i32> }
+///
+/// #[derive(DeserializeValue)]
+/// enum Colour { Red, Green, Blue } // from "Red", "Green", "Blue"
 /// ```
 #[proc_macro_derive(DeserializeValue, attributes(scylla))]
 pub fn derive_deserialize_value(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand(&input, derive::deserialize_value)
+    expand_value(&input, derive::deserialize_value, enums::deserialize_value)
 }
 
 fn expand(input: &DeriveInput, f: fn(&Struct<'_>) -> syn::Result<TokenStream2>) -> TokenStream {
@@ -119,6 +157,19 @@ fn expand(input: &DeriveInput, f: fn(&Struct<'_>) -> syn::Result<TokenStream2>) 
         .and_then(|s| f(&s))
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
+}
+
+/// A value derive: structs map to UDTs, fieldless enums to `text` or `int`.
+fn expand_value(
+    input: &DeriveInput,
+    for_struct: fn(&Struct<'_>) -> syn::Result<TokenStream2>,
+    for_enum: fn(&enums::Enum<'_>) -> syn::Result<TokenStream2>,
+) -> TokenStream {
+    let out = match &input.data {
+        Data::Enum(_) => enums::Enum::parse(input).and_then(|e| for_enum(&e)),
+        _ => Struct::parse(input).and_then(|s| for_struct(&s)),
+    };
+    out.unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 /// How rows / values are matched to fields.
@@ -153,7 +204,8 @@ impl<'a> Struct<'a> {
             Data::Enum(e) => {
                 return Err(syn::Error::new_spanned(
                     e.enum_token,
-                    "scylla derives support only structs with named fields, not enums",
+                    "DeserializeRow and SerializeRow support only structs with named fields; \
+                     a fieldless enum derives SerializeValue and DeserializeValue",
                 ))
             }
             Data::Union(u) => {

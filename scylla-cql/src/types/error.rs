@@ -263,6 +263,20 @@ pub enum DeserializationErrorKind {
     /// A well-formed encoding of a value outside the Rust or CQL type's range.
     #[error("invalid value: {0}")]
     InvalidValue(&'static str),
+    /// A well-formed value that names no variant of a Rust enum (derived
+    /// `DeserializeValue` of a fieldless enum): a name or number written by
+    /// another client, or by a newer version of this one.
+    #[error(
+        "`{value}` is not a value of the enum `{enum_name}` (a variant is missing, or the column \
+         holds another kind of data)"
+    )]
+    UnknownEnumValue {
+        /// The enum's name.
+        enum_name: &'static str,
+        /// The stored name or number (a name is cut to its first 64
+        /// characters).
+        value: String,
+    },
     /// Bytes left over after the value.
     #[error("{0} trailing bytes after the value")]
     TrailingBytes(usize),

@@ -13,6 +13,9 @@
 //! - Types with no std equivalent: [`cql_time`] (`date`, `time`,
 //!   `timestamp`), [`duration`], [`decimal`], [`varint`], [`counter`]; and
 //!   [`vint`], the variable-length integers of durations and vectors.
+//! - `integrations` (with any of the features `chrono-04`, `time-03`,
+//!   `num-bigint-03`, `num-bigint-04`, `bigdecimal-04`, `secrecy-10`): the
+//!   types of those crates as CQL values.
 
 pub mod column_type;
 pub mod counter;
@@ -23,6 +26,15 @@ pub mod decimal;
 pub mod deserialize;
 pub mod duration;
 pub mod error;
+#[cfg(any(
+    feature = "chrono-04",
+    feature = "time-03",
+    feature = "num-bigint-03",
+    feature = "num-bigint-04",
+    feature = "bigdecimal-04",
+    feature = "secrecy-10"
+))]
+pub mod integrations;
 pub mod serialize;
 pub mod serialized_values;
 pub mod value;

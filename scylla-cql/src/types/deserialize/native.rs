@@ -265,7 +265,7 @@ impl<'frame> DeserializeValue<'frame> for Ipv6Addr {
 }
 
 /// The bytes of a non-null, non-empty value.
-fn non_empty<'f, T: ?Sized>(
+pub(crate) fn non_empty<'f, T: ?Sized>(
     typ: &ColumnType,
     v: Option<&'f [u8]>,
 ) -> Result<&'f [u8], DeserializationError> {
