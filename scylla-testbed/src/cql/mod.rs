@@ -11,7 +11,8 @@
 //! Layout: `lexer` and `parser` (text to `ast`), `prepared` (bind
 //! markers), `values` (literals and bound values), `store` (data),
 //! `select` (filtering, projection, paging), `dml` and `ddl`
-//! (executors), `system` (system and virtual tables), `replicas`
+//! (executors), `types` (user-defined types), `index` (storage-attached
+//! indexes and vector search), `system` (system and virtual tables), `replicas`
 //! (replica placement), `error` (CQL errors).
 //!
 //! Tracing is not supported: a request with the TRACING flag gets an Invalid
@@ -24,6 +25,7 @@ mod availability;
 mod ddl;
 mod dml;
 mod error;
+mod index;
 mod lexer;
 mod parser;
 mod prepared;
@@ -31,6 +33,7 @@ mod replicas;
 mod select;
 mod store;
 mod system;
+mod types;
 mod values;
 
 use scylla_cql::frame::ProtocolVersion;
@@ -290,6 +293,11 @@ impl CqlHandler {
                 (v.columns, Vec::new())
             } else {
                 let t = dml::table(&schema, &ks, &name.name)?;
+                if let Statement::Select(s) = &st {
+                    if let Some((col, _)) = &s.ann {
+                        index::check_prepared(t, col, s.limit.is_some())?;
+                    }
+                }
                 let cols = t
                     .columns
                     .iter()
@@ -390,3 +398,8 @@ fn parse(text: &str) -> Result<Statement, CqlError> {
         CqlError::Syntax(e.to_string())
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+#[path = "cql_tests.rs"]
+mod tests;

@@ -53,6 +53,48 @@ pub(crate) struct Column {
     /// Position within the partition or clustering key (0 for others... and
     /// -1 in `system_schema.columns`, as Cassandra reports).
     pub(crate) position: i32,
+    /// Declared `frozen<...>` (a UDT or collection stored as one value):
+    /// [`ColumnType`] does not record it, `system_schema.columns` shows it.
+    pub(crate) frozen: bool,
+}
+
+/// A user-defined type of a keyspace (`CREATE TYPE`).
+#[derive(Debug, Clone)]
+pub(crate) struct UserType {
+    pub(crate) name: String,
+    /// Fields in declaration order.
+    pub(crate) fields: Vec<(String, ColumnType)>,
+}
+
+/// How an ANN query ranks vectors (the index's `similarity_function`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Similarity {
+    Cosine,
+    DotProduct,
+    Euclidean,
+}
+
+impl Similarity {
+    /// The option value, as `system_schema.indexes` shows it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Similarity::Cosine => "cosine",
+            Similarity::DotProduct => "dot_product",
+            Similarity::Euclidean => "euclidean",
+        }
+    }
+}
+
+/// A storage-attached (SAI) index on one column (`CREATE CUSTOM INDEX`).
+#[derive(Debug, Clone)]
+pub(crate) struct Index {
+    pub(crate) name: String,
+    pub(crate) column: String,
+    /// The class as written after USING.
+    pub(crate) class: String,
+    /// The similarity function of a vector column's index (`None` for
+    /// other columns).
+    pub(crate) similarity: Option<Similarity>,
 }
 
 /// One row: a cell per column of the table (in the table's column order).
@@ -169,6 +211,8 @@ pub(crate) struct Table {
     pub(crate) pk_len: usize,
     pub(crate) ck_len: usize,
     pub(crate) rows: RowMap,
+    /// Its indexes (names are unique in the keyspace).
+    pub(crate) indexes: Vec<Index>,
 }
 
 impl Table {
@@ -189,6 +233,8 @@ pub(crate) struct Keyspace {
     /// keyspace, `None` for vnodes.
     pub(crate) tablets: Option<usize>,
     pub(crate) tables: BTreeMap<String, Table>,
+    /// User-defined types by name.
+    pub(crate) types: BTreeMap<String, UserType>,
 }
 
 /// The schema and data.

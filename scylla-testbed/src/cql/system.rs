@@ -75,6 +75,7 @@ fn view(ks: &str, name: &str, cols: &[(&str, &str)], rows: Vec<Vec<Option<CqlVal
         columns,
         pk: Vec::new(),
         rows,
+        indexes: Vec::new(),
     }
 }
 
@@ -329,11 +330,84 @@ fn schema_columns(schema: &Schema) -> View {
                 Some(CqlValue::Blob(c.name.as_bytes().to_vec())),
                 Some(text(c.kind.as_str())),
                 Some(CqlValue::Int(c.position)),
-                Some(text(&c.typ.to_string())),
+                Some(text(&super::types::schema_text(&c.typ, c.frozen))),
             ]);
         }
     }
     view("system_schema", "columns", &COLUMNS_COLS, rows)
+}
+
+/// The user-defined types, by keyspace and name (fields in declaration
+/// order, their types as Cassandra shows them: `text`, `frozen<other>`).
+fn schema_types(schema: &Schema) -> View {
+    let mut rows = Vec::new();
+    for k in schema.keyspaces.values() {
+        for t in k.types.values() {
+            let names = t.fields.iter().map(|(n, _)| text(n)).collect();
+            let types = t
+                .fields
+                .iter()
+                .map(|(_, ty)| {
+                    let frozen = matches!(ty, ColumnType::Udt { .. });
+                    text(&super::types::schema_text(ty, frozen))
+                })
+                .collect();
+            rows.push(vec![
+                Some(text(&k.name)),
+                Some(text(&t.name)),
+                Some(CqlValue::List(names)),
+                Some(CqlValue::List(types)),
+            ]);
+        }
+    }
+    view(
+        "system_schema",
+        "types",
+        &[
+            ("keyspace_name", "text"),
+            ("type_name", "text"),
+            ("field_names", "list<text>"),
+            ("field_types", "list<text>"),
+        ],
+        rows,
+    )
+}
+
+/// The indexes (all custom: storage-attached), with Cassandra's options:
+/// `class_name`, `target` and the similarity function of vector indexes.
+fn schema_indexes(schema: &Schema) -> View {
+    let mut rows = Vec::new();
+    for tb in user_tables(schema) {
+        for i in &tb.indexes {
+            let mut options = vec![
+                ("class_name", i.class.as_str()),
+                ("target", i.column.as_str()),
+            ];
+            if let Some(s) = i.similarity {
+                options.push(("similarity_function", s.as_str()));
+            }
+            options.sort();
+            rows.push(vec![
+                Some(text(&tb.keyspace)),
+                Some(text(&tb.name)),
+                Some(text(&i.name)),
+                Some(text("CUSTOM")),
+                Some(text_map(&options)),
+            ]);
+        }
+    }
+    view(
+        "system_schema",
+        "indexes",
+        &[
+            ("keyspace_name", "text"),
+            ("table_name", "text"),
+            ("index_name", "text"),
+            ("kind", "text"),
+            ("options", "map<text, text>"),
+        ],
+        rows,
+    )
 }
 
 /// ScyllaDB's per-keyspace extras; `initial_tablets` is set (0 = automatic)
@@ -524,12 +598,7 @@ pub(crate) fn system_view(
         ("system_schema", "scylla_keyspaces") => scylla_keyspaces(schema),
         ("system", "tablets") => system_tablets(ctx, schema),
         ("system_schema", "columns") => schema_columns(schema),
-        ("system_schema", "types") => empty(&[
-            ("keyspace_name", "text"),
-            ("type_name", "text"),
-            ("field_names", "list<text>"),
-            ("field_types", "list<text>"),
-        ]),
+        ("system_schema", "types") => schema_types(schema),
         ("system_schema", "functions") => empty(&[
             ("keyspace_name", "text"),
             ("function_name", "text"),
@@ -558,13 +627,7 @@ pub(crate) fn system_view(
             ("include_all_columns", "boolean"),
             ("where_clause", "text"),
         ]),
-        ("system_schema", "indexes") => empty(&[
-            ("keyspace_name", "text"),
-            ("table_name", "text"),
-            ("index_name", "text"),
-            ("kind", "text"),
-            ("options", "map<text, text>"),
-        ]),
+        ("system_schema", "indexes") => schema_indexes(schema),
         ("system_schema", "triggers") => empty(&[
             ("keyspace_name", "text"),
             ("table_name", "text"),
