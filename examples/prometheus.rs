@@ -71,7 +71,12 @@ async fn run(args: Args) -> Result<(), common::BoxError> {
     // SCYLLA_URI, or a test cluster started in this process (kept alive
     // until the end).
     let cluster = common::cluster_of(2, 4).await?;
-    let session = Arc::new(SessionBuilder::new().known_node(&cluster.uri).build().await?);
+    let session = Arc::new(
+        SessionBuilder::new()
+            .known_node(&cluster.uri)
+            .build()
+            .await?,
+    );
     session.wait_for_all_shards(Duration::from_secs(20)).await;
     session
         .query_unpaged(

@@ -56,9 +56,10 @@ pub(crate) async fn cluster_of(nodes: usize, shards: u16) -> Result<Cluster, Box
     // a partition are up for the consistency level.
     tb.topology().set_check_live_replicas(true);
     let uri = tb.cql_addrs()[0].to_string();
+    let plural = if nodes == 1 { "" } else { "s" };
     println!(
         "SCYLLA_URI is not set: running against a test cluster in this process \
-         ({nodes} node(s) x {shards} shards, contact point {uri})"
+         ({nodes} node{plural} x {shards} shards, contact point {uri})"
     );
     Ok(Cluster {
         uri,
