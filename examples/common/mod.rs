@@ -53,8 +53,9 @@ pub(crate) async fn cluster_of(nodes: usize, shards: u16) -> Result<Cluster, Box
         .start()
         .await?;
     // Like a real coordinator, answer UNAVAILABLE when too few replicas of
-    // a partition are up for the consistency level.
+    // a partition are up for the consistency level, and record query traces.
     tb.topology().set_check_live_replicas(true);
+    tb.topology().set_record_traces(true);
     let uri = tb.cql_addrs()[0].to_string();
     let plural = if nodes == 1 { "" } else { "s" };
     println!(

@@ -162,7 +162,7 @@ fn run_select(
     let schema = store.read();
     let sl = slots(st);
     if is_system(ks) {
-        let v = system_view(ctx, &schema, ks, &sel.table.name)?;
+        let v = system_view(ctx, store, &schema, ks, &sel.table.name)?;
         let vals = resolve(&sl, values, &|c| v.col_type(c))?;
         let rows = select::run(&v, sel, &vals, opts)?;
         return Ok(Outcome::plain(ResultBody::Rows(rows)));

@@ -22,6 +22,8 @@ pub(crate) struct PreparedStatement {
     pub(crate) keyspace: Option<String>,
     /// The parsed statement.
     pub(crate) statement: Statement,
+    /// Its text (for traces).
+    pub(crate) text: String,
 }
 
 /// What a value position sets or restricts.

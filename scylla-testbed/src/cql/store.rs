@@ -22,6 +22,7 @@ use scylla_cql::types::ColumnType;
 use uuid::Uuid;
 
 use super::prepared::PreparedStatement;
+use super::traces::Traces;
 
 /// The role of a column in its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,6 +257,7 @@ impl Schema {
 pub struct Store {
     schema: RwLock<Schema>,
     prepared: Mutex<HashMap<Vec<u8>, Arc<PreparedStatement>>>,
+    traces: Traces,
 }
 
 impl Default for Store {
@@ -273,6 +275,7 @@ impl Store {
                 version: random_uuid(),
             }),
             prepared: Mutex::new(HashMap::new()),
+            traces: Traces::default(),
         }
     }
 
@@ -304,6 +307,11 @@ impl Store {
     /// Write access (see [`Store::read`] on poisoning).
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Schema> {
         self.schema.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The query traces kept (see `traces`).
+    pub(crate) fn traces(&self) -> &Traces {
+        &self.traces
     }
 
     pub(crate) fn prepared(&self, id: &[u8]) -> Option<Arc<PreparedStatement>> {

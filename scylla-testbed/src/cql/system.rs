@@ -20,7 +20,8 @@ use scylla_cql::types::{ColumnType, CqlValue};
 
 use super::error::{invalid, CqlError};
 use super::select::View;
-use super::store::{Schema, Table};
+use super::store::{Schema, Store, Table};
+use super::traces;
 use crate::handler::ConnCtx;
 use crate::supported::CQL_VERSION;
 
@@ -31,7 +32,10 @@ pub(crate) const TESTBED_KEYSPACE: &str = "testbed";
 
 /// Whether `ks` is one of the built-in keyspaces served here.
 pub(crate) fn is_system(ks: &str) -> bool {
-    matches!(ks, "system" | "system_schema" | TESTBED_KEYSPACE)
+    matches!(
+        ks,
+        "system" | "system_schema" | "system_traces" | TESTBED_KEYSPACE
+    )
 }
 
 fn t(s: &str) -> ColumnType {
@@ -562,6 +566,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
 /// do not exist (as a server says "unconfigured table").
 pub(crate) fn system_view(
     ctx: &ConnCtx,
+    store: &Store,
     schema: &Schema,
     ks: &str,
     table: &str,
@@ -648,6 +653,17 @@ pub(crate) fn system_view(
             ("type", "text"),
         ]),
         (TESTBED_KEYSPACE, "stats") => testbed_stats(ctx),
+        ("system_traces", _) if !ctx.topology().records_traces() => {
+            return invalid(super::TRACES_UNSUPPORTED)
+        }
+        ("system_traces", "sessions") => {
+            let rows = traces::session_rows(&store.traces().all());
+            view(ks, table, &traces::SESSION_COLUMNS, rows)
+        }
+        ("system_traces", "events") => {
+            let rows = traces::event_rows(&store.traces().all());
+            view(ks, table, &traces::EVENT_COLUMNS, rows)
+        }
         _ => return invalid(format!("unconfigured table {table}")),
     })
 }
