@@ -20,16 +20,9 @@ pub(crate) type BoxError = Box<dyn Error + Send + Sync>;
 pub(crate) struct Cluster {
     /// A contact point, `host:port`.
     pub(crate) uri: String,
-    /// The in-process test cluster, when `SCYLLA_URI` is unset (its nodes
-    /// stop when this is dropped).
-    embedded: Option<TestCluster>,
-}
-
-impl Cluster {
-    /// Whether this is the in-process test cluster.
-    pub(crate) fn is_embedded(&self) -> bool {
-        self.embedded.is_some()
-    }
+    /// The in-process test cluster, when `SCYLLA_URI` is unset: held only
+    /// to keep it running (its nodes stop when this is dropped).
+    _embedded: Option<TestCluster>,
 }
 
 /// `SCYLLA_URI`'s cluster, or a test cluster of one node with two shards.
@@ -44,7 +37,7 @@ pub(crate) async fn cluster_of(nodes: usize, shards: u16) -> Result<Cluster, Box
         println!("SCYLLA_URI={uri}: running against that cluster");
         return Ok(Cluster {
             uri,
-            embedded: None,
+            _embedded: None,
         });
     }
     let tb = TestCluster::builder()
@@ -64,7 +57,7 @@ pub(crate) async fn cluster_of(nodes: usize, shards: u16) -> Result<Cluster, Box
     );
     Ok(Cluster {
         uri,
-        embedded: Some(tb),
+        _embedded: Some(tb),
     })
 }
 
@@ -99,7 +92,7 @@ pub(crate) async fn tls_cluster() -> Result<(Cluster, TlsFiles), BoxError> {
         };
         let cluster = Cluster {
             uri,
-            embedded: None,
+            _embedded: None,
         };
         return Ok((cluster, TlsFiles { ca, client }));
     }
@@ -131,7 +124,7 @@ pub(crate) async fn tls_cluster() -> Result<(Cluster, TlsFiles), BoxError> {
     );
     let cluster = Cluster {
         uri,
-        embedded: Some(tb),
+        _embedded: Some(tb),
     };
     Ok((cluster, files))
 }
