@@ -5,6 +5,11 @@
 //! column's [`ColumnType::Udt`] carries the keyspace, name and fields, which
 //! is what result and prepared metadata send. As on Cassandra, a type can
 //! only be used in the keyspace it is defined in.
+//!
+//! Simplifications: a UDT or collection nested in another type is frozen
+//! whether or not it is written `frozen<...>` (Cassandra requires the word
+//! and says so); a non-frozen UDT column is written and read whole (there is
+//! no `SET col.field = ...`), and there is no ALTER TYPE.
 
 use scylla_cql::types::ColumnType;
 
