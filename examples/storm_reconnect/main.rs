@@ -222,6 +222,15 @@ async fn main() {
     }
     let progress = Progress::new();
     let mut results = Vec::new();
+    // On stderr: stdout holds the tables (or the JSON).
+    match &args.nodes {
+        Some(nodes) => eprintln!("running against {} (--nodes)", nodes.join(", ")),
+        None => eprintln!(
+            "running against test clusters started in this process, a fresh one per variant \
+             ({} nodes x {} shards; --nodes HOST:PORT,... for real nodes)",
+            args.params.nodes, args.params.shards
+        ),
+    }
     if let Some(nodes) = &args.nodes {
         match real::run(
             nodes,
