@@ -5,7 +5,7 @@
 //! request).
 //!
 //! Measurement times are short so the whole bench ends in about a minute;
-//! `examples/throughput.rs` is the tool for careful numbers.
+//! `benches/tools/throughput.rs` is the tool for careful numbers.
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]

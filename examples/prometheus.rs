@@ -12,6 +12,9 @@
 //! shards, on loopback). While it runs, `curl http://127.0.0.1:9464/metrics`
 //! shows the same numbers live.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,7 +58,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(args: Args) -> Result<(), common::BoxError> {
     // The recorder first, so that it sees the session's first connections.
     // Histograms as Prometheus histograms (buckets), not summaries, so that
     // quantiles aggregate over instances: 100 µs .. 10 s.
@@ -65,21 +68,15 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .install()?;
     println!("exporter listening on http://{}/metrics", args.listen);
 
-    // Without SCYLLA_URI: an in-process test cluster (kept alive until the end).
-    let (uri, _cluster) = match std::env::var("SCYLLA_URI") {
-        Ok(uri) => (uri, None),
-        Err(_) => {
-            let cluster = scylla_testbed::TestCluster::builder()
-                .nodes(2)
-                .shards(4)
-                .start()
-                .await?;
-            let uri = cluster.cql_addrs()[0].to_string();
-            println!("no SCYLLA_URI: in-process test cluster at {uri}");
-            (uri, Some(cluster))
-        }
-    };
-    let session = Arc::new(SessionBuilder::new().known_node(&uri).build().await?);
+    // SCYLLA_URI, or a test cluster started in this process (kept alive
+    // until the end).
+    let cluster = common::cluster_of(2, 4).await?;
+    let session = Arc::new(
+        SessionBuilder::new()
+            .known_node(&cluster.uri)
+            .build()
+            .await?,
+    );
     session.wait_for_all_shards(Duration::from_secs(20)).await;
     session
         .query_unpaged(
@@ -114,7 +111,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Prepared INSERT then SELECT of a key, by `concurrency` tasks, for
 /// `seconds`. Returns the number of requests.
-async fn workload(session: &Arc<Session>, args: &Args) -> Result<u64, Box<dyn std::error::Error>> {
+async fn workload(session: &Arc<Session>, args: &Args) -> Result<u64, common::BoxError> {
     let insert = session
         .prepare("INSERT INTO prometheus_example.kv (k, v) VALUES (?, ?)")
         .await?;
@@ -148,7 +145,7 @@ async fn workload(session: &Arc<Session>, args: &Args) -> Result<u64, Box<dyn st
 
 /// One plain HTTP/1.0 GET of `/metrics` on `addr` (1.0: the body comes
 /// whole, not chunked, and the server closes); the body.
-async fn scrape(addr: SocketAddr) -> Result<String, Box<dyn std::error::Error>> {
+async fn scrape(addr: SocketAddr) -> Result<String, common::BoxError> {
     let mut stream =
         tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
             .await??;

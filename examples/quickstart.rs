@@ -4,7 +4,8 @@
 //! through them.
 //!
 //! ```sh
-//! SCYLLA_URI=127.0.0.1:9042 cargo run --example quickstart
+//! cargo run --example quickstart                            # a test cluster in the process
+//! SCYLLA_URI=127.0.0.1:9042 cargo run --example quickstart  # a real cluster
 //! ```
 //!
 //! With client encryption: `SCYLLA_TLS_CA` names the PEM file of the CA that
@@ -15,6 +16,9 @@
 //! ```sh
 //! SCYLLA_URI=127.0.0.1:9142 SCYLLA_TLS_CA=ca.pem cargo run --example quickstart
 //! ```
+
+#[path = "common/mod.rs"]
+mod common;
 
 use scylla_driver::connection::tls::{ServerName, TlsConfig};
 use scylla_driver::statement::Statement;
@@ -47,7 +51,7 @@ struct NewPerson<'a> {
 }
 
 /// TLS settings from the environment, if `SCYLLA_TLS_CA` is set.
-fn tls_from_env() -> Result<Option<TlsConfig>, Box<dyn std::error::Error>> {
+fn tls_from_env() -> Result<Option<TlsConfig>, common::BoxError> {
     let Ok(ca) = std::env::var("SCYLLA_TLS_CA") else {
         return Ok(None);
     };
@@ -65,9 +69,10 @@ fn tls_from_env() -> Result<Option<TlsConfig>, Box<dyn std::error::Error>> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let uri = std::env::var("SCYLLA_URI").unwrap_or_else(|_| "127.0.0.1:9042".to_owned());
-    let mut builder = SessionBuilder::new().known_node(uri);
+async fn main() -> Result<(), common::BoxError> {
+    // SCYLLA_URI, or a test cluster started in this process.
+    let cluster = common::cluster().await?;
+    let mut builder = SessionBuilder::new().known_node(&cluster.uri);
     if let Some(tls) = tls_from_env()? {
         builder = builder.tls(tls);
     }

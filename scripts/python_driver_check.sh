@@ -68,9 +68,9 @@ if ! timeout 120 "$VENV/bin/python" scripts/python_driver_check.py "$HOST" "$2" 
 fi
 if [ -n "${3:-}" ]; then
     # This driver too, over TLS against the same cluster: prepared INSERTs
-    # then SELECTs checked row by row (the quick start itself uses a UDT,
-    # which the test cluster does not implement; CI runs it over TLS against
-    # the real Cassandra).
+    # then SELECTs checked row by row, by the throughput tool (its source is
+    # in benches/tools/; CI also runs the quick start over TLS against the
+    # real Cassandra).
     echo "== python_driver_check: this driver's prepared INSERT/SELECT over TLS against $HOST:$2"
     local out
     if ! out=$(timeout 300 cargo run -q --example throughput -- --node "$HOST:$2" --tls --tls-ca "$3" \

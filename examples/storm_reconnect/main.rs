@@ -23,9 +23,25 @@
 //! `no-shard-aware` (regular port only), `nat` (a NAT rewrites source ports
 //! at every node), `lockstep` (no jitter, no spread: the naive driver).
 //!
-//! Outputs: a live progress line on stderr, the summary tables on stdout (or
+//! Outputs: a live progress line on stderr (only when stderr is a terminal:
+//! a log gets no carriage-return rewrites), the summary tables on stdout (or
 //! JSON with `--json`), and in `--out DIR` (default `target/storm/`) the
-//! timeline `storm_timeline.csv` and the chart `storm.svg`.
+//! timeline `storm_timeline.csv` and the chart `storm.svg`. The chart puts
+//! every variant on one clock whose zero is the moment its node stopped
+//! (negative before), so that the variants' reconnects line up.
+//!
+//! Two scales:
+//!
+//! | mode | command | sessions x nodes x shards | connections to cover |
+//! | --- | --- | --- | --- |
+//! | default | `cargo run --release --example storm_reconnect` | 20 x 3 x 16 | 960 |
+//! | ScyllaDB's measured scale | `cargo run --release --example storm_reconnect -- --sessions 50 --shards 30` | 50 x 3 x 30 | 4500 |
+//!
+//! The second is the scale of ScyllaDB's own account of a reconnect storm
+//! (50 clients, 3 nodes of 30 shards). Both ends of every connection live in
+//! this process, so it needs about 10,000 open files: the example raises
+//! the open-file soft limit to the hard limit when the run needs more, and
+//! says so (if the hard limit is lower, raise it first, as root).
 //!
 //! Waiting for coverage is bounded (`--coverage-timeout SECS`, default 5):
 //! without the shard-aware port, many sessions take long to cover every
@@ -36,10 +52,6 @@
 //! `--no-shard-aware` (with `--nodes`), `--tls` (the test cluster's TLS
 //! listeners, the driver over TLS: the same variants, each connection now
 //! also paying a real TLS handshake on both sides).
-//!
-//! At ScyllaDB's measured scale (50 clients x 3 nodes x 30 shards):
-//! `--sessions 50 --shards 30`; the example raises the open-file soft limit
-//! to the hard limit when the run needs more, and says so.
 //!
 //! Without a usable shard-aware port (`no-shard-aware`, `nat`) the pools
 //! open one connection per shard wherever the node puts them and cover the
@@ -210,6 +222,15 @@ async fn main() {
     }
     let progress = Progress::new();
     let mut results = Vec::new();
+    // On stderr: stdout holds the tables (or the JSON).
+    match &args.nodes {
+        Some(nodes) => eprintln!("running against {} (--nodes)", nodes.join(", ")),
+        None => eprintln!(
+            "running against test clusters started in this process, a fresh one per variant \
+             ({} nodes x {} shards; --nodes HOST:PORT,... for real nodes)",
+            args.params.nodes, args.params.shards
+        ),
+    }
     if let Some(nodes) = &args.nodes {
         match real::run(
             nodes,

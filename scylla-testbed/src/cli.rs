@@ -93,6 +93,15 @@ struct Cli {
     /// Serve system.peers_v2 (as Cassandra 4+; ScyllaDB has none).
     #[arg(long)]
     peers_v2: bool,
+    /// Answer UNAVAILABLE, as a real coordinator, when fewer of a
+    /// partition's replicas are up than the consistency level needs.
+    #[arg(long)]
+    check_live_replicas: bool,
+    /// Record query traces: traced requests get a trace id, and
+    /// system_traces.sessions/.events hold the traces (else a traced
+    /// request is refused).
+    #[arg(long)]
+    record_traces: bool,
     /// Stop after N seconds (default: run until Ctrl-C).
     #[arg(long, value_name = "N")]
     duration_secs: Option<u64>,
@@ -143,6 +152,8 @@ fn parse_block(s: &str) -> Result<(u8, u8), String> {
 /// What the command line asks for, ready to run.
 struct Args {
     builder: TestClusterBuilder,
+    check_live_replicas: bool,
+    record_traces: bool,
     faults: Faults,
     duration: Option<Duration>,
     tls_dir: Option<PathBuf>,
@@ -208,6 +219,8 @@ impl Cli {
         }
         Ok(Args {
             builder: b,
+            check_live_replicas: self.check_live_replicas,
+            record_traces: self.record_traces,
             faults,
             duration: self.duration_secs.map(Duration::from_secs),
             tls_dir: self.tls_dir,
@@ -252,6 +265,10 @@ async fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    cluster
+        .topology()
+        .set_check_live_replicas(args.check_live_replicas);
+    cluster.topology().set_record_traces(args.record_traces);
     println!(
         "cluster '{}': {} node(s), {} shard(s) each, protocol up to {}, faults: {:?}",
         cluster.topology().cluster_name(),

@@ -34,7 +34,9 @@
 //! - [`handler`]: the seam to the CQL layer: [`RequestHandler`], [`ConnCtx`],
 //!   [`Request`], [`Response`], [`Reply`].
 //! - [`cql`]: the CQL layer, [`CqlHandler`] (the default handler): system
-//!   tables, schema, rows in memory, paging, routing accounting.
+//!   tables, schema (user-defined types and storage-attached indexes
+//!   included), rows in memory, paging, vector search (`ORDER BY v ANN OF`),
+//!   routing accounting.
 //! - [`supported`]: the SUPPORTED options (ScyllaDB's extension keys).
 //! - [`tablets`]: tablet maps (placement, lookup, split, migration).
 //! - [`admission`]: handshake CPU-stage limit, modelled cost, shedding.

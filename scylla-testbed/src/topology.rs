@@ -92,6 +92,9 @@ pub struct Topology {
     /// Whether coordinators answer UNAVAILABLE when too few replicas are up
     /// (see [`Topology::set_check_live_replicas`]).
     check_live_replicas: AtomicBool,
+    /// Whether traced requests are answered with a trace (see
+    /// [`Topology::set_record_traces`]).
+    record_traces: AtomicBool,
 }
 
 impl Topology {
@@ -106,6 +109,7 @@ impl Topology {
             tablets: TabletRegistry::new(0, None),
             peers_v2: false,
             check_live_replicas: AtomicBool::new(false),
+            record_traces: AtomicBool::new(false),
         }
     }
 
@@ -200,6 +204,22 @@ impl Topology {
     /// Whether [`Topology::set_check_live_replicas`] is on.
     pub fn checks_live_replicas(&self) -> bool {
         self.check_live_replicas.load(Ordering::Relaxed)
+    }
+
+    /// Makes the nodes answer requests with the TRACING flag as a real
+    /// coordinator does: the response carries a trace id, and
+    /// `system_traces.sessions` and `.events` hold the trace (a few events
+    /// recording what the test cluster did). Off by default: a traced
+    /// request then fails with an Invalid error
+    /// ([`TRACING_UNSUPPORTED`](crate::cql::TRACING_UNSUPPORTED)) and
+    /// `system_traces` does not exist.
+    pub fn set_record_traces(&self, on: bool) {
+        self.record_traces.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether [`Topology::set_record_traces`] is on.
+    pub fn records_traces(&self) -> bool {
+        self.record_traces.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_up(&self, i: usize, up: bool) {

@@ -27,6 +27,9 @@ pub(crate) enum Literal {
     Set(Vec<Literal>),
     /// `{k: v, ...}`.
     Map(Vec<(Literal, Literal)>),
+    /// A user-defined type value, `{field: v, ...}` (field names unquoted
+    /// or double-quoted, normalised like other names).
+    Udt(Vec<(String, Literal)>),
 }
 
 /// A value position: a literal or a bind marker.
@@ -112,6 +115,8 @@ pub(crate) struct Select {
     pub(crate) selection: Selection,
     pub(crate) table: QualifiedName,
     pub(crate) relations: Vec<Relation>,
+    /// `ORDER BY col ANN OF term`: vector search by similarity to the term.
+    pub(crate) ann: Option<(String, Term)>,
     pub(crate) limit: Option<Term>,
 }
 
@@ -176,6 +181,36 @@ pub(crate) enum Statement {
     },
     /// TRUNCATE [TABLE] t
     Truncate(QualifiedName),
+    /// CREATE TYPE [IF NOT EXISTS] [ks.]name (field type, ...)
+    CreateType {
+        name: QualifiedName,
+        if_not_exists: bool,
+        /// Fields in declaration order, types as written.
+        fields: Vec<(String, String)>,
+    },
+    /// DROP TYPE [IF EXISTS] [ks.]name
+    DropType {
+        name: QualifiedName,
+        if_exists: bool,
+    },
+    /// CREATE CUSTOM INDEX [IF NOT EXISTS] [name] ON t (col) USING 'class'
+    /// [WITH OPTIONS = {...}]
+    CreateIndex {
+        /// The index name, if given (else `<table>_<column>_idx`).
+        name: Option<String>,
+        if_not_exists: bool,
+        table: QualifiedName,
+        column: String,
+        /// The class after USING, as written.
+        class: String,
+        /// `WITH OPTIONS = {...}`, keys and values as text.
+        options: Vec<(String, String)>,
+    },
+    /// DROP INDEX [IF EXISTS] [ks.]name
+    DropIndex {
+        name: QualifiedName,
+        if_exists: bool,
+    },
 }
 
 /// ScyllaDB's keyspace option `tablets = {'enabled': bool, 'initial': n}`.

@@ -1,4 +1,5 @@
-//! Schema statements: USE, CREATE/DROP KEYSPACE, CREATE/DROP TABLE, TRUNCATE.
+//! Schema statements: USE, CREATE/DROP KEYSPACE, TABLE, TYPE and (SAI)
+//! INDEX, TRUNCATE.
 //! Every change bumps the schema version and answers SCHEMA_CHANGE.
 
 use std::collections::BTreeMap;
@@ -7,11 +8,12 @@ use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, Sche
 use scylla_cql::frame::response::ResultBody;
 use scylla_cql::types::ColumnType;
 
-use super::ast::{ColumnDef, Statement, TabletsOption};
+use super::ast::{ColumnDef, QualifiedName, Statement, TabletsOption};
 use super::dml::keyspace_of;
 use super::error::{invalid, CqlError};
-use super::store::{random_uuid, Column, ColumnKind, Keyspace, RowMap, Store, Table};
+use super::store::{random_uuid, Column, ColumnKind, Keyspace, RowMap, Store, Table, UserType};
 use super::system::is_system;
+use super::{index, types};
 use crate::handler::ConnCtx;
 use crate::tablets::auto_tablets;
 
@@ -94,54 +96,76 @@ fn place_tablets(ctx: &ConnCtx, k: &Keyspace, table: &str) {
     topo.tablets().create(&k.name, table, count, &nodes, &rf);
 }
 
+/// One column definition with its type resolved.
+struct Typed {
+    name: String,
+    typ: ColumnType,
+    frozen: bool,
+    is_static: bool,
+}
+
 fn build_table(
-    ks: &str,
+    keyspace: &Keyspace,
     name: &str,
     defs: &[ColumnDef],
     pk: &[String],
     ck: &[String],
 ) -> Result<Table, CqlError> {
-    let mut typed = Vec::new();
+    let ks = keyspace.name.as_str();
+    let mut typed: Vec<Typed> = Vec::new();
     for d in defs {
-        let typ = ColumnType::from_cql(&d.typ).map_err(|e| CqlError::Invalid(e.to_string()))?;
-        if typed.iter().any(|(n, _, _)| n == &d.name) {
+        let (typ, frozen) = types::resolve(&d.typ, ks, Some(keyspace))?;
+        if typed.iter().any(|t| t.name == d.name) {
             return invalid(format!("Multiple definition of identifier {}", d.name));
         }
-        typed.push((d.name.clone(), typ, d.is_static));
+        typed.push(Typed {
+            name: d.name.clone(),
+            typ,
+            frozen,
+            is_static: d.is_static,
+        });
     }
-    let find = |n: &String| typed.iter().find(|(c, _, _)| c == n);
+    let find = |n: &String| typed.iter().find(|t| &t.name == n);
     let mut columns = Vec::new();
     for (kind, names) in [(ColumnKind::PartitionKey, pk), (ColumnKind::Clustering, ck)] {
         for (pos, n) in names.iter().enumerate() {
-            let Some((_, typ, _)) = find(n) else {
+            let Some(t) = find(n) else {
                 return invalid(format!("Unknown definition {n} referenced in PRIMARY KEY"));
             };
             if columns.iter().any(|c: &Column| &c.name == n) {
                 return invalid(format!("{n} is referenced twice in PRIMARY KEY"));
             }
+            if matches!(t.typ, ColumnType::Udt { .. }) && !t.frozen {
+                return invalid(format!(
+                    "Invalid non-frozen user-defined type \"{}\" for PRIMARY KEY column '{n}'",
+                    types::schema_text(&t.typ, false)
+                ));
+            }
             columns.push(Column {
                 name: n.clone(),
-                typ: typ.clone(),
+                typ: t.typ.clone(),
                 kind,
                 position: pos as i32,
+                frozen: t.frozen,
             });
         }
     }
-    let mut rest: Vec<_> = typed
+    let mut rest: Vec<&Typed> = typed
         .iter()
-        .filter(|(n, _, _)| !pk.contains(n) && !ck.contains(n))
+        .filter(|t| !pk.contains(&t.name) && !ck.contains(&t.name))
         .collect();
-    rest.sort_by(|a, b| a.0.cmp(&b.0));
-    for (n, typ, is_static) in rest {
+    rest.sort_by(|a, b| a.name.cmp(&b.name));
+    for t in rest {
         columns.push(Column {
-            name: n.clone(),
-            typ: typ.clone(),
-            kind: if *is_static {
+            name: t.name.clone(),
+            typ: t.typ.clone(),
+            kind: if t.is_static {
                 ColumnKind::Static
             } else {
                 ColumnKind::Regular
             },
             position: -1,
+            frozen: t.frozen,
         });
     }
     Ok(Table {
@@ -152,6 +176,7 @@ fn build_table(
         pk_len: pk.len(),
         ck_len: ck.len(),
         rows: RowMap::default(),
+        indexes: Vec::new(),
     })
 }
 
@@ -203,6 +228,7 @@ pub(crate) fn execute(
                     durable_writes: *durable_writes,
                     tablets,
                     tables: BTreeMap::new(),
+                    types: BTreeMap::new(),
                 },
             );
             s.bump_version();
@@ -221,11 +247,11 @@ pub(crate) fn execute(
             clustering_key,
         } => {
             let ks = keyspace_of(table, session_ks)?;
-            let t = build_table(&ks, &table.name, columns, partition_key, clustering_key)?;
             let mut s = store.write();
             let Some(k) = s.keyspaces.get_mut(&ks) else {
                 return invalid(format!("Keyspace {ks} does not exist"));
             };
+            let t = build_table(k, &table.name, columns, partition_key, clustering_key)?;
             if k.tables.contains_key(&table.name) {
                 if *if_not_exists {
                     return Ok(ResultBody::Void);
@@ -296,6 +322,185 @@ pub(crate) fn execute(
             }
             Ok(ResultBody::Void)
         }
+        Statement::CreateType {
+            name,
+            if_not_exists,
+            fields,
+        } => create_type(store, session_ks, name, *if_not_exists, fields),
+        Statement::DropType { name, if_exists } => drop_type(store, session_ks, name, *if_exists),
+        Statement::CreateIndex {
+            name,
+            if_not_exists,
+            table,
+            column,
+            class,
+            options,
+        } => {
+            let ks = keyspace_of(table, session_ks)?;
+            let mut s = store.write();
+            let Some(k) = s.keyspaces.get_mut(&ks) else {
+                return invalid(format!("Keyspace {ks} does not exist"));
+            };
+            let name = name
+                .clone()
+                .unwrap_or_else(|| format!("{}_{column}_idx", table.name));
+            if k.tables
+                .values()
+                .any(|t| t.indexes.iter().any(|i| i.name == name))
+            {
+                if *if_not_exists {
+                    return Ok(ResultBody::Void);
+                }
+                return invalid(format!("Index '{name}' already exists"));
+            }
+            let Some(t) = k.tables.get_mut(&table.name) else {
+                return invalid(format!("unconfigured table {}", table.name));
+            };
+            let index = index::build(t, name, column, class, options)?;
+            t.indexes.push(index);
+            s.bump_version();
+            // As Cassandra: an index is a change of its table.
+            Ok(change(
+                SchemaChangeType::Updated,
+                SchemaChangeTarget::Table {
+                    keyspace: ks,
+                    name: table.name.clone(),
+                },
+            ))
+        }
+        Statement::DropIndex { name, if_exists } => {
+            let ks = keyspace_of(name, session_ks)?;
+            let mut s = store.write();
+            let owner = s.keyspaces.get_mut(&ks).and_then(|k| {
+                k.tables
+                    .values_mut()
+                    .find(|t| t.indexes.iter().any(|i| i.name == name.name))
+            });
+            let Some(t) = owner else {
+                if *if_exists {
+                    return Ok(ResultBody::Void);
+                }
+                return invalid(format!(
+                    "Index '{}' could not be found in any of the tables of keyspace '{ks}'",
+                    name.name
+                ));
+            };
+            t.indexes.retain(|i| i.name != name.name);
+            let table = t.name.clone();
+            s.bump_version();
+            Ok(change(
+                SchemaChangeType::Updated,
+                SchemaChangeTarget::Table {
+                    keyspace: ks,
+                    name: table,
+                },
+            ))
+        }
         _ => invalid("not a schema statement"),
     }
+}
+
+fn create_type(
+    store: &Store,
+    session_ks: Option<&str>,
+    name: &QualifiedName,
+    if_not_exists: bool,
+    fields: &[(String, String)],
+) -> Result<ResultBody, CqlError> {
+    let ks = keyspace_of(name, session_ks)?;
+    let mut s = store.write();
+    let Some(k) = s.keyspaces.get_mut(&ks) else {
+        return invalid(format!("Keyspace {ks} does not exist"));
+    };
+    if k.types.contains_key(&name.name) {
+        if if_not_exists {
+            return Ok(ResultBody::Void);
+        }
+        return Err(CqlError::AlreadyExists {
+            keyspace: ks.clone(),
+            table: name.name.clone(),
+            message: format!("A user type with name '{}' already exists", name.name),
+        });
+    }
+    let mut typed = Vec::with_capacity(fields.len());
+    for (f, text) in fields {
+        if typed.iter().any(|(n, _)| n == f) {
+            return invalid(format!("Duplicate field name {f} in type {}", name.name));
+        }
+        let (t, _) = types::resolve(text, &ks, Some(k))?;
+        if matches!(t, ColumnType::Counter) {
+            return invalid("A user type cannot contain counters");
+        }
+        typed.push((f.clone(), t));
+    }
+    k.types.insert(
+        name.name.clone(),
+        UserType {
+            name: name.name.clone(),
+            fields: typed,
+        },
+    );
+    s.bump_version();
+    Ok(change(
+        SchemaChangeType::Created,
+        SchemaChangeTarget::Type {
+            keyspace: ks,
+            name: name.name.clone(),
+        },
+    ))
+}
+
+fn drop_type(
+    store: &Store,
+    session_ks: Option<&str>,
+    name: &QualifiedName,
+    if_exists: bool,
+) -> Result<ResultBody, CqlError> {
+    let ks = keyspace_of(name, session_ks)?;
+    let mut s = store.write();
+    let Some(k) = s.keyspaces.get_mut(&ks) else {
+        if if_exists {
+            return Ok(ResultBody::Void);
+        }
+        return invalid(format!("Keyspace {ks} does not exist"));
+    };
+    if !k.types.contains_key(&name.name) {
+        if if_exists {
+            return Ok(ResultBody::Void);
+        }
+        return invalid(format!("No user type named {} exists.", name.name));
+    }
+    // Cassandra refuses to drop a type a table or another type still uses.
+    for t in k.tables.values() {
+        if t.columns
+            .iter()
+            .any(|c| types::uses_udt(&c.typ, &ks, &name.name))
+        {
+            return invalid(format!(
+                "Cannot drop user type {ks}.{} as it is still used by table {ks}.{}",
+                name.name, t.name
+            ));
+        }
+    }
+    for other in k.types.values().filter(|o| o.name != name.name) {
+        if other
+            .fields
+            .iter()
+            .any(|(_, t)| types::uses_udt(t, &ks, &name.name))
+        {
+            return invalid(format!(
+                "Cannot drop user type {ks}.{} as it is still used by user type {}",
+                name.name, other.name
+            ));
+        }
+    }
+    k.types.remove(&name.name);
+    s.bump_version();
+    Ok(change(
+        SchemaChangeType::Dropped,
+        SchemaChangeTarget::Type {
+            keyspace: ks,
+            name: name.name.clone(),
+        },
+    ))
 }

@@ -142,6 +142,11 @@ fn view_of(t: &Table, rows: Vec<(Vec<u8>, Row)>) -> View {
             .collect(),
         pk: (0..t.pk_len).collect(),
         rows,
+        indexes: t
+            .indexes
+            .iter()
+            .map(|i| (i.column.clone(), i.similarity))
+            .collect(),
     }
 }
 
@@ -157,12 +162,18 @@ fn run_select(
     let schema = store.read();
     let sl = slots(st);
     if is_system(ks) {
-        let v = system_view(ctx, &schema, ks, &sel.table.name)?;
+        let v = system_view(ctx, store, &schema, ks, &sel.table.name)?;
         let vals = resolve(&sl, values, &|c| v.col_type(c))?;
         let rows = select::run(&v, sel, &vals, opts)?;
         return Ok(Outcome::plain(ResultBody::Rows(rows)));
     }
     let t = table(&schema, ks, &sel.table.name)?;
+    if let Some((c, _)) = &sel.ann {
+        // Before the ANN term is read as a value of the column's type.
+        if let Some(i) = t.column_index(c) {
+            super::index::float_dimension(&t.columns[i].typ)?;
+        }
+    }
     let vals = resolve(&sl, values, &col_type_fn(t))?;
     let eq = eq_values(st, &vals);
     // Narrow to the named partitions when every partition key column has

@@ -11,12 +11,16 @@
 //! Layout: `lexer` and `parser` (text to `ast`), `prepared` (bind
 //! markers), `values` (literals and bound values), `store` (data),
 //! `select` (filtering, projection, paging), `dml` and `ddl`
-//! (executors), `system` (system and virtual tables), `replicas`
+//! (executors), `types` (user-defined types), `index` (storage-attached
+//! indexes and vector search), `system` (system and virtual tables), `replicas`
 //! (replica placement), `error` (CQL errors).
 //!
-//! Tracing is not supported: a request with the TRACING flag gets an Invalid
-//! error ([`TRACING_UNSUPPORTED`]) and `system_traces` does not exist
-//! ([`TRACES_UNSUPPORTED`]).
+//! Query tracing is off by default: a request with the TRACING flag gets an
+//! Invalid error ([`TRACING_UNSUPPORTED`]) and `system_traces` does not
+//! exist ([`TRACES_UNSUPPORTED`]). With
+//! [`Topology::set_record_traces`](crate::topology::Topology::set_record_traces)
+//! on, traced requests are answered with a trace id and their traces are
+//! in `system_traces.sessions` and `.events` (see `traces`).
 
 mod accounting;
 mod ast;
@@ -24,6 +28,7 @@ mod availability;
 mod ddl;
 mod dml;
 mod error;
+mod index;
 mod lexer;
 mod parser;
 mod prepared;
@@ -31,6 +36,8 @@ mod replicas;
 mod select;
 mod store;
 mod system;
+mod traces;
+mod types;
 mod values;
 
 use scylla_cql::frame::ProtocolVersion;
@@ -59,6 +66,7 @@ use dml::{keyspace_of, Outcome};
 use error::{invalid, CqlError};
 use prepared::{bind_specs, selected_specs, PreparedStatement};
 use select::PageOpts;
+use traces::Recorder;
 
 /// The message of the Invalid error (0x2200) that answers any request with
 /// the TRACING flag: the test cluster does not trace (and has no
@@ -132,6 +140,57 @@ fn with_tablet_payload(r: Response, payload: Option<Vec<u8>>) -> Response {
     }
 }
 
+/// `r` with the trace id in front of its body (flag TRACING), for a RESULT
+/// (an error goes without: the client then gets the error alone).
+fn with_tracing_id(r: Response, id: uuid::Uuid) -> Response {
+    if r.opcode != Opcode::Result {
+        return r;
+    }
+    let mut b = BytesMut::with_capacity(16 + r.body.len());
+    b.extend_from_slice(id.as_bytes());
+    b.extend_from_slice(&r.body);
+    Response {
+        opcode: r.opcode,
+        flags: r.flags.with(Flags::TRACING),
+        body: b.freeze(),
+    }
+}
+
+/// What a traced request was, for its trace: the command, the request
+/// (the statement's text) and its parameters.
+fn describe(msg: &CqlRequest<'_>, store: &Store) -> (&'static str, String, Vec<(String, String)>) {
+    let params = |p: &QueryParameters<'_>, query: &str| {
+        let mut v = vec![
+            ("consistency_level".to_owned(), p.consistency.to_string()),
+            ("query".to_owned(), query.to_owned()),
+        ];
+        if let Some(n) = p.page_size {
+            v.push(("page_size".to_owned(), n.to_string()));
+        }
+        v
+    };
+    match msg {
+        CqlRequest::Query(q) => (
+            "QUERY",
+            q.contents.to_string(),
+            params(&q.params, &q.contents),
+        ),
+        CqlRequest::Execute(e) => {
+            let text = store
+                .prepared(&e.id)
+                .map(|p| p.text.clone())
+                .unwrap_or_default();
+            ("EXECUTE", text.clone(), params(&e.params, &text))
+        }
+        CqlRequest::Batch(b) => (
+            "BATCH",
+            format!("{} statements", b.statements.len()),
+            vec![("consistency_level".to_owned(), b.consistency.to_string())],
+        ),
+        other => (other.name(), String::new(), Vec::new()),
+    }
+}
+
 fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
     PageOpts {
         page_size: p.page_size,
@@ -154,11 +213,15 @@ impl CqlHandler {
                 return CqlError::Protocol(format!("invalid frame: {e}")).into_response(version)
             }
         };
-        // No trace is ever written here: answering a traced request as if
-        // untraced would leave the client waiting for a trace that never
-        // comes, so it fails at once, saying why.
+        // Unless the cluster records traces, a traced request fails at once,
+        // saying why: answered as if untraced, it would leave the client
+        // waiting for a trace that never comes.
+        let mut recorder = None;
         if env.tracing_requested() {
-            return CqlError::Invalid(TRACING_UNSUPPORTED.to_owned()).into_response(version);
+            if !ctx.topology().records_traces() {
+                return CqlError::Invalid(TRACING_UNSUPPORTED.to_owned()).into_response(version);
+            }
+            recorder = Some(Recorder::start(ctx.node().advertised, ctx.shard()));
         }
         let decode_ctx = RequestContext {
             version,
@@ -171,6 +234,9 @@ impl CqlHandler {
                 return CqlError::Protocol(what).into_response(version);
             }
         };
+        if let Some(r) = recorder.as_mut() {
+            r.event(format!("{} received from {}", msg.name(), ctx.peer_addr()));
+        }
         // The `tablets-routing-v1` payload value, when the request touched a
         // tablet this (node, shard) does not hold.
         let mut tablet_payload = None;
@@ -214,12 +280,26 @@ impl CqlHandler {
                 other.name()
             ))),
         };
-        match result {
-            Ok(body) => with_tablet_payload(result_response(&body, version), tablet_payload),
+        let response = match &result {
+            Ok(body) => with_tablet_payload(result_response(body, version), tablet_payload),
             Err(e) => {
                 tracing::debug!(node = ctx.node_index(), error = ?e, "CQL error");
-                e.into_response(version)
+                e.clone().into_response(version)
             }
+        };
+        match recorder {
+            Some(mut r) => {
+                match &result {
+                    Ok(_) => r.event("Statement executed"),
+                    Err(e) => r.event(format!("Statement failed: {e:?}")),
+                }
+                let (command, request, params) = describe(&msg, &self.store);
+                let trace = r.finish(ctx.peer_addr().ip(), command, request, params);
+                let id = trace.id;
+                self.store.traces().add(trace);
+                with_tracing_id(response, id)
+            }
+            None => response,
         }
     }
 
@@ -286,10 +366,15 @@ impl CqlHandler {
             let schema = self.store.read();
             let (columns, pk): (Vec<(String, ColumnType)>, Vec<String>) = if system::is_system(&ks)
             {
-                let v = system::system_view(ctx, &schema, &ks, &name.name)?;
+                let v = system::system_view(ctx, &self.store, &schema, &ks, &name.name)?;
                 (v.columns, Vec::new())
             } else {
                 let t = dml::table(&schema, &ks, &name.name)?;
+                if let Statement::Select(s) = &st {
+                    if let Some((col, _)) = &s.ann {
+                        index::check_prepared(t, col, s.limit.is_some())?;
+                    }
+                }
                 let cols = t
                     .columns
                     .iter()
@@ -326,6 +411,7 @@ impl CqlHandler {
             id: id.clone(),
             keyspace: session_ks,
             statement: st,
+            text: text.to_owned(),
         }));
         Ok(ResultBody::Prepared(Box::new(Prepared {
             id,
@@ -390,3 +476,8 @@ fn parse(text: &str) -> Result<Statement, CqlError> {
         CqlError::Syntax(e.to_string())
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+#[path = "cql_tests.rs"]
+mod tests;

@@ -165,7 +165,16 @@ impl Parser {
             if self.eat_kw("TABLE") || self.eat_kw("COLUMNFAMILY") {
                 return self.create_table();
             }
-            return Err(self.err("only CREATE KEYSPACE and CREATE TABLE are supported"));
+            if self.eat_kw("TYPE") {
+                return self.create_type();
+            }
+            if self.eat_kw("CUSTOM") {
+                self.kw("INDEX")?;
+                return self.create_index();
+            }
+            return Err(
+                self.err("only CREATE KEYSPACE, TABLE, TYPE and CUSTOM INDEX are supported")
+            );
         }
         if self.eat_kw("DROP") {
             if self.eat_kw("KEYSPACE") || self.eat_kw("SCHEMA") {
@@ -178,7 +187,17 @@ impl Parser {
                 let table = self.qualified()?;
                 return Ok(Statement::DropTable { table, if_exists });
             }
-            return Err(self.err("only DROP KEYSPACE and DROP TABLE are supported"));
+            if self.eat_kw("TYPE") {
+                let if_exists = self.if_exists()?;
+                let name = self.qualified()?;
+                return Ok(Statement::DropType { name, if_exists });
+            }
+            if self.eat_kw("INDEX") {
+                let if_exists = self.if_exists()?;
+                let name = self.qualified()?;
+                return Ok(Statement::DropIndex { name, if_exists });
+            }
+            return Err(self.err("only DROP KEYSPACE, TABLE, TYPE and INDEX are supported"));
         }
         if self.eat_kw("TRUNCATE") {
             let _ = self.eat_kw("TABLE") || self.eat_kw("COLUMNFAMILY");
@@ -217,13 +236,22 @@ impl Parser {
         } else {
             Vec::new()
         };
+        let mut ann = None;
         if self.eat_kw("ORDER") {
             self.kw("BY")?;
             loop {
-                self.ident()?;
-                let _ = self.eat_kw("ASC") || self.eat_kw("DESC");
+                let col = self.ident()?;
+                if self.eat_kw("ANN") {
+                    self.kw("OF")?;
+                    ann = Some((col, self.term()?));
+                } else {
+                    let _ = self.eat_kw("ASC") || self.eat_kw("DESC");
+                }
                 if !self.eat_sym(",") {
                     break;
+                }
+                if ann.is_some() {
+                    return Err(self.err("ANN ordering does not support any other ordering"));
                 }
             }
         }
@@ -244,6 +272,7 @@ impl Parser {
             selection,
             table,
             relations,
+            ann,
             limit,
         })
     }
@@ -373,6 +402,9 @@ impl Parser {
                 if self.eat_sym("}") {
                     return Ok(Literal::Set(Vec::new()));
                 }
+                if self.udt_field_ahead() {
+                    return self.udt_literal();
+                }
                 let first = self.literal()?;
                 if self.eat_sym(":") {
                     let mut v = vec![(first, self.literal()?)];
@@ -398,6 +430,37 @@ impl Parser {
             }
         };
         Ok(lit)
+    }
+
+    /// Whether a `{` is followed by `name:`, which starts a UDT value (a
+    /// map's keys are literals: strings, numbers, `true`...).
+    fn udt_field_ahead(&self) -> bool {
+        let name = match self.peek() {
+            Some(Tok::QuotedIdent(_)) => true,
+            Some(Tok::Ident(s)) => !["true", "false", "null", "nan", "infinity"]
+                .iter()
+                .any(|k| s.eq_ignore_ascii_case(k)),
+            _ => false,
+        };
+        name && matches!(self.toks.get(self.pos + 1), Some(Tok::Sym(":")))
+    }
+
+    /// The rest of `{field: value, ...}` after the `{`.
+    fn udt_literal(&mut self) -> PResult<Literal> {
+        let mut fields = Vec::new();
+        loop {
+            let f = self.ident()?;
+            self.sym(":")?;
+            if fields.iter().any(|(n, _)| n == &f) {
+                return Err(ParseError(format!("duplicate field {f} in a UDT value")));
+            }
+            fields.push((f, self.literal()?));
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        self.sym("}")?;
+        Ok(Literal::Udt(fields))
     }
 
     fn using(&mut self) -> PResult<()> {
@@ -577,6 +640,72 @@ impl Parser {
         Ok(out)
     }
 
+    fn create_type(&mut self) -> PResult<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = self.qualified()?;
+        self.sym("(")?;
+        let mut fields = Vec::new();
+        loop {
+            let f = self.ident()?;
+            let typ = self.type_text()?;
+            fields.push((f, typ));
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        self.sym(")")?;
+        Ok(Statement::CreateType {
+            name,
+            if_not_exists,
+            fields,
+        })
+    }
+
+    /// The rest of CREATE CUSTOM INDEX after `INDEX`.
+    fn create_index(&mut self) -> PResult<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = if self.is_kw("ON") {
+            None
+        } else {
+            Some(self.ident()?)
+        };
+        self.kw("ON")?;
+        let table = self.qualified()?;
+        self.sym("(")?;
+        let column = self.ident()?;
+        self.sym(")")?;
+        self.kw("USING")?;
+        let class = match self.next() {
+            Some(Tok::Str(s)) => s,
+            _ => {
+                self.pos = self.pos.saturating_sub(1);
+                return Err(self.err("expected the index class as a string"));
+            }
+        };
+        let mut options = Vec::new();
+        if self.eat_kw("WITH") {
+            self.kw("OPTIONS")?;
+            self.sym("=")?;
+            match self.literal()? {
+                Literal::Map(m) => {
+                    for (k, v) in m {
+                        options.push((literal_text(&k)?, literal_text(&v)?));
+                    }
+                }
+                Literal::Set(v) if v.is_empty() => {}
+                _ => return Err(ParseError("index OPTIONS must be a map".into())),
+            }
+        }
+        Ok(Statement::CreateIndex {
+            name,
+            if_not_exists,
+            table,
+            column,
+            class,
+            options,
+        })
+    }
+
     fn create_table(&mut self) -> PResult<Statement> {
         let if_not_exists = self.if_not_exists()?;
         let table = self.qualified()?;
@@ -680,7 +809,9 @@ fn literal_text(l: &Literal) -> PResult<String> {
     match l {
         Literal::Str(s) | Literal::Int(s) | Literal::Float(s) => Ok(s.clone()),
         Literal::Bool(b) => Ok(b.to_string()),
-        _ => Err(ParseError("replication options must be strings".into())),
+        _ => Err(ParseError(
+            "options must be strings, numbers or booleans".into(),
+        )),
     }
 }
 

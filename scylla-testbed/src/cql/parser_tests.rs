@@ -72,6 +72,91 @@ fn statements() {
     }
 }
 
+#[test]
+fn types_indexes_and_ann() {
+    let st = parse("CREATE TYPE IF NOT EXISTS ks.address (street text, tags frozen<list<text>>)")
+        .unwrap();
+    let Statement::CreateType {
+        name,
+        if_not_exists,
+        fields,
+    } = st
+    else {
+        panic!()
+    };
+    assert_eq!(name.keyspace.as_deref(), Some("ks"));
+    assert!(if_not_exists);
+    assert_eq!(
+        fields,
+        vec![
+            ("street".to_owned(), "text".to_owned()),
+            ("tags".to_owned(), "frozen<list<text>>".to_owned())
+        ]
+    );
+    let st = parse(
+        "CREATE CUSTOM INDEX IF NOT EXISTS i ON ks.t (v) USING 'StorageAttachedIndex' \
+         WITH OPTIONS = {'similarity_function': 'cosine'}",
+    )
+    .unwrap();
+    let Statement::CreateIndex {
+        name,
+        column,
+        class,
+        options,
+        ..
+    } = st
+    else {
+        panic!()
+    };
+    assert_eq!(name.as_deref(), Some("i"));
+    assert_eq!(column, "v");
+    assert_eq!(class, "StorageAttachedIndex");
+    assert_eq!(
+        options,
+        vec![("similarity_function".to_owned(), "cosine".to_owned())]
+    );
+    assert!(matches!(
+        parse("CREATE CUSTOM INDEX ON t (v) USING 'sai'").unwrap(),
+        Statement::CreateIndex { name: None, .. }
+    ));
+    let Statement::Select(s) =
+        parse("SELECT id FROM t WHERE k = ? ORDER BY v ANN OF ? LIMIT 3").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(s.ann, Some(("v".to_owned(), Term::Bind(None))));
+    assert!(parse("SELECT id FROM t ORDER BY v ANN OF [1.0, 2.0], c ASC LIMIT 3").is_err());
+    assert!(matches!(
+        parse("DROP TYPE IF EXISTS a").unwrap(),
+        Statement::DropType {
+            if_exists: true,
+            ..
+        }
+    ));
+    assert!(matches!(
+        parse("DROP INDEX ks.i").unwrap(),
+        Statement::DropIndex {
+            if_exists: false,
+            ..
+        }
+    ));
+    // A map with literal keys stays a map; `{name: ...}` is a UDT value.
+    let Statement::Insert { values, .. } =
+        parse("INSERT INTO t (a, b) VALUES ({true: 1}, {x: {y: 2}})").unwrap()
+    else {
+        panic!()
+    };
+    assert!(matches!(values[0], Term::Lit(Literal::Map(_))));
+    assert_eq!(
+        values[1],
+        Term::Lit(Literal::Udt(vec![(
+            "x".into(),
+            Literal::Udt(vec![("y".into(), Literal::Int("2".into()))])
+        )]))
+    );
+    assert!(parse("INSERT INTO t (a) VALUES ({x: 1, x: 2})").is_err());
+}
+
 fn lit() -> impl Strategy<Value = Literal> {
     prop_oneof![
         any::<i64>().prop_map(|v| Literal::Int(v.to_string())),
@@ -105,6 +190,24 @@ proptest! {
         let st = parse(&format!("INSERT INTO t (a) VALUES ({})", render(&l))).unwrap();
         let Statement::Insert { values, .. } = st else { panic!() };
         prop_assert_eq!(&values[0], &Term::Lit(l));
+    }
+
+    /// A UDT value written `{field: literal, ...}` parses back to its fields.
+    #[test]
+    fn udt_literals_round_trip(
+        fields in proptest::collection::btree_map(
+            "[a-z][a-z0-9_]{0,8}".prop_filter("a literal keyword", |n| {
+                !["true", "false", "null", "nan", "infinity"].contains(&n.as_str())
+            }),
+            lit(),
+            1..5,
+        )
+    ) {
+        let fields: Vec<(String, Literal)> = fields.into_iter().collect();
+        let text: Vec<String> = fields.iter().map(|(n, l)| format!("{n}: {}", render(l))).collect();
+        let st = parse(&format!("INSERT INTO t (a) VALUES ({{{}}})", text.join(", "))).unwrap();
+        let Statement::Insert { values, .. } = st else { panic!() };
+        prop_assert_eq!(&values[0], &Term::Lit(Literal::Udt(fields)));
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub(crate) struct PreparedStatement {
     pub(crate) keyspace: Option<String>,
     /// The parsed statement.
     pub(crate) statement: Statement,
+    /// Its text (for traces).
+    pub(crate) text: String,
 }
 
 /// What a value position sets or restricts.
@@ -72,6 +74,13 @@ pub(crate) fn slots(st: &Statement) -> Vec<Slot<'_>> {
     match st {
         Statement::Select(s) => {
             relation_slots(&s.relations, &mut out);
+            if let Some((c, t)) = &s.ann {
+                out.push(Slot {
+                    term: t,
+                    target: Target::Column(c.clone()),
+                    is_eq: false,
+                });
+            }
             if let Some(l) = &s.limit {
                 out.push(Slot {
                     term: l,

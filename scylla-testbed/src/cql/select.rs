@@ -14,8 +14,9 @@ use scylla_cql::types::ColumnType;
 
 use super::ast::{Op, Relation, Select, Selection, SelectorKind};
 use super::error::{invalid, CqlError};
+use super::index;
 use super::prepared::selected_specs;
-use super::store::{compare, Row};
+use super::store::{compare, Row, Similarity};
 use super::values::Value;
 
 /// Rows to select from.
@@ -28,6 +29,9 @@ pub(crate) struct View {
     pub(crate) pk: Vec<usize>,
     /// Rows in key order, with their keys.
     pub(crate) rows: Vec<(Vec<u8>, Row)>,
+    /// The indexed columns and, for vectors, their similarity function
+    /// (what `ORDER BY c ANN OF` needs).
+    pub(crate) indexes: Vec<(String, Option<Similarity>)>,
 }
 
 impl View {
@@ -194,6 +198,12 @@ pub(crate) fn run(
         Some(_) => return invalid("Invalid LIMIT value"),
     };
     let specs = selected_specs(&sel.selection, &view.keyspace, &view.name, &view.columns)?;
+    if let Some((col, _)) = &sel.ann {
+        // The ANN term's slot follows the relations' slots.
+        let at = relation_slot_count(&sel.relations);
+        let query = vals.get(at).cloned().unwrap_or(Value::Unset);
+        return run_ann(view, sel, col, &query, &fs, limit, specs, opts);
+    }
     let matching = view
         .rows
         .iter()
@@ -219,6 +229,95 @@ pub(crate) fn run(
     }
     if page_size.is_some_and(|n| page.len() >= n) && rest.next().is_some() {
         meta.paging_state = last_key.map(Bytes::from);
+    }
+    build(meta, page, opts)
+}
+
+/// How many value slots `rels` have (an IN list one per value).
+fn relation_slot_count(rels: &[Relation]) -> usize {
+    rels.iter()
+        .map(|r| match r {
+            Relation::In(_, ts) => ts.len(),
+            _ => 1,
+        })
+        .sum()
+}
+
+/// The first byte of an ANN query's paging state (then the number of rows
+/// already returned, big-endian u32): its rows are in similarity order, not
+/// key order, so the state is a position in that order.
+const ANN_PAGING: u8 = 0xA7;
+
+/// `ORDER BY col ANN OF query LIMIT k`: the matching rows by similarity to
+/// `query`, nearest first, at most `limit`.
+#[allow(clippy::too_many_arguments)]
+fn run_ann(
+    view: &View,
+    sel: &Select,
+    col: &str,
+    query: &Value,
+    fs: &[Filter],
+    limit: Option<usize>,
+    specs: Vec<scylla_cql::types::ColumnSpec>,
+    opts: &PageOpts,
+) -> Result<Rows, CqlError> {
+    let i = view.index(col)?;
+    let dim = index::float_dimension(&view.columns[i].1)?;
+    let Some(sim) = view
+        .indexes
+        .iter()
+        .find(|(c, _)| c == col)
+        .map(|(_, s)| s.unwrap_or(Similarity::Cosine))
+    else {
+        return invalid(index::ANN_REQUIRES_INDEX);
+    };
+    let limit = match limit {
+        Some(n) if n <= index::MAX_ANN_LIMIT => n,
+        other => return invalid(index::limit_error(other)),
+    };
+    let Some(q) = query.bytes().and_then(|b| index::floats(b, dim)) else {
+        return invalid(format!(
+            "Invalid null or unset value for the ANN OF vector of {col}"
+        ));
+    };
+    index::check_query(sim, col, &q)?;
+    let mut scored: Vec<(f32, &Row)> = view
+        .rows
+        .iter()
+        .filter(|(_, r)| matches(view, r, fs))
+        .filter_map(|(_, r)| {
+            let v = r.get(i)?.as_ref()?;
+            let s = index::score(sim, &q, &index::floats(v, dim)?)?;
+            Some((s, r))
+        })
+        .collect();
+    // Nearest first; equal scores keep key order (the sort is stable).
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.truncate(limit);
+    let mut meta = ResultMetadata::with_columns(specs);
+    if let Selection::Count = sel.selection {
+        let n = scored.len() as i64;
+        let rows = vec![vec![Some(Bytes::copy_from_slice(&n.to_be_bytes()))]];
+        return build(meta, rows, opts);
+    }
+    let skip = match opts.paging_state.as_deref() {
+        None => 0,
+        Some([ANN_PAGING, a, b, c, d]) => u32::from_be_bytes([*a, *b, *c, *d]) as usize,
+        Some(_) => return invalid("Invalid paging state for an ANN query"),
+    };
+    let page_size = opts
+        .page_size
+        .filter(|&n| n > 0)
+        .map_or(usize::MAX, |n| n as usize);
+    let mut page = Vec::new();
+    for (_, row) in scored.iter().skip(skip).take(page_size) {
+        page.push(project(view, &sel.selection, row)?);
+    }
+    let end = skip.saturating_add(page.len());
+    if end < scored.len() {
+        let mut state = vec![ANN_PAGING];
+        state.extend_from_slice(&u32::try_from(end).unwrap_or(u32::MAX).to_be_bytes());
+        meta.paging_state = Some(Bytes::from(state));
     }
     build(meta, page, opts)
 }

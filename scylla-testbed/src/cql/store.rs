@@ -22,6 +22,7 @@ use scylla_cql::types::ColumnType;
 use uuid::Uuid;
 
 use super::prepared::PreparedStatement;
+use super::traces::Traces;
 
 /// The role of a column in its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,48 @@ pub(crate) struct Column {
     /// Position within the partition or clustering key (0 for others... and
     /// -1 in `system_schema.columns`, as Cassandra reports).
     pub(crate) position: i32,
+    /// Declared `frozen<...>` (a UDT or collection stored as one value):
+    /// [`ColumnType`] does not record it, `system_schema.columns` shows it.
+    pub(crate) frozen: bool,
+}
+
+/// A user-defined type of a keyspace (`CREATE TYPE`).
+#[derive(Debug, Clone)]
+pub(crate) struct UserType {
+    pub(crate) name: String,
+    /// Fields in declaration order.
+    pub(crate) fields: Vec<(String, ColumnType)>,
+}
+
+/// How an ANN query ranks vectors (the index's `similarity_function`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Similarity {
+    Cosine,
+    DotProduct,
+    Euclidean,
+}
+
+impl Similarity {
+    /// The option value, as `system_schema.indexes` shows it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Similarity::Cosine => "cosine",
+            Similarity::DotProduct => "dot_product",
+            Similarity::Euclidean => "euclidean",
+        }
+    }
+}
+
+/// A storage-attached (SAI) index on one column (`CREATE CUSTOM INDEX`).
+#[derive(Debug, Clone)]
+pub(crate) struct Index {
+    pub(crate) name: String,
+    pub(crate) column: String,
+    /// The class as written after USING.
+    pub(crate) class: String,
+    /// The similarity function of a vector column's index (`None` for
+    /// other columns).
+    pub(crate) similarity: Option<Similarity>,
 }
 
 /// One row: a cell per column of the table (in the table's column order).
@@ -169,6 +212,8 @@ pub(crate) struct Table {
     pub(crate) pk_len: usize,
     pub(crate) ck_len: usize,
     pub(crate) rows: RowMap,
+    /// Its indexes (names are unique in the keyspace).
+    pub(crate) indexes: Vec<Index>,
 }
 
 impl Table {
@@ -189,6 +234,8 @@ pub(crate) struct Keyspace {
     /// keyspace, `None` for vnodes.
     pub(crate) tablets: Option<usize>,
     pub(crate) tables: BTreeMap<String, Table>,
+    /// User-defined types by name.
+    pub(crate) types: BTreeMap<String, UserType>,
 }
 
 /// The schema and data.
@@ -210,6 +257,7 @@ impl Schema {
 pub struct Store {
     schema: RwLock<Schema>,
     prepared: Mutex<HashMap<Vec<u8>, Arc<PreparedStatement>>>,
+    traces: Traces,
 }
 
 impl Default for Store {
@@ -227,6 +275,7 @@ impl Store {
                 version: random_uuid(),
             }),
             prepared: Mutex::new(HashMap::new()),
+            traces: Traces::default(),
         }
     }
 
@@ -258,6 +307,11 @@ impl Store {
     /// Write access (see [`Store::read`] on poisoning).
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Schema> {
         self.schema.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The query traces kept (see `traces`).
+    pub(crate) fn traces(&self) -> &Traces {
+        &self.traces
     }
 
     pub(crate) fn prepared(&self, id: &[u8]) -> Option<Arc<PreparedStatement>> {

@@ -20,7 +20,8 @@ use scylla_cql::types::{ColumnType, CqlValue};
 
 use super::error::{invalid, CqlError};
 use super::select::View;
-use super::store::{Schema, Table};
+use super::store::{Schema, Store, Table};
+use super::traces;
 use crate::handler::ConnCtx;
 use crate::supported::CQL_VERSION;
 
@@ -31,7 +32,10 @@ pub(crate) const TESTBED_KEYSPACE: &str = "testbed";
 
 /// Whether `ks` is one of the built-in keyspaces served here.
 pub(crate) fn is_system(ks: &str) -> bool {
-    matches!(ks, "system" | "system_schema" | TESTBED_KEYSPACE)
+    matches!(
+        ks,
+        "system" | "system_schema" | "system_traces" | TESTBED_KEYSPACE
+    )
 }
 
 fn t(s: &str) -> ColumnType {
@@ -75,6 +79,7 @@ fn view(ks: &str, name: &str, cols: &[(&str, &str)], rows: Vec<Vec<Option<CqlVal
         columns,
         pk: Vec::new(),
         rows,
+        indexes: Vec::new(),
     }
 }
 
@@ -329,11 +334,84 @@ fn schema_columns(schema: &Schema) -> View {
                 Some(CqlValue::Blob(c.name.as_bytes().to_vec())),
                 Some(text(c.kind.as_str())),
                 Some(CqlValue::Int(c.position)),
-                Some(text(&c.typ.to_string())),
+                Some(text(&super::types::schema_text(&c.typ, c.frozen))),
             ]);
         }
     }
     view("system_schema", "columns", &COLUMNS_COLS, rows)
+}
+
+/// The user-defined types, by keyspace and name (fields in declaration
+/// order, their types as Cassandra shows them: `text`, `frozen<other>`).
+fn schema_types(schema: &Schema) -> View {
+    let mut rows = Vec::new();
+    for k in schema.keyspaces.values() {
+        for t in k.types.values() {
+            let names = t.fields.iter().map(|(n, _)| text(n)).collect();
+            let types = t
+                .fields
+                .iter()
+                .map(|(_, ty)| {
+                    let frozen = matches!(ty, ColumnType::Udt { .. });
+                    text(&super::types::schema_text(ty, frozen))
+                })
+                .collect();
+            rows.push(vec![
+                Some(text(&k.name)),
+                Some(text(&t.name)),
+                Some(CqlValue::List(names)),
+                Some(CqlValue::List(types)),
+            ]);
+        }
+    }
+    view(
+        "system_schema",
+        "types",
+        &[
+            ("keyspace_name", "text"),
+            ("type_name", "text"),
+            ("field_names", "list<text>"),
+            ("field_types", "list<text>"),
+        ],
+        rows,
+    )
+}
+
+/// The indexes (all custom: storage-attached), with Cassandra's options:
+/// `class_name`, `target` and the similarity function of vector indexes.
+fn schema_indexes(schema: &Schema) -> View {
+    let mut rows = Vec::new();
+    for tb in user_tables(schema) {
+        for i in &tb.indexes {
+            let mut options = vec![
+                ("class_name", i.class.as_str()),
+                ("target", i.column.as_str()),
+            ];
+            if let Some(s) = i.similarity {
+                options.push(("similarity_function", s.as_str()));
+            }
+            options.sort();
+            rows.push(vec![
+                Some(text(&tb.keyspace)),
+                Some(text(&tb.name)),
+                Some(text(&i.name)),
+                Some(text("CUSTOM")),
+                Some(text_map(&options)),
+            ]);
+        }
+    }
+    view(
+        "system_schema",
+        "indexes",
+        &[
+            ("keyspace_name", "text"),
+            ("table_name", "text"),
+            ("index_name", "text"),
+            ("kind", "text"),
+            ("options", "map<text, text>"),
+        ],
+        rows,
+    )
 }
 
 /// ScyllaDB's per-keyspace extras; `initial_tablets` is set (0 = automatic)
@@ -488,6 +566,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
 /// do not exist (as a server says "unconfigured table").
 pub(crate) fn system_view(
     ctx: &ConnCtx,
+    store: &Store,
     schema: &Schema,
     ks: &str,
     table: &str,
@@ -524,12 +603,7 @@ pub(crate) fn system_view(
         ("system_schema", "scylla_keyspaces") => scylla_keyspaces(schema),
         ("system", "tablets") => system_tablets(ctx, schema),
         ("system_schema", "columns") => schema_columns(schema),
-        ("system_schema", "types") => empty(&[
-            ("keyspace_name", "text"),
-            ("type_name", "text"),
-            ("field_names", "list<text>"),
-            ("field_types", "list<text>"),
-        ]),
+        ("system_schema", "types") => schema_types(schema),
         ("system_schema", "functions") => empty(&[
             ("keyspace_name", "text"),
             ("function_name", "text"),
@@ -558,13 +632,7 @@ pub(crate) fn system_view(
             ("include_all_columns", "boolean"),
             ("where_clause", "text"),
         ]),
-        ("system_schema", "indexes") => empty(&[
-            ("keyspace_name", "text"),
-            ("table_name", "text"),
-            ("index_name", "text"),
-            ("kind", "text"),
-            ("options", "map<text, text>"),
-        ]),
+        ("system_schema", "indexes") => schema_indexes(schema),
         ("system_schema", "triggers") => empty(&[
             ("keyspace_name", "text"),
             ("table_name", "text"),
@@ -585,6 +653,17 @@ pub(crate) fn system_view(
             ("type", "text"),
         ]),
         (TESTBED_KEYSPACE, "stats") => testbed_stats(ctx),
+        ("system_traces", _) if !ctx.topology().records_traces() => {
+            return invalid(super::TRACES_UNSUPPORTED)
+        }
+        ("system_traces", "sessions") => {
+            let rows = traces::session_rows(&store.traces().all());
+            view(ks, table, &traces::SESSION_COLUMNS, rows)
+        }
+        ("system_traces", "events") => {
+            let rows = traces::event_rows(&store.traces().all());
+            view(ks, table, &traces::EVENT_COLUMNS, rows)
+        }
         _ => return invalid(format!("unconfigured table {table}")),
     })
 }

@@ -69,6 +69,46 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
         (Literal::Blob(b), ColumnType::Blob) => CqlValue::Blob(b.clone()),
         (Literal::Bool(b), ColumnType::Boolean) => CqlValue::Boolean(*b),
         (Literal::List(v), ColumnType::List(t)) => CqlValue::List(elements(v, t)?),
+        (Literal::List(v), ColumnType::Vector { element, dimension }) => {
+            if v.len() != *dimension as usize {
+                return Err(format!(
+                    "Invalid vector literal for a value of type {typ}; expected {dimension} \
+                     elements, but given {}",
+                    v.len()
+                ));
+            }
+            CqlValue::Vector(elements(v, element)?)
+        }
+        (
+            Literal::Udt(given),
+            ColumnType::Udt {
+                keyspace,
+                name,
+                fields,
+            },
+        ) => {
+            if let Some((unknown, _)) = given
+                .iter()
+                .find(|(g, _)| !fields.iter().any(|(f, _)| f == g))
+            {
+                return Err(format!(
+                    "Unknown field '{unknown}' in value of user defined type {name}"
+                ));
+            }
+            let mut values = Vec::with_capacity(fields.len());
+            for (f, ft) in fields {
+                let v = match given.iter().find(|(g, _)| g == f) {
+                    Some((_, l)) => to_cql_value(l, ft)?,
+                    None => None,
+                };
+                values.push((f.clone(), v));
+            }
+            CqlValue::Udt {
+                keyspace: keyspace.clone(),
+                name: name.clone(),
+                fields: values,
+            }
+        }
         (Literal::List(v) | Literal::Set(v), ColumnType::Set(t)) => {
             let mut items = elements(v, t)?;
             // Sets are sent sorted and without duplicates, as a server would.
@@ -120,7 +160,32 @@ pub(crate) fn literal_value(lit: &Literal, typ: &ColumnType) -> Result<Value, St
 /// Checks a bound value's length against its type's fixed width, as a
 /// server does before storing it.
 pub(crate) fn check_bound(typ: &ColumnType, b: &[u8], name: &str) -> Result<(), String> {
-    let want = match typ {
+    if let ColumnType::Vector { element, dimension } = typ {
+        // A vector of fixed-width elements is their bytes, nothing else.
+        let width = scylla_cql::types::serialize::vector::element_fixed_len(element);
+        if let Some(n) = width.and_then(|w| w.checked_mul(*dimension as usize)) {
+            if b.len() != n {
+                return Err(format!(
+                    "Expected {n} bytes for {name} of type {typ} ({} bytes given)",
+                    b.len()
+                ));
+            }
+        }
+        return Ok(());
+    }
+    match fixed_width(typ) {
+        // An empty value is legal for most types (CQL's "empty").
+        Some(n) if !b.is_empty() && b.len() != n => Err(format!(
+            "Expected {n} or 0 byte value for {name} of type {typ} ({} bytes given)",
+            b.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The width of a fixed-width type's values.
+fn fixed_width(typ: &ColumnType) -> Option<usize> {
+    match typ {
         ColumnType::Int | ColumnType::Float | ColumnType::Date => Some(4),
         ColumnType::BigInt
         | ColumnType::Double
@@ -131,14 +196,6 @@ pub(crate) fn check_bound(typ: &ColumnType, b: &[u8], name: &str) -> Result<(), 
         ColumnType::TinyInt | ColumnType::Boolean => Some(1),
         ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
         _ => None,
-    };
-    match want {
-        // An empty value is legal for most types (CQL's "empty").
-        Some(n) if !b.is_empty() && b.len() != n => Err(format!(
-            "Expected {n} or 0 byte value for {name} of type {typ} ({} bytes given)",
-            b.len()
-        )),
-        _ => Ok(()),
     }
 }
 
