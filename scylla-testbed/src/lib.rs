@@ -19,7 +19,7 @@
 //! # Layout
 //! - [`cluster`]: the [`TestCluster`] handle (start/stop/restart nodes, faults,
 //!   events, stats, shutdown).
-//! - [`error`]: [`ClusterError`].
+//! - [`error`]: why a cluster operation failed, [`ClusterError`].
 //! - [`config`]: [`ClusterConfig`] and [`TestClusterBuilder`].
 //! - [`topology`]: node identities ([`NodeInfo`]: address, host id, dc/rack,
 //!   tokens) and [`Topology`].
