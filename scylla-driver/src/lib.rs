@@ -1,19 +1,11 @@
 //! A fast, shard-aware async CQL driver for ScyllaDB and Apache Cassandra.
 //!
-//! *A connection layer with writer/reader loops and time-based frame
-//! coalescing feeds a precomputed token/shard-aware routing table that opens
-//! per-shard connections via source-port selection on the shard-aware port
-//! with NAT fallback and jittered reconnect backoff.* Phrase by phrase:
-//!
-//! | the design | where it lives |
-//! | --- | --- |
-//! | connection layer with writer/reader loops | [`connection`] (its `writer` and `reader` tasks, `connection::stream_slots`) |
-//! | time-based frame coalescing | [`connection::Coalescing`] |
-//! | precomputed token/shard-aware routing table | [`routing`], built by [`cluster`] |
-//! | per-shard connections | [`pool`] |
-//! | source-port selection on the shard-aware port | [`pool::shard_port`] |
-//! | NAT fallback | [`pool::nat`] |
-//! | jittered reconnect backoff | [`pool::backoff`] |
+//! Under the API: a connection layer with writer/reader loops and time-based
+//! frame coalescing ([`Coalescing`]) feeds a precomputed token/shard-aware
+//! routing table that opens per-shard connections via source-port selection
+//! on the shard-aware port ([`PortRange`]), with NAT fallback and jittered
+//! reconnect backoff ([`ReconnectPolicy`]). Those layers are the driver's
+//! own business; what a program sets is on [`SessionBuilder`].
 //!
 //! Users start from [`SessionBuilder`] and [`Session`]:
 //!
@@ -65,39 +57,73 @@
 //! - [`session`]: the public API ([`Session`], [`SessionBuilder`], paging).
 //! - [`statement`]: statements, prepared statements, batches, options.
 //! - [`result`]: results and typed rows.
-//! - [`policy`]: retry and speculative execution.
+//! - [`policy`]: retry, speculative execution, address translation, host
+//!   filters.
+//! - [`tls`] (feature `tls`): encryption.
 //! - [`error`]: the error catalogue.
 //! - [`metrics`]: counters and latency histogram.
-//! - [`cluster`]: metadata, the control connection, the cluster state.
-//! - [`routing`]: the precomputed routing table (pure data).
-//! - [`pool`]: per-node pools of per-shard connections.
-//! - [`connection`]: one connection: handshake, writer, reader, stream slots.
 //!
-//! Layers only import downwards: `connection` <- `pool` <- `cluster` ->
-//! `routing`; `session` on top.
+//! # Cargo features
+//! - `tls` (default): client encryption through rustls.
+//! - `unstable-internals`: makes the connection, pool, routing and cluster
+//!   layers public (hidden from this documentation). No semver guarantee;
+//!   for the project's own benches and tests.
 
+// The internals: public (and hidden from the docs) with
+// `unstable-internals`, crate-private otherwise. In the private build their
+// `pub` items are unreachable from outside, and the helpers and re-exports
+// only benches and tests use are unused.
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod cluster;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod cluster;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod connection;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod connection;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
+pub mod pool;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod pool;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
+pub mod routing;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod routing;
+
 pub mod error;
 pub mod metrics;
 pub mod policy;
-pub mod pool;
 pub mod result;
-pub mod routing;
 pub mod session;
 pub mod statement;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use cluster::TabletWarmup;
+pub use connection::{AuthError, AuthSession, Authenticator, Coalescing, PasswordAuthenticator};
 pub use error::{ExecutionError, NewSessionError, PrepareError};
+pub use pool::backoff::{Backoff, ExponentialBackoff, Jitter, ReconnectPolicy, ReconnectSchedule};
+pub use pool::shard_port::PortRange;
 pub use result::QueryResult;
 #[doc(hidden)]
 pub use scylla_cql::_macro_internal;
+pub use scylla_cql::compression::Compression;
+pub use scylla_cql::frame::ProtocolVersion;
 /// The row and value traits, each with its derive macro of the same name
 /// (see `scylla-driver-macros`): `#[derive(DeserializeRow)]` on a struct
 /// reads rows into it, `#[derive(SerializeRow)]` binds its fields to bind
 /// markers, `#[derive(SerializeValue, DeserializeValue)]` maps it to a UDT.
 pub use scylla_cql::types::serialize::BatchValues;
 pub use scylla_cql::types::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
+pub use scylla_cql::Token;
 pub use scylla_driver_macros::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 pub use session::{Session, SessionBuilder, SessionConfig};
 pub use statement::{Batch, BatchType, Consistency, PreparedStatement, Statement};

@@ -35,6 +35,9 @@ pub struct SessionConfig {
     pub keyspace: Option<String>,
     /// Pool and connection settings (credentials, compression, coalescing,
     /// timeouts, shard-aware port, local port range, reconnect policy).
+    /// Its type is internal: set these through the [`SessionBuilder`]
+    /// methods.
+    #[doc(hidden)]
     pub pool: PoolConfig,
     /// Default consistency.
     pub consistency: Consistency,
@@ -52,7 +55,7 @@ pub struct SessionConfig {
     pub local_rack: Option<String>,
     /// Put the less loaded, faster of two replicas first (requests in
     /// flight, latency average), so slow replicas get fewer requests without
-    /// being starved; see [`routing::load`](crate::routing::load). Default: on.
+    /// being starved. Default: on.
     pub latency_aware_routing: bool,
     /// What to do when an attempt fails.
     pub retry_policy: Arc<dyn RetryPolicy>,
@@ -66,7 +69,9 @@ pub struct SessionConfig {
     pub prepared_cache_size: usize,
     /// How long `build` waits for a first connection to every node.
     pub initial_connect_timeout: Duration,
-    /// The control connection's settings.
+    /// The control connection's settings. Its type is internal: set the
+    /// address translator and host filter through the [`SessionBuilder`].
+    #[doc(hidden)]
     pub control: ControlOptions,
     /// Ask for rows without their column metadata when executing prepared
     /// statements, decoding them with the columns learned at PREPARE time.
@@ -257,7 +262,7 @@ impl SessionBuilder {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use scylla_driver::connection::tls::TlsConfig;
+    /// use scylla_driver::tls::TlsConfig;
     /// use scylla_driver::SessionBuilder;
     ///
     /// let tls = TlsConfig::builder().ca_pem_file("ca.pem")?.build()?;
@@ -308,8 +313,7 @@ impl SessionBuilder {
     }
 
     /// Whether plans put the less loaded, faster of two replicas first
-    /// (default: on). Off, replicas take turns whatever their latency. See
-    /// [`routing::load`](crate::routing::load).
+    /// (default: on). Off, replicas take turns whatever their latency.
     #[must_use]
     pub fn latency_aware_routing(mut self, on: bool) -> Self {
         self.config.latency_aware_routing = on;
@@ -443,7 +447,7 @@ impl SessionBuilder {
     /// to the addresses to connect to (default: identity). Contact points
     /// are used as given. The shard-aware port is used on the translated IP
     /// with the port number the node reports; see
-    /// [`translation`](crate::cluster::translation).
+    /// [`AddressTranslator`].
     #[must_use]
     pub fn address_translator(mut self, t: Arc<dyn AddressTranslator>) -> Self {
         self.config.control.nodes.translator = t;
@@ -452,7 +456,7 @@ impl SessionBuilder {
 
     /// Uses only the nodes `filter` accepts: the others get no pool, are in
     /// no query plan, and the control connection does not stay on them.
-    /// See [`host_filter`](crate::cluster::host_filter).
+    /// See [`HostFilter`].
     #[must_use]
     pub fn host_filter(mut self, filter: Arc<dyn HostFilter>) -> Self {
         self.config.control.nodes.filter = Some(filter);

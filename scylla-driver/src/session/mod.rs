@@ -888,7 +888,9 @@ impl Session {
         }
     }
 
-    /// The session's tablet maps.
+    /// The session's tablet maps (`unstable-internals` only).
+    #[cfg(feature = "unstable-internals")]
+    #[doc(hidden)]
     pub fn tablets(&self) -> &Arc<crate::cluster::TabletStore> {
         &self.inner.cluster.tablets
     }
@@ -898,7 +900,10 @@ impl Session {
         &self.inner.metrics
     }
 
-    /// The cluster as the session currently sees it (nodes, pools, routing).
+    /// The cluster as the session currently sees it (nodes, pools, routing;
+    /// `unstable-internals` only).
+    #[cfg(feature = "unstable-internals")]
+    #[doc(hidden)]
     pub fn cluster_state(&self) -> Arc<ClusterState> {
         self.inner.state()
     }
