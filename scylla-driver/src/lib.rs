@@ -57,11 +57,19 @@
 //! - [`session`]: the public API ([`Session`], [`SessionBuilder`], paging).
 //! - [`statement`]: statements, prepared statements, batches, options.
 //! - [`result`]: results and typed rows.
+//! - [`value`]: CQL values in Rust ([`CqlValue`](value::CqlValue),
+//!   [`Row`](value::Row), dates, times, decimals...).
+//! - [`serialize`], [`deserialize`]: the traits that bind values and read
+//!   rows, and their errors.
+//! - [`types`]: column types and specs, tokens, protocol versions.
 //! - [`policy`]: retry, speculative execution, address translation, host
 //!   filters.
 //! - [`tls`] (feature `tls`): encryption.
 //! - [`error`]: the error catalogue.
 //! - [`metrics`]: counters and latency histogram.
+//!
+//! [`errors`] gathers every error type, and [`frame`] the protocol names
+//! the official `scylla` crate uses.
 //!
 //! # Cargo features
 //! - `tls` (default): client encryption through rustls.
@@ -98,14 +106,20 @@ pub mod routing;
 #[allow(unreachable_pub, dead_code, unused_imports)]
 pub(crate) mod routing;
 
+pub mod deserialize;
 pub mod error;
+pub mod errors;
+pub mod frame;
 pub mod metrics;
 pub mod policy;
 pub mod result;
+pub mod serialize;
 pub mod session;
 pub mod statement;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod types;
+pub mod value;
 
 pub use cluster::TabletWarmup;
 pub use connection::{AuthError, AuthSession, Authenticator, Coalescing, PasswordAuthenticator};

@@ -1,0 +1,18 @@
+//! Every error type of the driver in one place (the official `scylla`
+//! crate's `errors` path): those of [`error`](crate::error), and those they
+//! carry (connections, the control connection, TLS, (de)serialization,
+//! tracing, the server's error codes).
+
+pub use crate::cluster::{ContactError, ContactFailure, MetadataError, TranslationError};
+pub use crate::connection::{
+    AuthError, BrokenReason, OpenError, OpenStep, SetupStep, TlsErrorKind,
+};
+pub use crate::error::*;
+pub use crate::session::TracingError;
+#[cfg(feature = "tls")]
+pub use crate::tls::TlsConfigError;
+pub use scylla_cql::frame::response::error::{DbError, OperationType, WriteType};
+pub use scylla_cql::types::{
+    DeserializationError, DeserializationErrorKind, SerializationError, SerializationErrorKind,
+    TypeCheckError, TypeCheckErrorKind,
+};
