@@ -8,7 +8,10 @@ pub use crate::connection::{
     AuthError, BrokenReason, OpenError, OpenStep, SetupStep, TlsErrorKind,
 };
 pub use crate::error::*;
-pub use crate::session::TracingError;
+pub use crate::response::query_result::{
+    FirstRowError, IntoRowsResultError, MaybeFirstRowError, RowsError, SingleRowError,
+};
+pub use crate::session::{RowsStreamError, TracingError};
 #[cfg(feature = "tls")]
 pub use crate::tls::TlsConfigError;
 pub use scylla_cql::frame::response::error::{DbError, OperationType, WriteType};

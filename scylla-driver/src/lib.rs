@@ -68,8 +68,12 @@
 //! - [`error`]: the error catalogue.
 //! - [`metrics`]: counters and latency histogram.
 //!
-//! [`errors`] gathers every error type, and [`frame`] the protocol names
-//! the official `scylla` crate uses.
+//! The paths of the official `scylla` 1.x crate are offered as aliases of
+//! these: [`client`], [`response`], [`errors`], [`frame`], [`policies`],
+//! [`observability`] and
+//! the `statement::{unprepared, prepared, batch}` modules, so everyday code
+//! written for it compiles with `scylla::` replaced by `scylla_driver::`
+//! (see `docs/migrating-from-scylla.md` in the repository).
 //!
 //! # Cargo features
 //! - `tls` (default): client encryption through rustls.
@@ -106,12 +110,16 @@ pub mod routing;
 #[allow(unreachable_pub, dead_code, unused_imports)]
 pub(crate) mod routing;
 
+pub mod client;
 pub mod deserialize;
 pub mod error;
 pub mod errors;
 pub mod frame;
 pub mod metrics;
+pub mod observability;
+pub mod policies;
 pub mod policy;
+pub mod response;
 pub mod result;
 pub mod serialize;
 pub mod session;

@@ -21,6 +21,10 @@ use std::sync::Arc;
 pub use crate::connection::tls::{ServerName, TlsConfig, TlsConfigBuilder, TlsConfigError};
 pub use rustls::ClientConfig;
 
+/// What [`SessionBuilder::tls_context`](crate::SessionBuilder::tls_context)
+/// takes, as the official `scylla` crate names it: a [`TlsConfig`].
+pub type TlsContext = TlsConfig;
+
 impl From<Arc<ClientConfig>> for TlsConfig {
     /// [`TlsConfig::from_client_config`]: nodes named by IP address.
     fn from(client: Arc<ClientConfig>) -> Self {

@@ -238,6 +238,13 @@ impl SessionBuilder {
         self
     }
 
+    /// TCP connect timeout (the official `scylla` crate's name for
+    /// [`connect_timeout`](Self::connect_timeout)).
+    #[must_use]
+    pub fn connection_timeout(self, d: Duration) -> Self {
+        self.connect_timeout(d)
+    }
+
     /// Bound on a connection's handshake.
     #[must_use]
     pub fn handshake_timeout(mut self, d: Duration) -> Self {
@@ -279,6 +286,22 @@ impl SessionBuilder {
         tracing::debug!(config = ?tls, "TLS enabled");
         self.config.pool.connection.tls = Some(tls);
         self
+    }
+
+    /// TLS as the official `scylla` crate sets it: `Some` of a
+    /// [`TlsConfig`](crate::tls::TlsConfig) or of a rustls
+    /// `Arc<ClientConfig>` encrypts every connection (see [`tls`](Self::tls)),
+    /// `None` turns encryption off.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_context(mut self, tls: Option<impl Into<crate::tls::TlsConfig>>) -> Self {
+        match tls {
+            Some(tls) => self.tls(tls.into()),
+            None => {
+                self.config.pool.connection.tls = None;
+                self
+            }
+        }
     }
 
     /// Whether to use ScyllaDB's shard-aware port.
@@ -417,6 +440,14 @@ impl SessionBuilder {
     pub fn default_execution_profile(mut self, profile: ExecutionProfile) -> Self {
         self.config.default_profile = profile;
         self
+    }
+
+    /// The default execution profile, given as a handle (the official
+    /// `scylla` crate's form of
+    /// [`default_execution_profile`](Self::default_execution_profile)).
+    #[must_use]
+    pub fn default_execution_profile_handle(self, handle: ExecutionProfileHandle) -> Self {
+        self.default_execution_profile(handle.profile().clone())
     }
 
     /// Bound on waiting for schema agreement after DDL.
