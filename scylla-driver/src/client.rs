@@ -1,8 +1,7 @@
 //! The official `scylla` crate's `client` paths, as aliases of this crate's
 //! types: [`session::Session`], [`session_builder::SessionBuilder`],
-//! [`execution_profile`] (with the official builder,
-//! [`ExecutionProfile::builder`](execution_profile::ExecutionProfile::builder))
-//! and [`pager`].
+//! [`execution_profile`] (the official builder and unnamed handles, over
+//! this crate's profiles) and [`pager`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -51,45 +50,28 @@ pub mod session_builder {
     pub use crate::session::SessionBuilder;
 }
 
-/// Execution profiles: named bundles of request settings (see
-/// [`statement::profile`](crate::statement::profile)).
+/// Execution profiles as the official `scylla` crate builds them:
+/// [`ExecutionProfile::builder()`](execution_profile::ExecutionProfile::builder)
+/// `...build().into_handle()`.
+///
+/// This module's [`ExecutionProfile`](execution_profile::ExecutionProfile)
+/// is a thin wrapper of this crate's
+/// [`statement::ExecutionProfile`](crate::statement::ExecutionProfile) (see
+/// [`statement::profile`](crate::statement::profile) for what a profile
+/// does): the two convert into each other, and both make the same
+/// [`ExecutionProfileHandle`](execution_profile::ExecutionProfileHandle).
 pub mod execution_profile {
     use std::sync::Arc;
     use std::time::Duration;
 
-    pub use crate::statement::{ExecutionProfile, ExecutionProfileHandle};
+    pub use crate::statement::ExecutionProfileHandle;
 
     use crate::policies::speculative_execution::SpeculativeExecutionPolicy;
     use crate::policy::retry::RetryPolicy;
     use crate::statement::{Consistency, SerialConsistency};
 
-    impl ExecutionProfile {
-        /// A builder in the official `scylla` crate's style, starting with
-        /// every field unset (this crate's own form is
-        /// [`ExecutionProfile::new`] with the setters on the profile).
-        pub fn builder() -> ExecutionProfileBuilder {
-            ExecutionProfileBuilder {
-                profile: ExecutionProfile::new(),
-            }
-        }
-
-        /// A handle to this profile labelled `label` (the same as
-        /// [`into_handle`](ExecutionProfile::into_handle), the official
-        /// crate's name for it).
-        pub fn into_handle_with_label(self, label: String) -> ExecutionProfileHandle {
-            self.into_handle(label)
-        }
-
-        /// A builder starting from this profile.
-        pub fn to_builder(&self) -> ExecutionProfileBuilder {
-            ExecutionProfileBuilder {
-                profile: self.clone(),
-            }
-        }
-    }
-
-    /// Builds an [`ExecutionProfile`], with the official `scylla` crate's
-    /// method signatures.
+    /// A bundle of request settings, built with
+    /// [`builder`](Self::builder); unset fields mean "the session's".
     ///
     /// ```
     /// use std::time::Duration;
@@ -101,12 +83,82 @@ pub mod execution_profile {
     ///     .serial_consistency(Some(SerialConsistency::LocalSerial))
     ///     .request_timeout(Some(Duration::from_secs(3)))
     ///     .build();
-    /// assert_eq!(profile.consistency, Some(Consistency::One));
-    /// assert_eq!(profile.serial_consistency, Some(Consistency::LocalSerial));
+    /// assert_eq!(profile.get_consistency(), Some(Consistency::One));
+    /// assert_eq!(profile.get_serial_consistency(), Some(SerialConsistency::LocalSerial));
+    /// let handle = profile.into_handle();
+    /// assert_eq!(handle.profile().request_timeout, Some(Duration::from_secs(3)));
     /// ```
+    #[derive(Debug, Clone, Default)]
+    pub struct ExecutionProfile {
+        profile: crate::statement::ExecutionProfile,
+    }
+
+    impl ExecutionProfile {
+        /// A builder starting with every field unset.
+        pub fn builder() -> ExecutionProfileBuilder {
+            ExecutionProfileBuilder {
+                profile: crate::statement::ExecutionProfile::new(),
+            }
+        }
+
+        /// A builder starting from this profile.
+        pub fn to_builder(&self) -> ExecutionProfileBuilder {
+            ExecutionProfileBuilder {
+                profile: self.profile.clone(),
+            }
+        }
+
+        /// A handle to this profile, with an empty label.
+        pub fn into_handle(self) -> ExecutionProfileHandle {
+            self.profile.into_handle(String::new())
+        }
+
+        /// A handle to this profile labelled `label` (shown by the handle's
+        /// `Debug` and [`name`](ExecutionProfileHandle::name)).
+        pub fn into_handle_with_label(self, label: String) -> ExecutionProfileHandle {
+            self.profile.into_handle(label)
+        }
+
+        /// The consistency level, if set.
+        pub fn get_consistency(&self) -> Option<Consistency> {
+            self.profile.consistency
+        }
+
+        /// The serial consistency level, if set.
+        pub fn get_serial_consistency(&self) -> Option<SerialConsistency> {
+            self.profile
+                .serial_consistency
+                .and_then(|c| SerialConsistency::try_from(c).ok())
+        }
+
+        /// The request timeout, if set.
+        pub fn get_request_timeout(&self) -> Option<Duration> {
+            self.profile.request_timeout
+        }
+
+        /// This crate's form of the profile.
+        pub fn as_profile(&self) -> &crate::statement::ExecutionProfile {
+            &self.profile
+        }
+    }
+
+    impl From<ExecutionProfile> for crate::statement::ExecutionProfile {
+        fn from(p: ExecutionProfile) -> Self {
+            p.profile
+        }
+    }
+
+    impl From<crate::statement::ExecutionProfile> for ExecutionProfile {
+        fn from(profile: crate::statement::ExecutionProfile) -> Self {
+            ExecutionProfile { profile }
+        }
+    }
+
+    /// Builds an [`ExecutionProfile`], with the official `scylla` crate's
+    /// method signatures.
     #[derive(Debug, Clone)]
     pub struct ExecutionProfileBuilder {
-        profile: ExecutionProfile,
+        profile: crate::statement::ExecutionProfile,
     }
 
     impl ExecutionProfileBuilder {
@@ -161,7 +213,9 @@ pub mod execution_profile {
 
         /// The profile.
         pub fn build(self) -> ExecutionProfile {
-            self.profile
+            ExecutionProfile {
+                profile: self.profile,
+            }
         }
     }
 }
