@@ -16,8 +16,8 @@
 //! SCYLLA_URI=127.0.0.1:9142 SCYLLA_TLS_CA=ca.pem cargo run --example quickstart
 //! ```
 
-use scylla_driver::connection::tls::{ServerName, TlsConfig};
 use scylla_driver::statement::Statement;
+use scylla_driver::tls::{ServerName, TlsConfig};
 use scylla_driver::{
     DeserializeRow, DeserializeValue, SerializeRow, SerializeValue, SessionBuilder,
 };
