@@ -20,8 +20,8 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use scylla_driver::connection::tls::{ServerName, TlsConfig};
 use scylla_driver::statement::Statement;
+use scylla_driver::tls::{ServerName, TlsConfig};
 use scylla_driver::{
     DeserializeRow, DeserializeValue, SerializeRow, SerializeValue, SessionBuilder,
 };

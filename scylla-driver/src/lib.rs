@@ -1,28 +1,71 @@
 #![doc = include_str!("lib.md")]
 
+// The internals: public (and hidden from the docs) with
+// `unstable-internals`, crate-private otherwise. In the private build their
+// `pub` items are unreachable from outside, and the helpers and re-exports
+// only benches and tests use are unused.
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod cluster;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod cluster;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod connection;
-pub mod error;
-pub mod metrics;
-pub mod policy;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod connection;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod pool;
-pub mod result;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod pool;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod routing;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod routing;
+
+pub mod client;
+pub mod deserialize;
+pub mod error;
+pub mod errors;
+pub mod frame;
+pub mod metrics;
+pub mod observability;
+pub mod policies;
+pub mod policy;
+pub mod response;
+pub mod result;
+pub mod serialize;
 pub mod session;
 pub mod statement;
+#[cfg(feature = "tls")]
+pub mod tls;
+pub mod types;
+pub mod value;
 
 pub use cluster::view::{ClusterView, NodeInfo, Replica};
 pub use cluster::TabletWarmup;
+pub use connection::{AuthError, AuthSession, Authenticator, Coalescing, PasswordAuthenticator};
 pub use error::{ExecutionError, NewSessionError, PrepareError};
+pub use pool::backoff::{Backoff, ExponentialBackoff, Jitter, ReconnectPolicy, ReconnectSchedule};
+pub use pool::shard_port::PortRange;
 pub use result::QueryResult;
 #[doc(hidden)]
 pub use scylla_cql::_macro_internal;
+pub use scylla_cql::compression::Compression;
+pub use scylla_cql::frame::ProtocolVersion;
 /// The row and value traits, each with its derive macro of the same name
 /// (see `scylla-driver-macros`): `#[derive(DeserializeRow)]` on a struct
 /// reads rows into it, `#[derive(SerializeRow)]` binds its fields to bind
 /// markers, `#[derive(SerializeValue, DeserializeValue)]` maps it to a UDT.
 pub use scylla_cql::types::serialize::BatchValues;
 pub use scylla_cql::types::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
+pub use scylla_cql::Token;
 pub use scylla_driver_macros::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 pub use session::{Session, SessionBuilder, SessionConfig};
 pub use statement::{Batch, BatchType, Consistency, PreparedStatement, Statement};

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use scylla_cql::frame::ProtocolVersion;
-use scylla_driver::connection::tls::TlsConfig;
-use scylla_driver::connection::Coalescing;
+use scylla_driver::tls::TlsConfig;
+use scylla_driver::Coalescing;
+use scylla_driver::ProtocolVersion;
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
 
 fn main() {

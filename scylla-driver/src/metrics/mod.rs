@@ -47,7 +47,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::connection::IoCounters;
+pub use crate::connection::{IoCounters, IoSnapshot};
 
 pub mod names;
 pub(crate) mod record;

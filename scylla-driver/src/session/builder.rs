@@ -35,6 +35,9 @@ pub struct SessionConfig {
     pub keyspace: Option<String>,
     /// Pool and connection settings (credentials, compression, coalescing,
     /// timeouts, shard-aware port, local port range, reconnect policy).
+    /// Its type is internal: set these through the [`SessionBuilder`]
+    /// methods.
+    #[doc(hidden)]
     pub pool: PoolConfig,
     /// Default consistency.
     pub consistency: Consistency,
@@ -52,7 +55,7 @@ pub struct SessionConfig {
     pub local_rack: Option<String>,
     /// Put the less loaded, faster of two replicas first (requests in
     /// flight, latency average), so slow replicas get fewer requests without
-    /// being starved; see [`routing::load`](crate::routing::load). Default: on.
+    /// being starved. Default: on.
     pub latency_aware_routing: bool,
     /// What to do when an attempt fails.
     pub retry_policy: Arc<dyn RetryPolicy>,
@@ -66,7 +69,9 @@ pub struct SessionConfig {
     pub prepared_cache_size: usize,
     /// How long `build` waits for a first connection to every node.
     pub initial_connect_timeout: Duration,
-    /// The control connection's settings.
+    /// The control connection's settings. Its type is internal: set the
+    /// address translator and host filter through the [`SessionBuilder`].
+    #[doc(hidden)]
     pub control: ControlOptions,
     /// Ask for rows without their column metadata when executing prepared
     /// statements, decoding them with the columns learned at PREPARE time.
@@ -233,6 +238,13 @@ impl SessionBuilder {
         self
     }
 
+    /// TCP connect timeout (the official `scylla` crate's name for
+    /// [`connect_timeout`](Self::connect_timeout)).
+    #[must_use]
+    pub fn connection_timeout(self, d: Duration) -> Self {
+        self.connect_timeout(d)
+    }
+
     /// Bound on a connection's handshake.
     #[must_use]
     pub fn handshake_timeout(mut self, d: Duration) -> Self {
@@ -257,7 +269,7 @@ impl SessionBuilder {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use scylla_driver::connection::tls::TlsConfig;
+    /// use scylla_driver::tls::TlsConfig;
     /// use scylla_driver::SessionBuilder;
     ///
     /// let tls = TlsConfig::builder().ca_pem_file("ca.pem")?.build()?;
@@ -274,6 +286,22 @@ impl SessionBuilder {
         tracing::debug!(config = ?tls, "TLS enabled");
         self.config.pool.connection.tls = Some(tls);
         self
+    }
+
+    /// TLS as the official `scylla` crate sets it: `Some` of a
+    /// [`TlsConfig`](crate::tls::TlsConfig) or of a rustls
+    /// `Arc<ClientConfig>` encrypts every connection (see [`tls`](Self::tls)),
+    /// `None` turns encryption off.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_context(mut self, tls: Option<impl Into<crate::tls::TlsConfig>>) -> Self {
+        match tls {
+            Some(tls) => self.tls(tls.into()),
+            None => {
+                self.config.pool.connection.tls = None;
+                self
+            }
+        }
     }
 
     /// Whether to use ScyllaDB's shard-aware port.
@@ -308,8 +336,7 @@ impl SessionBuilder {
     }
 
     /// Whether plans put the less loaded, faster of two replicas first
-    /// (default: on). Off, replicas take turns whatever their latency. See
-    /// [`routing::load`](crate::routing::load).
+    /// (default: on). Off, replicas take turns whatever their latency.
     #[must_use]
     pub fn latency_aware_routing(mut self, on: bool) -> Self {
         self.config.latency_aware_routing = on;
@@ -415,6 +442,14 @@ impl SessionBuilder {
         self
     }
 
+    /// The default execution profile, given as a handle (the official
+    /// `scylla` crate's form of
+    /// [`default_execution_profile`](Self::default_execution_profile)).
+    #[must_use]
+    pub fn default_execution_profile_handle(self, handle: ExecutionProfileHandle) -> Self {
+        self.default_execution_profile(handle.profile().clone())
+    }
+
     /// Bound on waiting for schema agreement after DDL.
     #[must_use]
     pub fn schema_agreement_timeout(mut self, d: Duration) -> Self {
@@ -443,7 +478,7 @@ impl SessionBuilder {
     /// to the addresses to connect to (default: identity). Contact points
     /// are used as given. The shard-aware port is used on the translated IP
     /// with the port number the node reports; see
-    /// [`translation`](crate::cluster::translation).
+    /// [`AddressTranslator`].
     #[must_use]
     pub fn address_translator(mut self, t: Arc<dyn AddressTranslator>) -> Self {
         self.config.control.nodes.translator = t;
@@ -452,7 +487,7 @@ impl SessionBuilder {
 
     /// Uses only the nodes `filter` accepts: the others get no pool, are in
     /// no query plan, and the control connection does not stay on them.
-    /// See [`host_filter`](crate::cluster::host_filter).
+    /// See [`HostFilter`].
     #[must_use]
     pub fn host_filter(mut self, filter: Arc<dyn HostFilter>) -> Self {
         self.config.control.nodes.filter = Some(filter);

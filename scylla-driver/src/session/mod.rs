@@ -41,7 +41,7 @@ use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::types::{SerializeRow, SerializedValues};
 
 pub use self::builder::{SessionBuilder, SessionConfig};
-pub use self::pager::RowStream;
+pub use self::pager::{RowStream, RowsStreamError};
 pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo};
 
 use self::execute::{Answer, RoutingInfo, RunOptions};
@@ -55,6 +55,7 @@ use crate::error::{
 use crate::metrics::Metrics;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
+use crate::response::PageStart;
 use crate::result::QueryResult;
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::{
@@ -499,14 +500,26 @@ impl Session {
     /// Dropping the future cancels the request as for
     /// [`query_unpaged`](Self::query_unpaged); the paging state of an abandoned page is
     /// never returned, so a caller resumes from the last page it received.
-    pub async fn query_single_page(
+    ///
+    /// The paging state is an `Option<Bytes>` (and so is the next page's), or
+    /// a [`PagingState`](crate::response::PagingState) (and the next page's
+    /// comes as a [`PagingStateResponse`](crate::response::PagingStateResponse)):
+    /// see [`PageStart`].
+    pub async fn query_single_page<P: PageStart>(
         &self,
         statement: impl Into<Statement>,
         values: impl SerializeRow + Send + Sync,
-        paging_state: Option<Bytes>,
-    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
-        self.query_page(statement.into(), &values, paging_state, true, None)
-            .await
+        paging_state: P,
+    ) -> Result<(QueryResult, P::Next), ExecutionError> {
+        self.query_page(
+            statement.into(),
+            &values,
+            paging_state.into_bytes(),
+            true,
+            None,
+        )
+        .await
+        .map(|(result, next)| (result, P::next(next)))
     }
 
     async fn query_page(
@@ -621,16 +634,22 @@ impl Session {
     /// Dropping the future cancels the request as for
     /// [`execute_unpaged`](Self::execute_unpaged); the next paging state is only returned
     /// with a completed page.
-    pub async fn execute_single_page(
+    ///
+    /// The paging state takes either form, as for
+    /// [`query_single_page`](Self::query_single_page).
+    pub async fn execute_single_page<P: PageStart>(
         &self,
         prepared: &PreparedStatement,
         values: impl SerializeRow,
-        paging_state: Option<Bytes>,
-    ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
+        paging_state: P,
+    ) -> Result<(QueryResult, P::Next), ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        self.execute_page(prepared, &serialized, paging_state, true, None)
+        self.execute_page(prepared, &serialized, paging_state.into_bytes(), true, None)
             .await
-            .map(with_next_page)
+            .map(|result| {
+                let (result, next) = with_next_page(result);
+                (result, P::next(next))
+            })
     }
 
     /// Executes one page of a prepared statement. Returns the result alone
@@ -724,6 +743,25 @@ impl Session {
         values: impl BatchValues + Send + Sync,
     ) -> Result<QueryResult, ExecutionError> {
         batch::run(self, batch, &values).await
+    }
+
+    /// A copy of `batch` whose unprepared statements are prepared (one
+    /// after the other, through the prepared-statement cache), with the
+    /// same type and options: running it prepares nothing more. Prepare a
+    /// batch once and run it many times.
+    ///
+    /// # Cancellation
+    ///
+    /// As for [`prepare`](Self::prepare); the batch is only returned whole.
+    pub async fn prepare_batch(&self, batch: &Batch) -> Result<Batch, PrepareError> {
+        let mut prepared = batch.clone();
+        for statement in &mut prepared.statements {
+            if let crate::statement::BatchStatement::Query(text) = statement {
+                let p = self.prepare(text.as_str()).await?;
+                *statement = crate::statement::BatchStatement::Prepared(p);
+            }
+        }
+        Ok(prepared)
     }
 
     /// Pages through a statement's result as a stream of typed rows.
@@ -884,7 +922,9 @@ impl Session {
         }
     }
 
-    /// The session's tablet maps.
+    /// The session's tablet maps (`unstable-internals` only).
+    #[cfg(feature = "unstable-internals")]
+    #[doc(hidden)]
     pub fn tablets(&self) -> &Arc<crate::cluster::TabletStore> {
         &self.inner.cluster.tablets
     }
@@ -894,7 +934,10 @@ impl Session {
         &self.inner.metrics
     }
 
-    /// The cluster as the session currently sees it (nodes, pools, routing).
+    /// The cluster as the session currently sees it (nodes, pools, routing;
+    /// `unstable-internals` only).
+    #[cfg(feature = "unstable-internals")]
+    #[doc(hidden)]
     pub fn cluster_state(&self) -> Arc<ClusterState> {
         self.inner.state()
     }
@@ -932,6 +975,12 @@ impl Session {
     /// The keyspace the session is using.
     pub fn keyspace(&self) -> Option<Arc<String>> {
         self.inner.keyspace.load_full()
+    }
+
+    /// The keyspace the session is using (the official `scylla` crate's
+    /// name for [`keyspace`](Self::keyspace)).
+    pub fn get_keyspace(&self) -> Option<Arc<String>> {
+        self.keyspace()
     }
 
     /// Waits until every node's pool has all of its shard connections, or

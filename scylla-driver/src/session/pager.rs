@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use scylla_cql::types::{DeserializeRow, SerializedValues};
+use scylla_cql::types::{DeserializeRow, Row, SerializedValues};
 
 use super::Session;
 use crate::error::{ExecutionError, PageError};
@@ -224,6 +224,65 @@ where
             }
         }
     }
+}
+
+/// A [`RowStream`] of untyped [`Row`]s, what
+/// [`Session::query_iter`](crate::Session::query_iter) returns when nothing
+/// names the row type, retyped before its first row is read: the official
+/// `scylla` crate's `query_iter(..).await?.rows_stream::<T>()?`.
+///
+/// ```no_run
+/// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut rows = session
+///     .query_iter("SELECT k, v FROM ks.t", &[])
+///     .await?
+///     .rows_stream::<(i64, String)>()?;
+/// while let Some(row) = rows.next().await {
+///     let (k, v) = row?;
+///     println!("{k} {v}");
+/// }
+/// # Ok(()) }
+/// ```
+impl RowStream<Row> {
+    /// The same stream, its rows read as `T` (checked against the columns
+    /// when the first page arrives). Fails if rows were already read as
+    /// [`Row`]s, which cannot be read again as `T`.
+    pub fn rows_stream<T>(self) -> Result<RowStream<T>, RowsStreamError>
+    where
+        T: for<'r> DeserializeRow<'r> + Send + 'static,
+    {
+        if !self.rows.is_empty() || self.pages > 0 {
+            return Err(RowsStreamError::RowsAlreadyRead { pages: self.pages });
+        }
+        Ok(RowStream {
+            session: self.session,
+            source: self.source,
+            values: self.values,
+            rows: VecDeque::new(),
+            paging_state: self.paging_state,
+            finished: self.finished,
+            pages: self.pages,
+            tracing_ids: self.tracing_ids,
+            fetching: self.fetching,
+            deadline: self.deadline,
+            _row: PhantomData,
+        })
+    }
+}
+
+/// [`RowStream::rows_stream`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RowsStreamError {
+    /// The stream already read pages as untyped rows.
+    #[error(
+        "the stream already read {pages} page(s) as untyped rows; call rows_stream before \
+         reading any row"
+    )]
+    RowsAlreadyRead {
+        /// Pages read before the call.
+        pages: usize,
+    },
 }
 
 impl<R> futures_core::Stream for RowStream<R>

@@ -1,9 +1,9 @@
 //! What a user runs: unprepared [`Statement`]s, [`PreparedStatement`]s and
 //! [`Batch`]es, each with its [`StatementOptions`].
 
-mod batch;
+pub mod batch;
 pub(crate) mod partition_key;
-pub(crate) mod prepared;
+pub mod prepared;
 pub mod profile;
 
 use std::time::Duration;
@@ -14,6 +14,48 @@ pub use scylla_cql::Consistency;
 pub use self::batch::{Batch, BatchStatement};
 pub use self::prepared::PreparedStatement;
 pub use self::profile::{ExecutionProfile, ExecutionProfileHandle};
+
+/// The unprepared [`Statement`] (the official `scylla` crate's path).
+pub mod unprepared {
+    pub use super::Statement;
+}
+
+/// The consistency of a lightweight transaction's Paxos round: the
+/// serial levels of [`Consistency`], what
+/// [`set_serial_consistency`](Statement::set_serial_consistency) takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SerialConsistency {
+    /// `SERIAL`: linearizable across all datacenters.
+    Serial,
+    /// `LOCAL_SERIAL`: linearizable within the local datacenter.
+    LocalSerial,
+}
+
+impl From<SerialConsistency> for Consistency {
+    fn from(c: SerialConsistency) -> Self {
+        match c {
+            SerialConsistency::Serial => Consistency::Serial,
+            SerialConsistency::LocalSerial => Consistency::LocalSerial,
+        }
+    }
+}
+
+/// A [`Consistency`] that is not a serial level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a serial consistency level; use Serial or LocalSerial")]
+pub struct NotSerialConsistency(pub Consistency);
+
+impl TryFrom<Consistency> for SerialConsistency {
+    type Error = NotSerialConsistency;
+
+    fn try_from(c: Consistency) -> Result<Self, Self::Error> {
+        match c {
+            Consistency::Serial => Ok(SerialConsistency::Serial),
+            Consistency::LocalSerial => Ok(SerialConsistency::LocalSerial),
+            other => Err(NotSerialConsistency(other)),
+        }
+    }
+}
 
 /// Options of one statement; unset fields take the session's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -134,6 +176,94 @@ macro_rules! option_setters {
         /// [`StatementOptions::now_in_seconds`](crate::statement::StatementOptions::now_in_seconds)).
         pub fn set_now_in_seconds(&mut self, now: Option<i32>) {
             self.options.now_in_seconds = now;
+        }
+
+        /// Sets the consistency level (in place).
+        pub fn set_consistency(&mut self, c: Consistency) {
+            self.options.consistency = Some(c);
+        }
+
+        /// The consistency level, if set here.
+        pub fn get_consistency(&self) -> Option<Consistency> {
+            self.options.consistency
+        }
+
+        /// Sets (or clears) the serial consistency level (in place).
+        pub fn set_serial_consistency(&mut self, c: Option<crate::statement::SerialConsistency>) {
+            self.options.serial_consistency = c.map(Consistency::from);
+        }
+
+        /// The serial consistency level, if set here.
+        pub fn get_serial_consistency(&self) -> Option<crate::statement::SerialConsistency> {
+            self.options
+                .serial_consistency
+                .and_then(|c| crate::statement::SerialConsistency::try_from(c).ok())
+        }
+
+        /// Sets the page size (in place).
+        pub fn set_page_size(&mut self, rows: i32) {
+            self.options.page_size = Some(rows);
+        }
+
+        /// The page size, if set here.
+        pub fn get_page_size(&self) -> Option<i32> {
+            self.options.page_size
+        }
+
+        /// Marks the statement idempotent or not (in place).
+        pub fn set_is_idempotent(&mut self, idempotent: bool) {
+            self.options.idempotent = idempotent;
+        }
+
+        /// Whether the statement is marked idempotent.
+        pub fn get_is_idempotent(&self) -> bool {
+            self.options.idempotent
+        }
+
+        /// Turns tracing on or off (in place; see `with_tracing`).
+        pub fn set_tracing(&mut self, tracing: bool) {
+            self.options.tracing = tracing;
+        }
+
+        /// Whether the statement asks for tracing.
+        pub fn get_tracing(&self) -> bool {
+            self.options.tracing
+        }
+
+        /// Sets (or clears) the client-side timestamp, in microseconds.
+        pub fn set_timestamp(&mut self, micros: Option<i64>) {
+            self.options.timestamp = micros;
+        }
+
+        /// The client-side timestamp, if set.
+        pub fn get_timestamp(&self) -> Option<i64> {
+            self.options.timestamp
+        }
+
+        /// Sets (or clears) the request timeout.
+        pub fn set_request_timeout(&mut self, timeout: Option<std::time::Duration>) {
+            self.options.timeout = timeout;
+        }
+
+        /// The request timeout, if set here.
+        pub fn get_request_timeout(&self) -> Option<std::time::Duration> {
+            self.options.timeout
+        }
+
+        /// Sets (or clears) the execution profile (in place; see
+        /// `with_execution_profile`).
+        pub fn set_execution_profile_handle(
+            &mut self,
+            profile: Option<crate::statement::ExecutionProfileHandle>,
+        ) {
+            self.options.profile = profile;
+        }
+
+        /// The execution profile, if set.
+        pub fn get_execution_profile_handle(
+            &self,
+        ) -> Option<&crate::statement::ExecutionProfileHandle> {
+            self.options.profile.as_ref()
         }
     };
 }

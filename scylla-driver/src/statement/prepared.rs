@@ -86,6 +86,12 @@ impl PreparedStatement {
         &self.shared.contents
     }
 
+    /// The CQL text (the official `scylla` crate's name for
+    /// [`contents`](Self::contents)).
+    pub fn get_statement(&self) -> &str {
+        self.contents()
+    }
+
     /// The bind markers, in order.
     pub fn bind_markers(&self) -> &[ColumnSpec] {
         &self.shared.metadata.col_specs
@@ -158,6 +164,16 @@ impl PreparedStatement {
             self.pk_indexes(),
             &serialized,
         ))
+    }
+
+    /// The token of the partition that `values` address (the official
+    /// `scylla` crate's name for [`token`](Self::token), taking the values
+    /// by reference).
+    pub fn calculate_token(
+        &self,
+        values: &impl SerializeRow,
+    ) -> Result<Option<Token>, crate::error::ExecutionError> {
+        self.token(values)
     }
 
     option_setters!();

@@ -45,6 +45,18 @@ impl SerializeRow for () {
     }
 }
 
+/// No values, written `&[]`: the empty array literal infers this type, so
+/// `session.query_unpaged(text, &[])` reads as "no values" (as `()` does).
+impl SerializeRow for [u8; 0] {
+    fn serialize_row(
+        &self,
+        specs: &[ColumnSpec],
+        out: &mut SerializedValues,
+    ) -> Result<(), SerializationError> {
+        ().serialize_row(specs, out)
+    }
+}
+
 impl<T: SerializeValue> SerializeRow for [T] {
     fn serialize_row(
         &self,
@@ -116,3 +128,41 @@ impl_row_tuple!(13; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 
 impl_row_tuple!(14; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11, M m 12, N n 13);
 impl_row_tuple!(15; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11, M m 12, N n 13, O o 14);
 impl_row_tuple!(16; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 8, J j 9, K k 10, L l 11, M m 12, N n 13, O o 14, P p 15);
+
+#[cfg(test)]
+mod empty_array_tests {
+    use super::*;
+    use crate::types::column_type::ColumnType;
+
+    fn marker(name: &str) -> ColumnSpec {
+        ColumnSpec {
+            keyspace: "ks".into(),
+            table: "t".into(),
+            name: name.into(),
+            typ: ColumnType::Int,
+        }
+    }
+
+    fn serialize(
+        values: &impl SerializeRow,
+        specs: &[ColumnSpec],
+    ) -> Result<SerializedValues, SerializationError> {
+        let mut out = SerializedValues::new();
+        values.serialize_row(specs, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn empty_array_literal_binds_no_values() {
+        // `&[]` with no annotation: the literal's element type is inferred.
+        let none = serialize(&&[], &[]).expect("no markers, no values");
+        assert_eq!(none, serialize(&(), &[]).expect("unit binds nothing"));
+        let err = serialize(&&[], &[marker("a")]).expect_err("one marker, no value");
+        assert!(matches!(
+            err.kind(),
+            SerializationErrorKind::WrongValueCount {
+                expected: 1,
+                actual: 0
+            }
+        ));
+    }
+}

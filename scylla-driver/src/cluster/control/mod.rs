@@ -142,7 +142,7 @@ pub struct ContactFailure {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControlError {
-    /// [`ControlHandle::start`] was given no contact point.
+    /// The session was given no contact point.
     #[error("no contact points were given")]
     NoContactPoints,
     /// No contact point could be connected to and read.

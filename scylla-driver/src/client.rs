@@ -1,0 +1,233 @@
+//! The official `scylla` crate's `client` paths, as aliases of this crate's
+//! types: [`session::Session`], [`session_builder::SessionBuilder`],
+//! [`execution_profile`] (the official builder and unnamed handles, over
+//! this crate's profiles) and [`pager`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use scylla_driver::client::session::Session;
+//! use scylla_driver::client::session_builder::SessionBuilder;
+//!
+//! let session: Session = SessionBuilder::new().known_node("127.0.0.1:9042").build().await?;
+//! session.query_unpaged("SELECT * FROM system.local", &[]).await?;
+//! # Ok(()) }
+//! ```
+
+/// [`Session`](session::Session) and its configuration.
+pub mod session {
+    pub use crate::session::{Session, SessionConfig};
+
+    impl SessionConfig {
+        /// The default configuration, without contact points.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Adds a contact point (`host:port`, or `host` for port 9042).
+        pub fn add_known_node(&mut self, addr: impl Into<String>) {
+            self.contact_points.push(addr.into());
+        }
+
+        /// Adds contact points.
+        pub fn add_known_nodes<S: Into<String>>(&mut self, addrs: impl IntoIterator<Item = S>) {
+            self.contact_points
+                .extend(addrs.into_iter().map(Into::into));
+        }
+    }
+
+    impl Session {
+        /// Connects with `config` (the same as
+        /// [`SessionBuilder::build`](crate::SessionBuilder::build) with that
+        /// configuration).
+        pub async fn connect(config: SessionConfig) -> Result<Session, crate::NewSessionError> {
+            crate::SessionBuilder { config }.build().await
+        }
+    }
+}
+
+/// [`SessionBuilder`](session_builder::SessionBuilder).
+pub mod session_builder {
+    pub use crate::session::SessionBuilder;
+}
+
+/// Execution profiles as the official `scylla` crate builds them:
+/// [`ExecutionProfile::builder()`](execution_profile::ExecutionProfile::builder)
+/// `...build().into_handle()`.
+///
+/// This module's [`ExecutionProfile`](execution_profile::ExecutionProfile)
+/// is a thin wrapper of this crate's
+/// [`statement::ExecutionProfile`](crate::statement::ExecutionProfile) (see
+/// [`statement::profile`](crate::statement::profile) for what a profile
+/// does): the two convert into each other, and both make the same
+/// [`ExecutionProfileHandle`](execution_profile::ExecutionProfileHandle).
+pub mod execution_profile {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    pub use crate::statement::ExecutionProfileHandle;
+
+    use crate::policies::speculative_execution::SpeculativeExecutionPolicy;
+    use crate::policy::retry::RetryPolicy;
+    use crate::statement::{Consistency, SerialConsistency};
+
+    /// A bundle of request settings, built with
+    /// [`builder`](Self::builder); unset fields mean "the session's".
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use scylla_driver::client::execution_profile::ExecutionProfile;
+    /// use scylla_driver::statement::{Consistency, SerialConsistency};
+    ///
+    /// let profile = ExecutionProfile::builder()
+    ///     .consistency(Consistency::One)
+    ///     .serial_consistency(Some(SerialConsistency::LocalSerial))
+    ///     .request_timeout(Some(Duration::from_secs(3)))
+    ///     .build();
+    /// assert_eq!(profile.get_consistency(), Some(Consistency::One));
+    /// assert_eq!(profile.get_serial_consistency(), Some(SerialConsistency::LocalSerial));
+    /// let handle = profile.into_handle();
+    /// assert_eq!(handle.profile().request_timeout, Some(Duration::from_secs(3)));
+    /// ```
+    #[derive(Debug, Clone, Default)]
+    pub struct ExecutionProfile {
+        profile: crate::statement::ExecutionProfile,
+    }
+
+    impl ExecutionProfile {
+        /// A builder starting with every field unset.
+        pub fn builder() -> ExecutionProfileBuilder {
+            ExecutionProfileBuilder {
+                profile: crate::statement::ExecutionProfile::new(),
+            }
+        }
+
+        /// A builder starting from this profile.
+        pub fn to_builder(&self) -> ExecutionProfileBuilder {
+            ExecutionProfileBuilder {
+                profile: self.profile.clone(),
+            }
+        }
+
+        /// A handle to this profile, with an empty label.
+        pub fn into_handle(self) -> ExecutionProfileHandle {
+            self.profile.into_handle(String::new())
+        }
+
+        /// A handle to this profile labelled `label` (shown by the handle's
+        /// `Debug` and [`name`](ExecutionProfileHandle::name)).
+        pub fn into_handle_with_label(self, label: String) -> ExecutionProfileHandle {
+            self.profile.into_handle(label)
+        }
+
+        /// The consistency level, if set.
+        pub fn get_consistency(&self) -> Option<Consistency> {
+            self.profile.consistency
+        }
+
+        /// The serial consistency level, if set.
+        pub fn get_serial_consistency(&self) -> Option<SerialConsistency> {
+            self.profile
+                .serial_consistency
+                .and_then(|c| SerialConsistency::try_from(c).ok())
+        }
+
+        /// The request timeout, if set.
+        pub fn get_request_timeout(&self) -> Option<Duration> {
+            self.profile.request_timeout
+        }
+
+        /// This crate's form of the profile.
+        pub fn as_profile(&self) -> &crate::statement::ExecutionProfile {
+            &self.profile
+        }
+    }
+
+    impl From<ExecutionProfile> for crate::statement::ExecutionProfile {
+        fn from(p: ExecutionProfile) -> Self {
+            p.profile
+        }
+    }
+
+    impl From<crate::statement::ExecutionProfile> for ExecutionProfile {
+        fn from(profile: crate::statement::ExecutionProfile) -> Self {
+            ExecutionProfile { profile }
+        }
+    }
+
+    /// Builds an [`ExecutionProfile`], with the official `scylla` crate's
+    /// method signatures.
+    #[derive(Debug, Clone)]
+    pub struct ExecutionProfileBuilder {
+        profile: crate::statement::ExecutionProfile,
+    }
+
+    impl ExecutionProfileBuilder {
+        /// Sets the consistency level.
+        #[must_use]
+        pub fn consistency(mut self, c: Consistency) -> Self {
+            self.profile.consistency = Some(c);
+            self
+        }
+
+        /// Sets (or clears) the serial consistency level.
+        #[must_use]
+        pub fn serial_consistency(mut self, c: Option<SerialConsistency>) -> Self {
+            self.profile.serial_consistency = c.map(Consistency::from);
+            self
+        }
+
+        /// Sets (or clears) the request timeout.
+        #[must_use]
+        pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+            self.profile.request_timeout = timeout;
+            self
+        }
+
+        /// Sets the retry policy.
+        #[must_use]
+        pub fn retry_policy(mut self, p: Arc<dyn RetryPolicy>) -> Self {
+            self.profile.retry_policy = Some(p);
+            self
+        }
+
+        /// Sets speculative execution (`None`: none, even where the
+        /// session has it on).
+        #[must_use]
+        pub fn speculative_execution_policy(
+            mut self,
+            p: Option<Arc<dyn SpeculativeExecutionPolicy>>,
+        ) -> Self {
+            self.profile.speculative_execution = Some(match p {
+                Some(p) => p.schedule(),
+                None => crate::policy::speculative::SpeculativeExecution::new(1, Duration::ZERO),
+            });
+            self
+        }
+
+        /// Sets the page size.
+        #[must_use]
+        pub fn page_size(mut self, rows: i32) -> Self {
+            self.profile.page_size = Some(rows);
+            self
+        }
+
+        /// The profile.
+        pub fn build(self) -> ExecutionProfile {
+            ExecutionProfile {
+                profile: self.profile,
+            }
+        }
+    }
+}
+
+/// Paged results: [`QueryPager`](pager::QueryPager), what
+/// [`Session::query_iter`](crate::Session::query_iter) returns before
+/// [`rows_stream`](crate::session::RowStream::rows_stream) picks the row
+/// type, and [`TypedRowStream`](pager::TypedRowStream).
+pub mod pager {
+    /// A paged query whose row type is not chosen yet (its rows read as
+    /// [`Row`](crate::value::Row)s).
+    pub type QueryPager = crate::session::RowStream<crate::value::Row>;
+    /// A paged query's rows, as `R`.
+    pub type TypedRowStream<R> = crate::session::RowStream<R>;
+}

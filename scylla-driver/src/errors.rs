@@ -1,0 +1,26 @@
+//! Every error type of the driver in one place (the official `scylla`
+//! crate's `errors` path): those of [`error`](crate::error), and those they
+//! carry (connections, the control connection, TLS, frames,
+//! (de)serialization, tracing, the server's error codes).
+
+pub use crate::cluster::{ContactError, ContactFailure, MetadataError, TranslationError};
+pub use crate::connection::{
+    AuthError, BrokenReason, OpenError, OpenStep, SetupStep, TlsErrorKind,
+};
+pub use crate::error::*;
+pub use crate::response::query_result::{
+    FirstRowError, IntoRowsResultError, MaybeFirstRowError, RowsError, SingleRowError,
+};
+pub use crate::session::{RowsStreamError, TracingError};
+pub use crate::statement::NotSerialConsistency;
+#[cfg(feature = "tls")]
+pub use crate::tls::TlsConfigError;
+pub use scylla_cql::frame::response::error::{DbError, OperationType, WriteType};
+pub use scylla_cql::frame::response::ErrorResponse;
+pub use scylla_cql::frame::segment::SegmentError;
+pub use scylla_cql::types::CqlTypeParseError;
+pub use scylla_cql::types::{
+    DeserializationError, DeserializationErrorKind, SerializationError, SerializationErrorKind,
+    TypeCheckError, TypeCheckErrorKind,
+};
+pub use scylla_cql::{DecodeError, EncodeError};

@@ -1,0 +1,27 @@
+//! Binding values: the traits a statement's values implement, and their
+//! errors. The derive macros of the same names live at the crate root
+//! ([`SerializeRow`](crate::SerializeRow), [`SerializeValue`](crate::SerializeValue)).
+//!
+//! A statement's values are one [`row::SerializeRow`]: a tuple,
+//! a struct with `#[derive(SerializeRow)]`, a slice or `Vec` of one value
+//! type, `()` or `&[]` for none.
+
+pub use scylla_cql::types::serialize::{
+    BatchValues, MaybeUnset, SerializationError, SerializationErrorKind, Unset,
+};
+pub use scylla_cql::types::{SerializedValues, Written};
+
+/// One value: [`value::SerializeValue`].
+pub mod value {
+    pub use scylla_cql::types::SerializeValue;
+}
+
+/// A statement's values: [`row::SerializeRow`].
+pub mod row {
+    pub use scylla_cql::types::{SerializeRow, SerializedValues};
+}
+
+/// A batch's values, one row per statement: [`batch::BatchValues`].
+pub mod batch {
+    pub use scylla_cql::types::serialize::BatchValues;
+}
