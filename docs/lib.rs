@@ -115,8 +115,6 @@ mod performance {}
 #[doc = include_str!("architecture.md")]
 mod architecture {}
 
-// The migration guide from the official `scylla` crate, once it is in
-// `docs/`:
-// #[cfg(doctest)]
-// #[doc = include_str!("migrating-from-scylla.md")]
-// mod migrating_from_scylla {}
+#[cfg(doctest)]
+#[doc = include_str!("migrating-from-scylla.md")]
+mod migrating_from_scylla {}

@@ -24,7 +24,7 @@ mod common;
 
 use std::sync::Arc;
 
-use scylla_cql::frame::response::DbError;
+use scylla_driver::errors::DbError;
 use scylla_driver::policy::retry::{
     AttemptFailure, DefaultRetryPolicy, RetryContext, RetryDecision, RetryPolicy,
 };

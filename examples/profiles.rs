@@ -21,7 +21,7 @@ mod common;
 
 use std::time::Duration;
 
-use scylla_cql::frame::response::DbError;
+use scylla_driver::errors::DbError;
 use scylla_driver::policy::speculative::SpeculativeExecution;
 use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
 use scylla_driver::{ExecutionError, SessionBuilder};

@@ -18,7 +18,7 @@ mod common;
 
 use std::time::Duration;
 
-use scylla_driver::connection::tls::TlsConfig;
+use scylla_driver::tls::TlsConfig;
 use scylla_driver::SessionBuilder;
 
 #[tokio::main]

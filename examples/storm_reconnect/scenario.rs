@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use scylla_cql::frame::wire::{put_inet, put_string};
-use scylla_driver::connection::tls::TlsConfig;
 use scylla_driver::metrics::MetricsSnapshot;
 use scylla_driver::pool::backoff::{ExponentialBackoff, Jitter};
 use scylla_driver::pool::{NodePool, PoolSnapshot};
+use scylla_driver::tls::TlsConfig;
 use scylla_driver::{Session, SessionBuilder};
 use scylla_testbed::{
     AdmissionConfig, EventKind, Faults, HandshakeCost, NatMode, TestCluster, TlsOptions,

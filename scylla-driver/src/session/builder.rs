@@ -318,6 +318,98 @@ impl SessionBuilder {
         self
     }
 
+    /// Source ports tried per shard-aware connection before the pool gives
+    /// up on the shard-aware port for it (taken ports are skipped; default
+    /// 32).
+    #[must_use]
+    pub fn max_source_port_attempts(mut self, n: usize) -> Self {
+        self.config.pool.max_source_port_attempts = n.max(1);
+        self
+    }
+
+    /// When to stop trusting a node's shard-aware port (behind a NAT that
+    /// rewrites source ports, connections land on the wrong shards): after
+    /// `mismatches` wrong-shard landings in a row, the pool uses the regular
+    /// port for `probation` (doubling up to `max_probation` while the port
+    /// keeps failing its probes). Defaults: 3, 30 s, 10 min.
+    #[must_use]
+    pub fn shard_aware_fallback(
+        mut self,
+        mismatches: u32,
+        probation: Duration,
+        max_probation: Duration,
+    ) -> Self {
+        let f = &mut self.config.pool.fallback;
+        f.mismatch_threshold = mismatches.max(1);
+        f.probation = probation;
+        f.max_probation = max_probation.max(probation);
+        self
+    }
+
+    /// Most connections opened to one node at the same time (default 4):
+    /// bounds the handshakes a client puts on a node that restarts.
+    #[must_use]
+    pub fn max_concurrent_opens(mut self, n: usize) -> Self {
+        self.config.pool.max_concurrent_opens = n.max(1);
+        self
+    }
+
+    /// The window over which a returning node's connections are reopened,
+    /// each at a random moment in it (default 1 s), so that thousands of
+    /// clients do not reconnect in lockstep.
+    #[must_use]
+    pub fn reconnect_spread(mut self, d: Duration) -> Self {
+        self.config.pool.reconnect_spread = d;
+        self
+    }
+
+    /// Without a usable shard-aware port: the mean interval between
+    /// background attempts to cover a shard that has no connection (default
+    /// 1 s; at most one attempt per node per interval).
+    #[must_use]
+    pub fn coverage_interval(mut self, d: Duration) -> Self {
+        self.config.pool.coverage_interval = d;
+        self
+    }
+
+    /// Keep-alive: a heartbeat after `interval` without a write (`None`
+    /// disables it), and the connection is replaced if it is not answered
+    /// within `timeout`. Defaults: 30 s, 10 s.
+    #[must_use]
+    pub fn heartbeat(mut self, interval: Option<Duration>, timeout: Duration) -> Self {
+        let c = &mut self.config.pool.connection;
+        c.heartbeat_interval = interval;
+        c.heartbeat_timeout = timeout;
+        self
+    }
+
+    /// A connection with requests in flight that completes no response for
+    /// `after` is probed, and replaced if the probe is not answered within
+    /// `timeout` (`None` disables the probe). Defaults: 2 s, 3 s.
+    #[must_use]
+    pub fn stall_probe(mut self, after: Option<Duration>, timeout: Duration) -> Self {
+        let c = &mut self.config.pool.connection;
+        c.stall_probe_after = after;
+        c.stall_probe_timeout = timeout;
+        self
+    }
+
+    /// Timed-out requests still holding stream ids at which a connection is
+    /// replaced (default 1024).
+    #[must_use]
+    pub fn max_orphans(mut self, n: usize) -> Self {
+        self.config.pool.connection.max_orphans = n.max(1);
+        self
+    }
+
+    /// The largest frame accepted or sent (default 16 MiB); raise it for
+    /// pages of very large rows.
+    #[must_use]
+    pub fn max_frame_len(mut self, bytes: usize) -> Self {
+        self.config.pool.connection.max_frame_len = bytes;
+        self
+    }
+
     /// The datacenter to prefer.
     #[must_use]
     pub fn local_datacenter(mut self, dc: impl Into<String>) -> Self {
