@@ -247,10 +247,10 @@ async fn a_failed_preparation_is_a_prepare_error() {
         "{err:?}"
     );
     assert_eq!(err.db_error(), Some(&DbError::SyntaxError));
-    // The cause is reachable through `source()`.
-    let source = std::error::Error::source(&err).expect("a source");
-    assert!(
-        source.downcast_ref::<PrepareError>().is_some(),
-        "{source:?}"
-    );
+    // The preparation's error is the execution's own (transparent): it
+    // displays as itself, once.
+    let ExecutionError::Prepare(inner) = &err else {
+        unreachable!()
+    };
+    assert_eq!(err.to_string(), inner.to_string());
 }
