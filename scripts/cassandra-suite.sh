@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the real-server suite (tests/cassandra) against Apache Cassandra:
-#   (a) 1 node:            cargo test --test cassandra (and cassandra_metadata,
+#   (a) 1 node:            cargo test --test cassandra (and session's cassandra_metadata,
 #                          the quickstart and semantic_cache examples) with SCYLLA_URI, in
 #                          protocol v5 (negotiated) and again pinned to v4
 #   (b) 1 node with --auth: the auth/LZ4 tests           with SCYLLA_AUTH_URI
@@ -56,7 +56,7 @@ start_cassandra() {
 }
 
 log "compiling the tests"
-cargo test --test cassandra --test cassandra_metadata --no-run
+cargo test --test cassandra --test session --no-run
 cargo build --example quickstart
 cargo build --example semantic_cache
 phase "compiling"
@@ -70,7 +70,7 @@ phase "(a) start"
 SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra -- --ignored --test-threads 2 \
     --skip auth::good_bad_and_missing_credentials --skip auth::lz4_compression_is_negotiated_and_used \
     --skip three_nodes:: --skip tls::
-SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra_metadata -- --include-ignored
+SCYLLA_URI="$(bash "$C" uri)" cargo test --test session -- --include-ignored cassandra_metadata::
 log "(a) again, pinned to protocol v4 (the run above negotiated v5)"
 SCYLLA_PROTOCOL_VERSION=4 SCYLLA_URI="$(bash "$C" uri)" cargo test --test cassandra -- --ignored \
     --test-threads 2 \

@@ -14,7 +14,7 @@ use scylla_driver::error::{AttemptError, PrepareError};
 use scylla_driver::{Consistency, ExecutionError, NewSessionError, SessionBuilder, Statement};
 use scylla_testbed::{Faults, TestCluster};
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 async fn cluster(auth: bool) -> TestCluster {

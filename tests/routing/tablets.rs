@@ -3,7 +3,7 @@
 //! that reached a node or shard not holding the token's tablet) is the judge.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

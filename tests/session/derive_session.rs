@@ -4,7 +4,7 @@
 //! `#[derive(DeserializeRow)]` structs, borrowed and owned.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::{cluster_and_session, create_keyspace};
 use scylla_driver::statement::Statement;

@@ -8,8 +8,7 @@
 // Test helpers unwrap on purpose: a failure is a test failure.
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/raw_client.rs"]
-mod raw_client;
+use crate::raw_client;
 
 use scylla_cql::frame::response::Response;
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};

@@ -5,7 +5,7 @@
 use scylla_driver::statement::{Batch, BatchType, Statement};
 use scylla_driver::ExecutionError;
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

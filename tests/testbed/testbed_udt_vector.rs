@@ -15,7 +15,7 @@ use scylla_driver::{
     DeserializeRow, DeserializeValue, ExecutionError, SerializeRow, SerializeValue,
 };
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 #[derive(Debug, Clone, PartialEq, SerializeValue, DeserializeValue)]

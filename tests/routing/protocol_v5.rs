@@ -14,7 +14,7 @@ use scylla_driver::connection::{
 use scylla_driver::SessionBuilder;
 use scylla_testbed::{Faults, TestCluster};
 
-mod common;
+use crate::common;
 use common::create_keyspace;
 
 async fn cluster(nodes: usize, shards: u16, max: ProtocolVersion) -> TestCluster {

@@ -3,7 +3,7 @@
 //! error, nothing hangs, and the node is used again after it comes back.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 use std::sync::atomic::{AtomicU64, Ordering};

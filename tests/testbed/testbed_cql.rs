@@ -5,8 +5,7 @@
 // Test helpers unwrap on purpose: a failure is a test failure.
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/raw_client.rs"]
-mod raw_client;
+use crate::raw_client;
 
 use std::borrow::Cow;
 

@@ -16,7 +16,7 @@ use scylla_driver::statement::Statement;
 use scylla_driver::{ExecutionError, PreparedStatement, Session, SessionBuilder};
 use scylla_testbed::{CqlHandler, TestCluster};
 
-mod common;
+use crate::common;
 use common::create_keyspace;
 
 /// A one-node cluster (with `SCYLLA_USE_METADATA_ID` offered when

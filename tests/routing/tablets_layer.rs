@@ -6,10 +6,10 @@
 //! of every EXECUTE that reached a node or shard not holding the token's
 //! tablet, counting it. That count is the judge. It cross-checks the driver
 //! against a second server-side implementation (the test cluster's own
-//! tablets are exercised in `tests/tablets.rs`) and sends malformed payloads.
+//! tablets are exercised in `tests/routing/tablets.rs`) and sends malformed payloads.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use scylla_cql::frame::ProtocolVersion;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 //! a vnode table, and the cluster's own tablet map for a tablet table.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use scylla_driver::statement::{Batch, BatchType, Statement};
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 /// Long enough for any answer on a busy machine; a hang fails the test.

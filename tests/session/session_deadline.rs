@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use scylla_driver::{ExecutionError, SessionBuilder, Statement};
 use scylla_testbed::{CqlHandler, Faults, TestCluster};
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 /// EXECUTE, UNPREPARED, PREPARE again, EXECUTE again: with every answer

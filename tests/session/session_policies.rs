@@ -2,7 +2,7 @@
 //! speculative execution of idempotent statements around a slow node.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 use std::time::Duration;

@@ -24,7 +24,7 @@ use scylla_testbed::{
 };
 use uuid::Uuid;
 
-mod common;
+use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 /// Long enough for any answer on a busy machine; a hang fails the test.

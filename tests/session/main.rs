@@ -1,0 +1,25 @@
+//! The session API against the in-process test cluster: queries, prepared
+//! statements, paging, batches, errors, profiles, policies, failover, the
+//! cluster view, the official crate's paths, address translation, metadata.
+//!
+//! One test binary for these modules (each was a binary of its own): fewer
+//! links, and one process that runs their tests side by side.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod session;
+mod session_deadline;
+mod session_errors;
+mod session_failover;
+mod session_policies;
+mod session_v5;
+mod execution_profiles;
+mod derive_session;
+mod error_texts;
+mod official_style;
+mod cluster_view;
+mod address_translation;
+mod cassandra_metadata;
+mod future_sizes;
