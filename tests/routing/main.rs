@@ -8,9 +8,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod connection_smoke;
 mod pool;
+mod protocol_v5;
 mod tablets;
 mod tablets_layer;
-mod connection_smoke;
-mod protocol_v5;
 mod tls_cluster;

@@ -9,17 +9,17 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod address_translation;
+mod cassandra_metadata;
+mod cluster_view;
+mod derive_session;
+mod error_texts;
+mod execution_profiles;
+mod future_sizes;
+mod official_style;
 mod session;
 mod session_deadline;
 mod session_errors;
 mod session_failover;
 mod session_policies;
 mod session_v5;
-mod execution_profiles;
-mod derive_session;
-mod error_texts;
-mod official_style;
-mod cluster_view;
-mod address_translation;
-mod cassandra_metadata;
-mod future_sizes;

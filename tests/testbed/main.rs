@@ -16,7 +16,7 @@ mod testbed_fuzz;
 mod testbed_network;
 mod testbed_tablets;
 mod testbed_tls;
-mod testbed_tracing;
 mod testbed_traces;
+mod testbed_tracing;
 mod testbed_udt_vector;
 mod testbed_v5;
