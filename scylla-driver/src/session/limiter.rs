@@ -311,7 +311,9 @@ mod tests {
         assert_eq!(l.state.load(Ordering::Relaxed), 0);
     }
 
-    #[tokio::test]
+    // The paused clock: the deadline passes when the test is idle, at once
+    // and exactly (no real time is slept).
+    #[tokio::test(start_paused = true)]
     async fn waiters_are_served_in_order_and_time_out_at_their_deadline() {
         let l = Arc::new(RequestLimiter::new(1, 2));
         let held = l.acquire(far(), Duration::ZERO).await.unwrap();
@@ -343,8 +345,10 @@ mod tests {
 
         // A deadline while waiting is a timeout, and leaves the queue.
         let held = l.acquire(far(), Duration::ZERO).await.unwrap();
-        let t = Duration::from_millis(20);
+        let t = Duration::from_secs(5);
+        let before = tokio::time::Instant::now();
         let e = l.acquire(Instant::now() + t, t).await.unwrap_err();
+        assert!(before.elapsed() >= t, "{:?}", before.elapsed());
         assert!(
             matches!(e, ExecutionError::Timeout { timeout: d, .. } if d == t),
             "{e}"
