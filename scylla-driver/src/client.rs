@@ -211,6 +211,17 @@ pub mod execution_profile {
             self
         }
 
+        /// Sets the load-balancing policy (see
+        /// [`policies::load_balancing`](crate::policies::load_balancing)).
+        #[must_use]
+        pub fn load_balancing_policy(
+            mut self,
+            p: Arc<dyn crate::policies::load_balancing::LoadBalancingPolicy>,
+        ) -> Self {
+            self.profile.load_balancing = Some(p);
+            self
+        }
+
         /// The profile.
         pub fn build(self) -> ExecutionProfile {
             ExecutionProfile {

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use scylla_cql::Consistency;
 
+use crate::policy::load_balancing::LoadBalancingPolicy;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
 
@@ -57,6 +58,10 @@ pub struct ExecutionProfile {
     pub speculative_execution: Option<SpeculativeExecution>,
     /// Rows per page for paged execution.
     pub page_size: Option<i32>,
+    /// Load-balancing preferences (see
+    /// [`policy::load_balancing`](crate::policy::load_balancing)); `None`:
+    /// the session's routing.
+    pub load_balancing: Option<Arc<dyn LoadBalancingPolicy>>,
 }
 
 impl ExecutionProfile {
@@ -104,6 +109,13 @@ impl ExecutionProfile {
     #[must_use]
     pub fn page_size(mut self, rows: i32) -> Self {
         self.page_size = Some(rows);
+        self
+    }
+
+    /// Sets the load-balancing policy.
+    #[must_use]
+    pub fn load_balancing_policy(mut self, p: Arc<dyn LoadBalancingPolicy>) -> Self {
+        self.load_balancing = Some(p);
         self
     }
 
