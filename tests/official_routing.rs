@@ -4,9 +4,9 @@
 //! - `Session::get_cluster_state()`: its nodes are the cluster's, and
 //!   `get_token_endpoints` names the replicas (and shards) the driver's own
 //!   view names, for tokens that `SELECT token(pk)` confirms;
-//! - `SingleTargetLoadBalancingPolicy`: every request reaches the named node
-//!   (by `Node`, host id or address), on the named shard; an unknown node
-//!   fails the request;
+//! - `SingleTargetLoadBalancingPolicy`: every request (statement, prepared
+//!   statement, batch) reaches the named node (by `Node`, host id or
+//!   address), on the named shard; an unknown node fails the request;
 //! - where a policy comes from: statement over profile over session default;
 //! - `DefaultPolicy`: preferred datacenter (and rack), datacenter failover,
 //!   token awareness, replica shuffling;
@@ -30,7 +30,7 @@ use scylla_driver::policies::load_balancing::{
 use scylla_driver::policies::speculative_execution::PercentileSpeculativeExecutionPolicy;
 use scylla_driver::routing::Token;
 use scylla_driver::statement::Statement;
-use scylla_driver::{ExecutionError, Session, SessionBuilder};
+use scylla_driver::{Batch, BatchType, ExecutionError, Session, SessionBuilder};
 use scylla_testbed::{Faults, TestCluster, TestClusterBuilder};
 use uuid::Uuid;
 
@@ -175,6 +175,23 @@ async fn single_target_reaches_the_named_node_and_shard() {
         "shard 3 served {}",
         served(3) - before
     );
+
+    // A batch, too.
+    create_keyspace(&session, "b", 3).await;
+    session
+        .query_unpaged("CREATE TABLE b.t (k int PRIMARY KEY)", ())
+        .await
+        .unwrap();
+    let mut batch = Batch::new(BatchType::Unlogged);
+    batch.append_statement("INSERT INTO b.t (k) VALUES (1)");
+    batch.append_statement("INSERT INTO b.t (k) VALUES (2)");
+    for node in &nodes {
+        batch.set_load_balancing_policy(Some(single(NodeIdentifier::HostId(node.host_id), None)));
+        for _ in 0..4 {
+            let r = session.batch(&batch, ((), ())).await.unwrap();
+            assert_eq!(r.coordinator, Some(node.address.into_inner()));
+        }
+    }
 
     // A node the session does not know: no attempt, an error.
     let mut stmt = Statement::new(LOCAL);

@@ -51,7 +51,6 @@
 //! assert_eq!(first.node, NodeIdx(0));
 //! ```
 
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
