@@ -1,5 +1,6 @@
 //! Execution profiles: named bundles of request settings (consistency,
-//! serial consistency, timeout, retry and speculative policies, page size)
+//! serial consistency, timeout, retry, speculative and load-balancing
+//! policies, page size)
 //! registered on the session and selected per statement.
 //!
 //! Every field is optional: an unset field falls through to the next level.
