@@ -386,12 +386,19 @@ pub(crate) fn preference(policy: &dyn LoadBalancingPolicy) -> Option<Preference<
         .map(Preference::Single)
 }
 
-/// A load-balancing policy as a statement or profile holds it: compared by
-/// identity, so that statements stay comparable.
+/// A load-balancing policy as a statement holds it: compared by identity,
+/// so that statements stay comparable. One pointer wide (the policy's `Arc`
+/// in an `Arc`, allocated when the policy is set), so that statements, which
+/// request futures carry, grow by one word only.
 #[derive(Clone)]
-pub struct PolicyHandle(pub(crate) Arc<dyn LoadBalancingPolicy>);
+pub struct PolicyHandle(pub(crate) Arc<Arc<dyn LoadBalancingPolicy>>);
 
 impl PolicyHandle {
+    /// A handle to `policy`.
+    pub fn new(policy: Arc<dyn LoadBalancingPolicy>) -> Self {
+        PolicyHandle(Arc::new(policy))
+    }
+
     /// The policy.
     pub fn policy(&self) -> &Arc<dyn LoadBalancingPolicy> {
         &self.0
@@ -406,7 +413,7 @@ impl fmt::Debug for PolicyHandle {
 
 impl PartialEq for PolicyHandle {
     fn eq(&self, other: &Self) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+        std::ptr::addr_eq(Arc::as_ptr(&*self.0), Arc::as_ptr(&*other.0))
     }
 }
 

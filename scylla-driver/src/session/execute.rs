@@ -38,9 +38,7 @@ use crate::metrics::{record, Metrics};
 use crate::policy::load_balancing::{preference, LoadBalancingPolicy, NodeIdentifier, Preference};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
-use crate::routing::{
-    DcId, KeyspaceId, NodeIdx, RackId, RoutingRequest, Tablet, TabletTable, Target,
-};
+use crate::routing::{KeyspaceId, NodeIdx, RackId, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
 use scylla_cql::frame::CustomPayload;
 use scylla_cql::sharding::Shard;
@@ -76,7 +74,8 @@ pub(crate) struct RunOptions<'a> {
     pub(crate) speculative: Option<SpeculativeExecution>,
     /// The statement's or its profile's load-balancing policy (`None`: the
     /// session's routing, unchanged).
-    pub(crate) load_balancing: Option<&'a dyn LoadBalancingPolicy>,
+    /// (A thin reference: these options are copied into request futures.)
+    pub(crate) load_balancing: Option<&'a Arc<dyn LoadBalancingPolicy>>,
 }
 
 /// A successful attempt.
@@ -141,19 +140,14 @@ async fn run_in_span(
         }
     };
     let is_up = |idx: NodeIdx| state.node(idx).is_some_and(|n| n.pool.is_connected());
-    // A load-balancing policy that turns token awareness off also skips
-    // the tablet lookup.
-    let token_aware = !matches!(
-        opts.load_balancing.and_then(preference),
-        Some(Preference::Default(p)) if !p.is_token_aware()
-    );
     // A tablet table routes by its tablet: the tablet's replicas with their
     // shards when the tablet is known; otherwise any node, local datacenter
     // first (the ring's replicas mean nothing there), and the answer's
-    // payload teaches the tablet.
+    // payload teaches the tablet. (Unless a load-balancing policy turns
+    // token awareness off.)
     let tablets = routing
         .tablets
-        .filter(|t| token_aware && t.uses_tablets())
+        .filter(|t| t.uses_tablets() && token_aware(opts.load_balancing))
         .map(|t| t.snapshot());
     // In a block: the routing request is not kept in this future.
     let (plan, only) = {
@@ -168,7 +162,7 @@ async fn run_in_span(
         // A load-balancing policy, if any, changes the request's
         // preferences and restricts its targets; without one, this is one
         // branch.
-        let only = match opts.load_balancing.and_then(preference) {
+        let only = match opts.load_balancing.and_then(|p| preference(&**p)) {
             None => Only::Any,
             Some(pref) => steer(pref, state, &mut request, &mut local_rack),
         };
@@ -193,15 +187,18 @@ async fn run_in_span(
         };
         (plan.with_local_rack(local_rack).with_loads(loads), only)
     };
-    let plan = Mutex::new(plan);
+    // The restriction sits with the plan, so that the closure holds one
+    // reference, as without policies.
+    let plan = Mutex::new((plan, only));
     let next_target = || {
-        let mut plan = plan.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = plan.lock().unwrap_or_else(|e| e.into_inner());
+        let (plan, only) = &mut *guard;
         // Bounded: the plan yields each node at most once.
         loop {
             let t = plan.next()?;
-            match only {
+            match *only {
                 Only::Any => return Some(t),
-                Only::Dc(dc) if state.routing.node_dc(t.node) == Some(dc) => return Some(t),
+                Only::LocalDc if plan.is_local(t.node) => return Some(t),
                 Only::Node(node, shard) if t.node == node => {
                     return Some(Target {
                         node,
@@ -209,7 +206,7 @@ async fn run_in_span(
                     })
                 }
                 Only::Nothing => return None,
-                Only::Dc(_) | Only::Node(..) => {}
+                Only::LocalDc | Only::Node(..) => {}
             }
         }
     };
@@ -260,12 +257,21 @@ async fn run_in_span(
 enum Only {
     /// All of them.
     Any,
-    /// Those in this datacenter.
-    Dc(DcId),
+    /// Those in the plan's local datacenter (the policy's preferred one).
+    LocalDc,
     /// This node, on this shard if given (else the plan's).
     Node(NodeIdx, Option<Shard>),
     /// None: the request fails without an attempt.
     Nothing,
+}
+
+/// Whether a request with load-balancing policy `policy` routes by token
+/// (every request without a policy does).
+fn token_aware(policy: Option<&Arc<dyn LoadBalancingPolicy>>) -> bool {
+    !matches!(
+        policy.and_then(|p| preference(&**p)),
+        Some(Preference::Default(p)) if !p.is_token_aware()
+    )
 }
 
 /// Applies a load-balancing policy to one request: its preferences replace
@@ -295,7 +301,7 @@ fn steer(
             }
             match (p.has_preferred_dc(), p.permits_dc_failover(), resolved.dc) {
                 (false, _, _) | (true, true, _) => Only::Any,
-                (true, false, Some(dc)) => Only::Dc(dc),
+                (true, false, Some(_)) => Only::LocalDc,
                 (true, false, None) => Only::Nothing,
             }
         }

@@ -249,8 +249,8 @@ impl SessionInner {
             load_balancing: match &o.load_balancing {
                 Some(h) => Some(&*h.0),
                 None => p
-                    .and_then(|p| p.load_balancing.as_deref())
-                    .or(d.load_balancing.as_deref()),
+                    .and_then(|p| p.load_balancing.as_ref())
+                    .or(d.load_balancing.as_ref()),
             },
         }
     }

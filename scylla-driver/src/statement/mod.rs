@@ -269,7 +269,8 @@ macro_rules! option_setters {
             &mut self,
             policy: Option<std::sync::Arc<dyn crate::policy::load_balancing::LoadBalancingPolicy>>,
         ) {
-            self.options.load_balancing = policy.map(crate::policy::load_balancing::PolicyHandle);
+            self.options.load_balancing =
+                policy.map(crate::policy::load_balancing::PolicyHandle::new);
         }
 
         /// The load-balancing policy of this statement, if set.
