@@ -1,9 +1,10 @@
 //! The official `scylla` crate's cluster state, load-balancing and
 //! speculative-execution APIs, against the test cluster:
 //!
-//! - `Session::get_cluster_state()`: its nodes are the cluster's, and
+//! - `Session::get_cluster_state()`: its nodes are the cluster's,
 //!   `get_token_endpoints` names the replicas (and shards) the driver's own
-//!   view names, for tokens that `SELECT token(pk)` confirms;
+//!   view names, for tokens that `SELECT token(pk)` confirms, and
+//!   `compute_token` agrees with the prepared statement's token;
 //! - `SingleTargetLoadBalancingPolicy`: every request (statement, prepared
 //!   statement, batch) reaches the named node (by `Node`, host id or
 //!   address), on the named shard; an unknown node fails the request;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scylla_driver::client::execution_profile::ExecutionProfile;
-use scylla_driver::cluster::{Node, NodeAddr};
+use scylla_driver::cluster::{ClusterStateTokenError, Node, NodeAddr};
 use scylla_driver::policies::load_balancing::{
     DefaultPolicy, LoadBalancingPolicy, NodeIdentifier, SingleTargetLoadBalancingPolicy,
 };
@@ -77,6 +78,8 @@ async fn cluster_state_names_nodes_and_token_endpoints() {
         .query_unpaged("CREATE TABLE ct.t (pk bigint PRIMARY KEY)", ())
         .await
         .unwrap();
+    // The tables' columns (for compute_token) as of now.
+    session.refresh_metadata().await.unwrap();
     let state = session.get_cluster_state();
 
     let nodes = state.get_nodes_info();
@@ -113,6 +116,8 @@ async fn cluster_state_names_nodes_and_token_endpoints() {
             .single_row::<(i64,)>()
             .unwrap();
         assert_eq!(t, server, "token of {pk}");
+        let computed = state.compute_token("ct", "t", &(pk,)).unwrap();
+        assert_eq!(computed.value(), t, "compute_token of {pk}");
         let endpoints = state.get_token_endpoints("ct", "t", Token::new(t));
         let replicas = view.replicas("ct", "t", Token::new(t));
         assert_eq!(endpoints.len(), 2, "RF 2: {endpoints:?}");
@@ -132,6 +137,42 @@ async fn cluster_state_names_nodes_and_token_endpoints() {
     assert!(state
         .get_token_endpoints("no_such_keyspace", "t", Token::new(0))
         .is_empty());
+    // compute_token's failures.
+    let err = state.compute_token("ct", "nope", &(1_i64,)).unwrap_err();
+    assert!(
+        matches!(err, ClusterStateTokenError::UnknownTable { .. }),
+        "{err:?}"
+    );
+    let err = state.compute_token("ct", "t", &(1_i32,)).unwrap_err();
+    assert!(
+        matches!(err, ClusterStateTokenError::Serialization(_)),
+        "{err:?}"
+    );
+    let err = state.compute_token("ct", "t", &(1_i64, 2_i64)).unwrap_err();
+    assert!(
+        matches!(err, ClusterStateTokenError::Serialization(_)),
+        "{err:?}"
+    );
+    let err = state.compute_token("ct", "t", &(None::<i64>,)).unwrap_err();
+    assert!(matches!(err, ClusterStateTokenError::NullKey), "{err:?}");
+    // A composite partition key.
+    session
+        .query_unpaged(
+            "CREATE TABLE ct.c (a int, b text, c int, PRIMARY KEY ((a, b), c))",
+            (),
+        )
+        .await
+        .unwrap();
+    let insert = session
+        .prepare("INSERT INTO ct.c (a, b, c) VALUES (?, ?, ?)")
+        .await
+        .unwrap();
+    session.refresh_metadata().await.unwrap();
+    let state = session.get_cluster_state();
+    for a in 0..10_i32 {
+        let want = insert.calculate_token(&(a, "x", 0_i32)).unwrap().unwrap();
+        assert_eq!(state.compute_token("ct", "c", &(a, "x")).unwrap(), want);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,7 +73,9 @@ pub(crate) mod translation;
 pub mod view;
 
 pub use tablets::TabletWarmup;
-pub use view::{ClusterState, ClusterView, Node, NodeAddr, NodeInfo, Replica};
+pub use view::{
+    ClusterState, ClusterStateTokenError, ClusterView, Node, NodeAddr, NodeInfo, Replica,
+};
 // Errors applications see (also at `crate::errors`).
 pub use control::{ContactError, ContactFailure, ControlError};
 pub use metadata::MetadataError;

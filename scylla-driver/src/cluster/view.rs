@@ -321,6 +321,108 @@ impl ClusterState {
     }
 }
 
+/// Why [`ClusterState::compute_token`] (or [`ClusterView::compute_token`])
+/// could not compute a token.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterStateTokenError {
+    /// The session's schema metadata has no such table.
+    #[error(
+        "table {keyspace}.{table} is not in the session's schema metadata; check the names \
+         (case-sensitive, unquoted) and that the table existed at the last metadata refresh"
+    )]
+    UnknownTable {
+        /// The keyspace asked for.
+        keyspace: String,
+        /// The table asked for.
+        table: String,
+    },
+    /// The metadata names no partition-key column for the table.
+    #[error(
+        "the session's schema metadata lists no partition-key column for {keyspace}.{table}; \
+         check that the server reports its columns in system_schema.columns"
+    )]
+    NoPartitionKey {
+        /// The keyspace asked for.
+        keyspace: String,
+        /// The table asked for.
+        table: String,
+    },
+    /// The values do not fit the table's partition-key columns.
+    #[error(
+        "the partition-key values do not fit the table's partition-key columns; check their \
+         number, order and types"
+    )]
+    Serialization(#[source] scylla_cql::types::SerializationError),
+    /// A partition-key value is null or unset: no partition has it.
+    #[error("a partition-key value is null or unset; give every partition-key column a value")]
+    NullKey,
+}
+
+impl ClusterView {
+    /// The token of the partition whose partition-key columns of table
+    /// `keyspace.table` have `partition_key` (one value per column, in key
+    /// order), typed by the session's schema metadata. Allocates (the
+    /// column descriptions and the serialized values): for a hot loop,
+    /// prefer [`PreparedStatement::token`](crate::PreparedStatement::token).
+    pub fn compute_token(
+        &self,
+        keyspace: &str,
+        table: &str,
+        partition_key: &dyn crate::SerializeRow,
+    ) -> Result<Token, ClusterStateTokenError> {
+        let meta = self
+            .state
+            .metadata
+            .keyspaces
+            .get(keyspace)
+            .and_then(|k| k.tables.get(table))
+            .ok_or_else(|| ClusterStateTokenError::UnknownTable {
+                keyspace: keyspace.to_owned(),
+                table: table.to_owned(),
+            })?;
+        if meta.partition_key.is_empty() {
+            return Err(ClusterStateTokenError::NoPartitionKey {
+                keyspace: keyspace.to_owned(),
+                table: table.to_owned(),
+            });
+        }
+        let specs: Vec<scylla_cql::types::ColumnSpec> = meta
+            .partition_key
+            .iter()
+            .map(|(name, typ)| scylla_cql::types::ColumnSpec {
+                keyspace: keyspace.to_owned(),
+                table: table.to_owned(),
+                name: name.clone(),
+                typ: typ.clone(),
+            })
+            .collect();
+        let mut values = scylla_cql::types::SerializedValues::new();
+        partition_key
+            .serialize_row(&specs, &mut values)
+            .map_err(ClusterStateTokenError::Serialization)?;
+        // At most u16::MAX columns fit a statement's values anyway.
+        let indexes: Vec<u16> = (0..specs.len())
+            .map(|i| u16::try_from(i).unwrap_or(u16::MAX))
+            .collect();
+        crate::statement::partition_key::token_of(&indexes, &values)
+            .ok_or(ClusterStateTokenError::NullKey)
+    }
+}
+
+impl ClusterState {
+    /// The token of the partition with partition-key values `partition_key`
+    /// in table `keyspace.table`; see [`ClusterView::compute_token`].
+    pub fn compute_token(
+        &self,
+        keyspace: &str,
+        table: &str,
+        partition_key: &dyn crate::SerializeRow,
+    ) -> Result<Token, ClusterStateTokenError> {
+        self.view.compute_token(keyspace, table, partition_key)
+    }
+}
+
 impl crate::Session {
     /// The cluster as the session sees it now, in the official `scylla`
     /// crate's shape (see [`cluster`](Self::cluster) for this crate's). A
