@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
+use scylla_driver::policies::load_balancing::DefaultPolicy;
 use scylla_driver::policy::retry::DefaultRetryPolicy;
 use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
@@ -150,14 +151,20 @@ fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
             .known_node(addr)
             .protocol_version(version)
             // The SELECTs run with a profile (over a default profile): its
-            // resolution is part of the measured path.
+            // resolution is part of the measured path, and so is its
+            // load-balancing policy's (the INSERTs route without one).
             .default_execution_profile(ExecutionProfile::new().consistency(Consistency::One))
             .execution_profile(
                 "reads",
                 ExecutionProfile::new()
                     .consistency(Consistency::LocalOne)
                     .request_timeout(Duration::from_secs(10))
-                    .retry_policy(std::sync::Arc::new(DefaultRetryPolicy)),
+                    .retry_policy(std::sync::Arc::new(DefaultRetryPolicy))
+                    .load_balancing_policy(
+                        DefaultPolicy::builder()
+                            .prefer_datacenter("datacenter1".to_owned())
+                            .build(),
+                    ),
             )
             .build()
             .await

@@ -78,11 +78,16 @@ pub mod execution_profile {
     /// use scylla_driver::client::execution_profile::ExecutionProfile;
     /// use scylla_driver::statement::{Consistency, SerialConsistency};
     ///
+    /// use scylla_driver::policies::load_balancing::DefaultPolicy;
+    ///
     /// let profile = ExecutionProfile::builder()
     ///     .consistency(Consistency::One)
     ///     .serial_consistency(Some(SerialConsistency::LocalSerial))
     ///     .request_timeout(Some(Duration::from_secs(3)))
+    ///     .load_balancing_policy(DefaultPolicy::builder().prefer_datacenter("dc1".into()).build())
     ///     .build();
+    /// let policy = profile.get_load_balancing_policy().unwrap();
+    /// assert_eq!(policy.name(), "DefaultPolicy");
     /// assert_eq!(profile.get_consistency(), Some(Consistency::One));
     /// assert_eq!(profile.get_serial_consistency(), Some(SerialConsistency::LocalSerial));
     /// let handle = profile.into_handle();
@@ -134,6 +139,13 @@ pub mod execution_profile {
         /// The request timeout, if set.
         pub fn get_request_timeout(&self) -> Option<Duration> {
             self.profile.request_timeout
+        }
+
+        /// The load-balancing policy, if set.
+        pub fn get_load_balancing_policy(
+            &self,
+        ) -> Option<&Arc<dyn crate::policies::load_balancing::LoadBalancingPolicy>> {
+            self.profile.load_balancing.as_ref()
         }
 
         /// This crate's form of the profile.
@@ -208,6 +220,17 @@ pub mod execution_profile {
         #[must_use]
         pub fn page_size(mut self, rows: i32) -> Self {
             self.profile.page_size = Some(rows);
+            self
+        }
+
+        /// Sets the load-balancing policy (see
+        /// [`policies::load_balancing`](crate::policies::load_balancing)).
+        #[must_use]
+        pub fn load_balancing_policy(
+            mut self,
+            p: Arc<dyn crate::policies::load_balancing::LoadBalancingPolicy>,
+        ) -> Self {
+            self.profile.load_balancing = Some(p);
             self
         }
 

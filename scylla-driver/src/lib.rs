@@ -3,13 +3,10 @@
 // The internals: public (and hidden from the docs) with
 // `unstable-internals`, crate-private otherwise. In the private build their
 // `pub` items are unreachable from outside, and the helpers and re-exports
-// only benches and tests use are unused.
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
+// only benches and tests use are unused. `cluster` and `routing` are public
+// either way for their user-facing items (the cluster's state, tokens and
+// shards); their internal submodules are gated the same way inside them.
 pub mod cluster;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod cluster;
 #[cfg(feature = "unstable-internals")]
 #[doc(hidden)]
 pub mod connection;
@@ -22,12 +19,7 @@ pub mod pool;
 #[cfg(not(feature = "unstable-internals"))]
 #[allow(unreachable_pub, dead_code, unused_imports)]
 pub(crate) mod pool;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
 pub mod routing;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod routing;
 
 pub mod client;
 pub mod deserialize;

@@ -1,12 +1,22 @@
 //! The official `scylla` crate's `policies` paths, as aliases of
-//! [`policy`](crate::policy): retry, speculative execution, host filters
-//! and address translation.
+//! [`policy`](crate::policy): retry, speculative execution, load
+//! balancing, host filters and address translation.
 //!
-//! Load balancing is not a policy object here: a session routes every
-//! request token- and shard-aware by itself, and is told its preferences
-//! with [`SessionBuilder::local_datacenter`](crate::SessionBuilder::local_datacenter),
+//! A session routes every request token- and shard-aware by itself, with
+//! the preferences of
+//! [`SessionBuilder::local_datacenter`](crate::SessionBuilder::local_datacenter),
 //! [`local_rack`](crate::SessionBuilder::local_rack) and
-//! [`latency_aware_routing`](crate::SessionBuilder::latency_aware_routing).
+//! [`latency_aware_routing`](crate::SessionBuilder::latency_aware_routing);
+//! the [`load_balancing`] policies of a profile or statement change those
+//! preferences for the requests they apply to.
+
+/// Load-balancing preferences of a profile or statement:
+/// [`DefaultPolicy`](load_balancing::DefaultPolicy) and
+/// [`SingleTargetLoadBalancingPolicy`](load_balancing::SingleTargetLoadBalancingPolicy)
+/// (see [`policy::load_balancing`](crate::policy::load_balancing)).
+pub mod load_balancing {
+    pub use crate::policy::load_balancing::*;
+}
 
 /// What to do when an attempt fails.
 pub mod retry {
@@ -57,6 +67,34 @@ pub mod speculative_execution {
         }
     }
 
+    /// Up to `max_retry_count` extra attempts, one more each time the
+    /// request has waited as long as the session's requests take at
+    /// `percentile` (0.0 to 100.0), read from the session's latency
+    /// histogram when a request starts speculating (100 ms before any
+    /// request has finished); see [`SpeculativeExecution::percentile`].
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct PercentileSpeculativeExecutionPolicy {
+        /// Most extra attempts (0: no speculation).
+        pub max_retry_count: usize,
+        /// The latency percentile, 0.0 to 100.0.
+        pub percentile: f64,
+    }
+
+    impl SpeculativeExecutionPolicy for PercentileSpeculativeExecutionPolicy {
+        fn schedule(&self) -> SpeculativeExecution {
+            SpeculativeExecution::percentile(
+                self.max_retry_count.saturating_add(1),
+                self.percentile,
+            )
+        }
+    }
+
+    impl From<PercentileSpeculativeExecutionPolicy> for SpeculativeExecution {
+        fn from(p: PercentileSpeculativeExecutionPolicy) -> Self {
+            p.schedule()
+        }
+    }
+
     impl From<SimpleSpeculativeExecutionPolicy> for SpeculativeExecution {
         fn from(p: SimpleSpeculativeExecutionPolicy) -> Self {
             p.schedule()
@@ -80,6 +118,13 @@ pub mod speculative_execution {
                 retry_interval: Duration::ZERO,
             };
             assert_eq!(SpeculativeExecution::from(none).max_attempts, 1);
+            let p = PercentileSpeculativeExecutionPolicy {
+                max_retry_count: 2,
+                percentile: 99.0,
+            }
+            .schedule();
+            assert_eq!(p.max_attempts, 3);
+            assert_eq!(p.latency_percentile(), Some(99.0));
         }
     }
 }

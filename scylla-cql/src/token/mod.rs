@@ -22,6 +22,11 @@ impl Token {
     /// The ring's maximum token.
     pub const MAX: Token = Token(i64::MAX);
 
+    /// The token of value `value` (the same as `Token(value)`).
+    pub const fn new(value: i64) -> Self {
+        Token(value)
+    }
+
     /// The token's value.
     pub const fn value(self) -> i64 {
         self.0

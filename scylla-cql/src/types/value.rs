@@ -93,8 +93,10 @@ pub enum CqlValue {
 }
 
 impl CqlValue {
-    /// The text of `text` and `ascii` values.
-    pub fn as_text(&self) -> Option<&str> {
+    /// The text of `text` and `ascii` values. A `&String`, as the official
+    /// `scylla` crate returns, so that `.unwrap_or(&default_string)` works;
+    /// it derefs to `&str` wherever one is wanted.
+    pub fn as_text(&self) -> Option<&String> {
         match self {
             CqlValue::Text(s) | CqlValue::Ascii(s) => Some(s),
             _ => None,

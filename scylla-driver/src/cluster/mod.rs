@@ -1,40 +1,99 @@
 //! The cluster as the driver knows it: nodes, keyspaces and tables, kept
 //! current by the control connection.
 //!
-//! - [`metadata`]: the immutable [`Metadata`] snapshot and how it is read
+//! For applications: [`ClusterView`] (from
+//! [`Session::cluster`](crate::Session::cluster)) and, in the official
+//! `scylla` crate's shape, [`ClusterState`] (from
+//! [`Session::get_cluster_state`](crate::Session::get_cluster_state)) with
+//! its [`Node`]s and [`NodeAddr`]s. The submodules below are the driver's
+//! internals, public only with the `unstable-internals` feature.
+//!
+//! - `metadata`: the immutable `Metadata` snapshot and how it is read
 //!   from the system tables (topology, schema, schema agreement).
-//! - [`state`]: the [`ClusterState`](state::ClusterState) requests see: nodes
+//! - `state`: the `state::ClusterState` requests see: nodes
 //!   with their pools and the routing table, swapped atomically.
 //! - `runtime`: the running cluster (`Cluster`): the control connection,
 //!   the tablet store and the task that rebuilds the state on changes.
-//! - [`control`]: the control connection ([`ControlHandle`]): events,
+//! - `control`: the control connection (`ControlHandle`): events,
 //!   debounced and periodic refreshes, reconnection to another node.
-//! - [`translation`]: [`AddressTranslator`], from the address a node reports
+//! - `translation`: `AddressTranslator`, from the address a node reports
 //!   to the address the driver connects to.
-//! - [`host_filter`]: [`HostFilter`], which nodes the driver uses at all.
-//! - [`view`]: [`ClusterView`](view::ClusterView), the read-only snapshot
-//!   applications get from [`Session::cluster`](crate::Session::cluster).
-//! - [`tablets`]: the tablet maps of tablet tables ([`TabletStore`]):
+//! - `host_filter`: `HostFilter`, which nodes the driver uses at all.
+//! - [`view`]: [`ClusterView`], the read-only snapshot applications get
+//!   from [`Session::cluster`](crate::Session::cluster).
+//! - `tablets`: the tablet maps of tablet tables (`TabletStore`):
 //!   learned from responses, warmed up from `system.tablets`, invalidated by
 //!   schema and topology changes.
 //!
 //! Layering: this module uses `connection` (to query), `routing` (the
-//! replication parser and [`TopologyInput`](crate::routing::TopologyInput))
+//! replication parser and `TopologyInput`)
 //! and `pool` (reconnect backoff); none of those imports it.
 
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod control;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod control;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod host_filter;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod host_filter;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod metadata;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod metadata;
+#[cfg_attr(
+    not(feature = "unstable-internals"),
+    allow(unreachable_pub, dead_code, unused_imports)
+)]
 pub(crate) mod runtime;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod state;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod state;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod tablets;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod tablets;
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
 pub mod translation;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod translation;
 pub mod view;
 
-pub use control::{
-    ContactError, ContactFailure, ControlError, ControlHandle, ControlOptions, NodeEvent,
+pub use tablets::TabletWarmup;
+pub use view::{
+    ClusterState, ClusterStateTokenError, ClusterView, Node, NodeAddr, NodeInfo, Replica,
 };
-pub use host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
-pub use metadata::{KeyspaceMeta, Metadata, MetadataError, NodeMeta, NodeOptions, TableMeta};
-pub use tablets::{TabletStore, TabletWarmup};
-pub use translation::{AddressTranslator, IdentityTranslator, MapTranslator, TranslationError};
+// Errors applications see (also at `crate::errors`).
+pub use control::{ContactError, ContactFailure, ControlError};
+pub use metadata::MetadataError;
+pub use translation::TranslationError;
+
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
+pub use internal::*;
+#[cfg(not(feature = "unstable-internals"))]
+#[allow(unused_imports)]
+pub(crate) use internal::*;
+
+/// The internals' names at this module's root.
+#[allow(unreachable_pub, unused_imports)]
+mod internal {
+    pub use super::control::{ControlHandle, ControlOptions, NodeEvent};
+    pub use super::host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
+    pub use super::metadata::{KeyspaceMeta, Metadata, NodeMeta, NodeOptions, TableMeta};
+    pub use super::tablets::TabletStore;
+    pub use super::translation::{AddressTranslator, IdentityTranslator, MapTranslator};
+}

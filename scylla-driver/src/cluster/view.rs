@@ -7,13 +7,16 @@
 //! later changes), and reading it never blocks requests.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+
+use scylla_cql::sharding::Shard;
 
 use scylla_cql::token::Token;
 use uuid::Uuid;
 
-use super::state::ClusterState;
+use super::state::ClusterState as Snapshot;
 use super::tablets::TabletStore;
 
 /// A snapshot of the cluster as the session sees it. Cheap to take (two
@@ -39,7 +42,7 @@ use super::tablets::TabletStore;
 /// ```
 #[derive(Clone)]
 pub struct ClusterView {
-    state: Arc<ClusterState>,
+    state: Arc<Snapshot>,
     tablets: Arc<TabletStore>,
 }
 
@@ -85,7 +88,7 @@ pub struct Replica {
 }
 
 impl ClusterView {
-    pub(crate) fn new(state: Arc<ClusterState>, tablets: Arc<TabletStore>) -> Self {
+    pub(crate) fn new(state: Arc<Snapshot>, tablets: Arc<TabletStore>) -> Self {
         ClusterView { state, tablets }
     }
 
@@ -177,5 +180,254 @@ impl ClusterView {
             .iter()
             .filter_map(|&n| replica(n, state.routing.sharder(n).map(|s| s.shard_of(token))))
             .collect()
+    }
+}
+
+/// A node's address: where the driver connects to it (after address
+/// translation). The official `scylla` crate's name; this crate keeps no
+/// untranslated form, so it is one address, not a choice of two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeAddr(SocketAddr);
+
+impl NodeAddr {
+    /// Its IP address.
+    pub fn ip(&self) -> IpAddr {
+        self.0.ip()
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.0.port()
+    }
+
+    /// The socket address.
+    pub fn into_inner(self) -> SocketAddr {
+        self.0
+    }
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<SocketAddr> for NodeAddr {
+    fn from(addr: SocketAddr) -> Self {
+        NodeAddr(addr)
+    }
+}
+
+impl From<NodeAddr> for SocketAddr {
+    fn from(addr: NodeAddr) -> Self {
+        addr.0
+    }
+}
+
+/// One node, in the official `scylla` crate's shape (see [`NodeInfo`] for
+/// this crate's, with shards and connections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Node {
+    /// The node's host id.
+    pub host_id: Uuid,
+    /// Where the driver connects to it.
+    pub address: NodeAddr,
+    /// Its datacenter (`None` when the node reports none).
+    pub datacenter: Option<String>,
+    /// Its rack (`None` when the node reports none).
+    pub rack: Option<String>,
+}
+
+/// The cluster as the session sees it, in the official `scylla` crate's
+/// shape: [`Session::get_cluster_state`](crate::Session::get_cluster_state).
+/// A snapshot, like the [`ClusterView`] it wraps ([`view`](Self::view)).
+///
+/// ```no_run
+/// # async fn demo(session: scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+/// use scylla_driver::routing::Token;
+///
+/// let state = session.get_cluster_state();
+/// for node in state.get_nodes_info() {
+///     println!("{} {} {:?}", node.host_id, node.address, node.datacenter);
+/// }
+/// for (node, shard) in state.get_token_endpoints("ks", "t", Token::new(42)) {
+///     println!("replica {} shard {shard}", node.address);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    view: ClusterView,
+    /// Sorted by host id.
+    nodes: Vec<Arc<Node>>,
+}
+
+impl ClusterState {
+    /// The state of `view`'s snapshot.
+    pub fn new(view: ClusterView) -> Self {
+        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let nodes = view
+            .state
+            .nodes
+            .iter()
+            .map(|n| {
+                Arc::new(Node {
+                    host_id: n.host_id,
+                    address: NodeAddr(n.address),
+                    datacenter: non_empty(&n.datacenter),
+                    rack: non_empty(&n.rack),
+                })
+            })
+            .collect::<Vec<_>>();
+        let mut nodes = nodes;
+        nodes.sort_by_key(|n| n.host_id);
+        ClusterState { view, nodes }
+    }
+
+    /// This crate's view of the same snapshot.
+    pub fn view(&self) -> &ClusterView {
+        &self.view
+    }
+
+    /// Every node the session uses, sorted by host id.
+    pub fn get_nodes_info(&self) -> &[Arc<Node>] {
+        &self.nodes
+    }
+
+    /// The replicas of `token` in table `keyspace.table` with their shards,
+    /// in the order the driver prefers them; see [`ClusterView::replicas`]
+    /// (empty for an unknown keyspace, or a tablet the session has not
+    /// learned). The shard is 0 when the node's sharding is not known (a
+    /// node that does not shard, or one the session has no connection to
+    /// yet).
+    pub fn get_token_endpoints(
+        &self,
+        keyspace: &str,
+        table: &str,
+        token: Token,
+    ) -> Vec<(Arc<Node>, Shard)> {
+        self.view
+            .replicas(keyspace, table, token)
+            .into_iter()
+            .filter_map(|r| {
+                let i = self
+                    .nodes
+                    .binary_search_by_key(&r.host_id, |n| n.host_id)
+                    .ok()?;
+                Some((Arc::clone(&self.nodes[i]), r.shard.unwrap_or(0)))
+            })
+            .collect()
+    }
+}
+
+/// Why [`ClusterState::compute_token`] (or [`ClusterView::compute_token`])
+/// could not compute a token.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterStateTokenError {
+    /// The session's schema metadata has no such table.
+    #[error(
+        "table {keyspace}.{table} is not in the session's schema metadata; check the names \
+         (case-sensitive, unquoted) and that the table existed at the last metadata refresh"
+    )]
+    UnknownTable {
+        /// The keyspace asked for.
+        keyspace: String,
+        /// The table asked for.
+        table: String,
+    },
+    /// The metadata names no partition-key column for the table.
+    #[error(
+        "the session's schema metadata lists no partition-key column for {keyspace}.{table}; \
+         check that the server reports its columns in system_schema.columns"
+    )]
+    NoPartitionKey {
+        /// The keyspace asked for.
+        keyspace: String,
+        /// The table asked for.
+        table: String,
+    },
+    /// The values do not fit the table's partition-key columns.
+    #[error(
+        "the partition-key values do not fit the table's partition-key columns; check their \
+         number, order and types"
+    )]
+    Serialization(#[source] scylla_cql::types::SerializationError),
+    /// A partition-key value is null or unset: no partition has it.
+    #[error("a partition-key value is null or unset; give every partition-key column a value")]
+    NullKey,
+}
+
+impl ClusterView {
+    /// The token of the partition whose partition-key columns of table
+    /// `keyspace.table` have `partition_key` (one value per column, in key
+    /// order), typed by the session's schema metadata. Allocates (the
+    /// column descriptions and the serialized values): for a hot loop,
+    /// prefer [`PreparedStatement::token`](crate::PreparedStatement::token).
+    pub fn compute_token(
+        &self,
+        keyspace: &str,
+        table: &str,
+        partition_key: &dyn crate::SerializeRow,
+    ) -> Result<Token, ClusterStateTokenError> {
+        let meta = self
+            .state
+            .metadata
+            .keyspaces
+            .get(keyspace)
+            .and_then(|k| k.tables.get(table))
+            .ok_or_else(|| ClusterStateTokenError::UnknownTable {
+                keyspace: keyspace.to_owned(),
+                table: table.to_owned(),
+            })?;
+        if meta.partition_key.is_empty() {
+            return Err(ClusterStateTokenError::NoPartitionKey {
+                keyspace: keyspace.to_owned(),
+                table: table.to_owned(),
+            });
+        }
+        let specs: Vec<scylla_cql::types::ColumnSpec> = meta
+            .partition_key
+            .iter()
+            .map(|(name, typ)| scylla_cql::types::ColumnSpec {
+                keyspace: keyspace.to_owned(),
+                table: table.to_owned(),
+                name: name.clone(),
+                typ: typ.clone(),
+            })
+            .collect();
+        let mut values = scylla_cql::types::SerializedValues::new();
+        partition_key
+            .serialize_row(&specs, &mut values)
+            .map_err(ClusterStateTokenError::Serialization)?;
+        // At most u16::MAX columns fit a statement's values anyway.
+        let indexes: Vec<u16> = (0..specs.len())
+            .map(|i| u16::try_from(i).unwrap_or(u16::MAX))
+            .collect();
+        crate::statement::partition_key::token_of(&indexes, &values)
+            .ok_or(ClusterStateTokenError::NullKey)
+    }
+}
+
+impl ClusterState {
+    /// The token of the partition with partition-key values `partition_key`
+    /// in table `keyspace.table`; see [`ClusterView::compute_token`].
+    pub fn compute_token(
+        &self,
+        keyspace: &str,
+        table: &str,
+        partition_key: &dyn crate::SerializeRow,
+    ) -> Result<Token, ClusterStateTokenError> {
+        self.view.compute_token(keyspace, table, partition_key)
+    }
+}
+
+impl crate::Session {
+    /// The cluster as the session sees it now, in the official `scylla`
+    /// crate's shape (see [`cluster`](Self::cluster) for this crate's). A
+    /// snapshot: take another to see later changes.
+    pub fn get_cluster_state(&self) -> Arc<ClusterState> {
+        Arc::new(ClusterState::new(self.cluster()))
     }
 }

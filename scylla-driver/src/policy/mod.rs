@@ -1,4 +1,5 @@
-//! User-pluggable policies: [`retry`] (what to do when an attempt fails) and
+//! User-pluggable policies: [`retry`] (what to do when an attempt fails),
+//! [`load_balancing`] (routing preferences of a profile or statement) and
 //! [`speculative`] (when to start another attempt before the first answers);
 //! re-exported here, [`AddressTranslator`] and [`HostFilter`] (defined in
 //! `cluster`, which applies them).
@@ -8,5 +9,6 @@ pub use crate::cluster::translation::{
     AddressTranslator, IdentityTranslator, MapTranslator, TranslationError,
 };
 
+pub mod load_balancing;
 pub mod retry;
 pub mod speculative;

@@ -52,6 +52,28 @@ pub(crate) struct Directory {
 }
 
 impl Directory {
+    /// FNV-1a of the datacenter and rack names, folded to 32 bits: equal
+    /// names, equal ids ([`DcId`] and [`RackId`] are assigned in name
+    /// order), so ids resolved against a table with an equal fingerprint
+    /// hold in this one.
+    pub(crate) fn names_fingerprint(&self) -> u32 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for dc in &self.dc_names {
+            eat(dc.as_bytes());
+        }
+        for (dc, rack) in &self.rack_names {
+            eat(dc.as_bytes());
+            eat(rack.as_bytes());
+        }
+        (h ^ (h >> 32)) as u32
+    }
+
     /// Interns the datacenters and racks of `nodes`.
     pub(crate) fn new(nodes: &[NodeInfo]) -> Self {
         let mut dcs: BTreeMap<&str, u32> = BTreeMap::new();

@@ -299,8 +299,10 @@ where
         self
     }
 
+    /// Whether `node` is in the plan's local datacenter (every node is,
+    /// without one).
     #[inline]
-    fn is_local(&self, node: NodeIdx) -> bool {
+    pub fn is_local(&self, node: NodeIdx) -> bool {
         match self.local_dc {
             Some(dc) => self.dir.dc_of(node) == Some(dc),
             None => true,

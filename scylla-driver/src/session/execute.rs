@@ -35,11 +35,13 @@ use crate::error::{
     Attempt, AttemptError, BadQuery, ExecutionError, PrepareError, ServerError, UnexpectedResponse,
 };
 use crate::metrics::{record, Metrics};
+use crate::policy::load_balancing::{preference, LoadBalancingPolicy, NodeIdentifier, Preference};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
-use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
+use crate::routing::{KeyspaceId, NodeIdx, RackId, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
 use scylla_cql::frame::CustomPayload;
+use scylla_cql::sharding::Shard;
 use std::sync::Arc;
 
 use super::message::{AtConsistency, MessageFor, Reprepare};
@@ -70,6 +72,10 @@ pub(crate) struct RunOptions<'a> {
     pub(crate) tracing: bool,
     pub(crate) retry_policy: &'a dyn RetryPolicy,
     pub(crate) speculative: Option<SpeculativeExecution>,
+    /// The statement's or its profile's load-balancing policy (`None`: the
+    /// session's routing, unchanged).
+    /// (A thin reference: these options are copied into request futures.)
+    pub(crate) load_balancing: Option<&'a Arc<dyn LoadBalancingPolicy>>,
 }
 
 /// A successful attempt.
@@ -137,21 +143,30 @@ async fn run_in_span(
     // A tablet table routes by its tablet: the tablet's replicas with their
     // shards when the tablet is known; otherwise any node, local datacenter
     // first (the ring's replicas mean nothing there), and the answer's
-    // payload teaches the tablet.
+    // payload teaches the tablet. (Unless a load-balancing policy turns
+    // token awareness off.)
     let tablets = routing
         .tablets
-        .filter(|t| t.uses_tablets())
+        .filter(|t| t.uses_tablets() && token_aware(opts.load_balancing))
         .map(|t| t.snapshot());
     // In a block: the routing request is not kept in this future.
-    let plan = {
-        let request = RoutingRequest {
+    let (plan, only) = {
+        let mut request = RoutingRequest {
             keyspace: routing.keyspace,
             token: routing.token,
             lwt: routing.lwt,
             local_dc: state.local_dc,
             seed: next_seed(),
         };
-        match (&tablets, routing.token) {
+        let mut local_rack = state.local_rack;
+        // A load-balancing policy, if any, changes the request's
+        // preferences and restricts its targets; without one, this is one
+        // branch.
+        let only = match opts.load_balancing.and_then(|p| preference(&**p)) {
+            None => Only::Any,
+            Some(pref) => steer(pref, state, &mut request, &mut local_rack),
+        };
+        let plan = match (&tablets, routing.token) {
             (Some(snapshot), Some(token)) => match snapshot.lookup(state.layout, token) {
                 Some(replicas) => state.routing.plan_tablet(&request, replicas, &is_up),
                 None => state.routing.plan(
@@ -163,17 +178,38 @@ async fn run_in_span(
                 ),
             },
             _ => state.routing.plan(&request, &is_up),
+        };
+        // Replicas in the local rack first; the less loaded, faster of two
+        // first (attempts record their load in `state.loads`, see below).
+        let loads: &[_] = match inner.config.latency_aware_routing {
+            true => &state.loads,
+            false => &[],
+        };
+        (plan.with_local_rack(local_rack).with_loads(loads), only)
+    };
+    // The restriction sits with the plan, so that the closure holds one
+    // reference, as without policies.
+    let plan = Mutex::new((plan, only));
+    let next_target = || {
+        let mut guard = plan.lock().unwrap_or_else(|e| e.into_inner());
+        let (plan, only) = &mut *guard;
+        // Bounded: the plan yields each node at most once.
+        loop {
+            let t = plan.next()?;
+            match *only {
+                Only::Any => return Some(t),
+                Only::LocalDc if plan.is_local(t.node) => return Some(t),
+                Only::Node(node, shard) if t.node == node => {
+                    return Some(Target {
+                        node,
+                        shard: shard.or(t.shard),
+                    })
+                }
+                Only::Nothing => return None,
+                Only::LocalDc | Only::Node(..) => {}
+            }
         }
     };
-    // Replicas in the local rack first; the less loaded, faster of two
-    // first (attempts record their load in `state.loads`, see below).
-    let loads: &[_] = match inner.config.latency_aware_routing {
-        true => &state.loads,
-        false => &[],
-    };
-    let plan = plan.with_local_rack(state.local_rack).with_loads(loads);
-    let plan = Mutex::new(plan);
-    let next_target = || plan.lock().unwrap_or_else(|e| e.into_inner()).next();
 
     let result = match opts.speculative {
         Some(spec) if opts.idempotent && spec.max_attempts > 1 => {
@@ -215,6 +251,86 @@ async fn run_in_span(
     result
 }
 
+/// Which of its plan's targets a request may use (a load-balancing
+/// policy's restriction).
+#[derive(Debug, Clone, Copy)]
+enum Only {
+    /// All of them.
+    Any,
+    /// Those in the plan's local datacenter (the policy's preferred one).
+    LocalDc,
+    /// This node, on this shard if given (else the plan's).
+    Node(NodeIdx, Option<Shard>),
+    /// None: the request fails without an attempt.
+    Nothing,
+}
+
+/// Whether a request with load-balancing policy `policy` routes by token
+/// (every request without a policy does).
+fn token_aware(policy: Option<&Arc<dyn LoadBalancingPolicy>>) -> bool {
+    !matches!(
+        policy.and_then(|p| preference(&**p)),
+        Some(Preference::Default(p)) if !p.is_token_aware()
+    )
+}
+
+/// Applies a load-balancing policy to one request: its preferences replace
+/// the session's in `request` and `local_rack`; returns the restriction on
+/// targets. Allocation-free: a
+/// [`DefaultPolicy`](crate::policy::load_balancing::DefaultPolicy)'s names
+/// are resolved once per routing table, a single target's node is found
+/// by host id (a hash lookup) or address (a scan of the nodes).
+fn steer(
+    pref: Preference<'_>,
+    state: &ClusterState,
+    request: &mut RoutingRequest,
+    local_rack: &mut Option<RackId>,
+) -> Only {
+    match pref {
+        Preference::Default(p) => {
+            let resolved = p.resolve(&state.routing);
+            request.local_dc = resolved.dc;
+            *local_rack = resolved.rack;
+            if !p.is_token_aware() {
+                request.keyspace = None;
+            }
+            if !p.shuffles_replicas() {
+                // No rotation: replicas in ring order, then the other nodes
+                // in a fixed order.
+                request.seed = 0;
+            }
+            match (p.has_preferred_dc(), p.permits_dc_failover(), resolved.dc) {
+                (false, _, _) | (true, true, _) => Only::Any,
+                (true, false, Some(_)) => Only::LocalDc,
+                (true, false, None) => Only::Nothing,
+            }
+        }
+        Preference::Single(p) => {
+            let node = match p.node() {
+                NodeIdentifier::Node(n) => state.node_of_host(&n.host_id),
+                NodeIdentifier::HostId(host) => state.node_of_host(host),
+                NodeIdentifier::NodeAddress(addr) => state
+                    .nodes
+                    .iter()
+                    .position(|n| n.address == *addr)
+                    .and_then(|i| u32::try_from(i).ok())
+                    .map(NodeIdx),
+            };
+            match node {
+                Some(node) => {
+                    // Its datacenter first, so that the plan reaches it early.
+                    request.local_dc = state.routing.node_dc(node);
+                    Only::Node(node, p.shard())
+                }
+                None => {
+                    tracing::debug!(target_node = ?p.node(), "load balancing: the single target is not a known node");
+                    Only::Nothing
+                }
+            }
+        }
+    }
+}
+
 /// The seed of a request's plan (its rotation and tie-breaks): a counter
 /// per thread, from a random start. Per thread, not per session, so that
 /// the runtime's workers do not pass one cache line between them on every
@@ -229,7 +345,8 @@ fn next_seed() -> u64 {
 }
 
 /// Speculative execution: up to `max_attempts` attempt chains, a new one each
-/// `delay` while none has answered; the first result wins (the others are
+/// delay (fixed, or the latency percentile of the schedule) while none has
+/// answered; the first result wins (the others are
 /// dropped, their stream ids orphaned until their late responses).
 #[allow(clippy::too_many_arguments)]
 async fn speculate(
@@ -253,7 +370,9 @@ async fn speculate(
         (Instant::now(), deadline),
         next_target,
     )));
-    let mut next_start = Instant::now() + spec.delay;
+    // Fixed, or the session's latency at a percentile, read once now.
+    let delay = spec.delay_with(&inner.metrics.latency);
+    let mut next_start = Instant::now() + delay;
     let mut timer = Box::pin(tokio::time::sleep_until(next_start.into()));
     loop {
         let polled = std::future::poll_fn(|cx| {
@@ -293,7 +412,7 @@ async fn speculate(
                     (Instant::now(), deadline),
                     next_target,
                 )));
-                next_start += spec.delay;
+                next_start += delay;
                 timer.as_mut().reset(next_start.into());
             }
         }

@@ -112,6 +112,7 @@ struct Defaults {
     page_size: i32,
     retry_policy: Arc<dyn RetryPolicy>,
     speculative: Option<SpeculativeExecution>,
+    load_balancing: Option<Arc<dyn crate::policy::load_balancing::LoadBalancingPolicy>>,
 }
 
 impl Defaults {
@@ -127,6 +128,7 @@ impl Defaults {
                 .clone()
                 .unwrap_or_else(|| config.retry_policy.clone()),
             speculative: p.speculative_execution.or(config.speculative),
+            load_balancing: p.load_balancing.clone(),
         }
     }
 }
@@ -244,6 +246,12 @@ impl SessionInner {
                 .and_then(|p| p.retry_policy.as_deref())
                 .unwrap_or(&*d.retry_policy),
             speculative: p.and_then(|p| p.speculative_execution).or(d.speculative),
+            load_balancing: match &o.load_balancing {
+                Some(h) => Some(&*h.0),
+                None => p
+                    .and_then(|p| p.load_balancing.as_ref())
+                    .or(d.load_balancing.as_ref()),
+            },
         }
     }
 

@@ -85,6 +85,10 @@ pub struct StatementOptions {
     /// The execution profile whose settings fill the options left unset
     /// here (see [`profile`] for the precedence).
     pub profile: Option<ExecutionProfileHandle>,
+    /// The load-balancing policy, over the profile's (see
+    /// [`policy::load_balancing`](crate::policy::load_balancing)); `None`:
+    /// the profile's, else the session's routing.
+    pub load_balancing: Option<crate::policy::load_balancing::PolicyHandle>,
 }
 
 /// An unprepared CQL statement.
@@ -257,6 +261,23 @@ macro_rules! option_setters {
             profile: Option<crate::statement::ExecutionProfileHandle>,
         ) {
             self.options.profile = profile;
+        }
+
+        /// Sets (or clears) the load-balancing policy of this statement
+        /// (it takes precedence over its execution profile's).
+        pub fn set_load_balancing_policy(
+            &mut self,
+            policy: Option<std::sync::Arc<dyn crate::policy::load_balancing::LoadBalancingPolicy>>,
+        ) {
+            self.options.load_balancing =
+                policy.map(crate::policy::load_balancing::PolicyHandle::new);
+        }
+
+        /// The load-balancing policy of this statement, if set.
+        pub fn get_load_balancing_policy(
+            &self,
+        ) -> Option<&std::sync::Arc<dyn crate::policy::load_balancing::LoadBalancingPolicy>> {
+            self.options.load_balancing.as_ref().map(|h| h.policy())
         }
 
         /// The execution profile, if set.

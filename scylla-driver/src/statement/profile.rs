@@ -1,5 +1,6 @@
 //! Execution profiles: named bundles of request settings (consistency,
-//! serial consistency, timeout, retry and speculative policies, page size)
+//! serial consistency, timeout, retry, speculative and load-balancing
+//! policies, page size)
 //! registered on the session and selected per statement.
 //!
 //! Every field is optional: an unset field falls through to the next level.
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use scylla_cql::Consistency;
 
+use crate::policy::load_balancing::LoadBalancingPolicy;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
 
@@ -57,6 +59,10 @@ pub struct ExecutionProfile {
     pub speculative_execution: Option<SpeculativeExecution>,
     /// Rows per page for paged execution.
     pub page_size: Option<i32>,
+    /// Load-balancing preferences (see
+    /// [`policy::load_balancing`](crate::policy::load_balancing)); `None`:
+    /// the session's routing.
+    pub load_balancing: Option<Arc<dyn LoadBalancingPolicy>>,
 }
 
 impl ExecutionProfile {
@@ -104,6 +110,13 @@ impl ExecutionProfile {
     #[must_use]
     pub fn page_size(mut self, rows: i32) -> Self {
         self.page_size = Some(rows);
+        self
+    }
+
+    /// Sets the load-balancing policy.
+    #[must_use]
+    pub fn load_balancing_policy(mut self, p: Arc<dyn LoadBalancingPolicy>) -> Self {
+        self.load_balancing = Some(p);
         self
     }
 
