@@ -9,6 +9,7 @@
 mod common;
 
 mod connection_smoke;
+mod official_routing;
 mod pool;
 mod protocol_v5;
 mod tablets;

@@ -15,7 +15,7 @@
 //!   latency percentile, around slow nodes.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod common;
+use crate::common;
 use common::create_keyspace;
 
 use std::collections::BTreeSet;
