@@ -33,6 +33,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use uuid::Uuid;
+
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use scylla_cql::frame::request::{Query, QueryParameters};
@@ -375,9 +377,13 @@ impl SessionInner {
         node: SocketAddr,
     ) -> Pin<Box<dyn Future<Output = Result<QueryResult, ExecutionError>> + Send + '_>> {
         Box::pin(async move {
-            self.after_schema_change(Some(node))
-                .await
-                .map_err(ExecutionError::SchemaAgreement)?;
+            if self.config.auto_await_schema_agreement {
+                self.after_schema_change(Some(node))
+                    .await
+                    .map_err(ExecutionError::SchemaAgreement)?;
+            } else {
+                self.refresh_after_schema_change().await;
+            }
             Ok(result)
         })
     }
@@ -401,34 +407,41 @@ impl SessionInner {
     }
 
     /// Waits for schema agreement (on the coordinator's new version, when the
-    /// change ran on `coordinator`), then refreshes the metadata.
+    /// change ran on `coordinator`), then refreshes the metadata. Returns the
+    /// version the nodes agreed on.
     async fn after_schema_change(
         &self,
         coordinator: Option<SocketAddr>,
-    ) -> Result<(), SchemaAgreementError> {
+    ) -> Result<Uuid, SchemaAgreementError> {
         let timeout = self.config.schema_agreement_timeout;
         let wait = async {
             let expected = match coordinator {
                 Some(addr) => self.schema_version_of(addr).await,
                 None => None,
             };
-            self.cluster.control.await_schema_version(expected).await
+            self.cluster.control.agreed_schema_version(expected).await
         };
         let outcome = tokio::time::timeout(timeout, wait).await;
         // Routing needs the new keyspaces and tables now, not at the next
         // debounced refresh.
-        if let Err(e) = self.cluster.control.refresh().await {
-            tracing::warn!(error = %e, "metadata refresh after a schema change failed");
-        }
+        self.refresh_after_schema_change().await;
         match outcome {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) | Err(_) => Err(SchemaAgreementError::Timeout(timeout)),
+            Ok(Ok(Some(version))) => Ok(version),
+            Ok(Ok(None)) | Err(_) => Err(SchemaAgreementError::Timeout(timeout)),
             Ok(Err(e)) => Err(SchemaAgreementError::Control(e)),
         }
     }
 
+    /// Re-reads the metadata after a schema change; a failure only logs
+    /// (the control connection's event refreshes it again later).
+    async fn refresh_after_schema_change(&self) {
+        if let Err(e) = self.cluster.control.refresh().await {
+            tracing::warn!(error = %e, "metadata refresh after a schema change failed");
+        }
+    }
+
     /// The schema version node `addr` reports for itself.
-    async fn schema_version_of(&self, addr: SocketAddr) -> Option<uuid::Uuid> {
+    async fn schema_version_of(&self, addr: SocketAddr) -> Option<Uuid> {
         let state = self.state();
         let node = state.nodes.iter().find(|n| n.address == addr)?;
         let conn = node.pool.connection_for(None)?;
@@ -876,13 +889,36 @@ impl Session {
         self.query_unpaged(q, ()).await.map(|_| ())
     }
 
-    /// Waits until every reachable node has the same schema version.
+    /// Waits until every reachable node (every node not reported down) has
+    /// the same schema version, and returns that version. The versions are
+    /// read from `system.local` and `system.peers` through the control
+    /// connection every
+    /// [`schema_agreement_interval`](SessionBuilder::schema_agreement_interval),
+    /// for up to
+    /// [`schema_agreement_timeout`](SessionBuilder::schema_agreement_timeout)
+    /// ([`SchemaAgreementError::Timeout`] after it). Then the metadata is
+    /// read again, so that routing knows the new schema.
+    ///
+    /// Statements that change the schema wait for this by themselves unless
+    /// [`auto_await_schema_agreement(false)`](SessionBuilder::auto_await_schema_agreement).
     ///
     /// # Cancellation
     ///
     /// Dropping the future stops polling; nothing is left behind.
-    pub async fn await_schema_agreement(&self) -> Result<(), SchemaAgreementError> {
+    pub async fn await_schema_agreement(&self) -> Result<Uuid, SchemaAgreementError> {
         self.inner.after_schema_change(None).await
+    }
+
+    /// Checks once, without waiting, whether every reachable node has the
+    /// same schema version: `Some(version)` if so, `None` if they disagree
+    /// (which, straight after a schema change, they legitimately may).
+    pub async fn check_schema_agreement(&self) -> Result<Option<Uuid>, SchemaAgreementError> {
+        self.inner
+            .cluster
+            .control
+            .check_schema_agreement()
+            .await
+            .map_err(SchemaAgreementError::Control)
     }
 
     /// Re-reads the cluster's topology and schema now.
