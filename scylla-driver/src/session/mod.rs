@@ -54,7 +54,7 @@ use crate::connection::{Connection, RequestOptions};
 use crate::error::{
     ControlError, ExecutionError, PrepareError, SchemaAgreementError, UnexpectedResponse,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Paging, SessionMetrics};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
 use crate::response::PageStart;
@@ -455,6 +455,26 @@ impl SessionInner {
         }
     }
 
+    /// Counts a request's end by its kind of paging
+    /// ([`Metrics::request_ended`]): for an unpaged request that succeeded,
+    /// one branch and nothing more.
+    #[inline]
+    pub(crate) fn count(
+        &self,
+        paging: Paging,
+        result: Result<Answer, ExecutionError>,
+    ) -> Result<Answer, ExecutionError> {
+        if paging != Paging::Unpaged || result.is_err() {
+            let timed_out = result
+                .as_ref()
+                .err()
+                .is_some_and(ExecutionError::is_timeout);
+            self.metrics
+                .request_ended(paging, result.is_err(), timed_out);
+        }
+        result
+    }
+
     fn state(&self) -> Arc<ClusterState> {
         self.cluster.state.load_full()
     }
@@ -499,7 +519,7 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let statement = statement.into();
         Ok(self
-            .query_page(statement, &values, None, false, None)
+            .query_page(statement, &values, None, Paging::Unpaged, None)
             .await?
             .0)
     }
@@ -528,7 +548,7 @@ impl Session {
             statement.into(),
             &values,
             paging_state.into_bytes(),
-            true,
+            Paging::Manual,
             None,
         )
         .await
@@ -540,7 +560,7 @@ impl Session {
         statement: Statement,
         values: &(dyn SerializeRow + Send + Sync),
         paging_state: Option<Bytes>,
-        paged: bool,
+        paging: Paging,
         deadline: Option<Instant>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         let mut none = SerializedValues::new();
@@ -550,13 +570,13 @@ impl Session {
             prepared.options = statement.options;
             let serialized = values::serialize(&prepared, values)?;
             return self
-                .execute_page(&prepared, &serialized, paging_state, paged, deadline)
+                .execute_page(&prepared, &serialized, paging_state, paging, deadline)
                 .await
                 .map(with_next_page);
         }
         let inner = &self.inner;
         let mut params = inner.params(&statement.options, &none);
-        if paged {
+        if paging != Paging::Unpaged {
             params.page_size = Some(inner.page_size(&statement.options));
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
         }
@@ -576,7 +596,7 @@ impl Session {
         let routing = RoutingInfo::default();
         let answer = {
             let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-            run.await?
+            inner.count(paging, run.await)?
         };
         let result = inner.finish(answer, None).await?;
         let next = result.paging_state().cloned();
@@ -635,7 +655,7 @@ impl Session {
         values: impl SerializeRow,
     ) -> Result<QueryResult, ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        self.execute_page(prepared, &serialized, None, false, None)
+        self.execute_page(prepared, &serialized, None, Paging::Unpaged, None)
             .await
     }
 
@@ -657,12 +677,18 @@ impl Session {
         paging_state: P,
     ) -> Result<(QueryResult, P::Next), ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        self.execute_page(prepared, &serialized, paging_state.into_bytes(), true, None)
-            .await
-            .map(|result| {
-                let (result, next) = with_next_page(result);
-                (result, P::next(next))
-            })
+        self.execute_page(
+            prepared,
+            &serialized,
+            paging_state.into_bytes(),
+            Paging::Manual,
+            None,
+        )
+        .await
+        .map(|result| {
+            let (result, next) = with_next_page(result);
+            (result, P::next(next))
+        })
     }
 
     /// Executes one page of a prepared statement. Returns the result alone
@@ -676,7 +702,7 @@ impl Session {
         prepared: &PreparedStatement,
         values: &SerializedValues,
         paging_state: Option<Bytes>,
-        paged: bool,
+        paging: Paging,
         deadline: Option<Instant>,
     ) -> Result<QueryResult, ExecutionError> {
         let inner = &self.inner;
@@ -692,7 +718,7 @@ impl Session {
             // this future beside the message's copy.
             params: {
                 let mut params = inner.params(&prepared.options, values);
-                if paged {
+                if paging != Paging::Unpaged {
                     params.page_size = Some(inner.page_size(&prepared.options));
                     params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
                 }
@@ -720,7 +746,7 @@ impl Session {
         // itself moved it (over a kilobyte) twice more before its first poll.
         let answer = {
             let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-            run.await?
+            inner.count(paging, run.await)?
         };
         // `finish` spelled out: awaiting it would keep its future's room in
         // this one, the hottest request future.
@@ -840,11 +866,11 @@ impl Session {
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         match source {
             pager::Source::Query(s) => {
-                self.query_page(s.clone(), &(), paging_state, true, deadline)
+                self.query_page(s.clone(), &(), paging_state, Paging::Auto, deadline)
                     .await
             }
             pager::Source::Prepared(p) => self
-                .execute_page(p, values, paging_state, true, deadline)
+                .execute_page(p, values, paging_state, Paging::Auto, deadline)
                 .await
                 .map(with_next_page),
         }
@@ -968,6 +994,17 @@ impl Session {
     /// The session's counters.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.inner.metrics
+    }
+
+    /// The session's metrics as the official `scylla` crate reads them:
+    /// requests and errors by kind of paging, latency statistics, request
+    /// rates, open connections and timeouts (see [`SessionMetrics`]). They
+    /// read the session's live counters.
+    pub fn get_metrics(&self) -> SessionMetrics {
+        SessionMetrics::new(
+            self.inner.metrics.clone(),
+            Arc::downgrade(&self.inner.cluster.state),
+        )
     }
 
     /// The cluster as the session currently sees it (nodes, pools, routing;
