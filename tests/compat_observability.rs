@@ -412,3 +412,28 @@ async fn the_builder_sets_how_traces_are_fetched() {
     }
     assert!(took >= Duration::from_millis(80), "{took:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traced_prepare_reports_its_trace() {
+    let (cluster, session) = cluster_and_session(2, 1, |b| b).await;
+    cluster.topology().set_record_traces(true);
+    let text = "SELECT keyspace_name FROM system_schema.keyspaces";
+    // Untraced: no trace id; and now cached.
+    let plain = session.prepare(text).await.unwrap();
+    assert!(plain.prepare_tracing_ids.is_empty());
+    // Traced: prepared again despite the cache, so the PREPARE has a trace.
+    let traced = session
+        .prepare(Statement::new(text).with_tracing(true))
+        .await
+        .unwrap();
+    assert_eq!(traced.id(), plain.id());
+    assert_eq!(traced.prepare_tracing_ids.len(), 1);
+    let trace = session
+        .get_tracing_info(&traced.prepare_tracing_ids[0])
+        .await
+        .unwrap();
+    assert_eq!(trace.command.as_deref(), Some("PREPARE"));
+    // The cache does not hand that trace to the next caller.
+    let again = session.prepare(text).await.unwrap();
+    assert!(again.prepare_tracing_ids.is_empty());
+}

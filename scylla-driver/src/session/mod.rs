@@ -605,6 +605,13 @@ impl Session {
 
     /// Prepares a statement (once per text: later calls hit a cache).
     ///
+    /// A statement with tracing on is prepared again even if cached, so
+    /// that the server traces the PREPARE: its trace id is in
+    /// [`PreparedStatement::prepare_tracing_ids`]. The statement is prepared
+    /// on every node, and returned with the first answer; that answer's
+    /// trace is the one reported (the other nodes' are traced too, but
+    /// their answers arrive after the statement was returned).
+    ///
     /// # Cancellation
     ///
     /// Dropping the future aborts the preparations still running on the other nodes; a node
@@ -628,16 +635,21 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key);
-        if let Some(mut p) = cached {
+        let traced = statement.options.tracing;
+        if let Some(mut p) = cached.filter(|_| !traced) {
             p.options = statement.options;
             return Ok(p);
         }
-        let mut prepared = prepare::prepare_everywhere(&self.inner, &statement.contents).await?;
+        let mut prepared =
+            prepare::prepare_everywhere(&self.inner, &statement.contents, traced).await?;
+        let mut cached = prepared.clone();
+        // Later hits of the cache sent no PREPARE: they have no trace.
+        cached.prepare_tracing_ids.clear();
         self.inner
             .prepared
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, prepared.clone());
+            .insert(key, cached);
         prepared.options = statement.options;
         Ok(prepared)
     }
