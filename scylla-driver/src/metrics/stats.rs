@@ -189,14 +189,35 @@ impl SessionMetrics {
         Self::load(&self.counters.errors_automatically_paged)
     }
 
-    /// Every request, of any kind.
-    pub fn get_requests_num(&self) -> u64 {
-        Self::load(&self.counters.requests)
+    /// Failed requests that are not pages of row streams: unpaged and
+    /// manually paged ones (the official crate's meaning, kept for code
+    /// written against it). Every failed request, of any kind, is
+    /// `Session::metrics().snapshot().request_errors`.
+    #[deprecated(note = "add get_errors_unpaged_num() and get_errors_manually_paged_num()")]
+    pub fn get_errors_num(&self) -> u64 {
+        self.get_errors_unpaged_num() + self.get_errors_manually_paged_num()
     }
 
-    /// Every failed request, of any kind.
-    pub fn get_errors_num(&self) -> u64 {
-        Self::load(&self.counters.request_errors)
+    /// Requests that are not pages of row streams: unpaged and manually
+    /// paged ones (the official crate's meaning). Every request, of any
+    /// kind, is `Session::metrics().snapshot().requests`.
+    #[deprecated(note = "add get_requests_unpaged_num() and get_requests_manually_paged_num()")]
+    pub fn get_queries_num(&self) -> u64 {
+        self.get_requests_unpaged_num() + self.get_requests_manually_paged_num()
+    }
+
+    /// [`get_errors_automatically_paged_num`](Self::get_errors_automatically_paged_num)
+    /// under its older official name.
+    #[deprecated(note = "use get_errors_automatically_paged_num()")]
+    pub fn get_errors_iter_num(&self) -> u64 {
+        self.get_errors_automatically_paged_num()
+    }
+
+    /// [`get_requests_automatically_paged_num`](Self::get_requests_automatically_paged_num)
+    /// under its older official name.
+    #[deprecated(note = "use get_requests_automatically_paged_num()")]
+    pub fn get_queries_iter_num(&self) -> u64 {
+        self.get_requests_automatically_paged_num()
     }
 
     /// Attempts the retry policy retried.
@@ -266,7 +287,7 @@ impl SessionMetrics {
     pub fn get_mean_rate(&self) -> f64 {
         let elapsed = self.counters.rates.started.elapsed().as_secs_f64();
         if elapsed > 0.0 {
-            self.get_requests_num() as f64 / elapsed
+            Self::load(&self.counters.requests) as f64 / elapsed
         } else {
             0.0
         }
@@ -289,7 +310,7 @@ impl SessionMetrics {
     }
 
     fn rates(&self) -> [f64; 3] {
-        let count = self.get_requests_num();
+        let count = Self::load(&self.counters.requests);
         self.counters.rates.update(count, Instant::now())
     }
 
