@@ -103,7 +103,13 @@ pub(super) async fn run(
     // Pinned in place (see `Session::execute_page`).
     let answer = {
         let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-        inner.count(Paging::Unpaged, run.await)?
+        match run.await {
+            Ok(answer) => answer,
+            Err(e) => {
+                inner.count_failed(Paging::Unpaged, &e);
+                return Err(e);
+            }
+        }
     };
     inner.finish(answer, None).await
 }

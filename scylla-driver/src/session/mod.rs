@@ -455,24 +455,21 @@ impl SessionInner {
         }
     }
 
-    /// Counts a request's end by its kind of paging
-    /// ([`Metrics::request_ended`]): for an unpaged request that succeeded,
-    /// one branch and nothing more.
+    /// Counts a request that succeeded by its kind of paging
+    /// ([`Metrics::request_ended`]): for an unpaged one, one branch and
+    /// nothing more.
     #[inline]
-    pub(crate) fn count(
-        &self,
-        paging: Paging,
-        result: Result<Answer, ExecutionError>,
-    ) -> Result<Answer, ExecutionError> {
-        if paging != Paging::Unpaged || result.is_err() {
-            let timed_out = result
-                .as_ref()
-                .err()
-                .is_some_and(ExecutionError::is_timeout);
-            self.metrics
-                .request_ended(paging, result.is_err(), timed_out);
+    pub(crate) fn count_ok(&self, paging: Paging) {
+        if paging != Paging::Unpaged {
+            self.metrics.request_ended(paging, false, false);
         }
-        result
+    }
+
+    /// Counts a request that failed by its kind of paging, and as a
+    /// timeout if it was one.
+    #[inline(never)]
+    pub(crate) fn count_failed(&self, paging: Paging, error: &ExecutionError) {
+        self.metrics.request_ended(paging, true, error.is_timeout());
     }
 
     fn state(&self) -> Arc<ClusterState> {
@@ -596,7 +593,18 @@ impl Session {
         let routing = RoutingInfo::default();
         let answer = {
             let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-            inner.count(paging, run.await)?
+            // Matched in place, as `?` would: the answer is not moved
+            // through a local.
+            match run.await {
+                Ok(answer) => {
+                    inner.count_ok(paging);
+                    answer
+                }
+                Err(e) => {
+                    inner.count_failed(paging, &e);
+                    return Err(e);
+                }
+            }
         };
         let result = inner.finish(answer, None).await?;
         let next = result.paging_state().cloned();
@@ -758,7 +766,18 @@ impl Session {
         // itself moved it (over a kilobyte) twice more before its first poll.
         let answer = {
             let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-            inner.count(paging, run.await)?
+            // Matched in place, as `?` would: the answer is not moved
+            // through a local.
+            match run.await {
+                Ok(answer) => {
+                    inner.count_ok(paging);
+                    answer
+                }
+                Err(e) => {
+                    inner.count_failed(paging, &e);
+                    return Err(e);
+                }
+            }
         };
         // `finish` spelled out: awaiting it would keep its future's room in
         // this one, the hottest request future.
