@@ -80,13 +80,13 @@ async fn main() -> Result<(), common::BoxError> {
         "trace {id}: {} on {} took {:?}, {} events",
         trace.command.as_deref().unwrap_or("?"),
         node(trace.coordinator),
-        trace.duration,
+        trace.elapsed().unwrap_or_default(),
         trace.events.len()
     );
     for e in &trace.events {
         println!(
             "  {:>10?} {}: {}",
-            e.source_elapsed.unwrap_or_default(),
+            e.elapsed().unwrap_or_default(),
             node(e.source),
             e.activity.as_deref().unwrap_or("")
         );

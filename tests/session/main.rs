@@ -12,6 +12,7 @@ mod common;
 mod address_translation;
 mod cassandra_metadata;
 mod cluster_view;
+mod compat_observability;
 mod derive_session;
 mod error_texts;
 mod execution_profiles;

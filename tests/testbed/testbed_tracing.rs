@@ -205,14 +205,16 @@ async fn tracing_ids_reach_plain_prepared_batched_and_paged_results() {
         .prepare(Statement::new("INSERT INTO ft.t (pk, c) VALUES (?, ?)").with_tracing(true))
         .await
         .unwrap();
+    // The PREPARE itself was traced (one node: one PREPARE).
+    assert_eq!(insert.prepare_tracing_ids, [Uuid::from_u128(2)]);
     let r = session.execute_unpaged(&insert, (1, 1)).await.unwrap();
-    assert_eq!(r.tracing_id(), id(2));
+    assert_eq!(r.tracing_id(), id(3));
 
     let mut batch = Batch::new(BatchType::Unlogged).with_tracing(true);
     batch.append(insert.clone().with_tracing(false));
     batch.append(insert.clone());
     let r = session.batch(&batch, &[&(1, 2), &(1, 3)]).await.unwrap();
-    assert_eq!(r.tracing_id(), id(3));
+    assert_eq!(r.tracing_id(), id(4));
 
     // Untraced: no id, whatever the server would do.
     let r = session
@@ -229,12 +231,12 @@ async fn tracing_ids_reach_plain_prepared_batched_and_paged_results() {
         .query_single_page(select.clone(), (), None)
         .await
         .unwrap();
-    assert_eq!(page.tracing_id(), id(4));
+    assert_eq!(page.tracing_id(), id(5));
     let (page, _) = session
         .query_single_page(select.clone(), (), next)
         .await
         .unwrap();
-    assert_eq!(page.tracing_id(), id(5));
+    assert_eq!(page.tracing_id(), id(6));
 
     // Paged as a stream: 4 rows in pages of 2 (the last page may be empty).
     let mut rows = session.query_iter::<(i32, i32)>(select, ()).await.unwrap();
@@ -246,7 +248,7 @@ async fn tracing_ids_reach_plain_prepared_batched_and_paged_results() {
     assert_eq!(n, 4);
     let pages = rows.pages_fetched();
     assert!(pages >= 2, "{pages} pages");
-    let expected: Vec<Uuid> = (6..6 + pages as u128).map(Uuid::from_u128).collect();
+    let expected: Vec<Uuid> = (7..7 + pages as u128).map(Uuid::from_u128).collect();
     assert_eq!(rows.tracing_ids(), expected.as_slice());
-    assert_eq!(traced_so_far(), 5 + pages as u64);
+    assert_eq!(traced_so_far(), 6 + pages as u64);
 }

@@ -9,7 +9,10 @@
 //!   (constants in [`names`]); `examples/prometheus.rs` scrapes them.
 //! - **In process**: [`Metrics`], relaxed atomic counters of one session
 //!   (`Session::metrics()`), read without blocking the driver;
-//!   [`Metrics::snapshot`] copies them.
+//!   [`Metrics::snapshot`] copies them. [`SessionMetrics`]
+//!   (`Session::get_metrics()`, the official `scylla` crate's form) reads
+//!   the same counters as requests by kind of paging, latency statistics in
+//!   milliseconds and request rates.
 //!
 //! # Metrics of the facade
 //!
@@ -51,6 +54,20 @@ pub use crate::connection::{IoCounters, IoSnapshot};
 
 pub mod names;
 pub(crate) mod record;
+mod stats;
+
+pub use self::stats::{MetricsError, SessionMetrics, Snapshot};
+
+/// How a request pages, as [`SessionMetrics`] counts requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Paging {
+    /// The whole result at once (and batches).
+    Unpaged,
+    /// One page, the caller holding the paging state.
+    Manual,
+    /// A page fetched by a row stream.
+    Auto,
+}
 
 /// Session-wide counters.
 #[derive(Debug, Default)]
@@ -92,6 +109,19 @@ pub struct Metrics {
     pub requests: AtomicU64,
     /// Requests that ended in an error (after retries).
     pub request_errors: AtomicU64,
+    /// Of [`requests`](Self::requests): pages of `query_single_page` /
+    /// `execute_single_page`.
+    pub requests_manually_paged: AtomicU64,
+    /// Of [`requests`](Self::requests): pages fetched by row streams.
+    pub requests_automatically_paged: AtomicU64,
+    /// Of [`request_errors`](Self::request_errors): manually paged ones.
+    pub errors_manually_paged: AtomicU64,
+    /// Of [`request_errors`](Self::request_errors): pages of row streams.
+    pub errors_automatically_paged: AtomicU64,
+    /// Requests that failed because their deadline passed.
+    pub request_timeouts: AtomicU64,
+    /// Connection attempts of the pools that timed out.
+    pub connect_timeouts: AtomicU64,
     /// Attempts retried on another target.
     pub retries: AtomicU64,
     /// Speculative attempts started.
@@ -107,6 +137,8 @@ pub struct Metrics {
     pub tablet_warmup_rows: AtomicU64,
     /// Request latency histogram (log-linear buckets of microseconds).
     pub latency: LatencyHistogram,
+    /// The request rate's moving averages ([`SessionMetrics`]).
+    rates: stats::Rates,
 }
 
 /// A copy of the counters at one instant.
@@ -130,6 +162,12 @@ pub struct MetricsSnapshot {
     pub surplus_connections_retired: u64,
     pub requests: u64,
     pub request_errors: u64,
+    pub requests_manually_paged: u64,
+    pub requests_automatically_paged: u64,
+    pub errors_manually_paged: u64,
+    pub errors_automatically_paged: u64,
+    pub request_timeouts: u64,
+    pub connect_timeouts: u64,
     pub retries: u64,
     pub speculative_attempts: u64,
     pub tablet_payloads: u64,
@@ -153,6 +191,38 @@ impl Metrics {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a request of `paging` that `run` (which counted it in
+    /// [`requests`](Self::requests) and, failed, in
+    /// [`request_errors`](Self::request_errors)) ended with: a page in its
+    /// paged counter (unpaged requests are the rest, so they cost nothing
+    /// here), a failure in its paged error counter and a timeout in
+    /// [`request_timeouts`](Self::request_timeouts). Counted after the
+    /// totals, so that the unpaged counts derived from them never wrap.
+    pub(crate) fn request_ended(&self, paging: Paging, failed: bool, timed_out: bool) {
+        let (requests, errors) = match paging {
+            Paging::Unpaged => (None, None),
+            Paging::Manual => (
+                Some(&self.requests_manually_paged),
+                Some(&self.errors_manually_paged),
+            ),
+            Paging::Auto => (
+                Some(&self.requests_automatically_paged),
+                Some(&self.errors_automatically_paged),
+            ),
+        };
+        if let Some(c) = requests {
+            Self::inc(c);
+        }
+        if failed {
+            if let Some(c) = errors {
+                Self::inc(c);
+            }
+            if timed_out {
+                Self::inc(&self.request_timeouts);
+            }
+        }
+    }
+
     /// Copies the counters.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -174,6 +244,12 @@ impl Metrics {
             surplus_connections_retired: r(&self.surplus_connections_retired),
             requests: r(&self.requests),
             request_errors: r(&self.request_errors),
+            requests_manually_paged: r(&self.requests_manually_paged),
+            requests_automatically_paged: r(&self.requests_automatically_paged),
+            errors_manually_paged: r(&self.errors_manually_paged),
+            errors_automatically_paged: r(&self.errors_automatically_paged),
+            request_timeouts: r(&self.request_timeouts),
+            connect_timeouts: r(&self.connect_timeouts),
             retries: r(&self.retries),
             speculative_attempts: r(&self.speculative_attempts),
             tablet_payloads: r(&self.tablet_payloads),
@@ -226,6 +302,32 @@ impl LatencyHistogram {
         (1u64 << octave) + (sub << (octave - 3))
     }
 
+    /// One past the largest value that falls in bucket `i`.
+    fn upper_bound(i: usize) -> u64 {
+        if i + 1 < SUB_BUCKETS * OCTAVES {
+            Self::lower_bound(i + 1)
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// The middle of bucket `i`, the value a bucket stands for in means.
+    fn midpoint(i: usize) -> f64 {
+        let lo = Self::lower_bound(i) as f64;
+        match i + 1 < SUB_BUCKETS * OCTAVES {
+            true => (lo + Self::upper_bound(i) as f64) / 2.0,
+            false => lo,
+        }
+    }
+
+    /// The count of every bucket.
+    fn counts(&self) -> Vec<u64> {
+        self.buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect()
+    }
+
     /// Records one latency.
     pub fn record(&self, latency: std::time::Duration) {
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
@@ -240,11 +342,7 @@ impl LatencyHistogram {
     /// The `q`-quantile (0.0..=1.0) in microseconds (a bucket's lower bound);
     /// `None` when empty.
     pub fn quantile_micros(&self, q: f64) -> Option<u64> {
-        let counts: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
+        let counts = self.counts();
         let total: u64 = counts.iter().sum();
         if total == 0 {
             return None;

@@ -626,7 +626,16 @@ async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> 
     } else {
         &inner.metrics.connects_regular_failed
     });
+    if r.as_ref().err().is_some_and(timed_out) {
+        Metrics::inc(&inner.metrics.connect_timeouts);
+    }
     r
+}
+
+/// Whether a connection attempt failed by timing out.
+fn timed_out(e: &ConnectionError) -> bool {
+    matches!(e, ConnectionError::Timeout { .. })
+        || matches!(e, ConnectionError::Open(o) if o.timed_out())
 }
 
 /// Opens a connection to `shard` through the shard-aware port, falling back to
@@ -649,6 +658,9 @@ async fn open_for_shard(
         Err(ShardAwareError::Fallback(reason, error)) => {
             if reason != FallbackReason::PortsExhausted {
                 count_shard_aware(inner, ShardTag::Shard(shard), false);
+                if reason == FallbackReason::TimedOut {
+                    Metrics::inc(&inner.metrics.connect_timeouts);
+                }
             }
             tracing::debug!(node = %inner.addr, %reason, error = ?error, "shard-aware port failed; trying the regular port");
             let regular = open_regular(inner).await;
@@ -663,6 +675,9 @@ async fn open_for_shard(
         }
         Err(ShardAwareError::Other(e)) => {
             count_shard_aware(inner, ShardTag::Shard(shard), false);
+            if timed_out(&e) {
+                Metrics::inc(&inner.metrics.connect_timeouts);
+            }
             Err(e)
         }
     }
@@ -687,6 +702,9 @@ async fn open_behind_nat(
         Err(ShardAwareError::Fallback(..)) => open_regular(inner).await.map(|c| (c, None)),
         Err(ShardAwareError::Other(e)) => {
             count_shard_aware(inner, ShardTag::Shard(shard), false);
+            if timed_out(&e) {
+                Metrics::inc(&inner.metrics.connect_timeouts);
+            }
             Err(e)
         }
     }
@@ -778,9 +796,7 @@ async fn open_shard_aware(
             Err(e @ ConnectionError::Open(_)) | Err(e @ ConnectionError::Timeout { .. }) => {
                 // A connect timeout, or a handshake that never gets an answer:
                 // the port is silently dropping us.
-                let timed_out = matches!(&e, ConnectionError::Timeout { .. })
-                    || matches!(&e, ConnectionError::Open(o) if o.timed_out());
-                return Err(if timed_out {
+                return Err(if timed_out(&e) {
                     ShardAwareError::Fallback(FallbackReason::TimedOut, Some(e))
                 } else {
                     ShardAwareError::Other(e)

@@ -12,6 +12,7 @@ use super::execute;
 use super::message::{BatchMessage, BatchPrepared};
 use super::{values, Session};
 use crate::error::{BadQuery, ExecutionError};
+use crate::metrics::Paging;
 use crate::result::QueryResult;
 use crate::statement::{Batch, BatchStatement, PreparedStatement};
 
@@ -102,7 +103,13 @@ pub(super) async fn run(
     // Pinned in place (see `Session::execute_page`).
     let answer = {
         let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-        run.await?
+        match run.await {
+            Ok(answer) => answer,
+            Err(e) => {
+                inner.count_failed(Paging::Unpaged, &e);
+                return Err(e);
+            }
+        }
     };
     inner.finish(answer, None).await
 }

@@ -3,6 +3,7 @@
 //! connection to every node are up.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use scylla_cql::compression::Compression;
 use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::Consistency;
 
+use super::trace::TraceFetchOptions;
 use super::Session;
 use crate::cluster::control::{ControlHandle, ControlOptions};
 use crate::cluster::runtime::Cluster;
@@ -63,6 +65,12 @@ pub struct SessionConfig {
     pub speculative: Option<SpeculativeExecution>,
     /// Bound on waiting for schema agreement after DDL.
     pub schema_agreement_timeout: Duration,
+    /// Whether a statement that changes the schema waits, before it
+    /// returns, until every node agrees on the new schema version
+    /// (`Session::await_schema_agreement`). Default: on.
+    pub auto_await_schema_agreement: bool,
+    /// How [`Session::get_tracing_info`] reads traces.
+    pub tracing_info_fetch: TraceFetchOptions,
     /// Most statements the prepared-statement cache keeps (`Session::prepare`
     /// and the `query_*` methods with values go through it); the least
     /// recently used is evicted. 0 disables caching.
@@ -116,6 +124,8 @@ impl Default for SessionConfig {
             retry_policy: Arc::new(DefaultRetryPolicy),
             speculative: None,
             schema_agreement_timeout: Duration::from_secs(10),
+            auto_await_schema_agreement: true,
+            tracing_info_fetch: TraceFetchOptions::default(),
             prepared_cache_size: 1024,
             initial_connect_timeout: Duration::from_secs(5),
             control: ControlOptions::default(),
@@ -546,6 +556,53 @@ impl SessionBuilder {
     #[must_use]
     pub fn schema_agreement_timeout(mut self, d: Duration) -> Self {
         self.config.schema_agreement_timeout = d;
+        self
+    }
+
+    /// Time between two reads of the nodes' schema versions while they
+    /// disagree (default 200 ms).
+    #[must_use]
+    pub fn schema_agreement_interval(mut self, d: Duration) -> Self {
+        self.config.control.agreement.interval = d;
+        self
+    }
+
+    /// Whether statements that change the schema wait, before they return,
+    /// until every node agrees on the new schema (default: on). Off, they
+    /// return as soon as their coordinator answers: call
+    /// [`Session::await_schema_agreement`] before anything that depends on
+    /// the change, since the next statement may run on a node that has not
+    /// applied it yet. The metadata is read again after each change either
+    /// way.
+    #[must_use]
+    pub fn auto_await_schema_agreement(mut self, on: bool) -> Self {
+        self.config.auto_await_schema_agreement = on;
+        self
+    }
+
+    /// Reads of a trace's session row before [`Session::get_tracing_info`]
+    /// gives up on a trace that is not complete (default 10).
+    #[must_use]
+    pub fn tracing_info_fetch_attempts(mut self, attempts: NonZeroU32) -> Self {
+        self.config.tracing_info_fetch.attempts = attempts.get();
+        self
+    }
+
+    /// The wait between two reads of an incomplete trace by
+    /// [`Session::get_tracing_info`]: a fixed interval (by default the wait
+    /// starts at 3 ms and doubles up to 300 ms; see [`TraceFetchOptions`]).
+    #[must_use]
+    pub fn tracing_info_fetch_interval(mut self, interval: Duration) -> Self {
+        self.config.tracing_info_fetch.interval = interval;
+        self.config.tracing_info_fetch.max_interval = interval;
+        self
+    }
+
+    /// The consistency of the reads of traces by
+    /// [`Session::get_tracing_info`] (default ONE).
+    #[must_use]
+    pub fn tracing_info_fetch_consistency(mut self, consistency: Consistency) -> Self {
+        self.config.tracing_info_fetch.consistency = consistency;
         self
     }
 

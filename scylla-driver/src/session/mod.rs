@@ -33,6 +33,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use uuid::Uuid;
+
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use scylla_cql::frame::request::{Query, QueryParameters};
@@ -52,7 +54,7 @@ use crate::connection::{Connection, RequestOptions};
 use crate::error::{
     ControlError, ExecutionError, PrepareError, SchemaAgreementError, UnexpectedResponse,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Paging, SessionMetrics};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
 use crate::response::PageStart;
@@ -383,9 +385,13 @@ impl SessionInner {
         node: SocketAddr,
     ) -> Pin<Box<dyn Future<Output = Result<QueryResult, ExecutionError>> + Send + '_>> {
         Box::pin(async move {
-            self.after_schema_change(Some(node))
-                .await
-                .map_err(ExecutionError::SchemaAgreement)?;
+            if self.config.auto_await_schema_agreement {
+                self.after_schema_change(Some(node))
+                    .await
+                    .map_err(ExecutionError::SchemaAgreement)?;
+            } else {
+                self.refresh_after_schema_change().await;
+            }
             Ok(result)
         })
     }
@@ -409,34 +415,41 @@ impl SessionInner {
     }
 
     /// Waits for schema agreement (on the coordinator's new version, when the
-    /// change ran on `coordinator`), then refreshes the metadata.
+    /// change ran on `coordinator`), then refreshes the metadata. Returns the
+    /// version the nodes agreed on.
     async fn after_schema_change(
         &self,
         coordinator: Option<SocketAddr>,
-    ) -> Result<(), SchemaAgreementError> {
+    ) -> Result<Uuid, SchemaAgreementError> {
         let timeout = self.config.schema_agreement_timeout;
         let wait = async {
             let expected = match coordinator {
                 Some(addr) => self.schema_version_of(addr).await,
                 None => None,
             };
-            self.cluster.control.await_schema_version(expected).await
+            self.cluster.control.agreed_schema_version(expected).await
         };
         let outcome = tokio::time::timeout(timeout, wait).await;
         // Routing needs the new keyspaces and tables now, not at the next
         // debounced refresh.
-        if let Err(e) = self.cluster.control.refresh().await {
-            tracing::warn!(error = %e, "metadata refresh after a schema change failed");
-        }
+        self.refresh_after_schema_change().await;
         match outcome {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) | Err(_) => Err(SchemaAgreementError::Timeout(timeout)),
+            Ok(Ok(Some(version))) => Ok(version),
+            Ok(Ok(None)) | Err(_) => Err(SchemaAgreementError::Timeout(timeout)),
             Ok(Err(e)) => Err(SchemaAgreementError::Control(e)),
         }
     }
 
+    /// Re-reads the metadata after a schema change; a failure only logs
+    /// (the control connection's event refreshes it again later).
+    async fn refresh_after_schema_change(&self) {
+        if let Err(e) = self.cluster.control.refresh().await {
+            tracing::warn!(error = %e, "metadata refresh after a schema change failed");
+        }
+    }
+
     /// The schema version node `addr` reports for itself.
-    async fn schema_version_of(&self, addr: SocketAddr) -> Option<uuid::Uuid> {
+    async fn schema_version_of(&self, addr: SocketAddr) -> Option<Uuid> {
         let state = self.state();
         let node = state.nodes.iter().find(|n| n.address == addr)?;
         let conn = node.pool.connection_for(None)?;
@@ -448,6 +461,23 @@ impl SessionInner {
                 None
             }
         }
+    }
+
+    /// Counts a request that succeeded by its kind of paging
+    /// ([`Metrics::request_ended`]): for an unpaged one, one branch and
+    /// nothing more.
+    #[inline]
+    pub(crate) fn count_ok(&self, paging: Paging) {
+        if paging != Paging::Unpaged {
+            self.metrics.request_ended(paging, false, false);
+        }
+    }
+
+    /// Counts a request that failed by its kind of paging, and as a
+    /// timeout if it was one.
+    #[inline(never)]
+    pub(crate) fn count_failed(&self, paging: Paging, error: &ExecutionError) {
+        self.metrics.request_ended(paging, true, error.is_timeout());
     }
 
     fn state(&self) -> Arc<ClusterState> {
@@ -494,7 +524,7 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let statement = statement.into();
         Ok(self
-            .query_page(statement, &values, None, false, None)
+            .query_page(statement, &values, None, Paging::Unpaged, None)
             .await?
             .0)
     }
@@ -523,7 +553,7 @@ impl Session {
             statement.into(),
             &values,
             paging_state.into_bytes(),
-            true,
+            Paging::Manual,
             None,
         )
         .await
@@ -535,7 +565,7 @@ impl Session {
         statement: Statement,
         values: &(dyn SerializeRow + Send + Sync),
         paging_state: Option<Bytes>,
-        paged: bool,
+        paging: Paging,
         deadline: Option<Instant>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         let mut none = SerializedValues::new();
@@ -545,13 +575,13 @@ impl Session {
             prepared.options = statement.options;
             let serialized = values::serialize(&prepared, values)?;
             return self
-                .execute_page(&prepared, &serialized, paging_state, paged, deadline)
+                .execute_page(&prepared, &serialized, paging_state, paging, deadline)
                 .await
                 .map(with_next_page);
         }
         let inner = &self.inner;
         let mut params = inner.params(&statement.options, &none);
-        if paged {
+        if paging != Paging::Unpaged {
             params.page_size = Some(inner.page_size(&statement.options));
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
         }
@@ -571,7 +601,18 @@ impl Session {
         let routing = RoutingInfo::default();
         let answer = {
             let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-            run.await?
+            // Matched in place, as `?` would: the answer is not moved
+            // through a local.
+            match run.await {
+                Ok(answer) => {
+                    inner.count_ok(paging);
+                    answer
+                }
+                Err(e) => {
+                    inner.count_failed(paging, &e);
+                    return Err(e);
+                }
+            }
         };
         let result = inner.finish(answer, None).await?;
         let next = result.paging_state().cloned();
@@ -579,6 +620,13 @@ impl Session {
     }
 
     /// Prepares a statement (once per text: later calls hit a cache).
+    ///
+    /// A statement with tracing on is prepared again even if cached, so
+    /// that the server traces the PREPARE: its trace id is in
+    /// [`PreparedStatement::prepare_tracing_ids`]. The statement is prepared
+    /// on every node, and returned with the first answer; that answer's
+    /// trace is the one reported (the other nodes' are traced too, but
+    /// their answers arrive after the statement was returned).
     ///
     /// # Cancellation
     ///
@@ -603,16 +651,21 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key);
-        if let Some(mut p) = cached {
+        let traced = statement.options.tracing;
+        if let Some(mut p) = cached.filter(|_| !traced) {
             p.options = statement.options;
             return Ok(p);
         }
-        let mut prepared = prepare::prepare_everywhere(&self.inner, &statement.contents).await?;
+        let mut prepared =
+            prepare::prepare_everywhere(&self.inner, &statement.contents, traced).await?;
+        let mut cached = prepared.clone();
+        // Later hits of the cache sent no PREPARE: they have no trace.
+        cached.prepare_tracing_ids.clear();
         self.inner
             .prepared
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, prepared.clone());
+            .insert(key, cached);
         prepared.options = statement.options;
         Ok(prepared)
     }
@@ -630,7 +683,7 @@ impl Session {
         values: impl SerializeRow,
     ) -> Result<QueryResult, ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        self.execute_page(prepared, &serialized, None, false, None)
+        self.execute_page(prepared, &serialized, None, Paging::Unpaged, None)
             .await
     }
 
@@ -652,12 +705,18 @@ impl Session {
         paging_state: P,
     ) -> Result<(QueryResult, P::Next), ExecutionError> {
         let serialized = values::serialize(prepared, &values)?;
-        self.execute_page(prepared, &serialized, paging_state.into_bytes(), true, None)
-            .await
-            .map(|result| {
-                let (result, next) = with_next_page(result);
-                (result, P::next(next))
-            })
+        self.execute_page(
+            prepared,
+            &serialized,
+            paging_state.into_bytes(),
+            Paging::Manual,
+            None,
+        )
+        .await
+        .map(|result| {
+            let (result, next) = with_next_page(result);
+            (result, P::next(next))
+        })
     }
 
     /// Executes one page of a prepared statement. Returns the result alone
@@ -671,7 +730,7 @@ impl Session {
         prepared: &PreparedStatement,
         values: &SerializedValues,
         paging_state: Option<Bytes>,
-        paged: bool,
+        paging: Paging,
         deadline: Option<Instant>,
     ) -> Result<QueryResult, ExecutionError> {
         let inner = &self.inner;
@@ -687,7 +746,7 @@ impl Session {
             // this future beside the message's copy.
             params: {
                 let mut params = inner.params(&prepared.options, values);
-                if paged {
+                if paging != Paging::Unpaged {
                     params.page_size = Some(inner.page_size(&prepared.options));
                     params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
                 }
@@ -715,7 +774,18 @@ impl Session {
         // itself moved it (over a kilobyte) twice more before its first poll.
         let answer = {
             let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));
-            run.await?
+            // Matched in place, as `?` would: the answer is not moved
+            // through a local.
+            match run.await {
+                Ok(answer) => {
+                    inner.count_ok(paging);
+                    answer
+                }
+                Err(e) => {
+                    inner.count_failed(paging, &e);
+                    return Err(e);
+                }
+            }
         };
         // `finish` spelled out: awaiting it would keep its future's room in
         // this one, the hottest request future.
@@ -835,11 +905,11 @@ impl Session {
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         match source {
             pager::Source::Query(s) => {
-                self.query_page(s.clone(), &(), paging_state, true, deadline)
+                self.query_page(s.clone(), &(), paging_state, Paging::Auto, deadline)
                     .await
             }
             pager::Source::Prepared(p) => self
-                .execute_page(p, values, paging_state, true, deadline)
+                .execute_page(p, values, paging_state, Paging::Auto, deadline)
                 .await
                 .map(with_next_page),
         }
@@ -884,13 +954,36 @@ impl Session {
         self.query_unpaged(q, ()).await.map(|_| ())
     }
 
-    /// Waits until every reachable node has the same schema version.
+    /// Waits until every reachable node (every node not reported down) has
+    /// the same schema version, and returns that version. The versions are
+    /// read from `system.local` and `system.peers` through the control
+    /// connection every
+    /// [`schema_agreement_interval`](SessionBuilder::schema_agreement_interval),
+    /// for up to
+    /// [`schema_agreement_timeout`](SessionBuilder::schema_agreement_timeout)
+    /// ([`SchemaAgreementError::Timeout`] after it). Then the metadata is
+    /// read again, so that routing knows the new schema.
+    ///
+    /// Statements that change the schema wait for this by themselves unless
+    /// [`auto_await_schema_agreement(false)`](SessionBuilder::auto_await_schema_agreement).
     ///
     /// # Cancellation
     ///
     /// Dropping the future stops polling; nothing is left behind.
-    pub async fn await_schema_agreement(&self) -> Result<(), SchemaAgreementError> {
+    pub async fn await_schema_agreement(&self) -> Result<Uuid, SchemaAgreementError> {
         self.inner.after_schema_change(None).await
+    }
+
+    /// Checks once, without waiting, whether every reachable node has the
+    /// same schema version: `Some(version)` if so, `None` if they disagree
+    /// (which, straight after a schema change, they legitimately may).
+    pub async fn check_schema_agreement(&self) -> Result<Option<Uuid>, SchemaAgreementError> {
+        self.inner
+            .cluster
+            .control
+            .check_schema_agreement()
+            .await
+            .map_err(SchemaAgreementError::Control)
     }
 
     /// Re-reads the cluster's topology and schema now.
@@ -940,6 +1033,17 @@ impl Session {
     /// The session's counters.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.inner.metrics
+    }
+
+    /// The session's metrics as the official `scylla` crate reads them:
+    /// requests and errors by kind of paging, latency statistics, request
+    /// rates, open connections and timeouts (see [`SessionMetrics`]). They
+    /// read the session's live counters.
+    pub fn get_metrics(&self) -> SessionMetrics {
+        SessionMetrics::new(
+            self.inner.metrics.clone(),
+            Arc::downgrade(&self.inner.cluster.state),
+        )
     }
 
     /// The cluster as the session currently sees it (nodes, pools, routing;

@@ -36,6 +36,7 @@ use crate::statement::PreparedStatement;
 pub(super) async fn prepare_everywhere(
     inner: &Arc<SessionInner>,
     text: &str,
+    tracing: bool,
 ) -> Result<PreparedStatement, PrepareError> {
     let state = inner.state();
     let prepared_in = inner.keyspace.load_full();
@@ -48,7 +49,7 @@ pub(super) async fn prepare_everywhere(
         let (inner, text, prepared_in) = (inner.clone(), text.clone(), prepared_in.clone());
         let address = node.address;
         tasks.spawn(async move {
-            let outcome = prepare_on(&inner, &conn, address, &text, prepared_in).await;
+            let outcome = prepare_on(&inner, &conn, address, &text, prepared_in, tracing).await;
             (address, outcome)
         });
     }
@@ -142,6 +143,7 @@ async fn prepare_on(
     address: SocketAddr,
     text: &str,
     prepared_in: Option<Arc<String>>,
+    tracing: bool,
 ) -> Result<PreparedStatement, NodeFailure> {
     // The keyspace switch and the PREPARE share one deadline.
     let deadline = std::time::Instant::now() + inner.config.request_timeout;
@@ -162,12 +164,14 @@ async fn prepare_on(
     let now = std::time::Instant::now();
     let opts = RequestOptions {
         deadline: Some(deadline),
+        tracing,
         ..RequestOptions::default()
     };
     let frame = conn
         .request_at(&msg, &opts, now)
         .await
         .map_err(|error| NodeFailure::Node(address, AttemptError::Connection(error)))?;
+    let tracing_id = frame.tracing_id();
     let p = match frame.response {
         Response::Result(ResultBody::Prepared(p)) => p,
         Response::Error(e) => {
@@ -198,7 +202,7 @@ async fn prepare_on(
         (Some(ks), Some(t)) => Some(inner.cluster.tablets.table(ks, t)),
         _ => None,
     };
-    Ok(PreparedStatement::new(PreparedShared {
+    let mut prepared = PreparedStatement::new(PreparedShared {
         is_lwt: p.metadata.is_lwt(ctx_mask),
         result: ArcSwap::from_pointee(ResultShape {
             id: p.result_metadata_id.clone(),
@@ -212,7 +216,9 @@ async fn prepare_on(
         keyspace_id: Default::default(),
         table,
         tablets,
-    }))
+    });
+    prepared.prepare_tracing_ids.extend(tracing_id);
+    Ok(prepared)
 }
 
 /// The keyspace a PREPARE on a connection speaking `version` names: the

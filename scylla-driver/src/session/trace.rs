@@ -19,6 +19,7 @@
 //!
 //! [`QueryResult::tracing_id`]: crate::result::QueryResult::tracing_id
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -100,8 +101,12 @@ pub struct TracingInfo {
     pub command: Option<String>,
     /// The node that coordinated the request.
     pub coordinator: Option<IpAddr>,
-    /// How long the coordinator took, as it measured it.
-    pub duration: Duration,
+    /// How long the coordinator took, as it measured it, in microseconds
+    /// (the column's own type, as in the official `scylla` crate; never
+    /// negative, and always set in a trace that
+    /// [`Session::get_tracing_info`] returns, since it waits for it).
+    /// [`elapsed`](Self::elapsed) gives it as a [`Duration`].
+    pub duration: Option<i32>,
     /// The request's parameters as the server logged them (for example
     /// `query`, `consistency_level`, `page_size`).
     pub parameters: HashMap<String, String>,
@@ -122,10 +127,32 @@ pub struct TracingEvent {
     pub activity: Option<String>,
     /// The node it happened on.
     pub source: Option<IpAddr>,
-    /// The time since that node started on the request.
-    pub source_elapsed: Option<Duration>,
+    /// The time since that node started on the request, in microseconds
+    /// (never negative); [`elapsed`](Self::elapsed) gives it as a
+    /// [`Duration`].
+    pub source_elapsed: Option<i32>,
     /// The server thread that recorded it.
     pub thread: Option<String>,
+}
+
+/// Microseconds (checked non-negative when the trace was read) as a duration.
+fn micros_duration(v: Option<i32>) -> Option<Duration> {
+    v.and_then(|v| u64::try_from(v).ok())
+        .map(Duration::from_micros)
+}
+
+impl TracingInfo {
+    /// [`duration`](Self::duration) as a [`Duration`].
+    pub fn elapsed(&self) -> Option<Duration> {
+        micros_duration(self.duration)
+    }
+}
+
+impl TracingEvent {
+    /// [`source_elapsed`](Self::source_elapsed) as a [`Duration`].
+    pub fn elapsed(&self) -> Option<Duration> {
+        micros_duration(self.source_elapsed)
+    }
 }
 
 /// Fetching a trace failed.
@@ -187,14 +214,15 @@ type EventRow = (
     Option<String>,
 );
 
-/// Microseconds as a duration; a negative count is malformed.
-fn micros(id: Uuid, column: &str, v: i32) -> Result<Duration, TracingError> {
-    u64::try_from(v)
-        .map(Duration::from_micros)
-        .map_err(|_| TracingError::Malformed {
+/// A count of microseconds, checked: a negative one is malformed.
+fn micros(id: Uuid, column: &str, v: i32) -> Result<i32, TracingError> {
+    if v < 0 {
+        return Err(TracingError::Malformed {
             id,
             what: format!("negative {column}: {v} µs"),
-        })
+        });
+    }
+    Ok(v)
 }
 
 /// Milliseconds since the epoch as a time (`None` out of `SystemTime`'s range).
@@ -234,7 +262,7 @@ fn tracing_info(
         client,
         command,
         coordinator,
-        duration: micros(id, "duration", duration)?,
+        duration: Some(micros(id, "duration", duration)?),
         parameters: parameters.unwrap_or_default(),
         request,
         started_at: started_at.and_then(time_of),
@@ -243,9 +271,11 @@ fn tracing_info(
 }
 
 impl Session {
-    /// Fetches the trace of a traced request, waiting (bounded, see
-    /// [`TraceFetchOptions::default`]: at most about a second) until the
-    /// server has written it whole.
+    /// Fetches the trace of a traced request, waiting (bounded, as the
+    /// builder's `tracing_info_fetch_*` settings say; by default, see
+    /// [`TraceFetchOptions::default`], at most about a second) until the
+    /// server has written it whole. The id is taken by value or by
+    /// reference (`&id`, as in the official `scylla` crate).
     ///
     /// ```no_run
     /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
@@ -254,20 +284,23 @@ impl Session {
     /// let traced = Statement::new("SELECT * FROM ks.t WHERE pk = 1").with_tracing(true);
     /// let result = session.query_unpaged(traced, ()).await?;
     /// let id = result.tracing_id().ok_or("the server did not trace the request")?;
-    /// let trace = session.get_tracing_info(id).await?;
-    /// println!("{:?} on {:?} took {:?}", trace.command, trace.coordinator, trace.duration);
+    /// let trace = session.get_tracing_info(&id).await?;
+    /// println!("{:?} on {:?} took {:?}", trace.command, trace.coordinator, trace.elapsed());
     /// for e in &trace.events {
-    ///     println!("{:>8?} {:?}: {}", e.source_elapsed, e.source, e.activity.as_deref().unwrap_or(""));
+    ///     println!("{:>8?} {:?}: {}", e.elapsed(), e.source, e.activity.as_deref().unwrap_or(""));
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn get_tracing_info(&self, id: Uuid) -> Result<TracingInfo, TracingError> {
-        self.get_tracing_info_with(id, &TraceFetchOptions::default())
-            .await
+    pub async fn get_tracing_info(
+        &self,
+        id: impl Borrow<Uuid>,
+    ) -> Result<TracingInfo, TracingError> {
+        let options = &self.inner.config.tracing_info_fetch;
+        self.get_tracing_info_with(*id.borrow(), options).await
     }
 
     /// [`get_tracing_info`](Self::get_tracing_info), waiting as `options`
-    /// says.
+    /// says rather than as the session was built with.
     pub async fn get_tracing_info_with(
         &self,
         id: Uuid,
@@ -370,7 +403,8 @@ mod tests {
             None,
         )];
         let t = tracing_info(id, session, 1500, events).expect("a valid trace");
-        assert_eq!(t.duration, Duration::from_micros(1500));
+        assert_eq!(t.duration, Some(1500));
+        assert_eq!(t.elapsed(), Some(Duration::from_micros(1500)));
         assert_eq!(t.coordinator, Some(coordinator));
         assert_eq!(t.started_at, UNIX_EPOCH.checked_add(Duration::from_secs(1)));
         assert_eq!(
@@ -378,7 +412,8 @@ mod tests {
             Some("SELECT 1")
         );
         assert_eq!(t.events.len(), 1);
-        assert_eq!(t.events[0].source_elapsed, Some(Duration::from_micros(20)));
+        assert_eq!(t.events[0].source_elapsed, Some(20));
+        assert_eq!(t.events[0].elapsed(), Some(Duration::from_micros(20)));
     }
 
     #[test]

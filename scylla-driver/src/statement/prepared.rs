@@ -21,6 +21,13 @@ pub struct PreparedStatement {
     pub(crate) shared: Arc<PreparedShared>,
     /// Options of this statement (a clone can have others).
     pub options: StatementOptions,
+    /// The trace ids of the PREPARE requests that made this statement, when
+    /// it was prepared from a statement with tracing on (the official
+    /// `scylla` crate's field): the trace of the preparation whose answer
+    /// was used (see `Session::prepare`). Empty otherwise, and in the
+    /// statements later returned from the session's cache (no request was
+    /// sent for them).
+    pub prepare_tracing_ids: Vec<uuid::Uuid>,
 }
 
 #[derive(Debug)]
@@ -73,6 +80,7 @@ impl PreparedStatement {
         Self {
             shared: Arc::new(shared),
             options: StatementOptions::default(),
+            prepare_tracing_ids: Vec::new(),
         }
     }
 

@@ -46,8 +46,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
 use super::metadata::{
-    read_schema, read_topology, wait_for_schema_agreement, AgreementOptions, Metadata,
-    MetadataError, NodeOptions, QueryOptions,
+    check_schema_agreement, read_schema, read_topology, wait_for_schema_agreement,
+    AgreementOptions, Metadata, MetadataError, NodeOptions, QueryOptions,
 };
 use crate::connection::{open, Connection, ConnectionConfig, ConnectionError};
 use crate::pool::backoff::{ExponentialBackoff, ReconnectPolicy};
@@ -426,24 +426,48 @@ impl ControlHandle {
     /// only agreement on `expected` counts (pass the version of the node
     /// that ran a DDL statement).
     pub async fn await_schema_version(&self, expected: Option<Uuid>) -> Result<bool, ControlError> {
-        let conn = self
-            .shared
-            .connection
-            .load_full()
-            .filter(|c| c.is_usable())
-            .ok_or(ControlError::NotConnected)?;
+        Ok(self.agreed_schema_version(expected).await?.is_some())
+    }
+
+    /// Like [`await_schema_version`](Self::await_schema_version), returning
+    /// the version the nodes agreed on (`None`: the timeout passed first).
+    pub async fn agreed_schema_version(
+        &self,
+        expected: Option<Uuid>,
+    ) -> Result<Option<Uuid>, ControlError> {
+        let conn = self.usable_connection()?;
         let metadata = self.metadata();
-        let shared = &self.shared;
-        let is_reachable = |host: &Uuid| {
-            metadata
-                .node(host)
-                .is_none_or(|n| !shared.down().contains(&n.address.ip()))
-        };
-        let opts = &shared.options;
+        let is_reachable = |host: &Uuid| self.counts_for_agreement(&metadata, host);
+        let opts = &self.shared.options;
         Ok(
             wait_for_schema_agreement(&conn, &opts.agreement, &opts.query, &is_reachable, expected)
                 .await?,
         )
+    }
+
+    /// One check without waiting: the schema version every node not
+    /// reported down has, or `None` if they disagree.
+    pub async fn check_schema_agreement(&self) -> Result<Option<Uuid>, ControlError> {
+        let conn = self.usable_connection()?;
+        let metadata = self.metadata();
+        let is_reachable = |host: &Uuid| self.counts_for_agreement(&metadata, host);
+        Ok(check_schema_agreement(&conn, &self.shared.options.query, &is_reachable, None).await?)
+    }
+
+    fn usable_connection(&self) -> Result<Arc<Connection>, ControlError> {
+        self.shared
+            .connection
+            .load_full()
+            .filter(|c| c.is_usable())
+            .ok_or(ControlError::NotConnected)
+    }
+
+    /// Whether `host`'s schema version counts for agreement: it is not
+    /// known to be down (a node not in the metadata yet counts).
+    fn counts_for_agreement(&self, metadata: &Metadata, host: &Uuid) -> bool {
+        metadata
+            .node(host)
+            .is_none_or(|n| !self.shared.down().contains(&n.address.ip()))
     }
 }
 

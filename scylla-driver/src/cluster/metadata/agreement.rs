@@ -103,18 +103,38 @@ pub async fn local_schema_version(
     Ok(version)
 }
 
-/// Whether `versions` (as seen from the control node) is an agreement, and
-/// on `expected` when one is given.
-fn agreed(versions: &HashSet<Uuid>, expected: Option<Uuid>) -> bool {
-    match expected {
-        None => versions.len() <= 1,
-        Some(e) => versions.len() == 1 && versions.contains(&e),
+/// The version `versions` (as seen from the control node) agree on, if they
+/// do, and on `expected` when one is given. No version at all is no
+/// agreement: there is nothing to report as the agreed version (every node
+/// has one in `system.local`, so this only happens while a node is still
+/// joining or its tables are unreadable).
+fn agreed(versions: &HashSet<Uuid>, expected: Option<Uuid>) -> Option<Uuid> {
+    let mut iter = versions.iter();
+    match (iter.next(), iter.next()) {
+        (Some(&only), None) if expected.is_none_or(|e| e == only) => Some(only),
+        _ => None,
     }
 }
 
+/// One check, without waiting: the version every reachable node reports, or
+/// `None` when they disagree (or, with `expected`, agree on another one).
+pub async fn check_schema_agreement(
+    conn: &Connection,
+    query: &QueryOptions,
+    is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
+    expected: Option<Uuid>,
+) -> Result<Option<Uuid>, MetadataError> {
+    let versions = schema_versions(conn, query, is_reachable).await?;
+    let version = agreed(&versions, expected);
+    if version.is_none() {
+        tracing::debug!(?versions, ?expected, "schema versions disagree");
+    }
+    Ok(version)
+}
+
 /// Checks for schema agreement every `opts.interval` until every reachable
-/// node reports the same version (`Ok(true)`) or `opts.timeout` passes
-/// (`Ok(false)`). A failed query ends the wait with its error.
+/// node reports the same version (`Ok(Some(version))`) or `opts.timeout`
+/// passes (`Ok(None)`). A failed query ends the wait with its error.
 ///
 /// With `expected` (the version of the node that ran a DDL statement), only
 /// agreement on that version counts. Without it, a control node that has not
@@ -127,16 +147,14 @@ pub async fn wait_for_schema_agreement(
     query: &QueryOptions,
     is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
     expected: Option<Uuid>,
-) -> Result<bool, MetadataError> {
+) -> Result<Option<Uuid>, MetadataError> {
     let deadline = Instant::now() + opts.timeout;
     loop {
-        let versions = schema_versions(conn, query, is_reachable).await?;
-        if agreed(&versions, expected) {
-            return Ok(true);
+        if let Some(version) = check_schema_agreement(conn, query, is_reachable, expected).await? {
+            return Ok(Some(version));
         }
-        tracing::debug!(?versions, "schema versions disagree");
         if Instant::now() + opts.interval > deadline {
-            return Ok(false);
+            return Ok(None);
         }
         tokio::time::sleep(opts.interval).await;
     }
@@ -152,13 +170,13 @@ mod tests {
     fn agreement_on_the_expected_version() {
         let v = |n: u128| Uuid::from_u128(n);
         let set = |xs: &[u128]| xs.iter().map(|&x| v(x)).collect::<HashSet<_>>();
-        assert!(agreed(&set(&[1]), None));
-        assert!(agreed(&set(&[]), None));
-        assert!(!agreed(&set(&[1, 2]), None));
-        assert!(agreed(&set(&[2]), Some(v(2))));
+        assert_eq!(agreed(&set(&[1]), None), Some(v(1)));
+        assert_eq!(agreed(&set(&[]), None), None);
+        assert_eq!(agreed(&set(&[1, 2]), None), None);
+        assert_eq!(agreed(&set(&[2]), Some(v(2))), Some(v(2)));
         // Everyone still on the old version is no agreement on the new one.
-        assert!(!agreed(&set(&[1]), Some(v(2))));
-        assert!(!agreed(&set(&[1, 2]), Some(v(2))));
+        assert_eq!(agreed(&set(&[1]), Some(v(2))), None);
+        assert_eq!(agreed(&set(&[1, 2]), Some(v(2))), None);
     }
 
     #[test]
