@@ -405,7 +405,7 @@ impl ClusterView {
         let indexes: Vec<u16> = (0..specs.len())
             .map(|i| u16::try_from(i).unwrap_or(u16::MAX))
             .collect();
-        crate::statement::partition_key::token_of(&indexes, &values)
+        crate::routing::partition_key::token_of(&indexes, &values)
             .ok_or(ClusterStateTokenError::NullKey)
     }
 }

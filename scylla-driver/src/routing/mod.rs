@@ -15,6 +15,7 @@ pub mod load;
 #[cfg(not(feature = "unstable-internals"))]
 #[allow(unreachable_pub, dead_code, unused_imports)]
 pub(crate) mod load;
+pub(crate) mod partition_key;
 #[cfg(feature = "unstable-internals")]
 #[doc(hidden)]
 pub mod plan;

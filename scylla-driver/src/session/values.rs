@@ -8,7 +8,7 @@ use scylla_cql::types::{SerializeRow, SerializedValues};
 use super::execute::RoutingInfo;
 use crate::cluster::state::ClusterState;
 use crate::error::ExecutionError;
-use crate::statement::partition_key::token_of;
+use crate::routing::partition_key::token_of;
 use crate::statement::PreparedStatement;
 
 /// Serializes `values` for the bind markers of `prepared` (type-checked),

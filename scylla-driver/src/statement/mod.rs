@@ -2,7 +2,6 @@
 //! [`Batch`]es, each with its [`StatementOptions`].
 
 pub mod batch;
-pub(crate) mod partition_key;
 pub mod prepared;
 pub mod profile;
 

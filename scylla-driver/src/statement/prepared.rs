@@ -168,7 +168,7 @@ impl PreparedStatement {
     ) -> Result<Option<Token>, crate::error::ExecutionError> {
         let mut serialized = scylla_cql::types::SerializedValues::new();
         values.serialize_row(self.bind_markers(), &mut serialized)?;
-        Ok(super::partition_key::token_of(
+        Ok(crate::routing::partition_key::token_of(
             self.pk_indexes(),
             &serialized,
         ))

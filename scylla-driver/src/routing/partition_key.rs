@@ -1,4 +1,5 @@
-//! The token of a prepared statement's partition key, from its bound values.
+//! The token of a partition key, from the bound values of a statement (its
+//! partition key columns at `pk_indexes`): what routes a request.
 
 use std::cell::RefCell;
 
