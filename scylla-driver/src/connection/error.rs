@@ -68,7 +68,7 @@ pub enum ConnectionError {
         after: Duration,
     },
     /// The socket failed during set-up.
-    #[error("{step} failed on the socket")]
+    #[error("{step} failed on the socket{}", io_hint(*step, source))]
     Io {
         /// The step.
         step: SetupStep,
@@ -159,6 +159,18 @@ pub enum ConnectionError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+}
+
+/// What to check after an I/O error at set-up `step`: a node that resets a
+/// plaintext connection at its first request is most often a TLS port.
+fn io_hint(step: SetupStep, source: &io::Error) -> &'static str {
+    match (step, source.kind()) {
+        (
+            SetupStep::Options,
+            io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof | io::ErrorKind::BrokenPipe,
+        ) => " (the node dropped the connection at its first request: if this is its TLS port, enable TLS with `SessionBuilder::tls`)",
+        _ => "",
+    }
 }
 
 /// What went wrong with TLS, in terms of what to fix.
@@ -366,6 +378,22 @@ impl RequestError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_at_the_first_request_suggests_tls() {
+        let reset = ConnectionError::Io {
+            step: SetupStep::Options,
+            source: io::Error::from(io::ErrorKind::ConnectionReset),
+        };
+        assert!(reset.to_string().contains("enable TLS"), "{reset}");
+        let later = ConnectionError::Io {
+            step: SetupStep::Startup,
+            source: io::Error::from(io::ErrorKind::ConnectionReset),
+        };
+        assert!(!later.to_string().contains("TLS"), "{later}");
+        // The source's own text is not repeated.
+        assert!(!reset.to_string().contains("reset by peer"), "{reset}");
+    }
 
     #[test]
     fn tls_records_are_recognised() {
