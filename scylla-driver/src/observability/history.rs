@@ -23,8 +23,9 @@
 //! ```
 //!
 //! A statement without a listener costs its requests one check of an
-//! `Option`; what a listener costs when set (a [`HistoryCollector`] takes a
-//! lock and stores an event for each call) is the listener's.
+//! `Option`. With one, each request allocates a small record of its first
+//! fiber, and the listener's calls cost what the listener does (a [`HistoryCollector`] takes a lock and stores an
+//! event for each).
 //!
 //! A paged read (`query_iter`, `execute_iter`) is one request per page. A
 //! request ends, for its listener, when a node's answer is taken or the
@@ -158,7 +159,7 @@ pub enum HistoryEvent {
 
 /// What a [`HistoryCollector`] holds: its events in the order they came,
 /// each with its time.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct HistoryCollectorData {
     events: Vec<(HistoryEvent, TimePoint)>,
     next_request: usize,
@@ -221,15 +222,6 @@ impl HistoryCollector {
     /// change is one push or one counter), so a poisoned lock is used as is.
     fn lock(&self) -> MutexGuard<'_, HistoryCollectorData> {
         self.data.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Clone for HistoryCollectorData {
-    fn clone(&self) -> Self {
-        HistoryCollectorData {
-            events: self.events.clone(),
-            ..*self
-        }
     }
 }
 
