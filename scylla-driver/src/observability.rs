@@ -1,7 +1,9 @@
 //! The official `scylla` crate's `observability` paths: server-side
-//! [`tracing`] of requests and the session's [`metrics`]. (Request history
-//! listeners are not offered: see `docs/migrating-from-scylla.md`; the
-//! driver logs through the `tracing` crate.)
+//! [`tracing`] of requests, the session's [`metrics`], and the [`history`]
+//! of a statement's requests (attempts, retries, speculative attempts) told
+//! to a listener. The driver's own logs go through the `tracing` crate.
+
+pub mod history;
 
 /// Fetching the trace of a traced request
 /// ([`Session::get_tracing_info`](crate::Session::get_tracing_info)).

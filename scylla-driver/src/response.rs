@@ -157,7 +157,10 @@ impl PageStart for PagingState {
     }
 }
 
+pub mod coordinator;
 pub mod query_result;
+
+pub use coordinator::Coordinator;
 
 #[cfg(test)]
 mod tests {

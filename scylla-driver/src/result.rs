@@ -27,6 +27,20 @@ pub struct QueryResult {
     pub(crate) extras: Extras,
     /// The node that coordinated the request.
     pub coordinator: Option<std::net::SocketAddr>,
+    /// That node's host id and the shard that answered (set with
+    /// `coordinator`, by the session).
+    pub(crate) coordinated: Option<Coordinated>,
+}
+
+/// Who answered a request, beside its address: the node's host id and the
+/// connection's shard. Copied from the session's cluster state when the
+/// answer is taken (no reference count is touched on the way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Coordinated {
+    /// The node's host id.
+    pub(crate) host_id: Uuid,
+    /// The shard of the connection (`None`: the node does not shard).
+    pub(crate) shard: Option<u16>,
 }
 
 impl QueryResult {

@@ -18,6 +18,7 @@ mod error_texts;
 mod execution_profiles;
 mod future_sizes;
 mod official_style;
+mod request_history;
 mod session;
 mod session_deadline;
 mod session_errors;

@@ -35,9 +35,11 @@ use crate::error::{
     Attempt, AttemptError, BadQuery, ExecutionError, PrepareError, ServerError, UnexpectedResponse,
 };
 use crate::metrics::{record, Metrics};
+use crate::observability::history::{AttemptId, HistoryListener, RequestId, SpeculativeId};
 use crate::policy::load_balancing::{preference, LoadBalancingPolicy, NodeIdentifier, Preference};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
+use crate::result::Coordinated;
 use crate::routing::{KeyspaceId, NodeIdx, RackId, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
 use scylla_cql::frame::CustomPayload;
@@ -76,21 +78,66 @@ pub(crate) struct RunOptions<'a> {
     /// session's routing, unchanged).
     /// (A thin reference: these options are copied into request futures.)
     pub(crate) load_balancing: Option<&'a Arc<dyn LoadBalancingPolicy>>,
+    /// The statement's history listener, told of the request's start and
+    /// end, its attempts and speculative fibers (`None`: nothing is told,
+    /// at the cost of one check per request).
+    pub(crate) history: Option<&'a Arc<dyn HistoryListener>>,
 }
 
-/// A successful attempt.
+/// A fiber of a request whose statement has a history listener: the
+/// request's first chain of attempts, or a speculative one.
+#[derive(Clone, Copy)]
+struct Fiber<'a> {
+    listener: &'a Arc<dyn HistoryListener>,
+    request: RequestId,
+    speculative: Option<SpeculativeId>,
+}
+
+impl Fiber<'_> {
+    /// Tells the listener of an attempt on `node`.
+    fn attempt(&self, node: SocketAddr) -> AttemptId {
+        self.listener
+            .log_attempt_start(self.request, self.speculative, node)
+    }
+}
+
+/// Tells a fiber's listener how its attempt `attempt` failed and what was
+/// decided.
+fn log_attempt_error(
+    fiber: Option<&Fiber<'_>>,
+    attempt: usize,
+    error: &AttemptError,
+    decision: &RetryDecision,
+) {
+    if let Some(f) = fiber {
+        f.listener
+            .log_attempt_error(AttemptId(attempt), error, decision);
+    }
+}
+
+/// A request's answer.
 pub(crate) struct Answer {
     pub(crate) frame: ResponseFrame,
     pub(crate) node: SocketAddr,
+    /// That node's host id, and the shard of the connection that carried
+    /// the attempt.
+    pub(crate) coordinated: Coordinated,
+}
+
+/// A successful attempt: the answer, and when. The times stay here (the
+/// request's latency is recorded from them before the answer is handed
+/// on), so the answer the caller's future keeps is smaller.
+struct Timed {
+    answer: Answer,
     /// When the answering attempt started.
-    pub(crate) attempt_started: Instant,
+    attempt_started: Instant,
     /// From then until the answer arrived (the attempt's last clock
     /// reading). Computed once, for the node's latency average and, when
     /// the attempt started with the request, the request's latency.
-    pub(crate) attempt_latency: Duration,
+    attempt_latency: Duration,
 }
 
-impl Answer {
+impl Timed {
     /// The request's latency, for a request that started at `started`.
     fn latency_since(&self, started: Instant) -> Duration {
         if self.attempt_started == started {
@@ -126,9 +173,22 @@ async fn run_in_span(
 ) -> Result<Answer, ExecutionError> {
     Metrics::inc(&inner.metrics.requests);
     let _in_flight = record::InFlight::enter();
+    // The one check a request without a history listener pays. Boxed: a
+    // pointer in this future (which every request moves into place), not
+    // the fiber itself.
+    let fiber = opts.history.map(|listener| {
+        Box::new(Fiber {
+            listener,
+            request: listener.log_request_start(),
+            speculative: None,
+        })
+    });
     let started = Instant::now();
-    let own = started + opts.timeout;
-    let deadline = opts.deadline.map_or(own, |d| d.min(own));
+    // In a block: `own` is not kept in this future beside `deadline`.
+    let deadline = {
+        let own = started + opts.timeout;
+        opts.deadline.map_or(own, |d| d.min(own))
+    };
     // Backpressure: one permit for the whole request (every attempt),
     // released when this future ends or is dropped.
     let _permit = match inner.limiter.acquire(deadline, opts.timeout).await {
@@ -136,6 +196,9 @@ async fn run_in_span(
         Err(e) => {
             Metrics::inc(&inner.metrics.request_errors);
             record::request_finished(false, started.elapsed());
+            if let Some(f) = &fiber {
+                f.listener.log_request_error(f.request, &e);
+            }
             return Err(e);
         }
     };
@@ -221,7 +284,7 @@ async fn run_in_span(
                 *opts,
                 deadline,
                 &next_target,
-                spec,
+                (spec, fiber.as_deref()),
             )
             .await
         }
@@ -234,6 +297,7 @@ async fn run_in_span(
                 opts,
                 (started, deadline),
                 &next_target,
+                fiber.as_deref(),
             )
             .await
         }
@@ -248,7 +312,13 @@ async fn run_in_span(
         tracing::debug!(error = %e, "request failed");
         Metrics::inc(&inner.metrics.request_errors);
     }
-    result
+    if let Some(f) = &fiber {
+        match &result {
+            Ok(_) => f.listener.log_request_success(f.request),
+            Err(e) => f.listener.log_request_error(f.request, e),
+        }
+    }
+    result.map(|timed| timed.answer)
 }
 
 /// Which of its plan's targets a request may use (a load-balancing
@@ -357,9 +427,9 @@ async fn speculate(
     opts: RunOptions<'_>,
     deadline: Instant,
     next_target: &(dyn Fn() -> Option<Target> + Sync),
-    spec: SpeculativeExecution,
-) -> Result<Answer, ExecutionError> {
-    type Attempt<'a> = Pin<Box<dyn Future<Output = Result<Answer, ExecutionError>> + Send + 'a>>;
+    (spec, fiber): (SpeculativeExecution, Option<&Fiber<'_>>),
+) -> Result<Timed, ExecutionError> {
+    type Attempt<'a> = Pin<Box<dyn Future<Output = Result<Timed, ExecutionError>> + Send + 'a>>;
     let mut running: Vec<Attempt<'_>> = Vec::with_capacity(spec.max_attempts);
     running.push(Box::pin(attempt_chain(
         inner,
@@ -369,6 +439,7 @@ async fn speculate(
         &opts,
         (Instant::now(), deadline),
         next_target,
+        fiber,
     )));
     // Fixed, or the session's latency at a percentile, read once now.
     let delay = spec.delay_with(&inner.metrics.latency);
@@ -403,7 +474,11 @@ async fn speculate(
             None => {
                 Metrics::inc(&inner.metrics.speculative_attempts);
                 record::speculative_attempt();
-                running.push(Box::pin(attempt_chain(
+                let fiber = fiber.map(|f| Fiber {
+                    speculative: Some(f.listener.log_new_speculative_fiber(f.request)),
+                    ..*f
+                });
+                running.push(Box::pin(speculative_chain(
                     inner,
                     state,
                     routing,
@@ -411,6 +486,7 @@ async fn speculate(
                     &opts,
                     (Instant::now(), deadline),
                     next_target,
+                    fiber,
                 )));
                 next_start += delay;
                 timer.as_mut().reset(next_start.into());
@@ -419,7 +495,34 @@ async fn speculate(
     }
 }
 
+/// A speculative fiber's [`attempt_chain`], which holds the fiber (boxed
+/// with it by [`speculate`]).
+#[allow(clippy::too_many_arguments)]
+async fn speculative_chain(
+    inner: &SessionInner,
+    state: &ClusterState,
+    routing: &RoutingInfo<'_>,
+    msg: &dyn MessageFor,
+    opts: &RunOptions<'_>,
+    times: (Instant, Instant),
+    next_target: &(dyn Fn() -> Option<Target> + Sync),
+    fiber: Option<Fiber<'_>>,
+) -> Result<Timed, ExecutionError> {
+    attempt_chain(
+        inner,
+        state,
+        routing,
+        msg,
+        opts,
+        times,
+        next_target,
+        fiber.as_ref(),
+    )
+    .await
+}
+
 /// Attempts along the plan until one succeeds or the retry policy gives up.
+#[allow(clippy::too_many_arguments)]
 async fn attempt_chain(
     inner: &SessionInner,
     state: &ClusterState,
@@ -428,7 +531,8 @@ async fn attempt_chain(
     opts: &RunOptions<'_>,
     (started, deadline): (Instant, Instant),
     next_target: &(dyn Fn() -> Option<Target> + Sync),
-) -> Result<Answer, ExecutionError> {
+    fiber: Option<&Fiber<'_>>,
+) -> Result<Timed, ExecutionError> {
     // The first attempt starts at the clock reading the caller took.
     let mut first_now = Some(started);
     let mut consistency = opts.consistency;
@@ -461,6 +565,9 @@ async fn attempt_chain(
         if now >= deadline {
             return Err(ExecutionError::timeout(opts.timeout, attempts));
         }
+        // The attempt's id when the fiber is told of attempts (a plain
+        // word: this lives across the attempt's await).
+        let attempt_id = fiber.map_or(0, |f| f.attempt(node.address).0);
         // The node's requests in flight and latency average, for plans.
         let load = state.loads.get(t.node.index()).map(|l| l.start(now));
         // In a block: the outcome's room in this future ends with it, and
@@ -508,9 +615,18 @@ async fn attempt_chain(
                         if let Some(payload) = frame.custom_payload() {
                             learn_tablet(inner, routing, payload);
                         }
-                        return Ok(Answer {
-                            frame,
-                            node: node.address,
+                        if let Some(f) = fiber {
+                            f.listener.log_attempt_success(AttemptId(attempt_id));
+                        }
+                        return Ok(Timed {
+                            answer: Answer {
+                                frame,
+                                node: node.address,
+                                coordinated: Coordinated {
+                                    host_id: node.host_id,
+                                    shard: conn.shard(),
+                                },
+                            },
                             attempt_started: now,
                             attempt_latency,
                         });
@@ -534,9 +650,11 @@ async fn attempt_chain(
                     if matches!(e, crate::connection::RequestError::Timeout(_))
                         && finished >= deadline
                     {
+                        let error = AttemptError::Connection(e);
+                        log_attempt_error(fiber, attempt_id, &error, &RetryDecision::Fail);
                         attempts.push(Attempt {
                             node: node.address,
-                            error: AttemptError::Connection(e),
+                            error,
                         });
                         return Err(ExecutionError::timeout(opts.timeout, attempts));
                     }
@@ -548,6 +666,7 @@ async fn attempt_chain(
                 Err(Failed::Fatal(e)) => return Err(e),
             }
         };
+        log_attempt_error(fiber, attempt_id, &error, &decision);
         let (retry_at, next, delay) = match decision {
             RetryDecision::Fail => {
                 return Err(ExecutionError::from_attempt(node.address, error, attempts))

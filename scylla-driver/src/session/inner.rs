@@ -199,6 +199,7 @@ impl SessionInner {
                     .and_then(|p| p.load_balancing.as_ref())
                     .or(d.load_balancing.as_ref()),
             },
+            history: o.history_listener.as_ref().map(|h| h.listener()),
         }
     }
 
@@ -272,6 +273,7 @@ impl SessionInner {
             shape: None,
             extras,
             coordinator: Some(answer.node),
+            coordinated: Some(answer.coordinated),
         };
         match response {
             Response::Result(ResultBody::Rows(rows)) => {

@@ -88,6 +88,9 @@ pub struct StatementOptions {
     /// [`policy::load_balancing`](crate::policy::load_balancing)); `None`:
     /// the profile's, else the session's routing.
     pub load_balancing: Option<crate::policy::load_balancing::PolicyHandle>,
+    /// The listener told of this statement's requests, their attempts and
+    /// speculative fibers (see [`observability::history`](crate::observability::history)).
+    pub history_listener: Option<crate::observability::history::HistoryListenerHandle>,
 }
 
 /// An unprepared CQL statement.
@@ -277,6 +280,29 @@ macro_rules! option_setters {
             &self,
         ) -> Option<&std::sync::Arc<dyn crate::policy::load_balancing::LoadBalancingPolicy>> {
             self.options.load_balancing.as_ref().map(|h| h.policy())
+        }
+
+        /// Sets the listener told of this statement's requests: each
+        /// request's start and end, and each attempt's node and outcome
+        /// (with the retry decision), speculative fibers included (see
+        /// [`observability::history`](crate::observability::history)).
+        pub fn set_history_listener(
+            &mut self,
+            listener: std::sync::Arc<dyn crate::observability::history::HistoryListener>,
+        ) {
+            self.options.history_listener = Some(
+                crate::observability::history::HistoryListenerHandle::new(listener),
+            );
+        }
+
+        /// Removes the history listener, returning it.
+        pub fn remove_history_listener(
+            &mut self,
+        ) -> Option<std::sync::Arc<dyn crate::observability::history::HistoryListener>> {
+            self.options
+                .history_listener
+                .take()
+                .map(|h| std::sync::Arc::clone(h.listener()))
         }
 
         /// The execution profile, if set.
