@@ -36,17 +36,17 @@ use crate::error::{
 };
 use crate::metrics::{record, Metrics};
 use crate::observability::history::{AttemptId, HistoryListener, RequestId, SpeculativeId};
-use crate::policy::load_balancing::{preference, LoadBalancingPolicy, NodeIdentifier, Preference};
+use crate::policy::load_balancing::{preference, LoadBalancingPolicy};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
 use crate::result::Coordinated;
-use crate::routing::{KeyspaceId, NodeIdx, RackId, RoutingRequest, Tablet, TabletTable, Target};
+use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
 use scylla_cql::frame::CustomPayload;
-use scylla_cql::sharding::Shard;
 use std::sync::Arc;
 
 use super::message::{AtConsistency, MessageFor, Reprepare};
+use super::steering::{steer, token_aware, Only};
 use super::SessionInner;
 
 /// Where a request should go.
@@ -319,86 +319,6 @@ async fn run_in_span(
         }
     }
     result.map(|timed| timed.answer)
-}
-
-/// Which of its plan's targets a request may use (a load-balancing
-/// policy's restriction).
-#[derive(Debug, Clone, Copy)]
-enum Only {
-    /// All of them.
-    Any,
-    /// Those in the plan's local datacenter (the policy's preferred one).
-    LocalDc,
-    /// This node, on this shard if given (else the plan's).
-    Node(NodeIdx, Option<Shard>),
-    /// None: the request fails without an attempt.
-    Nothing,
-}
-
-/// Whether a request with load-balancing policy `policy` routes by token
-/// (every request without a policy does).
-fn token_aware(policy: Option<&Arc<dyn LoadBalancingPolicy>>) -> bool {
-    !matches!(
-        policy.and_then(|p| preference(&**p)),
-        Some(Preference::Default(p)) if !p.is_token_aware()
-    )
-}
-
-/// Applies a load-balancing policy to one request: its preferences replace
-/// the session's in `request` and `local_rack`; returns the restriction on
-/// targets. Allocation-free: a
-/// [`DefaultPolicy`](crate::policy::load_balancing::DefaultPolicy)'s names
-/// are resolved once per routing table, a single target's node is found
-/// by host id (a hash lookup) or address (a scan of the nodes).
-fn steer(
-    pref: Preference<'_>,
-    state: &ClusterState,
-    request: &mut RoutingRequest,
-    local_rack: &mut Option<RackId>,
-) -> Only {
-    match pref {
-        Preference::Default(p) => {
-            let resolved = p.resolve(&state.routing);
-            request.local_dc = resolved.dc;
-            *local_rack = resolved.rack;
-            if !p.is_token_aware() {
-                request.keyspace = None;
-            }
-            if !p.shuffles_replicas() {
-                // No rotation: replicas in ring order, then the other nodes
-                // in a fixed order.
-                request.seed = 0;
-            }
-            match (p.has_preferred_dc(), p.permits_dc_failover(), resolved.dc) {
-                (false, _, _) | (true, true, _) => Only::Any,
-                (true, false, Some(_)) => Only::LocalDc,
-                (true, false, None) => Only::Nothing,
-            }
-        }
-        Preference::Single(p) => {
-            let node = match p.node() {
-                NodeIdentifier::Node(n) => state.node_of_host(&n.host_id),
-                NodeIdentifier::HostId(host) => state.node_of_host(host),
-                NodeIdentifier::NodeAddress(addr) => state
-                    .nodes
-                    .iter()
-                    .position(|n| n.address == *addr)
-                    .and_then(|i| u32::try_from(i).ok())
-                    .map(NodeIdx),
-            };
-            match node {
-                Some(node) => {
-                    // Its datacenter first, so that the plan reaches it early.
-                    request.local_dc = state.routing.node_dc(node);
-                    Only::Node(node, p.shard())
-                }
-                None => {
-                    tracing::debug!(target_node = ?p.node(), "load balancing: the single target is not a known node");
-                    Only::Nothing
-                }
-            }
-        }
-    }
 }
 
 /// The seed of a request's plan (its rotation and tie-breaks): a counter

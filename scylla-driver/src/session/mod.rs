@@ -24,6 +24,7 @@ mod message;
 pub mod pager;
 mod prepare;
 mod prepared_cache;
+mod steering;
 pub mod trace;
 pub(crate) mod values;
 
