@@ -1,24 +1,26 @@
 #![doc = include_str!("lib.md")]
 
-// The internals: public (and hidden from the docs) with
-// `unstable-internals`, crate-private otherwise. In the private build their
-// `pub` items are unreachable from outside, and the helpers and re-exports
-// only benches and tests use are unused. `cluster` and `routing` are public
-// either way for their user-facing items (the cluster's state, tokens and
-// shards); their internal submodules are gated the same way inside them.
+/// Declares internal modules: public (and hidden from the docs) with the
+/// `unstable-internals` feature, crate-private otherwise. In the private
+/// build their `pub` items are unreachable from outside, and the helpers
+/// and re-exports only benches and tests use are unused. `cluster` and
+/// `routing` are public either way for their user-facing items (the
+/// cluster's state, tokens and shards); their internal submodules are
+/// declared with this inside them.
+macro_rules! internal_mods {
+    ($($name:ident),+ $(,)?) => {$(
+        #[cfg(feature = "unstable-internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "unstable-internals"))]
+        #[allow(unreachable_pub, dead_code, unused_imports)]
+        pub(crate) mod $name;
+    )+};
+}
+
 pub mod cluster;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod connection;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod connection;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod pool;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod pool;
+internal_mods!(connection);
+internal_mods!(pool);
 pub mod routing;
 
 pub mod client;

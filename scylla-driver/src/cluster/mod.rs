@@ -29,47 +29,17 @@
 //! replication parser and `TopologyInput`)
 //! and `pool` (reconnect backoff); none of those imports it.
 
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod control;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod control;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod host_filter;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod host_filter;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod metadata;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod metadata;
+internal_mods!(control);
+internal_mods!(host_filter);
+internal_mods!(metadata);
 #[cfg_attr(
     not(feature = "unstable-internals"),
     allow(unreachable_pub, dead_code, unused_imports)
 )]
 pub(crate) mod runtime;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod state;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod state;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod tablets;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod tablets;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod translation;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod translation;
+internal_mods!(state);
+internal_mods!(tablets);
+internal_mods!(translation);
 pub mod view;
 
 pub use tablets::TabletWarmup;

@@ -9,19 +9,9 @@
     allow(unreachable_pub, dead_code, unused_imports)
 )]
 mod directory;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod load;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod load;
+internal_mods!(load);
 pub(crate) mod partition_key;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod plan;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod plan;
+internal_mods!(plan);
 #[cfg_attr(
     not(feature = "unstable-internals"),
     allow(unreachable_pub, dead_code, unused_imports)
@@ -37,20 +27,10 @@ mod ring;
     allow(unreachable_pub, dead_code, unused_imports)
 )]
 mod table;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod tablets;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod tablets;
+internal_mods!(tablets);
 #[cfg(test)]
 mod tests;
-#[cfg(feature = "unstable-internals")]
-#[doc(hidden)]
-pub mod topology;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unreachable_pub, dead_code, unused_imports)]
-pub(crate) mod topology;
+internal_mods!(topology);
 
 /// A shard of a ScyllaDB node, by number.
 pub use scylla_cql::sharding::Shard;
