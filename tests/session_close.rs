@@ -73,6 +73,31 @@ async fn settle(cluster: &TestCluster, baseline: Footprint) -> Footprint {
     }
 }
 
+/// Waits (5 s at most) until `session` has `n` requests in flight.
+async fn wait_in_flight(session: &Session, n: usize) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while session.requests_in_flight() < n && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Drops `session` (already closed, or not: `how` says which) and checks
+/// that the footprint comes back within `baseline`; then stops the cluster.
+async fn nothing_left_behind(
+    cluster: TestCluster,
+    baseline: Footprint,
+    session: Session,
+    how: &str,
+) {
+    drop(session);
+    let after = settle(&cluster, baseline).await;
+    assert!(
+        after.within(baseline),
+        "left behind after {how}: {after:?} vs {baseline:?}"
+    );
+    cluster.shutdown().await;
+}
+
 async fn session(cluster: &TestCluster) -> Session {
     let s = SessionBuilder::new()
         .known_node(cluster.cql_addrs()[0].to_string())
@@ -117,10 +142,7 @@ async fn close_drains_then_leaves_nothing_behind() {
         let (s, p) = (session.clone(), prepared.clone());
         in_flight.push(tokio::spawn(async move { s.execute_unpaged(&p, ()).await }));
     }
-    let until = Instant::now() + Duration::from_secs(5);
-    while session.requests_in_flight() < 8 && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    wait_in_flight(&session, 8).await;
     assert_eq!(session.requests_in_flight(), 8);
 
     let closing = {
@@ -158,13 +180,7 @@ async fn close_drains_then_leaves_nothing_behind() {
     for t in in_flight {
         t.await.unwrap().unwrap();
     }
-    drop(session);
-    let after = settle(&cluster, baseline).await;
-    assert!(
-        after.within(baseline),
-        "left behind after close: {after:?} vs {baseline:?}"
-    );
-    cluster.shutdown().await;
+    nothing_left_behind(cluster, baseline, session, "close").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,23 +205,14 @@ async fn close_cuts_off_requests_after_the_grace_period() {
                 .await
         })
     };
-    let until = Instant::now() + Duration::from_secs(5);
-    while session.requests_in_flight() == 0 && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    wait_in_flight(&session, 1).await;
     let started = Instant::now();
     assert!(!session.close(Duration::from_millis(100)).await);
     // The request ends (once, with an error) as its connection closes, long
     // before the node would have answered.
     let err = slow.await.unwrap().unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{err:?}");
-    drop(session);
-    let after = settle(&cluster, baseline).await;
-    assert!(
-        after.within(baseline),
-        "left behind after close: {after:?} vs {baseline:?}"
-    );
-    cluster.shutdown().await;
+    nothing_left_behind(cluster, baseline, session, "close").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,11 +231,5 @@ async fn dropping_the_session_leaves_nothing_behind() {
         .await
         .unwrap();
     assert!(footprint(&cluster).server_connections >= 4);
-    drop(session);
-    let after = settle(&cluster, baseline).await;
-    assert!(
-        after.within(baseline),
-        "left behind after a drop: {after:?} vs {baseline:?}"
-    );
-    cluster.shutdown().await;
+    nothing_left_behind(cluster, baseline, session, "a drop").await;
 }
