@@ -2,6 +2,7 @@
 //! type and the CQL type, and reject what the protocol forbids.
 
 use scylla_driver_cql::types::deserialize::DeserializeValue;
+use scylla_driver_cql::types::serialize::CellWriter;
 use scylla_driver_cql::types::serialize::{serialize_udt, SerializeValue};
 use scylla_driver_cql::types::{
     ColumnSpec, ColumnType, CqlDuration, CqlTime, CqlValue, DeserializationErrorKind, MaybeEmpty,
@@ -71,11 +72,11 @@ fn null_and_unset() {
     let list = ColumnType::List(Box::new(ColumnType::Int));
     let mut buf = Vec::new();
     let err = vec![Some(1i32), None]
-        .serialize(&list, &mut buf)
+        .serialize(&list, CellWriter::new(&mut buf))
         .unwrap_err();
     assert_eq!(err.kind(), &SerializationErrorKind::NullNotAllowed);
     let err = vec![MaybeUnset::<i32>::Unset]
-        .serialize(&list, &mut buf)
+        .serialize(&list, CellWriter::new(&mut buf))
         .unwrap_err();
     assert_eq!(err.kind(), &SerializationErrorKind::UnsetNotAllowed);
 }
@@ -83,15 +84,21 @@ fn null_and_unset() {
 #[test]
 fn ascii_and_ranges_are_validated() {
     let mut buf = Vec::new();
-    let err = "héllo".serialize(&ColumnType::Ascii, &mut buf).unwrap_err();
+    let err = "héllo"
+        .serialize(&ColumnType::Ascii, CellWriter::new(&mut buf))
+        .unwrap_err();
     assert_eq!(err.kind(), &SerializationErrorKind::NotAscii);
-    assert!(CqlTime(-1).serialize(&ColumnType::Time, &mut buf).is_err());
+    assert!(CqlTime(-1)
+        .serialize(&ColumnType::Time, CellWriter::new(&mut buf))
+        .is_err());
     let mixed = CqlDuration {
         months: 1,
         days: -1,
         nanoseconds: 0,
     };
-    assert!(mixed.serialize(&ColumnType::Duration, &mut buf).is_err());
+    assert!(mixed
+        .serialize(&ColumnType::Duration, CellWriter::new(&mut buf))
+        .is_err());
     let e = String::deserialize(&ColumnType::Ascii, Some("é".as_bytes())).unwrap_err();
     assert_eq!(e.kind(), &DeserializationErrorKind::NotAscii);
     let e = String::deserialize(&ColumnType::Text, Some(&[0xFF])).unwrap_err();
@@ -110,7 +117,9 @@ fn vector_dimension_is_checked() {
         dimension: 3,
     };
     let mut buf = Vec::new();
-    let err = vec![1.0f32, 2.0].serialize(&v3, &mut buf).unwrap_err();
+    let err = vec![1.0f32, 2.0]
+        .serialize(&v3, CellWriter::new(&mut buf))
+        .unwrap_err();
     assert!(matches!(
         err.kind(),
         SerializationErrorKind::WrongDimension {
@@ -127,7 +136,9 @@ fn vector_dimension_is_checked() {
         }
     ));
     // An empty element of a fixed-length type cannot be written in a vector.
-    assert!(vec![CqlValue::Empty; 3].serialize(&v3, &mut buf).is_err());
+    assert!(vec![CqlValue::Empty; 3]
+        .serialize(&v3, CellWriter::new(&mut buf))
+        .is_err());
 }
 
 #[test]
@@ -152,10 +163,12 @@ fn empty_values() {
     );
     let mut buf = Vec::new();
     assert_eq!(
-        CqlValue::Empty.serialize(&ColumnType::Int, &mut buf),
+        CqlValue::Empty
+            .serialize(&ColumnType::Int, CellWriter::new(&mut buf))
+            .map(|proof| proof.written()),
         Ok(Written::Value)
     );
-    assert!(buf.is_empty());
+    assert_eq!(buf, [0, 0, 0, 0], "a zero-length value");
     assert_eq!(
         i32::deserialize(&ColumnType::Int, None).unwrap_err().kind(),
         &DeserializationErrorKind::UnexpectedNull
@@ -230,10 +243,12 @@ fn udt_by_name_and_unknown_fields() {
     // Any order; missing fields are null.
     serialize_udt::<(), &dyn SerializeValue>(
         &udt,
-        &mut buf,
+        CellWriter::new(&mut buf),
         [("no", &7i32 as &dyn SerializeValue)],
     )
     .unwrap();
+    let (len, buf) = buf.split_at(4);
+    assert_eq!(len, [0, 0, 0, 12]);
     assert_eq!(buf, [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 4, 0, 0, 0, 7]);
     let v = CqlValue::deserialize(&udt, Some(&buf)).unwrap();
     assert_eq!(
@@ -252,7 +267,7 @@ fn udt_by_name_and_unknown_fields() {
     assert!(matches!(short, CqlValue::Udt { ref fields, .. } if fields[1].1.is_none()));
     let err = serialize_udt::<(), &dyn SerializeValue>(
         &udt,
-        &mut buf,
+        CellWriter::new(&mut Vec::new()),
         [("zip", &7i32 as &dyn SerializeValue)],
     )
     .unwrap_err();

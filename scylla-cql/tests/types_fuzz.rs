@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, HashSet};
 
 use proptest::prelude::*;
 use scylla_driver_cql::types::deserialize::DeserializeValue;
-use scylla_driver_cql::types::serialize::SerializeValue;
 use scylla_driver_cql::types::{ColumnSpec, ColumnType, CqlDuration, CqlValue, Row, RowIterator};
 use strategies::{any_type, typed_value};
 
@@ -50,7 +49,7 @@ proptest! {
     fn mutated_encodings_never_panic((typ, value) in typed_value(), at in any::<prop::sample::Index>(),
                                      byte in any::<u8>(), cut in any::<prop::sample::Index>()) {
         let mut bytes = Vec::new();
-        value.serialize(&typ, &mut bytes).unwrap();
+        scylla_driver_cql::types::serialize::serialize_bytes(&value, &typ, &mut bytes).unwrap();
         if !bytes.is_empty() {
             let i = at.index(bytes.len());
             bytes[i] = byte;

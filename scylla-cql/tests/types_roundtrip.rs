@@ -30,7 +30,11 @@ fn config(cases: u32) -> ProptestConfig {
 
 fn ser<T: SerializeValue + ?Sized>(v: &T, typ: &ColumnType) -> Vec<u8> {
     let mut out = Vec::new();
-    assert_eq!(v.serialize(typ, &mut out), Ok(Written::Value), "{typ}");
+    assert_eq!(
+        scylla_driver_cql::types::serialize::serialize_bytes(&v, typ, &mut out),
+        Ok(Written::Value),
+        "{typ}"
+    );
     out
 }
 

@@ -275,12 +275,12 @@ pub(crate) fn serialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     Ok(quote! {
         #[automatically_derived]
         impl #impl_g #m::SerializeValue for #name #ty_g #wc {
-            fn serialize(
+            fn serialize<'__b>(
                 &self,
                 typ: &#m::ColumnType,
-                out: &mut ::std::vec::Vec<u8>,
-            ) -> ::std::result::Result<#m::Written, #m::SerializationError> {
-                #m::serialize_udt::<Self, &dyn #m::SerializeValue>(typ, out, [
+                writer: #m::CellWriter<'__b>,
+            ) -> ::std::result::Result<#m::WrittenCellProof<'__b>, #m::SerializationError> {
+                #m::serialize_udt::<Self, &dyn #m::SerializeValue>(typ, writer, [
                     #((#names, &self.#idents as &dyn #m::SerializeValue),)*
                 ])
             }

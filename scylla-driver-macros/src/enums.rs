@@ -337,8 +337,7 @@ pub(crate) fn serialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
                         ));
                     }
                 }
-                out.extend_from_slice(name.as_bytes());
-                ::std::result::Result::Ok(#m::Written::Value)
+                #m::SerializeValue::serialize(name, typ, writer)
             }
         }
         Repr::Int => {
@@ -357,19 +356,18 @@ pub(crate) fn serialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
                         #m::SerializationErrorKind::Mismatch,
                     ));
                 }
-                out.extend_from_slice(&number.to_be_bytes());
-                ::std::result::Result::Ok(#m::Written::Value)
+                #m::SerializeValue::serialize(&number, typ, writer)
             }
         }
     };
     Ok(quote! {
         #[automatically_derived]
         impl #m::SerializeValue for #name {
-            fn serialize(
+            fn serialize<'__b>(
                 &self,
                 typ: &#m::ColumnType,
-                out: &mut ::std::vec::Vec<u8>,
-            ) -> ::std::result::Result<#m::Written, #m::SerializationError> {
+                writer: #m::CellWriter<'__b>,
+            ) -> ::std::result::Result<#m::WrittenCellProof<'__b>, #m::SerializationError> {
                 #body
             }
         }

@@ -63,7 +63,10 @@ const PRIORITIES: [Priority; 4] = [
 
 fn bytes_of<T: SerializeValue>(v: &T, typ: &ColumnType) -> Vec<u8> {
     let mut out = Vec::new();
-    assert_eq!(v.serialize(typ, &mut out), Ok(Written::Value));
+    assert_eq!(
+        scylla_cql::types::serialize::serialize_bytes(&v, typ, &mut out),
+        Ok(Written::Value)
+    );
     out
 }
 
@@ -197,9 +200,23 @@ fn nulls_bad_bytes_and_wrong_types_are_errors() {
         assert_eq!(Colour::type_check(&typ).is_ok(), text, "{typ}");
         assert_eq!(Priority::type_check(&typ).is_ok(), int, "{typ}");
         let mut out = Vec::new();
-        assert_eq!(Colour::Red.serialize(&typ, &mut out).is_ok(), text, "{typ}");
         assert_eq!(
-            Priority::High.serialize(&typ, &mut out).is_ok(),
+            Colour::Red
+                .serialize(
+                    &typ,
+                    scylla_cql::types::serialize::CellWriter::new(&mut out)
+                )
+                .is_ok(),
+            text,
+            "{typ}"
+        );
+        assert_eq!(
+            Priority::High
+                .serialize(
+                    &typ,
+                    scylla_cql::types::serialize::CellWriter::new(&mut out)
+                )
+                .is_ok(),
             int,
             "{typ}"
         );
@@ -208,7 +225,10 @@ fn nulls_bad_bytes_and_wrong_types_are_errors() {
     assert_eq!(err.kind(), &TypeCheckErrorKind::Mismatch);
     assert!(err.to_string().contains("Colour"), "{err}");
     let err = Priority::Low
-        .serialize(&ColumnType::BigInt, &mut Vec::new())
+        .serialize(
+            &ColumnType::BigInt,
+            scylla_cql::types::serialize::CellWriter::new(&mut Vec::new()),
+        )
         .expect_err("bigint");
     assert_eq!(err.kind(), &SerializationErrorKind::Mismatch);
     assert!(err.to_string().contains("Priority"), "{err}");
@@ -221,7 +241,10 @@ fn non_ascii_names_are_refused_for_ascii_columns() {
         "grüß".as_bytes()
     );
     let err = Greeting::Hello
-        .serialize(&ColumnType::Ascii, &mut Vec::new())
+        .serialize(
+            &ColumnType::Ascii,
+            scylla_cql::types::serialize::CellWriter::new(&mut Vec::new()),
+        )
         .expect_err("not ascii");
     assert_eq!(err.kind(), &SerializationErrorKind::NotAscii);
     assert_eq!(bytes_of(&Greeting::Bye, &ColumnType::Ascii), b"Bye");
@@ -244,7 +267,12 @@ fn enums_compose_with_options_and_collections() {
     assert_eq!(read::<Option<Priority>>(&ColumnType::Int, None), Ok(None));
     let mut out = Vec::new();
     assert_eq!(
-        None::<Priority>.serialize(&ColumnType::Int, &mut out),
+        None::<Priority>
+            .serialize(
+                &ColumnType::Int,
+                scylla_cql::types::serialize::CellWriter::new(&mut out)
+            )
+            .map(|proof| proof.written()),
         Ok(Written::Null)
     );
 }

@@ -7,13 +7,22 @@
 //! type, `()` or `&[]` for none.
 
 pub use scylla_cql::types::serialize::{
-    BatchValues, MaybeUnset, SerializationError, SerializationErrorKind, Unset,
+    serialize_bytes, serialize_udt, BatchValues, MaybeUnset, SerializationError,
+    SerializationErrorKind, Unset,
 };
 pub use scylla_cql::types::{SerializedValues, Written};
 
 /// One value: [`value::SerializeValue`].
 pub mod value {
     pub use scylla_cql::types::SerializeValue;
+}
+
+/// Where a [`value::SerializeValue`] writes: [`writers::CellWriter`], and the
+/// [`writers::WrittenCellProof`] it returns.
+pub mod writers {
+    pub use scylla_cql::types::serialize::writers::{
+        CellOverflowError, CellValueBuilder, CellWriter, WrittenCellProof,
+    };
 }
 
 /// A statement's values: [`row::SerializeRow`].

@@ -205,7 +205,7 @@ fn address_type(extra: bool) -> ColumnType {
 
 fn udt_round_trip(a: &Address, typ: &ColumnType) -> Address {
     let mut buf = Vec::new();
-    a.serialize(typ, &mut buf).expect("serializes");
+    scylla_driver::serialize::serialize_bytes(&a, typ, &mut buf).expect("serializes");
     <Address as scylla_driver::DeserializeValue>::type_check(typ).expect("type checks");
     <Address as scylla_driver::DeserializeValue>::deserialize(typ, Some(&buf))
         .expect("deserializes")
@@ -220,7 +220,7 @@ fn udt_round_trip_in_type_order_with_extra_type_fields_null() {
     };
     let typ = address_type(true);
     let mut buf = Vec::new();
-    a.serialize(&typ, &mut buf).expect("serializes");
+    scylla_driver::serialize::serialize_bytes(&a, &typ, &mut buf).expect("serializes");
     // Type order: no, street, then the field the struct lacks as null.
     let mut want = Vec::new();
     want.extend_from_slice(&4i32.to_be_bytes());
@@ -256,7 +256,12 @@ fn udt_type_check_names_the_missing_field() {
         number: None,
         note: String::new(),
     };
-    let e = a.serialize(&typ, &mut Vec::new()).unwrap_err();
+    let e = a
+        .serialize(
+            &typ,
+            scylla_driver::serialize::writers::CellWriter::new(&mut Vec::new()),
+        )
+        .unwrap_err();
     assert_eq!(
         e.kind(),
         &SerializationErrorKind::UnknownUdtField("no".into())

@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use scylla_cql::types::serialize::SerializeValue;
 use scylla_cql::types::{ColumnType, CqlValue};
 
 /// One tablet as a test sees it (host ids, in token order from
@@ -137,7 +136,7 @@ pub fn routing_payload(tablet: &TabletInfo) -> Result<Vec<u8>, String> {
         Some(CqlValue::List(replicas)),
     ]);
     let mut out = Vec::new();
-    v.serialize(&routing_payload_type(), &mut out)
+    scylla_cql::types::serialize::serialize_bytes(&v, &routing_payload_type(), &mut out)
         .map_err(|e| e.to_string())?;
     Ok(out)
 }

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use scylla_cql::types::deserialize::udt::UdtIterator;
-use scylla_cql::types::serialize::{serialize_udt, SerializeValue, Written};
+use scylla_cql::types::serialize::writers::{CellWriter, WrittenCellProof};
+use scylla_cql::types::serialize::{serialize_udt, SerializeValue};
 use scylla_cql::types::{
     ColumnType, Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue,
     CqlVarint, DeserializationError, DeserializeValue, Row, SerializationError, TypeCheckError,
@@ -25,14 +26,14 @@ struct Address {
 }
 
 impl SerializeValue for Address {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
         serialize_udt::<Self, _>(
             typ,
-            out,
+            writer,
             [
                 ("street", &self.street as &dyn SerializeValue),
                 ("number", &self.number),

@@ -95,7 +95,7 @@ fn rows_body(specs: &[(&str, ColumnType)], rows: Vec<Vec<Option<Vec<u8>>>>) -> B
 
 fn cell<T: SerializeValue>(v: &T, t: &ColumnType) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    v.serialize(t, &mut out).unwrap();
+    scylla_cql::types::serialize::serialize_bytes(&v, t, &mut out).unwrap();
     Some(out)
 }
 

@@ -19,9 +19,7 @@ use uuid::Uuid;
 
 use crate::sharding::Shard;
 use crate::token::Token;
-use crate::types::{
-    ColumnType, DeserializationError, DeserializeValue, SerializationError, SerializeValue,
-};
+use crate::types::{ColumnType, DeserializationError, DeserializeValue, SerializationError};
 
 /// The custom payload key of the tablet routing information.
 pub const TABLETS_ROUTING_V1_KEY: &str = "tablets-routing-v1";
@@ -120,7 +118,7 @@ impl TabletRoutingInfo {
                 .collect(),
         );
         let mut out = Vec::new();
-        wire.serialize(&payload_type(), &mut out)?;
+        crate::types::serialize::serialize_bytes(&wire, &payload_type(), &mut out)?;
         Ok(out)
     }
 }
@@ -195,7 +193,7 @@ mod tests {
         ));
         let wire: Wire = (0, 1, vec![(Uuid::nil(), -1)]);
         let mut bytes = Vec::new();
-        wire.serialize(&payload_type(), &mut bytes).unwrap();
+        crate::types::serialize::serialize_bytes(&wire, &payload_type(), &mut bytes).unwrap();
         assert!(matches!(
             TabletRoutingInfo::decode(&bytes),
             Err(TabletPayloadError::BadShard { shard: -1, .. })

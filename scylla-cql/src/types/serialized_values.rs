@@ -6,7 +6,7 @@
 
 use bytes::BufMut;
 
-use super::serialize::Written;
+use super::serialize::writers::{CellWriter, WrittenCellProof};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::wire::{self, RawValue, WireReader};
 
@@ -127,51 +127,19 @@ impl SerializedValues {
     }
 
     /// Appends a positional value written in place by a typed serializer:
-    /// `write` appends the value's bytes (no length) and reports whether it
-    /// wrote a value, a null or an unset (anything appended for the last two
-    /// is discarded). The `[int]` length (or -1 / -2) is back-filled, and on
-    /// error nothing is kept.
+    /// `write` writes exactly one value (its length included) through the
+    /// [`CellWriter`] it is given. On error nothing is kept.
     pub fn push_serialized<E: From<EncodeError>>(
         &mut self,
-        write: impl FnOnce(&mut Vec<u8>) -> Result<Written, E>,
+        write: impl for<'b> FnOnce(CellWriter<'b>) -> Result<WrittenCellProof<'b>, E>,
     ) -> Result<(), E> {
         self.bump(false)?;
-        let len_at = self.buf.len();
-        self.buf.put_i32(0);
-        let rollback = |s: &mut Self| {
-            s.buf.truncate(len_at);
-            s.count -= 1;
-        };
-        let written = match write(&mut self.buf) {
-            Ok(w) => w,
-            Err(e) => {
-                rollback(self);
-                return Err(e);
-            }
-        };
-        let len = match written {
-            Written::Null => -1,
-            Written::Unset => -2,
-            Written::Value => {
-                let n = self.buf.len() - len_at - 4;
-                match i32::try_from(n) {
-                    Ok(n) => n,
-                    Err(_) => {
-                        rollback(self);
-                        return Err(EncodeError::TooLong {
-                            what: "bound value",
-                            length: n,
-                            max: i32::MAX as usize,
-                        }
-                        .into());
-                    }
-                }
-            }
-        };
-        if len < 0 {
-            self.buf.truncate(len_at + 4);
+        let at = self.buf.len();
+        if let Err(e) = write(CellWriter::new(&mut self.buf)) {
+            self.buf.truncate(at);
+            self.count -= 1;
+            return Err(e);
         }
-        self.buf[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
         Ok(())
     }
 

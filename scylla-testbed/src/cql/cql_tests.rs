@@ -9,7 +9,6 @@ use scylla_cql::frame::response::result::{ResultMetadata, Rows};
 use scylla_cql::frame::wire::RawValue;
 use scylla_cql::token::Token;
 use scylla_cql::types::deserialize::DeserializeValue;
-use scylla_cql::types::serialize::SerializeValue;
 use scylla_cql::types::{ColumnType, CqlValue, SerializedValues};
 
 use super::*;
@@ -48,7 +47,7 @@ fn bound(values: &[(CqlValue, ColumnType)]) -> SerializedValues {
     let mut out = SerializedValues::default();
     for (v, t) in values {
         let mut b = Vec::new();
-        v.serialize(t, &mut b).unwrap();
+        scylla_cql::types::serialize::serialize_bytes(&v, t, &mut b).unwrap();
         out.push(RawValue::Value(&b)).unwrap();
     }
     out

@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use scylla_cql::types::serialize::SerializeValue;
 use scylla_cql::types::{ColumnType, CqlValue};
 
 use super::error::{invalid, CqlError};
@@ -45,7 +44,7 @@ fn t(s: &str) -> ColumnType {
 
 fn cell(v: CqlValue, typ: &ColumnType) -> Option<Bytes> {
     let mut out = Vec::new();
-    v.serialize(typ, &mut out).ok()?;
+    scylla_cql::types::serialize::serialize_bytes(&v, typ, &mut out).ok()?;
     Some(Bytes::from(out))
 }
 

@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 
 use bytes::Bytes;
-use scylla_cql::types::serialize::{SerializeValue, Written};
+use scylla_cql::types::serialize::Written;
 use scylla_cql::types::{ColumnType, Counter, CqlTimestamp, CqlValue};
 
 use super::ast::Literal;
@@ -115,7 +115,8 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
             let mut keyed: Vec<(Vec<u8>, CqlValue)> = Vec::new();
             for i in items.drain(..) {
                 let mut b = Vec::new();
-                i.serialize(t, &mut b).map_err(|x| x.to_string())?;
+                scylla_cql::types::serialize::serialize_bytes(&i, t, &mut b)
+                    .map_err(|x| x.to_string())?;
                 keyed.push((b, i));
             }
             keyed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -149,7 +150,7 @@ pub(crate) fn literal_value(lit: &Literal, typ: &ColumnType) -> Result<Value, St
         return Ok(Value::Null);
     };
     let mut out = Vec::new();
-    match v.serialize(typ, &mut out) {
+    match scylla_cql::types::serialize::serialize_bytes(&v, typ, &mut out) {
         Ok(Written::Value) => Ok(Value::Set(Bytes::from(out))),
         Ok(Written::Null) => Ok(Value::Null),
         Ok(Written::Unset) => Ok(Value::Unset),

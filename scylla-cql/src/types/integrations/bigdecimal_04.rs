@@ -14,6 +14,7 @@ use crate::types::decimal::CqlDecimal;
 use crate::types::deserialize::native::non_empty;
 use crate::types::deserialize::{self, DeserializationError, DeserializeValue};
 use crate::types::error::{DeserializationErrorKind, SerializationErrorKind, TypeCheckError};
+use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
 use crate::types::serialize::{self, SerializationError, SerializeValue, Written};
 use crate::types::varint::CqlVarint;
 
@@ -64,24 +65,26 @@ impl TryFrom<&BigDecimal> for CqlDecimal {
 }
 
 impl SerializeValue for BigDecimal {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        serialize::check::<Self>(typ, matches!(typ, ColumnType::Decimal))?;
-        let (unscaled, scale) = self.as_bigint_and_scale();
-        let scale = i32::try_from(scale).map_err(|_| {
-            SerializationError::of::<Self>(
-                typ,
-                SerializationErrorKind::InvalidValue(
-                    "decimal scale outside i32 (round the value with BigDecimal::with_scale)",
-                ),
-            )
-        })?;
-        out.extend_from_slice(&scale.to_be_bytes());
-        out.extend_from_slice(&unscaled.to_signed_bytes_be());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Decimal))?;
+            let (unscaled, scale) = self.as_bigint_and_scale();
+            let scale = i32::try_from(scale).map_err(|_| {
+                SerializationError::of::<Self>(
+                    typ,
+                    SerializationErrorKind::InvalidValue(
+                        "decimal scale outside i32 (round the value with BigDecimal::with_scale)",
+                    ),
+                )
+            })?;
+            out.extend_from_slice(&scale.to_be_bytes());
+            out.extend_from_slice(&unscaled.to_signed_bytes_be());
+            Ok(Written::Value)
+        })
     }
 }
 

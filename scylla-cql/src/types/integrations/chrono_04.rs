@@ -16,6 +16,7 @@ use crate::types::column_type::ColumnType;
 use crate::types::cql_time::{CqlDate, CqlTime, CqlTimestamp};
 use crate::types::deserialize::{self, fixed, DeserializationError, DeserializeValue};
 use crate::types::error::{DeserializationErrorKind, SerializationErrorKind, TypeCheckError};
+use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
 use crate::types::serialize::{self, SerializationError, SerializeValue, Written};
 
 /// `NaiveDate::num_days_from_ce` of 1970-01-01 (day 1 is 0001-01-01).
@@ -99,14 +100,16 @@ impl TryFrom<CqlTimestamp> for DateTime<Utc> {
 }
 
 impl SerializeValue for NaiveDate {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        serialize::check::<Self>(typ, matches!(typ, ColumnType::Date))?;
-        out.extend_from_slice(&CqlDate::from(*self).0.to_be_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Date))?;
+            out.extend_from_slice(&CqlDate::from(*self).0.to_be_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 
@@ -131,20 +134,22 @@ impl<'frame> DeserializeValue<'frame> for NaiveDate {
 }
 
 impl SerializeValue for NaiveTime {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        serialize::check::<Self>(typ, matches!(typ, ColumnType::Time))?;
-        let t = CqlTime::try_from(*self).map_err(|_| {
-            SerializationError::of::<Self>(
-                typ,
-                SerializationErrorKind::InvalidValue("a leap second has no CQL time"),
-            )
-        })?;
-        out.extend_from_slice(&t.0.to_be_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Time))?;
+            let t = CqlTime::try_from(*self).map_err(|_| {
+                SerializationError::of::<Self>(
+                    typ,
+                    SerializationErrorKind::InvalidValue("a leap second has no CQL time"),
+                )
+            })?;
+            out.extend_from_slice(&t.0.to_be_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 
@@ -167,14 +172,16 @@ impl<'frame> DeserializeValue<'frame> for NaiveTime {
 }
 
 impl SerializeValue for DateTime<Utc> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        serialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))?;
-        out.extend_from_slice(&CqlTimestamp::from(*self).0.to_be_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))?;
+            out.extend_from_slice(&CqlTimestamp::from(*self).0.to_be_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 

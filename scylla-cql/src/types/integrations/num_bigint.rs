@@ -6,6 +6,7 @@ use crate::types::column_type::ColumnType;
 use crate::types::deserialize::native::non_empty;
 use crate::types::deserialize::{self, DeserializationError, DeserializeValue};
 use crate::types::error::TypeCheckError;
+use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
 use crate::types::serialize::{self, SerializationError, SerializeValue, Written};
 use crate::types::varint::CqlVarint;
 
@@ -36,15 +37,17 @@ macro_rules! impl_bigint {
         }
 
         impl SerializeValue for $krate::BigInt {
-            fn serialize(
+            fn serialize<'b>(
                 &self,
                 typ: &ColumnType,
-                out: &mut Vec<u8>,
-            ) -> Result<Written, SerializationError> {
-                serialize::check::<Self>(typ, matches!(typ, ColumnType::Varint))?;
-                // Minimal two's complement, at least one byte (0 is `[0]`).
-                out.extend_from_slice(&self.to_signed_bytes_be());
-                Ok(Written::Value)
+                writer: CellWriter<'b>,
+            ) -> Result<WrittenCellProof<'b>, SerializationError> {
+                writer.write_with(|out| {
+                    serialize::check::<Self>(typ, matches!(typ, ColumnType::Varint))?;
+                    // Minimal two's complement, at least one byte (0 is `[0]`).
+                    out.extend_from_slice(&self.to_signed_bytes_be());
+                    Ok(Written::Value)
+                })
             }
         }
 

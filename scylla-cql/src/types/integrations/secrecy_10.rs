@@ -14,15 +14,16 @@ use crate::types::column_type::ColumnType;
 use crate::types::deserialize::native::text;
 use crate::types::deserialize::{check, non_null, DeserializationError, DeserializeValue};
 use crate::types::error::TypeCheckError;
-use crate::types::serialize::{SerializationError, SerializeValue, Written};
+use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
+use crate::types::serialize::{SerializationError, SerializeValue};
 
 impl<T: SerializeValue + Zeroize + ?Sized> SerializeValue for SecretBox<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        self.expose_secret().serialize(typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        self.expose_secret().serialize(typ, writer)
     }
 }
 

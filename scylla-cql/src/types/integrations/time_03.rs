@@ -17,6 +17,7 @@ use crate::types::column_type::ColumnType;
 use crate::types::cql_time::{CqlDate, CqlTime, CqlTimestamp};
 use crate::types::deserialize::{self, fixed, DeserializationError, DeserializeValue};
 use crate::types::error::{DeserializationErrorKind, TypeCheckError};
+use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
 use crate::types::serialize::{self, SerializationError, SerializeValue, Written};
 
 /// The Julian day number of 1970-01-01.
@@ -100,14 +101,16 @@ impl TryFrom<CqlTimestamp> for OffsetDateTime {
 }
 
 impl SerializeValue for Date {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        serialize::check::<Self>(typ, matches!(typ, ColumnType::Date))?;
-        out.extend_from_slice(&CqlDate::from(*self).0.to_be_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Date))?;
+            out.extend_from_slice(&CqlDate::from(*self).0.to_be_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 
@@ -132,14 +135,16 @@ impl<'frame> DeserializeValue<'frame> for Date {
 }
 
 impl SerializeValue for Time {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        serialize::check::<Self>(typ, matches!(typ, ColumnType::Time))?;
-        out.extend_from_slice(&CqlTime::from(*self).0.to_be_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Time))?;
+            out.extend_from_slice(&CqlTime::from(*self).0.to_be_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 
@@ -162,14 +167,16 @@ impl<'frame> DeserializeValue<'frame> for Time {
 }
 
 impl SerializeValue for OffsetDateTime {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        serialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))?;
-        out.extend_from_slice(&CqlTimestamp::from(*self).0.to_be_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))?;
+            out.extend_from_slice(&CqlTimestamp::from(*self).0.to_be_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 

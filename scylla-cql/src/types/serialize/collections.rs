@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
 
+use super::writers::{CellWriter, WrittenCellProof};
 use super::{mismatch, put_count, put_element, SerializationError, SerializeValue, Written};
 use crate::types::column_type::ColumnType;
 
@@ -20,7 +21,7 @@ pub(crate) fn put_seq<'a, C: ?Sized, T: SerializeValue + 'a>(
         ColumnType::List(elem) | ColumnType::Set(elem) => {
             put_count::<C>(typ, out, items.len())?;
             for item in items {
-                put_element(item, elem, out, false)?;
+                put_element(item, elem, CellWriter::new(out), false)?;
             }
             Ok(Written::Value)
         }
@@ -42,68 +43,68 @@ pub(crate) fn put_map<'a, C: ?Sized, K: SerializeValue + 'a, V: SerializeValue +
     };
     put_count::<C>(typ, out, entries.len())?;
     for (k, v) in entries {
-        put_element(k, kt, out, false)?;
-        put_element(v, vt, out, false)?;
+        put_element(k, kt, CellWriter::new(out), false)?;
+        put_element(v, vt, CellWriter::new(out), false)?;
     }
     Ok(Written::Value)
 }
 
 impl<T: SerializeValue> SerializeValue for [T] {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_seq::<Self, T>(typ, self.iter(), out, true)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_seq::<Self, T>(typ, self.iter(), out, true))
     }
 }
 
 impl<T: SerializeValue> SerializeValue for Vec<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_seq::<Self, T>(typ, self.iter(), out, true)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_seq::<Self, T>(typ, self.iter(), out, true))
     }
 }
 
 impl<T: SerializeValue, S> SerializeValue for HashSet<T, S> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_seq::<Self, T>(typ, self.iter(), out, false)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_seq::<Self, T>(typ, self.iter(), out, false))
     }
 }
 
 impl<T: SerializeValue> SerializeValue for BTreeSet<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_seq::<Self, T>(typ, self.iter(), out, false)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_seq::<Self, T>(typ, self.iter(), out, false))
     }
 }
 
 impl<K: SerializeValue, V: SerializeValue, S: BuildHasher> SerializeValue for HashMap<K, V, S> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_map::<Self, K, V>(typ, self.iter(), out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_map::<Self, K, V>(typ, self.iter(), out))
     }
 }
 
 impl<K: SerializeValue, V: SerializeValue> SerializeValue for BTreeMap<K, V> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_map::<Self, K, V>(typ, self.iter(), out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_map::<Self, K, V>(typ, self.iter(), out))
     }
 }

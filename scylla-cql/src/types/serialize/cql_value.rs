@@ -8,6 +8,7 @@
 //! [`CqlValue::Empty`] fits every type (a zero-length value).
 
 use super::native::{put_blob, put_text};
+use super::writers::{CellWriter, WrittenCellProof};
 use super::{
     mismatch, put_element, serialize_udt, SerializationError, SerializationErrorKind,
     SerializeValue, Written,
@@ -16,31 +17,41 @@ use crate::types::column_type::ColumnType;
 use crate::types::value::CqlValue;
 
 impl SerializeValue for CqlValue {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
         match self {
+            CqlValue::Boolean(v) => return v.serialize(typ, writer),
+            CqlValue::Counter(v) => return v.serialize(typ, writer),
+            CqlValue::Decimal(v) => return v.serialize(typ, writer),
+            CqlValue::Date(v) => return v.serialize(typ, writer),
+            CqlValue::Double(v) => return v.serialize(typ, writer),
+            CqlValue::Duration(v) => return v.serialize(typ, writer),
+            CqlValue::Float(v) => return v.serialize(typ, writer),
+            CqlValue::Int(v) => return v.serialize(typ, writer),
+            CqlValue::BigInt(v) => return v.serialize(typ, writer),
+            CqlValue::Timestamp(v) => return v.serialize(typ, writer),
+            CqlValue::Inet(v) => return v.serialize(typ, writer),
+            CqlValue::SmallInt(v) => return v.serialize(typ, writer),
+            CqlValue::TinyInt(v) => return v.serialize(typ, writer),
+            CqlValue::Time(v) => return v.serialize(typ, writer),
+            CqlValue::Uuid(v) | CqlValue::Timeuuid(v) => return v.serialize(typ, writer),
+            CqlValue::Varint(v) => return v.serialize(typ, writer),
+            CqlValue::Udt { fields, .. } => {
+                return serialize_udt::<Self, &Option<CqlValue>>(
+                    typ,
+                    writer,
+                    fields.iter().map(|(n, v)| (n.as_str(), v)),
+                )
+            }
+            _ => {}
+        }
+        writer.write_with(|out| match self {
             CqlValue::Empty => Ok(Written::Value),
             CqlValue::Ascii(s) | CqlValue::Text(s) => put_text::<Self>(s, typ, out),
             CqlValue::Blob(b) => put_blob::<Self>(b, typ, out),
-            CqlValue::Boolean(v) => v.serialize(typ, out),
-            CqlValue::Counter(v) => v.serialize(typ, out),
-            CqlValue::Decimal(v) => v.serialize(typ, out),
-            CqlValue::Date(v) => v.serialize(typ, out),
-            CqlValue::Double(v) => v.serialize(typ, out),
-            CqlValue::Duration(v) => v.serialize(typ, out),
-            CqlValue::Float(v) => v.serialize(typ, out),
-            CqlValue::Int(v) => v.serialize(typ, out),
-            CqlValue::BigInt(v) => v.serialize(typ, out),
-            CqlValue::Timestamp(v) => v.serialize(typ, out),
-            CqlValue::Inet(v) => v.serialize(typ, out),
-            CqlValue::SmallInt(v) => v.serialize(typ, out),
-            CqlValue::TinyInt(v) => v.serialize(typ, out),
-            CqlValue::Time(v) => v.serialize(typ, out),
-            CqlValue::Uuid(v) | CqlValue::Timeuuid(v) => v.serialize(typ, out),
-            CqlValue::Varint(v) => v.serialize(typ, out),
             CqlValue::List(v) | CqlValue::Set(v) | CqlValue::Vector(v) => {
                 super::collections::put_seq::<Self, CqlValue>(typ, v.iter(), out, true)
             }
@@ -63,15 +74,12 @@ impl SerializeValue for CqlValue {
                     ));
                 }
                 for (e, t) in elems.iter().zip(types) {
-                    put_element(e, t, out, true)?;
+                    put_element(e, t, CellWriter::new(out), true)?;
                 }
                 Ok(Written::Value)
             }
-            CqlValue::Udt { fields, .. } => serialize_udt::<Self, &Option<CqlValue>>(
-                typ,
-                out,
-                fields.iter().map(|(n, v)| (n.as_str(), v)),
-            ),
-        }
+            // Written above.
+            _ => Ok(Written::Value),
+        })
     }
 }

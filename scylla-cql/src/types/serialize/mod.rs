@@ -1,11 +1,11 @@
 //! Serialization of Rust values into CQL values, checked against the
 //! [`ColumnType`] they are bound to.
 //!
-//! [`SerializeValue`] writes one value's bytes (no length prefix) into a
-//! `Vec<u8>` and reports whether it wrote a value, a null or an unset; that is
-//! exactly what [`SerializedValues::push_serialized`] needs, so bound values
-//! are written in place, with no intermediate buffer. [`SerializeRow`] writes
-//! all the bound values of a statement.
+//! [`SerializeValue`] writes one value through a [`CellWriter`]: the place
+//! of exactly one `[bytes]` value in the request being built (see
+//! [`writers`]), so bound values, collection elements and UDT fields are
+//! all written in place, with no intermediate buffer. [`SerializeRow`]
+//! writes all the bound values of a statement.
 //!
 //! - [`native`]: numbers, text, blobs, uuids, addresses, the calendar types,
 //!   `Option<T>` (null) and [`Unset`].
@@ -20,8 +20,33 @@
 //!
 //! # Implementing for your own type
 //!
-//! Check the [`ColumnType`], append the bytes, return [`Written::Value`]; for
-//! a struct mapped to a UDT call [`serialize_udt`] with its fields.
+//! Check the [`ColumnType`], then write through the writer (or hand it to a
+//! type that already serializes); for a struct mapped to a UDT call
+//! [`serialize_udt`] with its fields:
+//!
+//! ```
+//! use scylla_driver_cql::types::serialize::writers::{CellWriter, WrittenCellProof};
+//! use scylla_driver_cql::types::serialize::{SerializationError, SerializeValue};
+//! use scylla_driver_cql::types::ColumnType;
+//!
+//! /// Stored as `text`, upper-cased.
+//! struct Shout<'a>(&'a str);
+//!
+//! impl SerializeValue for Shout<'_> {
+//!     fn serialize<'b>(
+//!         &self,
+//!         typ: &ColumnType,
+//!         writer: CellWriter<'b>,
+//!     ) -> Result<WrittenCellProof<'b>, SerializationError> {
+//!         self.0.to_uppercase().serialize(typ, writer)
+//!     }
+//! }
+//!
+//! let mut buf = Vec::new();
+//! Shout("hi").serialize(&ColumnType::Text, CellWriter::new(&mut buf)).unwrap();
+//! assert_eq!(buf, [0, 0, 0, 2, b'H', b'I']);
+//! assert!(Shout("hi").serialize(&ColumnType::Int, CellWriter::new(&mut Vec::new())).is_err());
+//! ```
 
 pub mod batch;
 pub mod collections;
@@ -31,11 +56,13 @@ pub mod row;
 pub mod tuple;
 pub mod udt;
 pub mod vector;
+pub mod writers;
 
 pub use batch::BatchValues;
 pub use native::{MaybeUnset, Unset};
 pub use row::SerializeRow;
 pub use udt::serialize_udt;
+pub use writers::{CellWriter, WrittenCellProof};
 
 use super::column_type::ColumnType;
 pub use super::error::{SerializationError, SerializationErrorKind};
@@ -55,12 +82,36 @@ pub enum Written {
 
 /// A Rust value that can be serialized as a CQL value.
 pub trait SerializeValue {
-    /// Appends the encoding of `self` as a value of type `typ` to `out`,
-    /// without a length prefix, and says what was written. Writes nothing for
-    /// [`Written::Null`] and [`Written::Unset`]. Fails (naming the Rust and
-    /// CQL types) if `self` cannot represent a `typ` value.
-    fn serialize(&self, typ: &ColumnType, out: &mut Vec<u8>)
-        -> Result<Written, SerializationError>;
+    /// Writes `self` as a value of type `typ` through `writer` (a value, a
+    /// null or an unset) and returns the writer's proof. Fails (naming the
+    /// Rust and CQL types) if `self` cannot represent a `typ` value; what was
+    /// written before the failure is then discarded by the caller.
+    fn serialize<'b>(
+        &self,
+        typ: &ColumnType,
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError>;
+}
+
+/// Serializes `v` as a value of type `typ` and appends its bytes (without
+/// the `[bytes]` length) to `out`; says what was written (nothing is
+/// appended for a null or an unset). For code that needs a value's bytes on
+/// their own, outside a request.
+pub fn serialize_bytes<T: SerializeValue + ?Sized>(
+    v: &T,
+    typ: &ColumnType,
+    out: &mut Vec<u8>,
+) -> Result<Written, SerializationError> {
+    let at = out.len();
+    let written = match v.serialize(typ, CellWriter::new(out)) {
+        Ok(proof) => proof.written(),
+        Err(e) => {
+            out.truncate(at);
+            return Err(e);
+        }
+    };
+    out.drain(at..at + 4);
+    Ok(written)
 }
 
 /// The error for a Rust type `T` that cannot be serialized as `typ`.
@@ -97,78 +148,54 @@ pub(crate) fn put_count<T: ?Sized>(
     Ok(())
 }
 
-/// Appends `v` as a `[bytes]` element of type `typ`: a back-filled `[int]`
-/// length, or -1 for a null when `null_ok` (tuple and UDT fields). Unset is
-/// never allowed inside a value.
+/// Writes `v` as a `[bytes]` element of type `typ` through `writer`; a
+/// null is allowed only when `null_ok` (tuple and UDT fields), an unset
+/// never.
 pub(crate) fn put_element<T: SerializeValue + ?Sized>(
     v: &T,
     typ: &ColumnType,
-    out: &mut Vec<u8>,
+    writer: CellWriter<'_>,
     null_ok: bool,
 ) -> Result<(), SerializationError> {
-    let at = out.len();
-    out.extend_from_slice(&[0; 4]);
-    let len: i32 = match v.serialize(typ, out)? {
-        Written::Value => {
-            let n = out.len() - at - 4;
-            i32::try_from(n).map_err(|_| {
-                SerializationError::of::<T>(
-                    typ,
-                    SerializationErrorKind::Encode(crate::error::EncodeError::TooLong {
-                        what: "element",
-                        length: n,
-                        max: i32::MAX as usize,
-                    }),
-                )
-            })?
-        }
-        Written::Null if null_ok => {
-            out.truncate(at + 4);
-            -1
-        }
-        Written::Null => {
-            return Err(SerializationError::of::<T>(
-                typ,
-                SerializationErrorKind::NullNotAllowed,
-            ))
-        }
-        Written::Unset => {
-            return Err(SerializationError::of::<T>(
-                typ,
-                SerializationErrorKind::UnsetNotAllowed,
-            ))
-        }
+    let written = v
+        .serialize(typ, writer)
+        .map_err(|e| e.with_types::<T>(typ))?
+        .written();
+    let kind = match written {
+        Written::Value => return Ok(()),
+        Written::Null if null_ok => return Ok(()),
+        Written::Null => SerializationErrorKind::NullNotAllowed,
+        Written::Unset => SerializationErrorKind::UnsetNotAllowed,
     };
-    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
-    Ok(())
+    Err(SerializationError::of::<T>(typ, kind))
 }
 
 impl<T: SerializeValue + ?Sized> SerializeValue for &T {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        (**self).serialize(typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        (**self).serialize(typ, writer)
     }
 }
 
 impl<T: SerializeValue + ?Sized> SerializeValue for Box<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        (**self).serialize(typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        (**self).serialize(typ, writer)
     }
 }
 
 impl<T: SerializeValue + ?Sized> SerializeValue for std::sync::Arc<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        (**self).serialize(typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        (**self).serialize(typ, writer)
     }
 }

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use bytes::Bytes;
 use uuid::Uuid;
 
+use super::writers::{CellWriter, WrittenCellProof};
 use super::{check, SerializationError, SerializationErrorKind, SerializeValue, Written};
 use crate::types::column_type::ColumnType;
 use crate::types::counter::Counter;
@@ -20,15 +21,11 @@ use crate::types::varint::CqlVarint;
 macro_rules! impl_be {
     ($($t:ty => $($ct:ident)|+;)*) => {$(
         impl SerializeValue for $t {
-            fn serialize(
-                &self,
-                typ: &ColumnType,
-                out: &mut Vec<u8>,
-            ) -> Result<Written, SerializationError> {
+            fn serialize<'b>(&self, typ: &ColumnType, writer: CellWriter<'b>) -> Result<WrittenCellProof<'b>, SerializationError> { writer.write_with(|out| {
                 check::<Self>(typ, matches!(typ, $(ColumnType::$ct)|+))?;
                 out.extend_from_slice(&self.to_be_bytes());
                 Ok(Written::Value)
-            }
+            }) }
         }
     )*};
 }
@@ -43,14 +40,16 @@ impl_be! {
 }
 
 impl SerializeValue for bool {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Boolean))?;
-        out.push(u8::from(*self));
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Boolean))?;
+            out.push(u8::from(*self));
+            Ok(Written::Value)
+        })
     }
 }
 
@@ -76,22 +75,22 @@ pub(crate) fn put_text<T: ?Sized>(
 }
 
 impl SerializeValue for str {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_text::<Self>(self, typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_text::<Self>(self, typ, out))
     }
 }
 
 impl SerializeValue for String {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_text::<Self>(self, typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_text::<Self>(self, typ, out))
     }
 }
 
@@ -107,44 +106,44 @@ pub(crate) fn put_blob<T: ?Sized>(
 }
 
 impl SerializeValue for [u8] {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_blob::<Self>(self, typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_blob::<Self>(self, typ, out))
     }
 }
 
 impl SerializeValue for Vec<u8> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_blob::<Self>(self, typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_blob::<Self>(self, typ, out))
     }
 }
 
 impl SerializeValue for Bytes {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        put_blob::<Self>(self, typ, out)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_blob::<Self>(self, typ, out))
     }
 }
 
 impl<T: SerializeValue> SerializeValue for Option<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
         match self {
-            Some(v) => v.serialize(typ, out),
-            None => Ok(Written::Null),
+            Some(v) => v.serialize(typ, writer),
+            None => Ok(writer.set_null()),
         }
     }
 }
@@ -155,8 +154,12 @@ impl<T: SerializeValue> SerializeValue for Option<T> {
 pub struct Unset;
 
 impl SerializeValue for Unset {
-    fn serialize(&self, _: &ColumnType, _: &mut Vec<u8>) -> Result<Written, SerializationError> {
-        Ok(Written::Unset)
+    fn serialize<'b>(
+        &self,
+        _: &ColumnType,
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        Ok(writer.set_unset())
     }
 }
 
@@ -170,79 +173,87 @@ pub enum MaybeUnset<T> {
 }
 
 impl<T: SerializeValue> SerializeValue for MaybeUnset<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
         match self {
-            MaybeUnset::Set(v) => v.serialize(typ, out),
-            MaybeUnset::Unset => Ok(Written::Unset),
+            MaybeUnset::Set(v) => v.serialize(typ, writer),
+            MaybeUnset::Unset => Ok(writer.set_unset()),
         }
     }
 }
 
 impl<T: SerializeValue> SerializeValue for MaybeEmpty<T> {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
         match self {
-            MaybeEmpty::Value(v) => v.serialize(typ, out),
-            MaybeEmpty::Empty => Ok(Written::Value),
+            MaybeEmpty::Value(v) => v.serialize(typ, writer),
+            MaybeEmpty::Empty => Ok(writer.set_value(&[])?),
         }
     }
 }
 
 impl SerializeValue for Uuid {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Uuid | ColumnType::Timeuuid))?;
-        out.extend_from_slice(self.as_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Uuid | ColumnType::Timeuuid))?;
+            out.extend_from_slice(self.as_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 
 impl SerializeValue for IpAddr {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
-        match self {
-            IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
-            IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
-        }
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
+            match self {
+                IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+            }
+            Ok(Written::Value)
+        })
     }
 }
 
 impl SerializeValue for Ipv4Addr {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
-        out.extend_from_slice(&self.octets());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
+            out.extend_from_slice(&self.octets());
+            Ok(Written::Value)
+        })
     }
 }
 
 impl SerializeValue for Ipv6Addr {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
-        out.extend_from_slice(&self.octets());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
+            out.extend_from_slice(&self.octets());
+            Ok(Written::Value)
+        })
     }
 }
 
@@ -251,15 +262,11 @@ impl SerializeValue for Ipv6Addr {
 macro_rules! impl_newtype {
     ($($t:ident => $ct:ident;)*) => {$(
         impl SerializeValue for $t {
-            fn serialize(
-                &self,
-                typ: &ColumnType,
-                out: &mut Vec<u8>,
-            ) -> Result<Written, SerializationError> {
+            fn serialize<'b>(&self, typ: &ColumnType, writer: CellWriter<'b>) -> Result<WrittenCellProof<'b>, SerializationError> { writer.write_with(|out| {
                 check::<Self>(typ, matches!(typ, ColumnType::$ct))?;
                 out.extend_from_slice(&self.0.to_be_bytes());
                 Ok(Written::Value)
-            }
+            }) }
         }
     )*};
 }
@@ -271,61 +278,69 @@ impl_newtype! {
 }
 
 impl SerializeValue for CqlTime {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Time))?;
-        if !self.is_valid() {
-            return Err(SerializationError::of::<Self>(
-                typ,
-                SerializationErrorKind::InvalidValue("time outside 0..86400 s"),
-            ));
-        }
-        out.extend_from_slice(&self.0.to_be_bytes());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Time))?;
+            if !self.is_valid() {
+                return Err(SerializationError::of::<Self>(
+                    typ,
+                    SerializationErrorKind::InvalidValue("time outside 0..86400 s"),
+                ));
+            }
+            out.extend_from_slice(&self.0.to_be_bytes());
+            Ok(Written::Value)
+        })
     }
 }
 
 impl SerializeValue for CqlDuration {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Duration))?;
-        if !self.is_valid() {
-            return Err(SerializationError::of::<Self>(
-                typ,
-                SerializationErrorKind::InvalidValue("duration with mixed signs"),
-            ));
-        }
-        self.encode(out);
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Duration))?;
+            if !self.is_valid() {
+                return Err(SerializationError::of::<Self>(
+                    typ,
+                    SerializationErrorKind::InvalidValue("duration with mixed signs"),
+                ));
+            }
+            self.encode(out);
+            Ok(Written::Value)
+        })
     }
 }
 
 impl SerializeValue for CqlDecimal {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Decimal))?;
-        self.encode(out);
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Decimal))?;
+            self.encode(out);
+            Ok(Written::Value)
+        })
     }
 }
 
 impl SerializeValue for CqlVarint {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Varint))?;
-        out.extend_from_slice(self.as_signed_bytes_be());
-        Ok(Written::Value)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Varint))?;
+            out.extend_from_slice(self.as_signed_bytes_be());
+            Ok(Written::Value)
+        })
     }
 }

@@ -24,7 +24,7 @@ pub fn serialize_value_to<T: SerializeValue + ?Sized>(
     spec: &ColumnSpec,
     out: &mut SerializedValues,
 ) -> Result<(), SerializationError> {
-    out.push_serialized(|buf| v.serialize(&spec.typ, buf))
+    out.push_serialized(|writer| v.serialize(&spec.typ, writer))
         .map_err(|e: SerializationError| e.with_types::<T>(&spec.typ).with_column(&spec.name))
 }
 

@@ -2,6 +2,7 @@
 //! is a `[bytes]` (null allowed, written as length -1). The arity must match
 //! the type's.
 
+use super::writers::{CellWriter, WrittenCellProof};
 use super::{
     mismatch, put_element, SerializationError, SerializationErrorKind, SerializeValue, Written,
 };
@@ -11,11 +12,7 @@ use crate::types::column_type::ColumnType;
 macro_rules! impl_tuple {
     ($n:expr; $($T:ident $t:ident $idx:tt),+) => {
         impl<$($T: SerializeValue),+> SerializeValue for ($($T,)+) {
-            fn serialize(
-                &self,
-                typ: &ColumnType,
-                out: &mut Vec<u8>,
-            ) -> Result<Written, SerializationError> {
+            fn serialize<'b>(&self, typ: &ColumnType, writer: CellWriter<'b>) -> Result<WrittenCellProof<'b>, SerializationError> { writer.write_with(|out| {
                 let ColumnType::Tuple(types) = typ else {
                     return Err(mismatch::<Self>(typ));
                 };
@@ -25,9 +22,9 @@ macro_rules! impl_tuple {
                         SerializationErrorKind::WrongArity { expected: types.len(), actual: $n },
                     ));
                 };
-                $(put_element(&self.$idx, $t, out, true)?;)+
+                $(put_element(&self.$idx, $t, CellWriter::new(out), true)?;)+
                 Ok(Written::Value)
-            }
+            }) }
         }
     };
 }

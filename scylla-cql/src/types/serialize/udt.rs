@@ -3,14 +3,19 @@
 //! fields to the type, so a user struct maps to a UDT in a few lines:
 //!
 //! ```
-//! use scylla_driver_cql::types::serialize::{serialize_udt, SerializeValue, SerializationError, Written};
+//! use scylla_driver_cql::types::serialize::writers::{CellWriter, WrittenCellProof};
+//! use scylla_driver_cql::types::serialize::{serialize_udt, SerializeValue, SerializationError};
 //! use scylla_driver_cql::types::ColumnType;
 //!
 //! struct Address { street: String, number: i32 }
 //!
 //! impl SerializeValue for Address {
-//!     fn serialize(&self, typ: &ColumnType, out: &mut Vec<u8>) -> Result<Written, SerializationError> {
-//!         serialize_udt::<Self, _>(typ, out, [
+//!     fn serialize<'b>(
+//!         &self,
+//!         typ: &ColumnType,
+//!         writer: CellWriter<'b>,
+//!     ) -> Result<WrittenCellProof<'b>, SerializationError> {
+//!         serialize_udt::<Self, _>(typ, writer, [
 //!             ("street", &self.street as &dyn SerializeValue),
 //!             ("number", &self.number),
 //!         ])
@@ -18,9 +23,8 @@
 //! }
 //! ```
 
-use super::{
-    mismatch, put_element, SerializationError, SerializationErrorKind, SerializeValue, Written,
-};
+use super::writers::{CellWriter, WrittenCellProof};
+use super::{mismatch, put_element, SerializationError, SerializationErrorKind, SerializeValue};
 use crate::types::column_type::ColumnType;
 
 /// Serializes the named `fields` of a `T` as a value of the UDT `typ`.
@@ -28,11 +32,11 @@ use crate::types::column_type::ColumnType;
 /// Fields are matched by name, in any order; the type's fields missing from
 /// `fields` are written as null; a name the type lacks is an error (so a
 /// renamed field is not silently dropped).
-pub fn serialize_udt<'a, T: ?Sized, V: SerializeValue + 'a>(
+pub fn serialize_udt<'a, 'b, T: ?Sized, V: SerializeValue + 'a>(
     typ: &ColumnType,
-    out: &mut Vec<u8>,
+    writer: CellWriter<'b>,
     fields: impl IntoIterator<Item = (&'a str, V)> + Clone,
-) -> Result<Written, SerializationError> {
+) -> Result<WrittenCellProof<'b>, SerializationError> {
     let ColumnType::Udt {
         fields: type_fields,
         ..
@@ -48,11 +52,16 @@ pub fn serialize_udt<'a, T: ?Sized, V: SerializeValue + 'a>(
             ));
         }
     }
+    let mut value = writer.into_value_builder();
     for (fname, ftype) in type_fields {
         match fields.clone().into_iter().find(|(n, _)| *n == fname) {
-            Some((_, v)) => put_element(&v, ftype, out, true)?,
-            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+            Some((_, v)) => put_element(&v, ftype, value.make_sub_writer(), true)?,
+            None => {
+                value.make_sub_writer().set_null();
+            }
         }
     }
-    Ok(Written::Value)
+    value
+        .finish()
+        .map_err(|e| SerializationError::from(e).with_types::<T>(typ))
 }

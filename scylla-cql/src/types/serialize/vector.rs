@@ -3,6 +3,7 @@
 //! concatenated, elements of variable-length types are each prefixed with an
 //! `[unsigned vint]` length. Null elements are not allowed.
 
+use super::writers::{CellWriter, WrittenCellProof};
 use super::{SerializationError, SerializationErrorKind, SerializeValue, Written};
 use crate::types::column_type::ColumnType;
 use crate::types::vint;
@@ -47,7 +48,7 @@ pub(crate) fn put_vector<'a, C: ?Sized, T: SerializeValue + 'a>(
     let mut vint_buf = Vec::with_capacity(9);
     for item in items {
         let at = out.len();
-        match item.serialize(element, out)? {
+        match item.serialize(element, CellWriter::new(out))?.written() {
             Written::Value => {}
             Written::Null => {
                 return Err(SerializationError::of::<T>(
@@ -62,9 +63,13 @@ pub(crate) fn put_vector<'a, C: ?Sized, T: SerializeValue + 'a>(
                 ))
             }
         }
-        let len = out.len() - at;
+        // The element was written with an `[int]` length, which a vector
+        // element does not have: it is dropped, or replaced by a vint.
+        let len = out.len() - at - 4;
         match fixed {
-            Some(n) if n == len => {}
+            Some(n) if n == len => {
+                out.drain(at..at + 4);
+            }
             Some(_) => {
                 // An "empty" value of a fixed-length type cannot be told
                 // apart from its neighbours without a length.
@@ -80,7 +85,7 @@ pub(crate) fn put_vector<'a, C: ?Sized, T: SerializeValue + 'a>(
                 // front of the element once the element's size is known.
                 vint_buf.clear();
                 vint::put_unsigned_vint(&mut vint_buf, len as u64);
-                out.splice(at..at, vint_buf.iter().copied());
+                out.splice(at..at + 4, vint_buf.iter().copied());
             }
         }
     }
@@ -88,11 +93,11 @@ pub(crate) fn put_vector<'a, C: ?Sized, T: SerializeValue + 'a>(
 }
 
 impl<T: SerializeValue, const N: usize> SerializeValue for [T; N] {
-    fn serialize(
+    fn serialize<'b>(
         &self,
         typ: &ColumnType,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, SerializationError> {
-        super::collections::put_seq::<Self, T>(typ, self.iter(), out, true)
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| super::collections::put_seq::<Self, T>(typ, self.iter(), out, true))
     }
 }

@@ -6,7 +6,7 @@ use scylla_cql::types::{ColumnSpec, ColumnType, SerializeValue, Written};
 /// One serialized cell of `v` as a `typ` value (`None` for null).
 pub(super) fn cell<T: SerializeValue + ?Sized>(v: &T, typ: &ColumnType) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    match v.serialize(typ, &mut out) {
+    match scylla_cql::types::serialize::serialize_bytes(&v, typ, &mut out) {
         Ok(Written::Value) => Some(out),
         Ok(_) => None,
         Err(e) => panic!("test value does not serialize: {e}"),
