@@ -309,3 +309,51 @@ async fn a_profile_s_speculative_execution_applies_only_to_its_statements() {
     assert!(session.metrics().snapshot().speculative_attempts > 0);
     assert!(per_request < Duration::from_millis(300), "{per_request:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remapped_handle_changes_its_statements_and_its_sessions_from_the_next_request() {
+    let mut handle = ExecutionProfile::new()
+        .consistency(Consistency::One)
+        .page_size(7)
+        .into_handle("remapped");
+    // The handle is the session's default, and a statement's profile.
+    let (_cluster, rec, session) = start(|b| {
+        b.consistency(Consistency::Quorum)
+            .default_execution_profile(ExecutionProfile::new().consistency(Consistency::Two))
+            .default_execution_profile_handle(handle.clone())
+    })
+    .await;
+    let plain = Statement::new("SELECT v FROM pt.t");
+    let profiled = plain.clone().with_execution_profile(handle.clone());
+    let insert = session
+        .prepare(Statement::new("INSERT INTO pt.t (k, v) VALUES (?, ?)"))
+        .await
+        .unwrap();
+    rec.take();
+
+    let (session_ref, rec_ref) = (&session, &*rec);
+    let seen = move |s: &Statement| {
+        let s = s.clone();
+        async move {
+            session_ref.query_single_page(s, (), None).await.unwrap();
+            let seen = only(rec_ref);
+            (seen.consistency, seen.page_size)
+        }
+    };
+    // The handle's set fields beat the default profile's (and the config).
+    assert_eq!(seen(&plain).await, (Consistency::One, Some(7)));
+    assert_eq!(seen(&profiled).await, (Consistency::One, Some(7)));
+
+    // Re-pointed: the statement and the session follow, prepared
+    // statements too; a field the new profile leaves unset falls through to
+    // the default profile.
+    handle.map_to_another_profile(ExecutionProfile::new().page_size(3));
+    assert_eq!(seen(&plain).await, (Consistency::Two, Some(3)));
+    assert_eq!(seen(&profiled).await, (Consistency::Two, Some(3)));
+    handle.map_to_another_profile(ExecutionProfile::new().consistency(Consistency::All));
+    session.execute_unpaged(&insert, (1, 1)).await.unwrap();
+    assert_eq!(only(&rec).consistency, Consistency::All);
+    // A statement option still beats the handle.
+    let own = profiled.clone().with_consistency(Consistency::Three);
+    assert_eq!(seen(&own).await.0, Consistency::Three);
+}

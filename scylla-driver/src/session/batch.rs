@@ -76,12 +76,13 @@ pub(super) async fn run(
         })
         .collect();
     let o = &batch.options;
+    let profiles = inner.profiles(o);
     let msg = BatchMessage {
         batch: scylla_cql::frame::request::Batch {
             batch_type: batch.batch_type,
             statements: Cow::Owned(statements),
-            consistency: inner.consistency(o),
-            serial_consistency: inner.serial_consistency(o),
+            consistency: inner.consistency(o, &profiles),
+            serial_consistency: inner.serial_consistency(o, &profiles),
             default_timestamp: o.timestamp,
             // The session's keyspace is added per attempt (v5 only).
             keyspace: None,
@@ -99,7 +100,7 @@ pub(super) async fn run(
             .collect(),
         keyspace: inner.keyspace.load_full(),
     };
-    let opts = inner.run_options(o);
+    let opts = inner.run_options(o, &profiles);
     // Pinned in place (see `Session::execute_page`).
     let answer = {
         let run = std::pin::pin!(execute::run(inner, &state, &routing, &msg, &opts));

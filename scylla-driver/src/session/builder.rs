@@ -94,6 +94,11 @@ pub struct SessionConfig {
     /// the defaults above for every statement (see
     /// [`statement::profile`](crate::statement::profile)).
     pub default_profile: ExecutionProfile,
+    /// The session's default execution profile as a handle, read per
+    /// request (so [`ExecutionProfileHandle::map_to_another_profile`]
+    /// changes it while the session runs): its set fields override
+    /// [`default_profile`](Self::default_profile)'s and the defaults above.
+    pub default_profile_handle: Option<ExecutionProfileHandle>,
     /// Execution profiles by name, for
     /// [`Session::execution_profile`](crate::Session::execution_profile).
     pub execution_profiles: HashMap<String, ExecutionProfileHandle>,
@@ -132,6 +137,7 @@ impl Default for SessionConfig {
             skip_result_metadata: false,
             tablet_warmup: TabletWarmup::default(),
             default_profile: ExecutionProfile::default(),
+            default_profile_handle: None,
             execution_profiles: HashMap::new(),
             max_requests_in_flight: 4096,
             max_queued_requests: 65_536,
@@ -546,10 +552,14 @@ impl SessionBuilder {
 
     /// The default execution profile, given as a handle (the official
     /// `scylla` crate's form of
-    /// [`default_execution_profile`](Self::default_execution_profile)).
+    /// [`default_execution_profile`](Self::default_execution_profile)):
+    /// re-pointing the handle
+    /// ([`map_to_another_profile`](ExecutionProfileHandle::map_to_another_profile))
+    /// changes the session's defaults from its next request.
     #[must_use]
-    pub fn default_execution_profile_handle(self, handle: ExecutionProfileHandle) -> Self {
-        self.default_execution_profile(handle.profile().clone())
+    pub fn default_execution_profile_handle(mut self, handle: ExecutionProfileHandle) -> Self {
+        self.config.default_profile_handle = Some(handle);
+        self
     }
 
     /// Bound on waiting for schema agreement after DDL.

@@ -60,6 +60,30 @@ pub(super) struct Defaults {
     pub(super) retry_policy: Arc<dyn RetryPolicy>,
     pub(super) speculative: Option<SpeculativeExecution>,
     pub(super) load_balancing: Option<Arc<dyn crate::policy::load_balancing::LoadBalancingPolicy>>,
+    /// The default profile given as a handle
+    /// ([`SessionBuilder::default_execution_profile_handle`](crate::SessionBuilder::default_execution_profile_handle)):
+    /// read per request, since it can be re-pointed while the session runs.
+    pub(super) handle: Option<ExecutionProfileHandle>,
+}
+
+/// The execution profiles one request reads, each loaded once when it
+/// starts: its statement's and the session's default handle's. Nothing to
+/// load (and no reference count) without handles.
+#[derive(Default)]
+pub(super) struct Profiles {
+    statement: Option<Arc<ExecutionProfile>>,
+    session: Option<Arc<ExecutionProfile>>,
+}
+
+impl Profiles {
+    /// The first profile (the statement's, then the session's) that sets
+    /// the field `f` reads.
+    fn get<'a, T: 'a>(&'a self, f: impl Fn(&'a ExecutionProfile) -> Option<T>) -> Option<T> {
+        self.statement
+            .as_deref()
+            .and_then(&f)
+            .or_else(|| self.session.as_deref().and_then(&f))
+    }
 }
 
 impl Defaults {
@@ -76,6 +100,7 @@ impl Defaults {
                 .unwrap_or_else(|| config.retry_policy.clone()),
             speculative: p.speculative_execution.or(config.speculative),
             load_balancing: p.load_balancing.clone(),
+            handle: config.default_profile_handle.clone(),
         }
     }
 }
@@ -84,11 +109,6 @@ impl Defaults {
 pub(super) fn with_next_page(result: QueryResult) -> (QueryResult, Option<Bytes>) {
     let next = result.paging_state().cloned();
     (result, next)
-}
-
-/// The statement's profile, if it has one.
-pub(super) fn profile_of(o: &StatementOptions) -> Option<&ExecutionProfile> {
-    o.profile.as_ref().map(ExecutionProfileHandle::profile)
 }
 
 impl std::fmt::Debug for SessionInner {
@@ -177,26 +197,45 @@ impl SessionInner {
     /// How a statement with options `o` runs: each setting from the
     /// statement, else its profile, else the session defaults. Borrows the
     /// retry policy; allocates nothing.
-    pub(super) fn run_options<'a>(&'a self, o: &'a StatementOptions) -> RunOptions<'a> {
-        let p = profile_of(o);
+    /// The profiles a request with options `o` reads (see [`Profiles`]).
+    pub(super) fn profiles(&self, o: &StatementOptions) -> Profiles {
+        Profiles {
+            statement: o.profile.as_ref().map(ExecutionProfileHandle::profile),
+            session: self
+                .defaults
+                .handle
+                .as_ref()
+                .map(ExecutionProfileHandle::profile),
+        }
+    }
+
+    /// How a statement with options `o` runs: each setting from the
+    /// statement, else its profile, else the session's default handle's
+    /// profile, else the session defaults. Borrows the retry policy;
+    /// allocates nothing.
+    pub(super) fn run_options<'a>(
+        &'a self,
+        o: &'a StatementOptions,
+        p: &'a Profiles,
+    ) -> RunOptions<'a> {
         let d = &self.defaults;
         RunOptions {
-            consistency: self.consistency(o),
+            consistency: self.consistency(o, p),
             idempotent: o.idempotent,
             timeout: o
                 .timeout
-                .or_else(|| p?.request_timeout)
+                .or_else(|| p.get(|p| p.request_timeout))
                 .unwrap_or(d.timeout),
             deadline: None,
             tracing: o.tracing,
             retry_policy: p
-                .and_then(|p| p.retry_policy.as_deref())
+                .get(|p| p.retry_policy.as_deref())
                 .unwrap_or(&*d.retry_policy),
-            speculative: p.and_then(|p| p.speculative_execution).or(d.speculative),
+            speculative: p.get(|p| p.speculative_execution).or(d.speculative),
             load_balancing: match &o.load_balancing {
                 Some(h) => Some(&*h.0),
                 None => p
-                    .and_then(|p| p.load_balancing.as_ref())
+                    .get(|p| p.load_balancing.as_ref())
                     .or(d.load_balancing.as_ref()),
             },
             history: o.history_listener.as_ref().map(|h| h.listener()),
@@ -204,9 +243,13 @@ impl SessionInner {
     }
 
     /// The consistency of a statement with options `o`.
-    pub(super) fn consistency(&self, o: &StatementOptions) -> scylla_cql::Consistency {
+    pub(super) fn consistency(
+        &self,
+        o: &StatementOptions,
+        p: &Profiles,
+    ) -> scylla_cql::Consistency {
         o.consistency
-            .or_else(|| profile_of(o)?.consistency)
+            .or_else(|| p.get(|p| p.consistency))
             .unwrap_or(self.defaults.consistency)
     }
 
@@ -214,31 +257,33 @@ impl SessionInner {
     pub(super) fn serial_consistency(
         &self,
         o: &StatementOptions,
+        p: &Profiles,
     ) -> Option<scylla_cql::Consistency> {
         o.serial_consistency
-            .or_else(|| profile_of(o)?.serial_consistency)
+            .or_else(|| p.get(|p| p.serial_consistency))
             .or(self.defaults.serial_consistency)
     }
 
     /// The page size of a statement with options `o`.
-    pub(super) fn page_size(&self, o: &StatementOptions) -> i32 {
+    pub(super) fn page_size(&self, o: &StatementOptions, p: &Profiles) -> i32 {
         o.page_size
-            .or_else(|| profile_of(o)?.page_size)
+            .or_else(|| p.get(|p| p.page_size))
             .unwrap_or(self.defaults.page_size)
     }
 
     pub(super) fn params<'a>(
         &self,
         o: &StatementOptions,
+        p: &Profiles,
         values: &'a SerializedValues,
     ) -> QueryParameters<'a> {
         QueryParameters {
-            consistency: self.consistency(o),
+            consistency: self.consistency(o, p),
             values: std::borrow::Cow::Borrowed(values),
             skip_metadata: false,
             page_size: None,
             paging_state: None,
-            serial_consistency: self.serial_consistency(o),
+            serial_consistency: self.serial_consistency(o, p),
             default_timestamp: o.timestamp,
             // The session's keyspace is added per attempt (v5 only).
             keyspace: None,

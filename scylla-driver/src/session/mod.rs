@@ -172,9 +172,10 @@ impl Session {
                 .map(with_next_page);
         }
         let inner = &self.inner;
-        let mut params = inner.params(&statement.options, &none);
+        let profiles = inner.profiles(&statement.options);
+        let mut params = inner.params(&statement.options, &profiles, &none);
         if paging != Paging::Unpaged {
-            params.page_size = Some(inner.page_size(&statement.options));
+            params.page_size = Some(inner.page_size(&statement.options, &profiles));
             params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
         }
         let msg = QueryMessage {
@@ -187,7 +188,7 @@ impl Session {
         let state = inner.state();
         let opts = RunOptions {
             deadline,
-            ..inner.run_options(&statement.options)
+            ..inner.run_options(&statement.options, &profiles)
         };
         // Pinned in place (see `execute_page`).
         let routing = RoutingInfo::default();
@@ -332,14 +333,15 @@ impl Session {
         // The columns and their id this execution runs with (a concurrent
         // execution may replace them; this one stays consistent).
         let shape = shared.result.load_full();
+        let profiles = inner.profiles(&prepared.options);
         let msg = ExecuteMessage {
             id: &shared.id,
             // Built in place: a `params` local would keep its own room in
             // this future beside the message's copy.
             params: {
-                let mut params = inner.params(&prepared.options, values);
+                let mut params = inner.params(&prepared.options, &profiles, values);
                 if paging != Paging::Unpaged {
-                    params.page_size = Some(inner.page_size(&prepared.options));
+                    params.page_size = Some(inner.page_size(&prepared.options, &profiles));
                     params.paging_state = paging_state.as_deref().map(std::borrow::Cow::Borrowed);
                 }
                 params
@@ -360,7 +362,7 @@ impl Session {
         // being polled), not copied into it.
         let opts = RunOptions {
             deadline,
-            ..inner.run_options(&prepared.options)
+            ..inner.run_options(&prepared.options, &profiles)
         };
         // Pinned in place and awaited by reference: `.await` on the future
         // itself moved it (over a kilobyte) twice more before its first poll.

@@ -94,7 +94,8 @@ where
             Source::Query(s) => &s.options,
             Source::Prepared(p) => &p.options,
         };
-        let deadline = Instant::now() + session.inner.run_options(options).timeout;
+        let profiles = session.inner.profiles(options);
+        let deadline = Instant::now() + session.inner.run_options(options, &profiles).timeout;
         Self {
             deadline: Some(deadline),
             session,

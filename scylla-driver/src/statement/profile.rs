@@ -17,9 +17,16 @@
 //! [`Session::execution_profile`](crate::Session::execution_profile), which
 //! fails on an unknown name, so a typo cannot silently run with defaults and
 //! a request resolves its settings without a map lookup or an allocation.
+//!
+//! A handle can be pointed at another profile
+//! ([`ExecutionProfileHandle::map_to_another_profile`]): every statement and
+//! session holding it (or a clone) uses the new profile from their next
+//! request.
 
 use std::fmt;
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use std::time::Duration;
 
 use scylla_cql::Consistency;
@@ -125,20 +132,21 @@ impl ExecutionProfile {
     pub fn into_handle(self, name: impl Into<String>) -> ExecutionProfileHandle {
         ExecutionProfileHandle(Arc::new(Named {
             name: name.into(),
-            profile: self,
+            profile: ArcSwap::from_pointee(self),
         }))
     }
 }
 
-#[derive(Debug)]
 struct Named {
     name: String,
-    profile: ExecutionProfile,
+    /// The profile it points to now.
+    profile: ArcSwap<ExecutionProfile>,
 }
 
-/// A shared reference to an [`ExecutionProfile`], what a statement carries.
-/// Cheap to clone; two handles are equal when they point to the same
-/// registered profile.
+/// A shared, re-pointable reference to an [`ExecutionProfile`], what a
+/// statement (or a session, as its default) carries. Cheap to clone; two
+/// handles are equal when one is a clone of the other. A request reads the
+/// profile it points to once, when it starts.
 ///
 /// Get one by name from [`Session::execution_profile`](crate::Session::execution_profile)
 /// (an unknown name is an error), or from [`ExecutionProfile::into_handle`].
@@ -151,9 +159,27 @@ impl ExecutionProfileHandle {
         &self.0.name
     }
 
-    /// The profile.
-    pub fn profile(&self) -> &ExecutionProfile {
-        &self.0.profile
+    /// The profile it points to now.
+    pub fn profile(&self) -> Arc<ExecutionProfile> {
+        self.0.profile.load_full()
+    }
+
+    /// Points this handle, and every clone of it, at `profile`: the
+    /// statements and sessions holding it use `profile` from their next
+    /// request (requests in flight finish with the settings they started
+    /// with). Takes `&mut self` as the official `scylla` crate does; the
+    /// change is seen through every clone all the same.
+    ///
+    /// ```
+    /// use scylla_driver::statement::{Consistency, ExecutionProfile};
+    ///
+    /// let mut handle = ExecutionProfile::new().consistency(Consistency::One).into_handle("p");
+    /// let held_by_a_statement = handle.clone();
+    /// handle.map_to_another_profile(ExecutionProfile::new().consistency(Consistency::All));
+    /// assert_eq!(held_by_a_statement.profile().consistency, Some(Consistency::All));
+    /// ```
+    pub fn map_to_another_profile(&mut self, profile: impl Into<ExecutionProfile>) {
+        self.0.profile.store(Arc::new(profile.into()));
     }
 }
 
@@ -191,5 +217,34 @@ mod tests {
         assert_eq!(a.name(), "a");
         assert_eq!(a.profile().consistency, Some(Consistency::One));
         assert_eq!(format!("{a:?}"), "ExecutionProfileHandle(\"a\")");
+    }
+
+    #[test]
+    fn a_remap_is_seen_through_every_clone_and_from_other_threads() {
+        let mut h = ExecutionProfile::new()
+            .consistency(Consistency::One)
+            .into_handle("h");
+        let held = h.clone();
+        h.map_to_another_profile(ExecutionProfile::new().consistency(Consistency::Two));
+        assert_eq!(held.profile().consistency, Some(Consistency::Two));
+        assert_eq!(h, held, "still the same handle");
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let mut h = h.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        h.map_to_another_profile(
+                            ExecutionProfile::new().consistency(Consistency::Three),
+                        );
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("remapping thread");
+        }
+        assert_eq!(held.profile().consistency, Some(Consistency::Three));
+        h.map_to_another_profile(ExecutionProfile::new().consistency(Consistency::All));
+        assert_eq!(held.profile().consistency, Some(Consistency::All));
     }
 }
