@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
+use scylla_cql::Compression;
 use scylla_driver::policies::load_balancing::DefaultPolicy;
 use scylla_driver::policy::retry::DefaultRetryPolicy;
 use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
@@ -131,15 +132,24 @@ async fn run(
 
 /// Both ways of reading SELECT results: with their own columns (plain v4),
 /// and with the prepared statement's (metadata ids: skipped metadata, on v4
-/// with ScyllaDB's extension and on v5, whose frames travel in segments).
+/// with ScyllaDB's extension and on v5, whose frames travel in segments);
+/// and both with LZ4 (v4 compresses frames, v5 segments).
 #[test]
 fn steady_state_requests_do_not_allocate() {
-    measure(&[], 0, ProtocolVersion::V4, false);
-    measure(&["--use-metadata-id"], 1, ProtocolVersion::V4, true);
-    measure(&[], 2, ProtocolVersion::V5, true);
+    measure(&[], 0, ProtocolVersion::V4, false, None);
+    measure(&["--use-metadata-id"], 1, ProtocolVersion::V4, true, None);
+    measure(&[], 2, ProtocolVersion::V5, true, None);
+    measure(&[], 3, ProtocolVersion::V4, false, Some(Compression::Lz4));
+    measure(&[], 4, ProtocolVersion::V5, true, Some(Compression::Lz4));
 }
 
-fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
+fn measure(
+    extra: &[&str],
+    block: u8,
+    version: ProtocolVersion,
+    ids: bool,
+    compression: Option<Compression>,
+) {
     let (_server, addr) = start_server(extra, block);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -150,6 +160,7 @@ fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
         let s = SessionBuilder::new()
             .known_node(addr)
             .protocol_version(version)
+            .compression(compression)
             // The SELECTs run with a profile (over a default profile): its
             // resolution is part of the measured path, and so is its
             // load-balancing policy's (the INSERTs route without one).
@@ -206,7 +217,7 @@ fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
                 // and one Arc: not per request.
                 let per_request = stats.allocations as f64 / MEASURED as f64;
                 println!(
-                    "{version} {extra:?} {w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
+                    "{version} {extra:?} {compression:?} {w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
                     stats.allocations
                 );
                 report.push((w, c, stats.allocations));
@@ -220,7 +231,7 @@ fn measure(extra: &[&str], block: u8, version: ProtocolVersion, ids: bool) {
             let bound = 4 * c as usize + (MEASURED / 100) as usize;
             assert!(
                 allocs <= bound,
-                "{w:?} at C={c}: {allocs} allocations over {MEASURED} requests (bound {bound})"
+                "{version} {compression:?} {w:?} at C={c}: {allocs} allocations over {MEASURED} requests (bound {bound})"
             );
         }
     });

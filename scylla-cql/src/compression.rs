@@ -7,12 +7,14 @@
 //!
 //! Decompression reads the announced length first and checks it against a
 //! caller-supplied maximum *before* allocating, so a 10-byte body announcing
-//! 4 GiB costs nothing. Compression goes through a [`Compressor`] that keeps a
-//! scratch buffer for the uncompressed body between frames: in steady state
-//! compressing a frame allocates no buffer (the LZ4 library still builds its
-//! small hash table per call).
+//! 4 GiB costs nothing. A connection compresses through a [`Compressor`],
+//! which keeps a scratch buffer for the uncompressed body and LZ4's hash
+//! table between frames, and decompresses through a [`Decompressor`], which
+//! carves bodies out of one shared buffer: in steady state neither
+//! allocates per frame.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use lz4_flex::block::CompressTable;
 
 use crate::error::{DecodeError, EncodeError};
 
@@ -47,10 +49,11 @@ impl Compression {
     /// Appends the compressed form of `input` to `out`.
     ///
     /// `out` grows by at most [`max_compressed_len`](Self::max_compressed_len)
-    /// bytes; on error it is left as it was.
+    /// bytes; on error it is left as it was. Builds LZ4's hash table for
+    /// this call: to compress many bodies, use a [`Compressor`].
     pub fn compress_into(self, input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
-            Compression::Lz4 => lz4_compress_into(input, out),
+            Compression::Lz4 => lz4_compress_into(input, out, &mut CompressTable::default()),
         }
     }
 
@@ -73,7 +76,11 @@ impl Compression {
     }
 }
 
-fn lz4_compress_into(input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+fn lz4_compress_into(
+    input: &[u8],
+    out: &mut BytesMut,
+    table: &mut CompressTable,
+) -> Result<(), EncodeError> {
     let len = u32::try_from(input.len()).map_err(|_| EncodeError::TooLong {
         what: "compressed body",
         length: input.len(),
@@ -86,7 +93,7 @@ fn lz4_compress_into(input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError
     // The LZ4 API writes into an initialised slice; zero-fill the worst case
     // (reusing the buffer's capacity) and cut it back to the real size.
     out.resize(block_start + max, 0);
-    match lz4_flex::block::compress_into(input, &mut out[block_start..]) {
+    match lz4_flex::block::compress_into_with_table(input, &mut out[block_start..], table) {
         Ok(n) => {
             out.truncate(block_start + n);
             Ok(())
@@ -101,11 +108,24 @@ fn lz4_compress_into(input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError
 }
 
 fn lz4_decompress(input: &[u8], max_len: usize) -> Result<Bytes, DecodeError> {
-    let Some((prefix, block)) = input.split_first_chunk::<LZ4_LEN_PREFIX>() else {
+    let (block, len) = lz4_body(input, max_len)?;
+    if len == 0 && block.is_empty() {
         // Some servers send an empty body uncompressed-but-flagged; there is
         // nothing to decompress and nothing can go wrong.
+        return Ok(Bytes::new());
+    }
+    let mut out = vec![0u8; len];
+    lz4_decompress_block(block, &mut out)?;
+    Ok(Bytes::from(out))
+}
+
+/// The LZ4 block and the uncompressed length a v4 compressed body announces,
+/// checked against `max_len` and against what the block can produce.
+fn lz4_body(input: &[u8], max_len: usize) -> Result<(&[u8], usize), DecodeError> {
+    let Some((prefix, block)) = input.split_first_chunk::<LZ4_LEN_PREFIX>() else {
+        // Some servers send an empty body uncompressed-but-flagged.
         if input.is_empty() {
-            return Ok(Bytes::new());
+            return Ok((&[], 0));
         }
         return Err(DecodeError::Decompression(
             "LZ4 body shorter than its length prefix",
@@ -120,22 +140,26 @@ fn lz4_decompress(input: &[u8], max_len: usize) -> Result<Bytes, DecodeError> {
     }
     // `announced <= max_len`, a usize, so the conversion is lossless.
     let announced = announced as usize;
-    // An LZ4 block expands at most ~255x; reject announcements the input cannot
-    // possibly produce before allocating for them.
+    // An LZ4 block expands at most ~255x; reject announcements the input
+    // cannot possibly produce before allocating for them.
     if announced / 255 > block.len() + 16 {
         return Err(DecodeError::Decompression(
             "LZ4 announced length impossible for the compressed size",
         ));
     }
-    let mut out = vec![0u8; announced];
-    let n = lz4_flex::block::decompress_into(block, &mut out)
+    Ok((block, announced))
+}
+
+/// Decompresses the LZ4 block `block` into exactly `out`.
+fn lz4_decompress_block(block: &[u8], out: &mut [u8]) -> Result<(), DecodeError> {
+    let n = lz4_flex::block::decompress_into(block, out)
         .map_err(|_| DecodeError::Decompression("corrupt LZ4 block"))?;
-    if n != announced {
+    if n != out.len() {
         return Err(DecodeError::Decompression(
             "LZ4 block shorter than its announced length",
         ));
     }
-    Ok(Bytes::from(out))
+    Ok(())
 }
 
 /// A compression algorithm with a reusable scratch buffer for the uncompressed
@@ -144,10 +168,21 @@ fn lz4_decompress(input: &[u8], max_len: usize) -> Result<Bytes, DecodeError> {
 /// One per connection writer; [`encode_frame`](crate::frame::envelope::encode_frame)
 /// writes the uncompressed body into [`scratch`](Self::scratch) and compresses it
 /// into the output buffer.
-#[derive(Debug)]
 pub struct Compressor {
     compression: Compression,
     scratch: BytesMut,
+    /// LZ4's hash table (8 KiB, 16 KiB once a body reached 64 KiB), kept
+    /// between bodies instead of being built per call.
+    table: CompressTable,
+}
+
+impl std::fmt::Debug for Compressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compressor")
+            .field("compression", &self.compression)
+            .field("scratch_capacity", &self.scratch.capacity())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Compressor {
@@ -156,6 +191,7 @@ impl Compressor {
         Self {
             compression,
             scratch: BytesMut::new(),
+            table: CompressTable::default(),
         }
     }
 
@@ -172,12 +208,67 @@ impl Compressor {
 
     /// Compresses the current content of the scratch buffer, appending to `out`.
     pub fn compress_scratch_into(&mut self, out: &mut BytesMut) -> Result<(), EncodeError> {
-        self.compression.compress_into(&self.scratch, out)
+        match self.compression {
+            Compression::Lz4 => lz4_compress_into(&self.scratch, out, &mut self.table),
+        }
     }
 
     /// Compresses `input`, appending to `out`.
-    pub fn compress_into(&self, input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
-        self.compression.compress_into(input, out)
+    pub fn compress_into(&mut self, input: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+        match self.compression {
+            Compression::Lz4 => lz4_compress_into(input, out, &mut self.table),
+        }
+    }
+}
+
+/// Decompressed bodies are carved from buffers of at least this size, so
+/// that many small bodies share one allocation.
+const DECOMPRESS_BUF_LEN: usize = 128 * 1024;
+
+/// A compression algorithm with a shared output buffer: each decompressed
+/// body is a part of it, and the buffer is reused once every body carved
+/// from it was dropped. One per connection reader.
+#[derive(Debug)]
+pub struct Decompressor {
+    compression: Compression,
+    buf: BytesMut,
+}
+
+impl Decompressor {
+    /// A decompressor for `compression`; its buffer is allocated on first
+    /// use.
+    pub fn new(compression: Compression) -> Self {
+        Self {
+            compression,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The algorithm.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Decompresses a whole body, as [`Compression::decompress`] does (the
+    /// same checks, before any allocation), into the shared buffer.
+    pub fn decompress(&mut self, input: &[u8], max_len: usize) -> Result<Bytes, DecodeError> {
+        match self.compression {
+            Compression::Lz4 => {
+                let (block, len) = lz4_body(input, max_len)?;
+                if len == 0 && block.is_empty() {
+                    return Ok(Bytes::new());
+                }
+                if self.buf.capacity() < len {
+                    // Reclaims the buffer when every body carved from it was
+                    // dropped; otherwise allocates another.
+                    self.buf.reserve(len.max(DECOMPRESS_BUF_LEN));
+                }
+                self.buf.resize(len, 0);
+                let result = lz4_decompress_block(block, &mut self.buf);
+                let out = self.buf.split().freeze();
+                result.map(|()| out)
+            }
+        }
     }
 }
 
@@ -245,6 +336,38 @@ mod tests {
         assert_eq!(&out[..4], &[0, 0, 0, 0]);
         assert!(Compression::Lz4.decompress(&out, 0).unwrap().is_empty());
         assert!(Compression::Lz4.decompress(&[], 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn decompressor_matches_decompress_and_shares_its_buffer() {
+        let mut d = Decompressor::new(Compression::Lz4);
+        let mut c = Compressor::new(Compression::Lz4);
+        let mut bodies = Vec::new();
+        for i in 0..50u32 {
+            let data: Vec<u8> = (0..1000 + i).map(|j| (j % 13) as u8).collect();
+            let mut out = BytesMut::new();
+            c.compress_into(&data, &mut out).unwrap();
+            let back = d.decompress(&out, 1 << 20).unwrap();
+            assert_eq!(back, Compression::Lz4.decompress(&out, 1 << 20).unwrap());
+            assert_eq!(&back[..], &data[..]);
+            bodies.push(back);
+        }
+        // Fifty bodies of about 1 KiB came out of one 128 KiB buffer.
+        let first = bodies[0].as_ptr() as usize;
+        assert!(bodies
+            .iter()
+            .all(|b| (b.as_ptr() as usize).abs_diff(first) < DECOMPRESS_BUF_LEN));
+        // The same checks as `decompress`.
+        let huge = [0xff, 0xff, 0xff, 0xff, 0x10, 0x61, 0x00];
+        assert!(matches!(
+            d.decompress(&huge, 1 << 20),
+            Err(DecodeError::FrameTooLarge { .. })
+        ));
+        assert!(d.decompress(&[], 0).unwrap().is_empty());
+        assert!(matches!(
+            d.decompress(&[0, 0, 0, 10, 0xf0, 1, 2], 100),
+            Err(DecodeError::Decompression(_))
+        ));
     }
 
     #[test]

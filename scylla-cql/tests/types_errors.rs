@@ -250,7 +250,7 @@ fn udt_by_name_and_unknown_fields() {
     let (len, buf) = buf.split_at(4);
     assert_eq!(len, [0, 0, 0, 12]);
     assert_eq!(buf, [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 4, 0, 0, 0, 7]);
-    let v = CqlValue::deserialize(&udt, Some(&buf)).unwrap();
+    let v = CqlValue::deserialize(&udt, Some(buf)).unwrap();
     assert_eq!(
         v,
         CqlValue::Udt {

@@ -27,7 +27,7 @@ use super::header::{Direction, Flags, FrameHeader, Opcode, DEFAULT_MAX_BODY_LEN,
 use super::version::ProtocolVersion;
 use super::wire::{self, WireReader};
 use super::MessageBody;
-use crate::compression::{Compression, Compressor};
+use crate::compression::{Compression, Compressor, Decompressor};
 use crate::error::{DecodeError, EncodeError};
 
 /// A custom payload (`[bytes map]`): names to optional byte values.
@@ -318,6 +318,37 @@ pub fn decode_envelope(
     compression: Option<Compression>,
     max_body_len: usize,
 ) -> Result<Envelope, DecodeError> {
+    decode_envelope_in(
+        header,
+        body,
+        compression.map(|c| move |b: &[u8], max| c.decompress(b, max)),
+        max_body_len,
+    )
+}
+
+/// [`decode_envelope`] decompressing v4 bodies with `decompressor`, whose
+/// shared buffer spares an allocation per compressed frame (one per
+/// connection reader).
+pub fn decode_envelope_with(
+    header: &FrameHeader,
+    body: Bytes,
+    decompressor: Option<&mut Decompressor>,
+    max_body_len: usize,
+) -> Result<Envelope, DecodeError> {
+    decode_envelope_in(
+        header,
+        body,
+        decompressor.map(|d| |b: &[u8], max| d.decompress(b, max)),
+        max_body_len,
+    )
+}
+
+fn decode_envelope_in(
+    header: &FrameHeader,
+    body: Bytes,
+    decompress: Option<impl FnOnce(&[u8], usize) -> Result<Bytes, DecodeError>>,
+    max_body_len: usize,
+) -> Result<Envelope, DecodeError> {
     if body.len() != header.body_len as usize {
         return Err(DecodeError::InvalidLength {
             what: "frame body",
@@ -327,10 +358,10 @@ pub fn decode_envelope(
     }
     let compressed = header.flags.contains(Flags::COMPRESSION) && !header.version.uses_segments();
     let body = if compressed {
-        let c = compression.ok_or(DecodeError::Decompression(
+        let decompress = decompress.ok_or(DecodeError::Decompression(
             "compressed frame but no compression was negotiated",
         ))?;
-        c.decompress(&body, max_body_len)?
+        decompress(&body, max_body_len)?
     } else {
         body
     };

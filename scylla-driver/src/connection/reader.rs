@@ -14,8 +14,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use scylla_cql::compression::Compression;
-use scylla_cql::frame::envelope::{decode_envelope, frame_len};
+use scylla_cql::compression::{Compression, Decompressor};
+use scylla_cql::frame::envelope::{decode_envelope_with, frame_len};
 use scylla_cql::frame::response::event::Event;
 use scylla_cql::frame::response::result::SpecCache;
 use scylla_cql::frame::response::{Response, ResponseContext};
@@ -71,6 +71,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
     // The column specs of results seen on this connection: a prepared
     // SELECT's results decode without allocating after the first.
     let mut specs = SpecCache::new();
+    // v4 compressed bodies are carved from its shared buffer.
+    let mut decompressor = cfg.compression.map(Decompressor::new);
     let mut segments = cfg.segments.take();
     // The requesters of one read's responses, woken once it is decoded.
     let mut wakes = WakeBatch::new();
@@ -85,7 +87,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                             Err(e) => return BrokenReason::Decode(e),
                         };
                         if let Err(reason) =
-                            dispatch(shared, cfg, &mut specs, header, frame, &mut wakes)
+                            dispatch(shared, cfg, &mut specs, decompressor.as_mut(), header, frame, &mut wakes)
                         {
                             return reason;
                         }
@@ -104,7 +106,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     Ok(Some((header, len))) => {
                         let frame = buf.split_to(len).freeze();
                         if let Err(reason) =
-                            dispatch(shared, cfg, &mut specs, header, frame, &mut wakes)
+                            dispatch(shared, cfg, &mut specs, decompressor.as_mut(), header, frame, &mut wakes)
                         {
                             return reason;
                         }
@@ -163,6 +165,7 @@ fn dispatch(
     shared: &Shared,
     cfg: &ReaderConfig,
     specs: &mut SpecCache,
+    decompressor: Option<&mut Decompressor>,
     header: FrameHeader,
     frame: bytes::Bytes,
     wakes: &mut WakeBatch,
@@ -173,10 +176,10 @@ fn dispatch(
     header
         .expect_version(cfg.version)
         .map_err(BrokenReason::Decode)?;
-    let envelope = decode_envelope(
+    let envelope = decode_envelope_with(
         &header,
         frame.slice(HEADER_LEN..),
-        cfg.compression,
+        decompressor,
         shared.max_frame_len,
     )
     .map_err(BrokenReason::Decode)?;
