@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::{Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions};
+use crate::{
+    Credentials, Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions,
+};
 use scylla_cql::frame::ProtocolVersion;
 
 /// Runs the in-process ScyllaDB-like test cluster on loopback addresses
@@ -48,7 +50,7 @@ struct Cli {
     rack: String,
     /// Require PasswordAuthenticator credentials.
     #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_credentials)]
-    auth: Option<(String, String)>,
+    auth: Option<Credentials>,
     /// Rewrite source ports on the shard-aware port (random).
     #[arg(long)]
     nat: bool,
@@ -120,9 +122,14 @@ fn parse_optional_port(s: &str) -> Result<OptionalPort, String> {
         .map_err(|_| format!("'{s}' is neither a port nor 'none'"))
 }
 
-fn parse_credentials(s: &str) -> Result<(String, String), String> {
+/// `USER:PASSWORD`, kept as [`Credentials`] (whose `Debug` leaves the
+/// password out, as the derived `Debug` of [`Cli`] prints every field).
+fn parse_credentials(s: &str) -> Result<Credentials, String> {
     s.split_once(':')
-        .map(|(u, p)| (u.to_owned(), p.to_owned()))
+        .map(|(u, p)| Credentials {
+            username: u.to_owned(),
+            password: p.to_owned(),
+        })
         .ok_or_else(|| "expected USER:PASSWORD".to_owned())
 }
 
@@ -175,8 +182,8 @@ impl Cli {
             .use_metadata_id(self.use_metadata_id)
             .advertise_unreachable(self.advertise_unreachable)
             .peers_v2(self.peers_v2);
-        if let Some((user, password)) = &self.auth {
-            b = b.password_auth(user, password);
+        if let Some(c) = &self.auth {
+            b = b.password_auth(&c.username, &c.password);
         }
         if let Some((x, y)) = self.block {
             b = b.address_block(x, y);
@@ -385,4 +392,21 @@ fn write_tls_files(cluster: &TestCluster, dir: &std::path::Path) -> std::io::Res
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_of_the_command_line_leaves_the_password_out() {
+        let cli =
+            <Cli as clap::Parser>::try_parse_from(["testbed", "--auth", "app:pw-7f3c"]).unwrap();
+        assert!(!format!("{cli:?}").contains("pw-7f3c"), "{cli:?}");
+        let c = cli.auth.unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("app", "pw-7f3c")
+        );
+    }
 }

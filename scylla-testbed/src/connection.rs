@@ -626,6 +626,14 @@ impl Conn {
     }
 
     async fn auth_response(&mut self, stream: i16, body: &[u8]) -> Next {
+        if self.node.faults.take_close_during_auth() {
+            tracing::debug!(
+                node = self.node.info.index,
+                conn = self.ctx.conn_id,
+                "closing the connection instead of answering AUTH_RESPONSE (fault)"
+            );
+            return Next::Close;
+        }
         let token = match WireReader::new(body).read_bytes("AUTH_RESPONSE token") {
             Ok(t) => t.unwrap_or_default().to_vec(),
             Err(e) => {

@@ -18,6 +18,10 @@
 //! - **overload**: the node answers its next N statements (QUERY, EXECUTE,
 //!   BATCH) with OVERLOADED, or with ScyllaDB's rate-limit error, without
 //!   running them.
+//! - **closing during authentication**: the node closes its next N
+//!   connections that answer AUTHENTICATE, on their AUTH_RESPONSE, without
+//!   answering it (a node that crashes or restarts mid-login, or a proxy
+//!   that drops the connection).
 //!
 //! The settings a connection reads on every response live in atomics
 //! (`FaultState`); switching the shard-aware port between refusing and
@@ -92,6 +96,13 @@ pub struct Faults {
     /// a write rejected by the coordinator), without running them. Checked
     /// after [`Faults::overloaded`]; armed alike.
     pub rate_limited: u32,
+    /// Close the node's next this many connections that send AUTH_RESPONSE
+    /// (password authentication on, see
+    /// [`crate::TestClusterBuilder::password_auth`]) instead of answering
+    /// it: the client sees the connection end after AUTHENTICATE, during
+    /// its authentication step. Armed like [`Faults::overloaded`];
+    /// `u32::MAX` never runs out.
+    pub close_during_auth: u32,
 }
 
 impl Faults {
@@ -158,6 +169,14 @@ impl Faults {
         self.rate_limited = n;
         self
     }
+
+    /// Close the next `n` connections on their AUTH_RESPONSE (see
+    /// [`Faults::close_during_auth`]).
+    #[must_use]
+    pub fn with_close_during_auth(mut self, n: u32) -> Self {
+        self.close_during_auth = n;
+        self
+    }
 }
 
 const NAT_OFF: u8 = 0;
@@ -182,6 +201,8 @@ pub(crate) struct FaultState {
     /// Statements still to answer with OVERLOADED / the rate-limit error.
     overloaded: AtomicU32,
     rate_limited: AtomicU32,
+    /// Connections still to close on their AUTH_RESPONSE.
+    close_during_auth: AtomicU32,
     /// Random ports for [`NatMode::Random`]; a lock is fine here, it is taken
     /// once per accepted connection and only while that fault is on.
     rng: Mutex<fastrand::Rng>,
@@ -202,6 +223,7 @@ impl FaultState {
             damage_v4_lengths: AtomicU32::new(0),
             overloaded: AtomicU32::new(0),
             rate_limited: AtomicU32::new(0),
+            close_during_auth: AtomicU32::new(0),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             current: Mutex::new(Faults::none()),
         }
@@ -231,6 +253,8 @@ impl FaultState {
             .store(f.damage_v4_lengths, Ordering::Relaxed);
         self.overloaded.store(f.overloaded, Ordering::Relaxed);
         self.rate_limited.store(f.rate_limited, Ordering::Relaxed);
+        self.close_during_auth
+            .store(f.close_during_auth, Ordering::Relaxed);
         if let Ok(mut cur) = self.current.lock() {
             *cur = f.clone();
         }
@@ -260,6 +284,7 @@ impl FaultState {
         f.damage_v4_lengths = self.damage_v4_lengths.load(Ordering::Relaxed);
         f.overloaded = self.overloaded.load(Ordering::Relaxed);
         f.rate_limited = self.rate_limited.load(Ordering::Relaxed);
+        f.close_during_auth = self.close_during_auth.load(Ordering::Relaxed);
         f
     }
 
@@ -328,18 +353,28 @@ impl FaultState {
     /// the armed count (`u32::MAX` is never used up). Two atomic loads when
     /// the faults are off.
     pub(crate) fn take_overload(&self) -> Option<OverloadAnswer> {
-        let take = |armed: &AtomicU32| match armed.load(Ordering::Relaxed) {
-            0 => false,
-            u32::MAX => true,
-            _ => take_one(armed),
-        };
-        if take(&self.overloaded) {
+        if take_one_or_endless(&self.overloaded) {
             Some(OverloadAnswer::Overloaded)
-        } else if take(&self.rate_limited) {
+        } else if take_one_or_endless(&self.rate_limited) {
             Some(OverloadAnswer::RateLimited)
         } else {
             None
         }
+    }
+
+    /// Whether to close the connection whose AUTH_RESPONSE just came
+    /// instead of answering it, taking one from the armed count.
+    pub(crate) fn take_close_during_auth(&self) -> bool {
+        take_one_or_endless(&self.close_during_auth)
+    }
+}
+
+/// [`take_one`], except that `u32::MAX` is never used up.
+fn take_one_or_endless(armed: &AtomicU32) -> bool {
+    match armed.load(Ordering::Relaxed) {
+        0 => false,
+        u32::MAX => true,
+        _ => take_one(armed),
     }
 }
 
@@ -411,5 +446,21 @@ mod tests {
             assert_eq!(s.take_overload(), Some(OverloadAnswer::Overloaded));
         }
         assert_eq!(s.get().overloaded, u32::MAX);
+    }
+
+    #[test]
+    fn close_during_auth_counts_down() {
+        let s = FaultState::new(1);
+        assert!(!s.take_close_during_auth());
+        s.set(&Faults::none().with_close_during_auth(2));
+        assert!(s.take_close_during_auth());
+        assert_eq!(s.get().close_during_auth, 1);
+        assert!(s.take_close_during_auth());
+        assert!(!s.take_close_during_auth());
+        s.set(&Faults::none().with_close_during_auth(u32::MAX));
+        for _ in 0..3 {
+            assert!(s.take_close_during_auth());
+        }
+        assert_eq!(s.get().close_during_auth, u32::MAX);
     }
 }

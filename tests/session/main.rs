@@ -1,6 +1,7 @@
 //! The session API against the in-process test cluster: queries, prepared
 //! statements, paging, batches, errors, profiles, policies, failover, the
-//! cluster view, the official crate's paths, address translation, metadata.
+//! cluster view, the official crate's paths, address translation, metadata,
+//! credentials kept out of logs and errors.
 //!
 //! One test binary for these modules (each was a binary of its own): fewer
 //! links, and one process that runs their tests side by side.
@@ -13,6 +14,7 @@ mod address_translation;
 mod cassandra_metadata;
 mod cluster_view;
 mod compat_observability;
+mod credentials;
 mod derive_session;
 mod error_texts;
 mod execution_profiles;

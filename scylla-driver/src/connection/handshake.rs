@@ -154,6 +154,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
                 authenticator: auth.authenticator.clone(),
             });
         };
+        // Never the tokens: they carry the credentials.
+        tracing::debug!(
+            authenticator = %auth.authenticator,
+            "the server requires authentication"
+        );
         let mut session = authenticator.start(&auth.authenticator)?;
         let mut token = session.initial_response()?;
         // A SASL exchange has a handful of steps; bound it anyway.
@@ -167,6 +172,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
                 }
                 Response::AuthSuccess(s) => {
                     session.success(s.token.as_deref())?;
+                    tracing::debug!("authentication succeeded");
                     return Ok(Response::Ready(scylla_cql::frame::response::ready::Ready));
                 }
                 other => return Err(unexpected(SetupStep::Authenticate, &other)),
