@@ -20,6 +20,7 @@ mod error_texts;
 mod execution_profiles;
 mod future_sizes;
 mod official_style;
+mod quiet_metadata;
 mod request_history;
 mod session;
 mod session_deadline;

@@ -451,6 +451,17 @@ impl SessionBuilder {
         self
     }
 
+    /// How often the control connection checks the cluster for what events
+    /// may have missed (default 60 s): it reads the topology again, and the
+    /// schema only if a node reports a schema version other than at the last
+    /// read, so a stable cluster sees no schema reads. Schema and topology
+    /// changes are otherwise followed through the server's events.
+    #[must_use]
+    pub fn cluster_metadata_refresh_interval(mut self, interval: Duration) -> Self {
+        self.config.control.refresh_interval = Some(interval);
+        self
+    }
+
     /// The reconnect policy (backoff) of the pools and the control connection.
     #[must_use]
     pub fn reconnect_policy(mut self, p: Arc<dyn ReconnectPolicy>) -> Self {

@@ -60,7 +60,9 @@ pub struct ControlOptions {
     pub query: QueryOptions,
     /// How long to wait after the first event of a burst before refreshing.
     pub refresh_debounce: Duration,
-    /// Refresh everything this often; `None` disables periodic refreshes.
+    /// Check the cluster this often: the topology is read again, the schema
+    /// only if a node's schema version changed since the last read (events
+    /// drive the other refreshes); `None` disables the check.
     pub refresh_interval: Option<Duration>,
     /// Pauses between rounds of reconnect attempts.
     pub reconnect: Arc<dyn ReconnectPolicy>,
@@ -81,7 +83,7 @@ pub struct ControlOptions {
 }
 
 impl Default for ControlOptions {
-    /// 50 ms debounce, a refresh every 60 s, reconnects backing off from
+    /// 50 ms debounce, a check every 60 s, reconnects backing off from
     /// 100 ms to 10 s, 5 s per query, move after 2 failed refreshes.
     fn default() -> Self {
         Self {
@@ -178,18 +180,33 @@ impl fmt::Display for Failures<'_> {
 struct Refresh {
     nodes: bool,
     schema: bool,
+    /// Re-read the schema only if a node reports another schema version
+    /// than the snapshot's nodes did (needs `nodes`).
+    schema_if_changed: bool,
 }
 
 impl Refresh {
     const ALL: Refresh = Refresh {
         nodes: true,
         schema: true,
+        schema_if_changed: false,
+    };
+
+    /// The periodic check: the topology (whose rows carry every node's
+    /// schema version), and the schema only if a version changed. On a
+    /// stable cluster that is two small queries per period and no schema
+    /// read; a missed event is still caught.
+    const CHECK: Refresh = Refresh {
+        nodes: true,
+        schema: false,
+        schema_if_changed: true,
     };
 
     fn union(self, other: Refresh) -> Refresh {
         Refresh {
             nodes: self.nodes || other.nodes,
             schema: self.schema || other.schema,
+            schema_if_changed: self.schema_if_changed || other.schema_if_changed,
         }
     }
 }

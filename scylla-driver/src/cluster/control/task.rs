@@ -17,7 +17,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::{connect_and_read, Command, ControlError, NodeEvent, Refresh, Shared};
-use crate::cluster::metadata::{read_schema, read_topology, Metadata, MetadataError};
+use crate::cluster::metadata::{read_schema, read_topology, Metadata, MetadataError, NodeMeta};
 use crate::connection::{Connection, ConnectionConfig};
 use crate::pool::backoff::ReconnectSchedule;
 
@@ -120,7 +120,7 @@ impl ControlTask {
                     let Some(what) = pending.take() else { continue };
                     (what, None)
                 }
-                _ = tick(&mut periodic) => (Refresh::ALL, None),
+                _ = tick(&mut periodic) => (Refresh::CHECK, None),
                 command = self.commands.recv() => match command {
                     Some(Command::Refresh(reply)) => (Refresh::ALL, Some(reply)),
                     // Every handle is gone.
@@ -166,8 +166,7 @@ impl ControlTask {
         match event {
             Event::TopologyChange { .. } => Some(Refresh {
                 nodes: true,
-                schema: false,
-            }),
+                schema: false, ..Default::default() }),
             Event::StatusChange { change, addr } => {
                 let up = change == StatusChangeType::Up;
                 // Events name nodes by the address they report: translate it
@@ -206,8 +205,7 @@ impl ControlTask {
                 // A node we do not know came up: the topology is stale.
                 (up && known.is_none()).then_some(Refresh {
                     nodes: true,
-                    schema: false,
-                })
+                    schema: false, ..Default::default() })
             }
             Event::SchemaChange(change) => match change.clone().target {
                 SchemaChangeTarget::Keyspace { .. } | SchemaChangeTarget::Table { .. } => {
@@ -215,8 +213,7 @@ impl ControlTask {
                     let _ = self.shared.schema_changes.send(change);
                     Some(Refresh {
                         nodes: false,
-                        schema: true,
-                    })
+                        schema: true, ..Default::default() })
                 }
                 // Types and functions are not part of the snapshot.
                 _ => None,
@@ -310,12 +307,24 @@ async fn refresh(
     } else {
         current.nodes.clone()
     };
-    let keyspaces = if what.schema {
+    let keyspaces = if what.schema
+        || (what.schema_if_changed && schema_versions_differ(&current.nodes, &nodes))
+    {
         read_schema(conn, q).await?
     } else {
         current.keyspaces.clone()
     };
     Ok(shared.publish(Metadata { nodes, keyspaces }))
+}
+
+/// Whether a node was added or removed, or reports another schema version,
+/// between `old` and `new` (both sorted by host id, as snapshots are).
+pub(super) fn schema_versions_differ(old: &[NodeMeta], new: &[NodeMeta]) -> bool {
+    old.len() != new.len()
+        || old
+            .iter()
+            .zip(new)
+            .any(|(a, b)| (a.host_id, a.schema_version) != (b.host_id, b.schema_version))
 }
 
 /// Sleeps until `deadline`, or forever without one.

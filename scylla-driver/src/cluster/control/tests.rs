@@ -107,7 +107,8 @@ fn status_changes_become_node_events() {
         t.on_event(new),
         Some(Refresh {
             nodes: true,
-            schema: false
+            schema: false,
+            ..Default::default()
         })
     );
     let e = events.try_recv().unwrap();
@@ -161,8 +162,7 @@ fn events_say_what_is_stale() {
     });
     let schema_only = Refresh {
         nodes: false,
-        schema: true,
-    };
+        schema: true, ..Default::default() };
     assert_eq!(t.on_event(table), Some(schema_only));
     let ks = schema(SchemaChangeTarget::Keyspace {
         keyspace: "ks".into(),
@@ -181,14 +181,16 @@ fn events_say_what_is_stale() {
         t.on_event(joined),
         Some(Refresh {
             nodes: true,
-            schema: false
+            schema: false,
+            ..Default::default()
         })
     );
     assert_eq!(schema_only.union(Refresh::default()), schema_only);
     assert_eq!(
         schema_only.union(Refresh {
             nodes: true,
-            schema: false
+            schema: false,
+            ..Default::default()
         }),
         Refresh::ALL
     );
@@ -233,8 +235,7 @@ fn debounce_keeps_the_first_deadline_and_widens() {
     assert_eq!(d.deadline(), None);
     let schema = Refresh {
         nodes: false,
-        schema: true,
-    };
+        schema: true, ..Default::default() };
     d.add(t0, ms(50), schema);
     d.add(t0 + ms(30), ms(50), schema);
     d.add(
@@ -242,8 +243,7 @@ fn debounce_keeps_the_first_deadline_and_widens() {
         ms(50),
         Refresh {
             nodes: true,
-            schema: false,
-        },
+            schema: false, ..Default::default() },
     );
     assert_eq!(d.deadline(), Some(t0 + ms(50)));
     assert_eq!(d.take(), Some(Refresh::ALL));
@@ -252,4 +252,26 @@ fn debounce_keeps_the_first_deadline_and_widens() {
     assert_eq!(d.deadline(), Some(t0 + ms(110)));
     d.clear();
     assert_eq!(d.deadline(), None);
+}
+
+#[test]
+fn the_periodic_check_reads_the_schema_only_when_a_version_changed() {
+    use super::task::schema_versions_differ;
+    let with_version = |id, v: Option<u128>| NodeMeta {
+        schema_version: v.map(Uuid::from_u128),
+        ..node(id, "10.0.0.1:9042")
+    };
+    let before = vec![with_version(1, Some(7)), with_version(2, Some(7))];
+    assert!(!schema_versions_differ(&before, &before.clone()));
+    // A node moved to another version (a schema change whose event was missed).
+    let changed = vec![with_version(1, Some(7)), with_version(2, Some(8))];
+    assert!(schema_versions_differ(&before, &changed));
+    // A node joined, left, or stopped reporting its version.
+    assert!(schema_versions_differ(&before, &before[..1]));
+    let joined = vec![before[0].clone(), before[1].clone(), with_version(3, Some(7))];
+    assert!(schema_versions_differ(&before, &joined));
+    let unknown = vec![with_version(1, Some(7)), with_version(2, None)];
+    assert!(schema_versions_differ(&before, &unknown));
+    // The periodic check reads the topology and asks for the comparison.
+    assert!(Refresh::CHECK.nodes && Refresh::CHECK.schema_if_changed && !Refresh::CHECK.schema);
 }
