@@ -61,5 +61,5 @@ pub use scylla_cql::types::serialize::BatchValues;
 pub use scylla_cql::types::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 pub use scylla_cql::Token;
 pub use scylla_driver_macros::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
-pub use session::{Session, SessionBuilder, SessionConfig};
+pub use session::{Session, SessionBuilder, SessionConfig, ShardGroup};
 pub use statement::{Batch, BatchType, Consistency, PreparedStatement, Statement};

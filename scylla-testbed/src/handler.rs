@@ -299,6 +299,17 @@ impl ConnCtx {
         self.state.lock().is_ok_and(|s| s.tablets_routing_v1)
     }
 
+    /// Counts a row of a batch, `misplaced` when this shard of this node
+    /// does not own its partition.
+    pub fn record_batch_row(&self, misplaced: bool) {
+        bump_both(&self.stats, self.shard as usize, |s| &s.batch_rows);
+        if misplaced {
+            bump_both(&self.stats, self.shard as usize, |s| {
+                &s.batch_rows_misplaced
+            });
+        }
+    }
+
     /// Counts a request that reached a node which is not one of its replicas.
     pub fn record_non_replica(&self) {
         bump_both(&self.stats, self.shard as usize, |s| {

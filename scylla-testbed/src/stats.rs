@@ -79,6 +79,8 @@ pub(crate) struct ShardStats {
     pub(crate) requests_wrong_shard: AtomicU64,
     pub(crate) requests_non_replica: AtomicU64,
     pub(crate) requests_tablet_misrouted: AtomicU64,
+    pub(crate) batch_rows: AtomicU64,
+    pub(crate) batch_rows_misplaced: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
     pub(crate) version_refusals: AtomicU64,
     pub(crate) connections_v5: AtomicU64,
@@ -109,6 +111,8 @@ impl ShardStats {
             requests_wrong_shard: r(&self.requests_wrong_shard),
             requests_non_replica: r(&self.requests_non_replica),
             requests_tablet_misrouted: r(&self.requests_tablet_misrouted),
+            batch_rows: r(&self.batch_rows),
+            batch_rows_misplaced: r(&self.batch_rows_misplaced),
             protocol_errors: r(&self.protocol_errors),
             version_refusals: r(&self.version_refusals),
             connections_v5: r(&self.connections_v5),
@@ -197,6 +201,13 @@ pub struct StatsCounters {
     /// the tablet's replicas, or a replica node on a shard other than the
     /// tablet's shard there.
     pub requests_tablet_misrouted: u64,
+    /// Statements of BATCH requests that address one partition (each row of
+    /// a batch counts, whatever the batch's other rows).
+    pub batch_rows: u64,
+    /// Of those, the ones whose partition this shard does not own (another
+    /// shard's, another node's, or another tablet replica's): rows the
+    /// coordinator must forward.
+    pub batch_rows_misplaced: u64,
     /// Malformed frames answered with a protocol error (version refusals
     /// included).
     pub protocol_errors: u64,

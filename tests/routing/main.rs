@@ -12,6 +12,7 @@ mod connection_smoke;
 mod official_routing;
 mod pool;
 mod protocol_v5;
+mod shard_aware_batches;
 mod tablets;
 mod tablets_layer;
 mod tls_cluster;

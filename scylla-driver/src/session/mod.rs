@@ -24,6 +24,7 @@ mod message;
 pub mod pager;
 mod prepare;
 mod prepared_cache;
+mod shard_groups;
 mod steering;
 pub mod trace;
 pub(crate) mod values;
@@ -39,6 +40,7 @@ use scylla_cql::types::{SerializeRow, SerializedValues};
 
 pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::{RowStream, RowsStreamError};
+pub use self::shard_groups::ShardGroup;
 pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo};
 
 use self::execute::{RoutingInfo, RunOptions};

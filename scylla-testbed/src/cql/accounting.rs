@@ -18,6 +18,25 @@ use super::store::Store;
 use crate::handler::ConnCtx;
 use crate::tablets::{routing_payload, TabletInfo};
 
+/// Whether this shard of this node owns the partition at `r`: one of its
+/// tablet's replicas (node and shard), or, for a vnode table, a replica node
+/// on the shard of the token. Counts nothing.
+pub(crate) fn owned_here(ctx: &ConnCtx, store: &Store, r: &Routing) -> bool {
+    let topo = ctx.topology();
+    if let Some(tablet) = topo.tablets().owner(&r.keyspace, &r.table, r.token.0) {
+        return tablet.replicas.contains(&(ctx.node_index(), ctx.shard()));
+    }
+    if ctx.sharder().shard_of(r.token) != ctx.shard() {
+        return false;
+    }
+    let strategy = store
+        .read()
+        .keyspaces
+        .get(&r.keyspace)
+        .map_or(Strategy::Everywhere, |k| Strategy::from_map(&k.replication));
+    replicas(topo.nodes(), &strategy, r.token).contains(&ctx.node_index())
+}
+
 /// Bumps the routing counters for a request that touched the partition at
 /// `r`; returns the `tablets-routing-v1` payload value to attach, if any.
 pub(crate) fn account(ctx: &ConnCtx, store: &Store, r: &Routing) -> Option<Vec<u8>> {

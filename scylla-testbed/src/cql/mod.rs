@@ -456,6 +456,10 @@ impl CqlHandler {
                 self.run_unaccounted(ctx, ks.as_deref(), &st, &s.values, &PageOpts::default())?;
             routings.push(out.routing);
         }
+        // Each row: does this shard own its partition (or must it forward)?
+        for r in routings.iter().flatten() {
+            ctx.record_batch_row(!accounting::owned_here(ctx, &self.store, r));
+        }
         // A batch is one request: account once if it touched one partition.
         if let Some(Some(first)) = routings.first() {
             let same = routings.iter().all(|r| {

@@ -507,12 +507,14 @@ fn system_tablets(ctx: &ConnCtx, schema: &Schema) -> View {
     view("system", "tablets", &TABLETS_COLS, rows)
 }
 
-const STATS_COLS: [(&str, &str); 19] = [
+const STATS_COLS: [(&str, &str); 21] = [
     ("node", "int"),
     ("shard", "int"),
     ("accepted_regular", "bigint"),
     ("accepted_shard_aware", "bigint"),
     ("accepted_tls", "bigint"),
+    ("batch_rows", "bigint"),
+    ("batch_rows_misplaced", "bigint"),
     ("connections", "bigint"),
     ("connections_v5", "bigint"),
     ("handshakes_finished", "bigint"),
@@ -541,6 +543,8 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 big(c.accepted_regular),
                 big(c.accepted_shard_aware),
                 big(c.accepted_tls),
+                big(c.batch_rows),
+                big(c.batch_rows_misplaced),
                 big(c.connections),
                 big(c.connections_v5),
                 big(c.handshakes_finished),
