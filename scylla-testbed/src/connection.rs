@@ -61,7 +61,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventKind;
-use crate::handler::{error_code, Compression, ConnCtx, Reply, Request, Response};
+use crate::handler::{error_code, ClientStage, Compression, ConnCtx, Reply, Request, Response};
 use crate::node_shared::NodeShared;
 pub(crate) use crate::outgoing::Outgoing;
 use crate::shard::ShardConnection;
@@ -89,6 +89,8 @@ pub(crate) async fn serve(
 ) {
     let (tx, rx) = mpsc::channel::<Outgoing>(OUT_QUEUE);
     let id = ctx.conn_id;
+    // Listed in system.clients while this task serves it.
+    let _listed = node.clients.register(&ctx);
     let mask = node.events.add(id, tx.clone());
     let mut writer = std::pin::pin!(write_loop(node.clone(), wr, rx));
     let mut conn = Conn {
@@ -583,6 +585,12 @@ impl Conn {
             s.tablets_routing_v1 = opts.contains_key(crate::supported::TABLETS_ROUTING_V1);
             s.use_metadata_id = self.node.config.use_metadata_id
                 && opts.contains_key(crate::supported::SCYLLA_USE_METADATA_ID);
+            s.stage = if self.node.config.auth.is_some() {
+                ClientStage::Authenticating
+            } else {
+                ClientStage::Ready
+            };
+            s.startup_options = opts.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         });
         let stats = self.node.stats.clone();
         let shard = self.ctx.shard as usize;
@@ -667,7 +675,10 @@ impl Conn {
         };
         match user {
             Some(u) => {
-                self.ctx.update(|s| s.user = Some(u));
+                self.ctx.update(|s| {
+                    s.user = Some(u);
+                    s.stage = ClientStage::Ready;
+                });
                 self.phase = Phase::Ready;
                 let mut b = BytesMut::new();
                 let _ = wire::put_bytes(&mut b, None, "auth token");

@@ -11,6 +11,7 @@
 //! Requests on one connection are handled concurrently (one task each), as a
 //! real server does: stream ids exist for that.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -160,6 +161,36 @@ pub struct SessionState {
     /// Whether STARTUP asked for `SCYLLA_USE_METADATA_ID` (offered): result
     /// metadata ids in PREPARED and EXECUTE on v4.
     pub use_metadata_id: bool,
+    /// Every option STARTUP carried (driver and application identity,
+    /// `CLIENT_OPTIONS`...), as ScyllaDB keeps them for
+    /// `system.clients.client_options`.
+    pub startup_options: BTreeMap<String, String>,
+    /// Where the connection is in its handshake (`system.clients`'
+    /// `connection_stage`).
+    pub stage: ClientStage,
+}
+
+/// A connection's handshake stage, as `system.clients` names it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientStage {
+    /// Connected, STARTUP not received yet.
+    #[default]
+    Established,
+    /// STARTUP received, credentials not accepted yet.
+    Authenticating,
+    /// Ready for requests.
+    Ready,
+}
+
+impl ClientStage {
+    /// The name ScyllaDB shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientStage::Established => "ESTABLISHED",
+            ClientStage::Authenticating => "AUTHENTICATING",
+            ClientStage::Ready => "READY",
+        }
+    }
 }
 
 /// Which listener accepted a connection.
@@ -180,6 +211,10 @@ pub struct ConnCtx {
     pub(crate) port_kind: PortKind,
     pub(crate) peer: SocketAddr,
     pub(crate) conn_id: u64,
+    /// Whether the connection came through a TLS listener.
+    pub(crate) tls: bool,
+    /// The node's open connections (for `system.clients`).
+    pub(crate) clients: Arc<crate::clients::ClientRegistry>,
     pub(crate) state: Mutex<SessionState>,
 }
 
@@ -234,6 +269,17 @@ impl ConnCtx {
     /// A per-node unique id of this connection.
     pub fn connection_id(&self) -> u64 {
         self.conn_id
+    }
+
+    /// Whether the connection is encrypted (accepted by a TLS listener).
+    pub fn tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The node's open client connections, this one included, in the order
+    /// they were accepted (what `system.clients` lists).
+    pub fn node_clients(&self) -> Vec<Arc<ConnCtx>> {
+        self.clients.open()
     }
 
     /// A copy of the connection's session state.

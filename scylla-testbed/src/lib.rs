@@ -48,6 +48,7 @@
 
 pub mod admission;
 pub mod cli;
+mod clients;
 pub mod cluster;
 pub mod config;
 mod connection;

@@ -91,6 +91,7 @@ impl NodeRuntime {
                 .collect(),
             handler: config.handler.clone(),
             events: EventRegistry::default(),
+            clients: Arc::default(),
             tls,
             cancel: parent.child_token(),
             tracker: TaskTracker::new(),
@@ -261,6 +262,8 @@ fn on_accept(
         port_kind: kind,
         peer: SocketAddr::new(peer.ip(), seen_port),
         conn_id: node.next_conn_id.fetch_add(1, Ordering::Relaxed),
+        tls,
+        clients: node.clients.clone(),
         state: Mutex::new(SessionState::default()),
     });
     let cancel = node.cancel.child_token();

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admission::Admission;
+use crate::clients::ClientRegistry;
 use crate::config::ClusterConfig;
 use crate::events::EventRegistry;
 use crate::faults::FaultState;
@@ -26,6 +27,8 @@ pub(crate) struct NodeShared {
     pub(crate) config: Arc<ClusterConfig>,
     pub(crate) handler: Arc<dyn RequestHandler>,
     pub(crate) events: EventRegistry,
+    /// The node's open client connections (`system.clients`).
+    pub(crate) clients: Arc<ClientRegistry>,
     /// The TLS server side, when the cluster serves TLS.
     pub(crate) tls: Option<TlsAcceptor>,
     pub(crate) admission: Box<[Admission]>,

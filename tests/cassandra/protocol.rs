@@ -1,6 +1,9 @@
 //! The protocol version: negotiation against a server that speaks v5, and
 //! v5 framing (checksummed segments) with envelopes larger than a segment,
-//! with and without LZ4.
+//! with and without LZ4; the application's identity and CLIENT_OPTIONS in
+//! STARTUP, as Cassandra lists them in `system_views.clients`.
+
+use std::collections::HashMap;
 
 use scylla_cql::compression::Compression;
 use scylla_cql::frame::ProtocolVersion;
@@ -68,4 +71,50 @@ async fn envelopes_larger_than_a_segment() {
         }
         drop_keyspace(&session, &ks).await;
     }
+}
+
+/// Cassandra accepts the application's identity and CLIENT_OPTIONS in
+/// STARTUP (keys it does not know are not refused) and shows them, with the
+/// driver's name and version, in `system_views.clients.client_options` of
+/// each of the session's connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
+async fn application_identity_reaches_system_views_clients() {
+    let uri = require!("SCYLLA_URI");
+    let session = builder(&uri)
+        .application_name("suite \"app\"")
+        .application_version("1.2.3")
+        .client_id("client-\u{e9}")
+        .build()
+        .await
+        .unwrap();
+    let conn = session.cluster_state().nodes[0]
+        .pool
+        .connection_for(None)
+        .expect("a pool connection");
+    let port = i32::from(conn.info().local.port());
+    let rows = session
+        .query_unpaged(
+            "SELECT port, driver_name, client_options FROM system_views.clients",
+            (),
+        )
+        .await
+        .unwrap()
+        .into_rows::<(i32, Option<String>, Option<HashMap<String, String>>)>()
+        .unwrap();
+    let (_, driver, options) = rows
+        .into_iter()
+        .find(|(p, ..)| *p == port)
+        .expect("the pool connection is listed");
+    assert_eq!(driver.as_deref(), Some("scylla-driver (Rust)"));
+    let options = options.unwrap_or_default();
+    assert_eq!(options["APPLICATION_NAME"], "suite \"app\"");
+    assert_eq!(options["APPLICATION_VERSION"], "1.2.3");
+    assert_eq!(options["CLIENT_ID"], "client-\u{e9}");
+    let json = &options["CLIENT_OPTIONS"];
+    assert!(
+        json.starts_with("{\"driver_name\":\"scylla-driver (Rust)\""),
+        "{json}"
+    );
+    assert!(json.contains("\"shard_aware_port\":true"), "{json}");
 }

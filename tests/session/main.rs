@@ -12,6 +12,7 @@ mod common;
 
 mod address_translation;
 mod cassandra_metadata;
+mod client_options;
 mod cluster_view;
 mod compat_observability;
 mod credentials;

@@ -68,6 +68,18 @@ pub struct ConnectionConfig {
     pub driver_name: String,
     /// `DRIVER_VERSION` sent in STARTUP.
     pub driver_version: String,
+    /// `APPLICATION_NAME` sent in STARTUP (not sent when `None`).
+    pub application_name: Option<String>,
+    /// `APPLICATION_VERSION` sent in STARTUP (not sent when `None`).
+    pub application_version: Option<String>,
+    /// `CLIENT_ID` sent in STARTUP (not sent when `None`).
+    pub client_id: Option<String>,
+    /// `CLIENT_OPTIONS` sent in STARTUP: a JSON object of the driver's main
+    /// settings, built once per session (`SessionBuilder::build`) and
+    /// shared by every connection, so opening one costs nothing more (not
+    /// sent when `None`, the default of a bare `ConnectionConfig`). It must
+    /// never carry credentials.
+    pub client_options: Option<Arc<str>>,
     /// I/O counters to update (share one among connections for totals).
     pub counters: Arc<IoCounters>,
     /// Encrypt the connection with TLS (the TLS handshake is bounded by the
@@ -89,6 +101,11 @@ impl ConnectionConfig {
         }
     }
 }
+
+/// The default `DRIVER_NAME` sent in STARTUP ([`ConnectionConfig::driver_name`]).
+pub const DEFAULT_DRIVER_NAME: &str = "scylla-driver (Rust)";
+/// The default `DRIVER_VERSION` sent in STARTUP: this crate's version.
+pub const DEFAULT_DRIVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The default of [`ConnectionConfig::max_frame_len`]: 16 MiB.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
@@ -113,8 +130,12 @@ impl Default for ConnectionConfig {
             stall_probe_after: Some(Duration::from_secs(2)),
             stall_probe_timeout: Duration::from_secs(3),
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
-            driver_name: "scylla-driver (Rust)".to_owned(),
-            driver_version: env!("CARGO_PKG_VERSION").to_owned(),
+            driver_name: DEFAULT_DRIVER_NAME.to_owned(),
+            driver_version: DEFAULT_DRIVER_VERSION.to_owned(),
+            application_name: None,
+            application_version: None,
+            client_id: None,
+            client_options: None,
             counters: Arc::new(IoCounters::default()),
             #[cfg(feature = "tls")]
             tls: None,

@@ -255,6 +255,26 @@ fn startup_message<'a>(
             config.driver_version.as_str().into(),
         ),
     ];
+    // The application's identity, then the driver's settings as JSON. Both
+    // go to every server: ScyllaDB keeps all STARTUP options in
+    // `system.clients.client_options`, and Cassandra ignores keys it does
+    // not know (checked with Cassandra 5.0.6: STARTUP with these keys and
+    // an unknown one is answered READY, and `system_views.clients` shows
+    // them all in its `client_options` column). No server advertises
+    // CLIENT_OPTIONS in SUPPORTED, so there is nothing to wait for there.
+    let identity = [
+        (startup::APPLICATION_NAME, &config.application_name),
+        (startup::APPLICATION_VERSION, &config.application_version),
+        (startup::CLIENT_ID, &config.client_id),
+    ];
+    for (key, value) in identity {
+        if let Some(v) = value {
+            options.push((key.into(), v.as_str().into()));
+        }
+    }
+    if let Some(json) = &config.client_options {
+        options.push((startup::CLIENT_OPTIONS.into(), json.as_ref().into()));
+    }
     if let Some(c) = compression {
         options.push((startup::COMPRESSION.into(), c.name().into()));
     }
@@ -456,6 +476,38 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn startup_carries_the_identity_and_client_options_when_set() {
+        let ext = ScyllaExtensions::default();
+        let defaults = ConnectionConfig::default();
+        let plain = startup_message(&defaults, &ext, None);
+        assert_eq!(plain.get(startup::DRIVER_NAME), Some("scylla-driver (Rust)"));
+        for key in [
+            startup::APPLICATION_NAME,
+            startup::APPLICATION_VERSION,
+            startup::CLIENT_ID,
+            startup::CLIENT_OPTIONS,
+        ] {
+            assert_eq!(plain.get(key), None, "{key}");
+        }
+
+        let config = ConnectionConfig {
+            application_name: Some("app".into()),
+            application_version: Some("1.0".into()),
+            client_id: Some("pod-1".into()),
+            client_options: Some(r#"{"tls":false}"#.into()),
+            ..ConnectionConfig::default()
+        };
+        let startup = startup_message(&config, &ext, None);
+        assert_eq!(startup.get(startup::APPLICATION_NAME), Some("app"));
+        assert_eq!(startup.get(startup::APPLICATION_VERSION), Some("1.0"));
+        assert_eq!(startup.get(startup::CLIENT_ID), Some("pod-1"));
+        assert_eq!(
+            startup.get(startup::CLIENT_OPTIONS),
+            Some(r#"{"tls":false}"#)
+        );
+    }
 
     #[test]
     fn use_is_built_with_the_name_quoted_when_needed() {

@@ -37,6 +37,7 @@
 
 // Internals: what users need is re-exported below (or in `tls`).
 mod auth;
+pub(crate) mod client_options;
 mod coalescing;
 mod config;
 mod error;
@@ -66,7 +67,10 @@ pub use self::negotiation::ProtocolChoice;
 pub use self::open::{OpenError, OpenStep, SocketConfig};
 pub use self::stats::{IoCounters, IoSnapshot};
 
-pub use self::config::{ConnectionConfig, RequestOptions, DEFAULT_MAX_FRAME_LEN};
+pub use self::config::{
+    ConnectionConfig, RequestOptions, DEFAULT_DRIVER_NAME, DEFAULT_DRIVER_VERSION,
+    DEFAULT_MAX_FRAME_LEN,
+};
 pub use self::establish::open;
 use self::handle::Handle;
 pub use self::handle::{Connection, ConnectionInfo};

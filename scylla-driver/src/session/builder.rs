@@ -208,6 +208,90 @@ impl SessionBuilder {
         self
     }
 
+    /// The application's name, sent to every node when a connection opens
+    /// (STARTUP's `APPLICATION_NAME`): ScyllaDB shows it in
+    /// `system.clients`, Cassandra 4+ in `system_views.clients`, so
+    /// operators see which application a connection belongs to.
+    ///
+    /// ```
+    /// use scylla_driver::SessionBuilder;
+    ///
+    /// let builder = SessionBuilder::new()
+    ///     .known_node("127.0.0.1:9042")
+    ///     .application_name("billing")
+    ///     .application_version("2.4.1")
+    ///     .client_id("billing-7f9c-pod-3");
+    /// ```
+    ///
+    /// Every connection also sends the driver's name and version and,
+    /// as `CLIENT_OPTIONS`, a JSON object of the session's main settings
+    /// (protocol, compression, TLS on or off, shard awareness, connections
+    /// per shard, timeouts, consistency, preferred datacenter and rack;
+    /// never credentials), built once when the session is built.
+    #[must_use]
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.config.pool.connection.application_name = Some(name.into());
+        self
+    }
+
+    /// The application's version (STARTUP's `APPLICATION_VERSION`; see
+    /// [`application_name`](Self::application_name)).
+    #[must_use]
+    pub fn application_version(mut self, version: impl Into<String>) -> Self {
+        self.config.pool.connection.application_version = Some(version.into());
+        self
+    }
+
+    /// An identifier of this client instance, such as a host or pod name
+    /// (STARTUP's `CLIENT_ID`; see [`application_name`](Self::application_name)).
+    #[must_use]
+    pub fn client_id(mut self, id: impl Into<String>) -> Self {
+        self.config.pool.connection.client_id = Some(id.into());
+        self
+    }
+
+    /// The application's and driver's identity as the official `scylla`
+    /// crate sets it: the set fields of `identity` replace the application
+    /// name, version and client id (see
+    /// [`application_name`](Self::application_name)) and the driver name and
+    /// version sent in STARTUP.
+    ///
+    /// ```
+    /// use scylla_driver::client::SelfIdentity;
+    /// use scylla_driver::SessionBuilder;
+    ///
+    /// let builder = SessionBuilder::new()
+    ///     .known_node("127.0.0.1:9042")
+    ///     .custom_identity(
+    ///         SelfIdentity::new()
+    ///             .with_application_name("billing")
+    ///             .with_application_version("2.4.1")
+    ///             .with_client_id("billing-7f9c-pod-3"),
+    ///     );
+    /// ```
+    #[must_use]
+    pub fn custom_identity(mut self, identity: crate::client::SelfIdentity<'_>) -> Self {
+        let c = &mut self.config.pool.connection;
+        let set = |field: &mut Option<String>, value: Option<&str>| {
+            if let Some(v) = value {
+                *field = Some(v.to_owned());
+            }
+        };
+        set(&mut c.application_name, identity.get_application_name());
+        set(
+            &mut c.application_version,
+            identity.get_application_version(),
+        );
+        set(&mut c.client_id, identity.get_client_id());
+        if let Some(name) = identity.get_custom_driver_name() {
+            c.driver_name = name.to_owned();
+        }
+        if let Some(version) = identity.get_custom_driver_version() {
+            c.driver_version = version.to_owned();
+        }
+        self
+    }
+
     /// Compression (used when the server offers it).
     #[must_use]
     pub fn compression(mut self, c: Option<Compression>) -> Self {
@@ -700,6 +784,9 @@ impl SessionBuilder {
         // Types, units and help texts of the `metrics` facade's metrics.
         crate::metrics::record::describe();
         config.pool.connection.counters = metrics.io.clone();
+        // Once per session: every connection (and every reconnection in a
+        // storm) sends the same shared text.
+        config.pool.connection.client_options = Some(client_options_json(&config).into());
         let (control, updates) = ControlHandle::start(
             addrs,
             config.pool.connection.clone(),
@@ -730,5 +817,96 @@ impl SessionBuilder {
         }
         session.initial_tablet_warmup().await;
         Ok(session)
+    }
+}
+
+/// The `CLIENT_OPTIONS` JSON of a session: the driver's name and version and
+/// the settings an operator needs to tell one configuration from another
+/// (ScyllaDB shows it in `system.clients.client_options`). Never
+/// credentials: whether authentication is configured, nothing more.
+fn client_options_json(config: &SessionConfig) -> String {
+    let c = &config.pool.connection;
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let protocol = match c.protocol.pinned_version() {
+        Some(v) => v.to_string(),
+        None => "negotiated".to_owned(),
+    };
+    let profile = &config.default_profile;
+    let consistency = profile.consistency.unwrap_or(config.consistency);
+    let request_timeout = profile.request_timeout.unwrap_or(config.request_timeout);
+    crate::connection::client_options::JsonObject::new()
+        .str("driver_name", &c.driver_name)
+        .str("driver_version", &c.driver_version)
+        .str("protocol_version", &protocol)
+        .opt_str("compression", c.compression.map(|c| c.name()))
+        .bool("tls", c.uses_tls())
+        .bool("authentication", c.authenticator.is_some())
+        .bool("shard_aware_port", config.pool.shard_aware_port)
+        .num(
+            "connections_per_shard",
+            u64::try_from(config.pool.connections_per_shard).unwrap_or(u64::MAX),
+        )
+        .num("connect_timeout_ms", ms(c.socket.connect_timeout))
+        .num("request_timeout_ms", ms(request_timeout))
+        .opt_num("heartbeat_interval_ms", c.heartbeat_interval.map(ms))
+        .str("consistency", &consistency.to_string())
+        .num("page_size", u64::try_from(config.page_size).unwrap_or(0))
+        .opt_str("local_datacenter", config.local_datacenter.as_deref())
+        .opt_str("local_rack", config.local_rack.as_deref())
+        .bool("latency_aware_routing", config.latency_aware_routing)
+        .bool("speculative_execution", config.speculative.is_some())
+        .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_options_name_the_settings_and_no_credentials() {
+        let builder = SessionBuilder::new()
+            .user("alice", "s3cr3t-pass")
+            .application_name("app")
+            .local_datacenter("dc \"east\"")
+            .connections_per_shard(2)
+            .request_timeout(Duration::from_millis(1500))
+            .compression(Some(Compression::Lz4));
+        let json = client_options_json(&builder.config);
+        assert!(json.starts_with("{\"driver_name\":\"scylla-driver (Rust)\","));
+        for part in [
+            r#""compression":"lz4""#,
+            r#""authentication":true"#,
+            r#""connections_per_shard":2"#,
+            r#""request_timeout_ms":1500"#,
+            r#""local_datacenter":"dc \"east\"""#,
+            r#""local_rack":null"#,
+            r#""protocol_version":"negotiated""#,
+            r#""consistency":"LocalQuorum""#,
+        ] {
+            assert!(json.contains(part), "{part} missing from {json}");
+        }
+        assert!(
+            !json.contains("alice") && !json.contains("s3cr3t"),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn custom_identity_sets_only_what_it_has() {
+        use crate::client::SelfIdentity;
+        let builder = SessionBuilder::new()
+            .application_name("kept")
+            .client_id("replaced")
+            .custom_identity(
+                SelfIdentity::new()
+                    .with_client_id("c-1")
+                    .with_custom_driver_version("9.9.9"),
+            );
+        let c = &builder.config.pool.connection;
+        assert_eq!(c.application_name.as_deref(), Some("kept"));
+        assert_eq!(c.application_version, None);
+        assert_eq!(c.client_id.as_deref(), Some("c-1"));
+        assert_eq!(c.driver_name, crate::connection::DEFAULT_DRIVER_NAME);
+        assert_eq!(c.driver_version, "9.9.9");
     }
 }

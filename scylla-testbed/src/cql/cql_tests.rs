@@ -38,6 +38,8 @@ fn ctx() -> ConnCtx {
         port_kind: PortKind::Regular,
         peer: SocketAddr::new(ip, 50000),
         conn_id: 0,
+        tls: false,
+        clients: Arc::default(),
         state: Mutex::new(SessionState::default()),
     }
 }

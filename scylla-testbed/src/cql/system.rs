@@ -507,6 +507,70 @@ fn system_tablets(ctx: &ConnCtx, schema: &Schema) -> View {
     view("system", "tablets", &TABLETS_COLS, rows)
 }
 
+/// ScyllaDB's `system.clients` columns (partition key `address`,
+/// clustering `port` and `client_type`, then the rest by name), in
+/// `SELECT *` order.
+const CLIENTS_COLS: [(&str, &str); 15] = [
+    ("address", "inet"),
+    ("port", "int"),
+    ("client_type", "text"),
+    ("client_options", "frozen<map<text, text>>"),
+    ("connection_stage", "text"),
+    ("driver_name", "text"),
+    ("driver_version", "text"),
+    ("hostname", "text"),
+    ("protocol_version", "int"),
+    ("scheduling_group", "text"),
+    ("shard_id", "int"),
+    ("ssl_cipher_suite", "text"),
+    ("ssl_enabled", "boolean"),
+    ("ssl_protocol", "text"),
+    ("username", "text"),
+];
+
+/// One row per open client connection of the answering node (as on
+/// ScyllaDB, where the table is node-local), ordered by address and port:
+/// where it comes from as the node sees it, its shard, and what its STARTUP
+/// said (`client_options` holds every STARTUP option, as ScyllaDB keeps
+/// them). Until STARTUP arrives the driver columns are null.
+fn system_clients(ctx: &ConnCtx) -> View {
+    let mut conns: Vec<_> = ctx
+        .node_clients()
+        .into_iter()
+        .map(|c| (c.peer_addr(), c.shard(), c.tls(), c.session()))
+        .collect();
+    conns.sort_by_key(|(peer, ..)| (peer.ip(), peer.port()));
+    let rows = conns
+        .into_iter()
+        .map(|(peer, shard, tls, state)| {
+            let opt = |key: &str| state.startup_options.get(key).map(|v| text(v));
+            let options = state
+                .startup_options
+                .iter()
+                .map(|(k, v)| (text(k), text(v)))
+                .collect();
+            vec![
+                Some(CqlValue::Inet(peer.ip())),
+                Some(CqlValue::Int(i32::from(peer.port()))),
+                Some(text("cql")),
+                Some(CqlValue::Map(options)),
+                Some(text(state.stage.as_str())),
+                opt("DRIVER_NAME"),
+                opt("DRIVER_VERSION"),
+                Some(text(&peer.ip().to_string())),
+                Some(CqlValue::Int(i32::from(state.protocol_version.number()))),
+                Some(text("sl:default")),
+                Some(CqlValue::Int(i32::from(shard))),
+                None,
+                Some(CqlValue::Boolean(tls)),
+                None,
+                Some(text(state.user.as_deref().unwrap_or("anonymous"))),
+            ]
+        })
+        .collect();
+    view("system", "clients", &CLIENTS_COLS, rows)
+}
+
 const STATS_COLS: [(&str, &str); 21] = [
     ("node", "int"),
     ("shard", "int"),
@@ -605,6 +669,7 @@ pub(crate) fn system_view(
         ("system_schema", "tables") => schema_tables(schema),
         ("system_schema", "scylla_keyspaces") => scylla_keyspaces(schema),
         ("system", "tablets") => system_tablets(ctx, schema),
+        ("system", "clients") => system_clients(ctx),
         ("system_schema", "columns") => schema_columns(schema),
         ("system_schema", "types") => schema_types(schema),
         ("system_schema", "functions") => empty(&[

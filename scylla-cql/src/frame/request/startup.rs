@@ -21,6 +21,17 @@ pub const COMPRESSION: &str = "COMPRESSION";
 pub const DRIVER_NAME: &str = "DRIVER_NAME";
 /// The client's driver version (shown in `system.clients`).
 pub const DRIVER_VERSION: &str = "DRIVER_VERSION";
+/// The name of the application using the driver (Cassandra 4+ and ScyllaDB
+/// keep it with the connection; the DataStax drivers send it too).
+pub const APPLICATION_NAME: &str = "APPLICATION_NAME";
+/// The version of the application using the driver.
+pub const APPLICATION_VERSION: &str = "APPLICATION_VERSION";
+/// An identifier of this client instance (a host name, a pod, a UUID).
+pub const CLIENT_ID: &str = "CLIENT_ID";
+/// The driver's main settings as a JSON object (ScyllaDB's protocol
+/// extensions, "Client options": stored with the other STARTUP options in
+/// `system.clients.client_options`).
+pub const CLIENT_OPTIONS: &str = "CLIENT_OPTIONS";
 
 /// A STARTUP request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
