@@ -12,7 +12,9 @@ use std::net::SocketAddr;
 use std::num::NonZeroU16;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use scylla_cql::frame::response::event::{Event, TopologyChangeType};
+use scylla_cql::frame::{MessageBody, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClusterConfig, TestClusterBuilder};
@@ -247,6 +249,38 @@ impl TestCluster {
             r.stop().await;
         }
         Ok(())
+    }
+
+    /// Decommissions node `i`: it leaves the other nodes' `system.peers`
+    /// (and `peers_v2`), stops, and the others announce `REMOVED_NODE` to
+    /// the connections registered for topology changes.
+    pub async fn decommission_node(&self, i: usize) -> Result<(), ClusterError> {
+        let addr = self.node(i).ok_or(ClusterError::NoSuchNode(i))?.cql_addr();
+        self.topology.set_member(i, false);
+        self.stop_node(i).await?;
+        self.announce_topology(TopologyChangeType::RemovedNode, addr);
+        Ok(())
+    }
+
+    /// Brings a decommissioned node `i` back: it starts, joins the other
+    /// nodes' `system.peers`, and they announce `NEW_NODE`.
+    pub async fn join_node(&self, i: usize) -> Result<(), ClusterError> {
+        let addr = self.node(i).ok_or(ClusterError::NoSuchNode(i))?.cql_addr();
+        self.start_node(i).await?;
+        self.topology.set_member(i, true);
+        self.announce_topology(TopologyChangeType::NewNode, addr);
+        Ok(())
+    }
+
+    fn announce_topology(&self, change: TopologyChangeType, addr: SocketAddr) {
+        let mut body = BytesMut::new();
+        let event = Event::TopologyChange { change, addr };
+        match event.encode_body(&mut body, ProtocolVersion::V4) {
+            Ok(()) => {
+                self.push_event(EventKind::TopologyChange, body.freeze());
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot encode a TOPOLOGY_CHANGE event"),
+        }
     }
 
     /// Stops then starts node `i`.

@@ -95,11 +95,15 @@ pub struct Topology {
     /// Whether traced requests are answered with a trace (see
     /// [`Topology::set_record_traces`]).
     record_traces: AtomicBool,
+    /// Whether each node is a member of the cluster (see
+    /// [`Topology::set_member`]).
+    members: Vec<AtomicBool>,
 }
 
 impl Topology {
     pub(crate) fn new(nodes: Vec<NodeInfo>, cluster_name: String) -> Self {
         let up = nodes.iter().map(|_| AtomicBool::new(false)).collect();
+        let members = nodes.iter().map(|_| AtomicBool::new(true)).collect();
         let stats = Mutex::new(nodes.iter().map(|_| None).collect());
         Topology {
             nodes,
@@ -110,7 +114,26 @@ impl Topology {
             peers_v2: false,
             check_live_replicas: AtomicBool::new(false),
             record_traces: AtomicBool::new(false),
+            members,
         }
+    }
+
+    /// Makes node `i` a member of the cluster or not: a node that is not
+    /// (decommissioned, not joined yet) is left out of the other nodes'
+    /// `system.peers` and `system.peers_v2`. Every node is a member from
+    /// the start.
+    pub fn set_member(&self, i: usize, member: bool) {
+        if let Some(m) = self.members.get(i) {
+            m.store(member, Ordering::Release);
+        }
+    }
+
+    /// Whether node `i` is a member of the cluster (see
+    /// [`Topology::set_member`]).
+    pub fn is_member(&self, i: usize) -> bool {
+        self.members
+            .get(i)
+            .is_some_and(|m| m.load(Ordering::Acquire))
     }
 
     /// The same topology with `tablets` as its tablet registry.

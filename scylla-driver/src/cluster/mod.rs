@@ -21,6 +21,8 @@
 //! - `host_filter`: `HostFilter`, which nodes the driver uses at all.
 //! - [`view`]: [`ClusterView`], the read-only snapshot applications get
 //!   from [`Session::cluster`](crate::Session::cluster).
+//! - [`events`]: [`events::NodeEvents`], the node events applications get
+//!   from [`Session::node_events`](crate::Session::node_events).
 //! - `tablets`: the tablet maps of tablet tables (`TabletStore`):
 //!   learned from responses, warmed up from `system.tablets`, invalidated by
 //!   schema and topology changes.
@@ -30,6 +32,7 @@
 //! and `pool` (reconnect backoff); none of those imports it.
 
 internal_mods!(control);
+pub mod events;
 internal_mods!(host_filter);
 internal_mods!(metadata);
 #[cfg_attr(

@@ -5,6 +5,7 @@
 //! to reconnect now; when a pool learns its node's sharding it rebuilds the
 //! routing table; on schema changes it updates the tablet store.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +14,10 @@ use arc_swap::ArcSwap;
 use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
+use uuid::Uuid;
 
 use super::control::{ControlHandle, NodeEvent};
+use super::events::{NodeEvent as AppNodeEvent, NodeEventKind};
 use super::metadata::Metadata;
 use super::state::ClusterState;
 use super::tablets::{TabletStore, TabletWarmup};
@@ -28,6 +31,10 @@ pub(crate) struct Cluster {
     pub(crate) state: Arc<ArcSwap<ClusterState>>,
     pub(crate) control: ControlHandle,
     pub(crate) tablets: Arc<TabletStore>,
+    /// The application's node events ([`NodeEvents`](super::events::NodeEvents)):
+    /// the worker holds the sender, so subscribers see the end of the
+    /// stream when it stops.
+    node_events: broadcast::WeakSender<AppNodeEvent>,
     /// Stops the background tasks on [`shutdown`](Self::shutdown).
     cancel: CancellationToken,
     _stop: DropGuard,
@@ -48,8 +55,10 @@ impl Cluster {
         // Pools push their sharding as they learn it; the worker rebuilds the
         // routing table with it (the table is the one that routes requests).
         let sharding_changed = Arc::new(tokio::sync::Notify::new());
+        let connectivity_changed = Arc::new(tokio::sync::Notify::new());
         let mut pool_config = pool_config;
         pool_config.sharding_changed = Some(sharding_changed.clone());
+        pool_config.connectivity_changed = Some(connectivity_changed.clone());
         let first = ClusterState::build(
             control.metadata(),
             None,
@@ -72,6 +81,8 @@ impl Cluster {
             query,
             cancel.clone(),
         ));
+        let node_events = broadcast::channel(control.options().node_event_buffer.max(1)).0;
+        let node_events_weak = node_events.downgrade();
         let worker = Worker {
             state: state.clone(),
             pool_config,
@@ -79,21 +90,37 @@ impl Cluster {
             local_dc,
             local_rack,
             tablets: tablets.clone(),
+            node_events,
+            reachable: HashMap::new(),
         };
         tokio::spawn(worker.run(
             updates,
             control.node_events(),
             control.schema_changes(),
-            sharding_changed,
+            Notifications {
+                sharding_changed,
+                connectivity_changed,
+            },
             cancel.clone(),
         ));
         Cluster {
             state,
             control,
             tablets,
+            node_events: node_events_weak,
             cancel: cancel.clone(),
             _stop: cancel.drop_guard(),
         }
+    }
+
+    /// The application's node events from now on (ended at once if the
+    /// cluster was shut down).
+    pub(crate) fn node_events(&self) -> super::events::NodeEvents {
+        let rx = match self.node_events.upgrade() {
+            Some(tx) => tx.subscribe(),
+            None => broadcast::channel(1).1,
+        };
+        super::events::NodeEvents::new(rx)
     }
 
     /// Stops everything the cluster runs: the state and tablet tasks, the
@@ -147,17 +174,32 @@ struct Worker {
     local_dc: Option<String>,
     local_rack: Option<String>,
     tablets: Arc<TabletStore>,
+    node_events: broadcast::Sender<AppNodeEvent>,
+    /// Whether each node's pool had a connection when last looked at.
+    reachable: HashMap<Uuid, bool>,
+}
+
+/// What the pools tell the worker.
+struct Notifications {
+    /// A pool learned (or its node changed) its sharding.
+    sharding_changed: Arc<tokio::sync::Notify>,
+    /// A pool gained its first connection or lost its last.
+    connectivity_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Worker {
     async fn run(
-        self,
+        mut self,
         mut updates: watch::Receiver<Arc<Metadata>>,
         mut events: broadcast::Receiver<NodeEvent>,
         mut schema: broadcast::Receiver<SchemaChange>,
-        sharding_changed: Arc<tokio::sync::Notify>,
+        notifications: Notifications,
         cancel: CancellationToken,
     ) {
+        let Notifications {
+            sharding_changed,
+            connectivity_changed,
+        } = notifications;
         // Pools learn each node's sharding after their first connection and
         // say so through `sharding_changed`; the routing table carries
         // shards too, so it is rebuilt then (a permit stored while a rebuild
@@ -189,6 +231,7 @@ impl Worker {
                     Err(broadcast::error::RecvError::Lagged(_)) => {}
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
+                _ = connectivity_changed.notified() => self.announce_reachability(),
                 _ = sharding_changed.notified() => {
                     let state = self.state.load_full();
                     let stale = state.nodes.iter().enumerate().any(|(i, n)| {
@@ -205,7 +248,26 @@ impl Worker {
         }
     }
 
-    fn rebuild(&self, metadata: Arc<Metadata>) {
+    /// Tells the application which nodes the pools can reach now and could
+    /// not before, and the reverse.
+    fn announce_reachability(&mut self) {
+        let state = self.state.load_full();
+        for n in &state.nodes {
+            let now = n.pool.is_connected();
+            let before = self.reachable.insert(n.host_id, now).unwrap_or(false);
+            if now != before {
+                let kind = if now {
+                    NodeEventKind::Up
+                } else {
+                    NodeEventKind::Down
+                };
+                tracing::debug!(node = %n.address, ?kind, "node event");
+                let _ = self.node_events.send(app_event(kind, n));
+            }
+        }
+    }
+
+    fn rebuild(&mut self, metadata: Arc<Metadata>) {
         let previous = self.state.load_full();
         let next = ClusterState::build(
             metadata,
@@ -218,6 +280,18 @@ impl Worker {
         let layout_changed = next.layout != previous.layout;
         let next = Arc::new(next);
         self.state.store(next.clone());
+        // Nodes that joined or left the session's view.
+        let known = |state: &ClusterState, id: Uuid| state.nodes.iter().any(|n| n.host_id == id);
+        for n in next.nodes.iter().filter(|n| !known(&previous, n.host_id)) {
+            let _ = self.node_events.send(app_event(NodeEventKind::Added, n));
+        }
+        for n in previous.nodes.iter().filter(|n| !known(&next, n.host_id)) {
+            if self.reachable.remove(&n.host_id) == Some(true) {
+                let _ = self.node_events.send(app_event(NodeEventKind::Down, n));
+            }
+            let _ = self.node_events.send(app_event(NodeEventKind::Removed, n));
+        }
+        self.announce_reachability();
         self.tablets.sync(&previous, &next);
         if layout_changed {
             // Nodes came or went: tablets moved; read them again.
@@ -242,5 +316,16 @@ impl Worker {
             }
             _ => {}
         }
+    }
+}
+
+/// The application's event of `kind` about node `n`.
+fn app_event(kind: NodeEventKind, n: &super::state::Node) -> AppNodeEvent {
+    AppNodeEvent {
+        kind,
+        host_id: n.host_id,
+        address: n.address,
+        datacenter: n.datacenter.clone(),
+        rack: n.rack.clone(),
     }
 }

@@ -79,6 +79,9 @@ pub struct PoolConfig {
     /// Told whenever a pool learns (or its node changes) its sharding: the
     /// cluster layer then rebuilds the routing table with the node's shards.
     pub(crate) sharding_changed: Option<Arc<Notify>>,
+    /// Told whenever a pool gains its first connection or loses its last:
+    /// the cluster layer then tells the application (node events).
+    pub(crate) connectivity_changed: Option<Arc<Notify>>,
 }
 
 impl Default for PoolConfig {
@@ -95,6 +98,7 @@ impl Default for PoolConfig {
             reconnect_spread: Duration::from_secs(1),
             coverage_interval: Duration::from_secs(1),
             sharding_changed: None,
+            connectivity_changed: None,
         }
     }
 }

@@ -216,7 +216,12 @@ fn publish(inner: &PoolInner, slots: &Slots) {
             listener.notify_one();
         }
     }
-    inner.connected.store(connected, Ordering::Relaxed);
+    let was_connected = inner.connected.swap(connected, Ordering::Relaxed);
+    if was_connected != connected {
+        if let Some(listener) = &inner.config.connectivity_changed {
+            listener.notify_one();
+        }
+    }
     inner.changes.send_modify(|v| *v += 1);
 }
 

@@ -232,6 +232,13 @@ impl Session {
         drained
     }
 
+    /// The session's node events from now on: nodes it can reach again or
+    /// no longer, nodes that joined or left the cluster (see
+    /// [`cluster::events`](crate::cluster::events)).
+    pub fn node_events(&self) -> crate::cluster::events::NodeEvents {
+        self.inner.cluster.node_events()
+    }
+
     /// A read-only snapshot of the cluster: nodes, datacenters and racks,
     /// shard counts, and the replicas (node and shard) of a token.
     pub fn cluster(&self) -> crate::cluster::view::ClusterView {

@@ -148,15 +148,16 @@ fn system_local(ctx: &ConnCtx, schema: &Schema) -> View {
     view("system", "local", &LOCAL_COLS, vec![row])
 }
 
-/// Every other node, up or down: ScyllaDB (like Cassandra) keeps a stopped
-/// node in `system.peers` (only gossip says it is down), and drivers rely on
-/// that to keep its pool and reconnect when it returns.
+/// Every other member node, up or down: ScyllaDB (like Cassandra) keeps a
+/// stopped node in `system.peers` (only gossip says it is down), and drivers
+/// rely on that to keep its pool and reconnect when it returns; a
+/// decommissioned node leaves it.
 fn system_peers(ctx: &ConnCtx, schema: &Schema) -> View {
     let topo = ctx.topology();
     let rows = topo
         .nodes()
         .iter()
-        .filter(|p| p.index != ctx.node_index())
+        .filter(|p| p.index != ctx.node_index() && topo.is_member(p.index))
         .map(|p| {
             vec![
                 Some(CqlValue::Inet(p.advertised)),
@@ -198,7 +199,7 @@ fn system_peers_v2(ctx: &ConnCtx, schema: &Schema) -> View {
     let rows = topo
         .nodes()
         .iter()
-        .filter(|p| p.index != ctx.node_index())
+        .filter(|p| p.index != ctx.node_index() && topo.is_member(p.index))
         .map(|p| {
             vec![
                 Some(CqlValue::Inet(p.advertised)),
