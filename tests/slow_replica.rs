@@ -31,7 +31,8 @@ const KEYS: i64 = 200;
 async fn cluster(extra: Option<Duration>) -> TestCluster {
     let mut b = TestCluster::builder().nodes(3).shards(2);
     if let Some(extra) = extra {
-        b = b.slow_node(SLOW, extra);
+        // As a fault, so that a test can take it away.
+        b = b.faults(SLOW, scylla_testbed::Faults::default().with_latency(extra));
     }
     let cluster = b.start().await.unwrap();
     let session = session(&cluster, true).await;
@@ -252,4 +253,129 @@ async fn the_local_rack_is_preferred() {
         (0..3).map(served).collect::<Vec<_>>()
     );
     cluster.shutdown().await;
+}
+
+/// Sessions of a moderately busy deployment: many application instances at
+/// a fixed rate each. With such rates a slow node's average is seconds old
+/// between probes; that must not earn it turns.
+const SESSIONS: usize = 20;
+const RATE_PER_SESSION: u32 = 100;
+const STEADY: Duration = Duration::from_secs(6);
+
+/// Every session sends `RATE_PER_SESSION` reads per second (open loop, one
+/// task per session, each read awaited before the next tick) for `length`;
+/// returns every latency.
+async fn paced(sessions: &[(Session, PreparedStatement)], length: Duration) -> Vec<Duration> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, (session, read)) in sessions.iter().enumerate() {
+        let (session, read) = (session.clone(), read.clone());
+        tasks.spawn(async move {
+            let period = Duration::from_secs(1) / RATE_PER_SESSION;
+            // Sessions start spread over one period, as independent
+            // applications would.
+            tokio::time::sleep(period * i as u32 / SESSIONS as u32).await;
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let end = Instant::now() + length;
+            let mut latencies = Vec::new();
+            let mut k = i as i64;
+            while Instant::now() < end {
+                tick.tick().await;
+                let started = Instant::now();
+                session.execute_unpaged(&read, (k % KEYS,)).await.unwrap();
+                latencies.push(started.elapsed());
+                k += SESSIONS as i64;
+            }
+            latencies
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        all.extend(r.unwrap());
+    }
+    all.sort_unstable();
+    all
+}
+
+fn p99(sorted: &[Duration]) -> Duration {
+    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+}
+
+async fn paced_sessions(cluster: &TestCluster) -> Vec<(Session, PreparedStatement)> {
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        let session = session(cluster, true).await;
+        let read = session
+            .prepare(
+                Statement::new("SELECT v FROM s.t WHERE k = ?").with_consistency(Consistency::One),
+            )
+            .await
+            .unwrap();
+        sessions.push((session, read));
+    }
+    sessions
+}
+
+/// Requests served per node during `f`.
+async fn served_during<T>(
+    cluster: &TestCluster,
+    f: impl std::future::Future<Output = T>,
+) -> (T, [u64; 3]) {
+    let before = cluster.stats();
+    let out = f.await;
+    let after = cluster.stats();
+    let served =
+        |i: usize| after.nodes[i].node.requests_served - before.nodes[i].node.requests_served;
+    (out, [served(0), served(1), served(2)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_moderately_busy_sessions_keep_off_a_slow_replica() {
+    let fast = cluster(None).await;
+    let slow = cluster(Some(EXTRA)).await;
+    let base_sessions = paced_sessions(&fast).await;
+    let slow_sessions = paced_sessions(&slow).await;
+    // Warm-up: the latency averages start empty.
+    paced(&base_sessions, Duration::from_secs(2)).await;
+    paced(&slow_sessions, Duration::from_secs(2)).await;
+
+    let (base, _) = served_during(&fast, paced(&base_sessions, STEADY)).await;
+    let (aware, served) = served_during(&slow, paced(&slow_sessions, STEADY)).await;
+    let total: u64 = served.iter().sum();
+    let share = served[SLOW] as f64 / total as f64;
+    eprintln!(
+        "{SESSIONS} sessions x {RATE_PER_SESSION}/s: p99 {:?} without a slow node, {:?} with one \
+         ({:.2}x); the slow node served {} of {total} ({:.2} %)",
+        p99(&base),
+        p99(&aware),
+        p99(&aware).as_secs_f64() / p99(&base).as_secs_f64(),
+        served[SLOW],
+        share * 100.0
+    );
+    assert!(aware.len() as u64 >= total * 9 / 10, "requests missing");
+    // The slow node gets its probes (about 1 in 384 requests) and no more:
+    // well below the 1 % that would reach the p99.
+    assert!(served[SLOW] >= 5, "the slow node was starved: {served:?}");
+    assert!(share < 0.006, "the slow node served {:.2} %", share * 100.0);
+
+    // It speeds up again: within seconds it gets its share back (a third).
+    slow.set_faults(SLOW, scylla_testbed::Faults::default())
+        .await
+        .unwrap();
+    let sped_up = Instant::now();
+    let mut recovered = None;
+    for _ in 0..20 {
+        let (_, served) =
+            served_during(&slow, paced(&slow_sessions, Duration::from_millis(500))).await;
+        let total: u64 = served.iter().sum();
+        if served[SLOW] * 5 >= total {
+            recovered = Some(sped_up.elapsed());
+            break;
+        }
+    }
+    eprintln!("the sped-up node had a fifth of the requests or more after {recovered:?}");
+    assert!(
+        recovered.is_some_and(|t| t <= Duration::from_secs(8)),
+        "the sped-up node did not get its share back: {recovered:?}"
+    );
 }
