@@ -1,6 +1,8 @@
 //! How a connection is opened and run ([`ConnectionConfig`]), and the
 //! options of one request ([`RequestOptions`]).
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,6 +84,16 @@ pub struct ConnectionConfig {
     pub client_options: Option<Arc<str>>,
     /// I/O counters to update (share one among connections for totals).
     pub counters: Arc<IoCounters>,
+    /// Connect to this Unix-domain socket instead of the address given to
+    /// [`open`](super::open()) (which then only names the node: in
+    /// [`ConnectionInfo::peer`](super::ConnectionInfo), logs and metrics).
+    /// This is how ScyllaDB's maintenance socket is reached; see
+    /// `SessionBuilder::maintenance_socket`. The connect is bounded by
+    /// [`SocketConfig::connect_timeout`]; the TCP options, source ports and
+    /// TLS do not apply (the maintenance socket is plaintext and serves no
+    /// shard-aware port). Unix only: elsewhere the connect fails with
+    /// [`OpenError::UnixSocket`](super::OpenError::UnixSocket).
+    pub unix_socket: Option<PathBuf>,
     /// Encrypt the connection with TLS (the TLS handshake is bounded by the
     /// connect timeout).
     #[cfg(feature = "tls")]
@@ -101,6 +113,16 @@ impl ConnectionConfig {
         }
     }
 }
+
+/// The address under which a node reached through a Unix-domain socket
+/// ([`ConnectionConfig::unix_socket`]) is known, when nothing better is
+/// known before connecting: `0.0.0.0:0`, which no node reports for itself or
+/// its peers (a peer listening on a wildcard is reported by its gossip
+/// address, and never on port 0). Sessions through ScyllaDB's maintenance
+/// socket use it as their one node's address (metrics labels, logs, the
+/// cluster view).
+pub const UNIX_SOCKET_NODE_ADDRESS: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
 
 /// The default `DRIVER_NAME` sent in STARTUP ([`ConnectionConfig::driver_name`]).
 pub const DEFAULT_DRIVER_NAME: &str = "scylla-driver (Rust)";
@@ -137,6 +159,7 @@ impl Default for ConnectionConfig {
             client_id: None,
             client_options: None,
             counters: Arc::new(IoCounters::default()),
+            unix_socket: None,
             #[cfg(feature = "tls")]
             tls: None,
         }

@@ -34,7 +34,10 @@ pub async fn open(
     source: Option<SocketAddr>,
     config: &ConnectionConfig,
 ) -> Result<Connection, ConnectionError> {
-    let span = tracing::debug_span!("connection", peer = %addr, tls = config.uses_tls());
+    let span = match &config.unix_socket {
+        Some(path) => tracing::debug_span!("connection", peer = %addr, unix_socket = %path.display()),
+        None => tracing::debug_span!("connection", peer = %addr, tls = config.uses_tls()),
+    };
     open_inner(addr, source, config).instrument(span).await
 }
 
@@ -95,6 +98,9 @@ pub(super) async fn open_in(
     config: &ConnectionConfig,
     version: ProtocolVersion,
 ) -> Result<Connection, ConnectionError> {
+    if let Some(path) = &config.unix_socket {
+        return open_unix_in(addr, path, config, version).await;
+    }
     let mut stream = open::open_socket(addr, source, &config.socket).await?;
     let local = open::local_addr(&stream).map_err(|source| ConnectionError::Io {
         step: SetupStep::Connect,
@@ -110,7 +116,9 @@ pub(super) async fn open_in(
             .await
             .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
         let (rd, wr) = tokio::io::split(stream);
-        return Ok(start(addr, local, server, leftover, rd, wr, None, config));
+        return Ok(start(
+            addr, local, server, leftover, rd, wr, None, true, config,
+        ));
     }
     let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
     // The owned halves of a TCP stream: no lock between reader and writer.
@@ -125,8 +133,44 @@ pub(super) async fn open_in(
         rd,
         writer::SharedWriteHalf(wr.clone()),
         Some(wr),
+        false,
         config,
     ))
+}
+
+/// Connects to the Unix-domain socket `path` and sets the connection up in
+/// protocol `version`: the same handshake and tasks as over TCP. `addr`
+/// only names the node. There is no source port (the node picks the shard,
+/// as on its regular port), no TLS (ScyllaDB's maintenance socket is
+/// plaintext), and no direct writes (the halves of `tokio::io::split` share
+/// a lock, as TLS's do).
+#[cfg(unix)]
+async fn open_unix_in(
+    addr: SocketAddr,
+    path: &std::path::Path,
+    config: &ConnectionConfig,
+    version: ProtocolVersion,
+) -> Result<Connection, ConnectionError> {
+    let mut stream = open::open_unix(path, &config.socket).await?;
+    let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
+    let (rd, wr) = tokio::io::split(stream);
+    // A Unix-domain peer has no IP address: the local end is reported as
+    // the unspecified address.
+    let local = super::UNIX_SOCKET_NODE_ADDRESS;
+    Ok(start(
+        addr, local, server, leftover, rd, wr, None, false, config,
+    ))
+}
+
+/// Unix-domain sockets exist on Unix only.
+#[cfg(not(unix))]
+async fn open_unix_in(
+    _addr: SocketAddr,
+    path: &std::path::Path,
+    _config: &ConnectionConfig,
+    _version: ProtocolVersion,
+) -> Result<Connection, ConnectionError> {
+    Err(open::unix_unsupported(path).into())
 }
 
 /// The CQL handshake, bounded by the handshake timeout.
@@ -178,6 +222,7 @@ pub(super) fn start<R, W>(
     rd: R,
     wr: W,
     direct: Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
+    tls: bool,
     config: &ConnectionConfig,
 ) -> Connection
 where
@@ -255,10 +300,7 @@ where
                 peer: addr,
                 local,
                 server,
-                // Plain TCP always hands its write half for direct writes; a
-                // TLS stream cannot (its records need the writer's exclusive
-                // access).
-                tls: direct.is_none(),
+                tls,
             },
             shared,
         }),

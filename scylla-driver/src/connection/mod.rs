@@ -1,9 +1,12 @@
-//! One TCP connection to one shard of one node, in plaintext or over TLS.
+//! One TCP connection to one shard of one node, in plaintext or over TLS
+//! (or a plaintext connection over a Unix-domain socket: ScyllaDB's
+//! maintenance socket, [`ConnectionConfig::unix_socket`]).
 //!
 //! [`open()`](fn@open) connects (`open` module: socket2, optional bind of a
-//! chosen source port), runs the TLS handshake if configured (`tls` module,
-//! feature `tls`), runs the handshake (`handshake`), and spawns three tasks that own
-//! the socket; the caller gets a cheap, clonable [`Connection`] handle:
+//! chosen source port; or the Unix-domain socket), runs the TLS handshake if
+//! configured (`tls` module, feature `tls`), runs the handshake
+//! (`handshake`), and spawns three tasks that own the socket; the caller gets
+//! a cheap, clonable [`Connection`] handle:
 //!
 //! - the **writer** (`writer`) takes the frames that requests encoded into the
 //!   shared pending buffer and writes them, several per syscall when the
@@ -69,7 +72,7 @@ pub use self::stats::{IoCounters, IoSnapshot};
 
 pub use self::config::{
     ConnectionConfig, RequestOptions, DEFAULT_DRIVER_NAME, DEFAULT_DRIVER_VERSION,
-    DEFAULT_MAX_FRAME_LEN,
+    DEFAULT_MAX_FRAME_LEN, UNIX_SOCKET_NODE_ADDRESS,
 };
 pub use self::establish::open;
 use self::handle::Handle;

@@ -8,9 +8,15 @@
 //! the kernel only refuses a duplicate of the full 4-tuple, and it reports
 //! that either at bind (`AddrInUse`) or at connect (`AddrNotAvailable`), which
 //! [`OpenError::port_taken`] recognises so the caller can try another port.
+//!
+//! A connection configured with a Unix-domain socket path
+//! ([`ConnectionConfig::unix_socket`](super::ConnectionConfig::unix_socket),
+//! ScyllaDB's maintenance socket) connects there instead (`open_unix`),
+//! bounded by the same connect timeout; it has no source port to choose.
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
@@ -75,6 +81,31 @@ fn hint(step: OpenStep, source: &io::Error) -> &'static str {
     }
 }
 
+/// What to check after a failed connect to a Unix-domain socket, by the
+/// error's kind.
+fn unix_hint(source: &io::Error) -> &'static str {
+    match source.kind() {
+        io::ErrorKind::NotFound => {
+            " (no socket at this path: check the path, and that the node enables its \
+             maintenance socket: `maintenance_socket` in scylla.yaml, where `workdir` puts it \
+             at <workdir>/cql.m and `ignore` disables it)"
+        }
+        io::ErrorKind::PermissionDenied => {
+            " (permission denied: the socket is open to its owner and group only; connect as \
+             the node's user or as a member of its `maintenance_socket_group`)"
+        }
+        io::ErrorKind::ConnectionRefused => {
+            " (nothing listens on it: the node is down, the file was left by a node that \
+             stopped, or the path is not a socket)"
+        }
+        io::ErrorKind::InvalidInput => {
+            " (check the path: a socket path must be shorter than 108 bytes)"
+        }
+        io::ErrorKind::Unsupported => " (Unix-domain sockets need a Unix platform)",
+        _ => " (check the path and the socket's permissions, and that the node is up)",
+    }
+}
+
 /// Opening a socket failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -98,6 +129,25 @@ pub enum OpenError {
         /// The timeout.
         after: Duration,
     },
+    /// Connecting to a Unix-domain socket (ScyllaDB's maintenance socket)
+    /// failed: the path does not exist, is not accessible, or nothing
+    /// listens on it.
+    #[error("connect to the Unix-domain socket {} failed{}", path.display(), unix_hint(source))]
+    UnixSocket {
+        /// The socket's path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The connect to a Unix-domain socket did not finish in time.
+    #[error("connect to the Unix-domain socket {} timed out after {after:?}: check that the node behind it is not stuck or overloaded, or raise `connect_timeout`", path.display())]
+    UnixSocketTimeout {
+        /// The socket's path.
+        path: PathBuf,
+        /// The timeout.
+        after: Duration,
+    },
 }
 
 impl OpenError {
@@ -113,18 +163,38 @@ impl OpenError {
                             | io::ErrorKind::PermissionDenied
                     )
             }
-            OpenError::Timeout { .. } => false,
+            OpenError::Timeout { .. }
+            | OpenError::UnixSocket { .. }
+            | OpenError::UnixSocketTimeout { .. } => false,
         }
     }
 
     /// Whether the peer refused the connection.
     pub fn refused(&self) -> bool {
-        matches!(self, OpenError::Io { source, .. } if source.kind() == io::ErrorKind::ConnectionRefused)
+        match self {
+            OpenError::Io { source, .. } | OpenError::UnixSocket { source, .. } => {
+                source.kind() == io::ErrorKind::ConnectionRefused
+            }
+            OpenError::Timeout { .. } | OpenError::UnixSocketTimeout { .. } => false,
+        }
     }
 
     /// Whether the connect timed out.
     pub fn timed_out(&self) -> bool {
-        matches!(self, OpenError::Timeout { .. })
+        matches!(
+            self,
+            OpenError::Timeout { .. } | OpenError::UnixSocketTimeout { .. }
+        )
+    }
+
+    /// The Unix-domain socket path this error is about, if it is about one.
+    pub fn unix_socket_path(&self) -> Option<&Path> {
+        match self {
+            OpenError::UnixSocket { path, .. } | OpenError::UnixSocketTimeout { path, .. } => {
+                Some(path)
+            }
+            OpenError::Io { .. } | OpenError::Timeout { .. } => None,
+        }
     }
 }
 
@@ -162,6 +232,38 @@ pub(super) async fn open_socket(
             addr,
             after: cfg.connect_timeout,
         }),
+    }
+}
+
+/// Connects to the Unix-domain socket at `path`, bounded by the connect
+/// timeout (the TCP options do not apply).
+#[cfg(unix)]
+pub(super) async fn open_unix(
+    path: &Path,
+    cfg: &SocketConfig,
+) -> Result<tokio::net::UnixStream, OpenError> {
+    match tokio::time::timeout(cfg.connect_timeout, tokio::net::UnixStream::connect(path)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(source)) => Err(OpenError::UnixSocket {
+            path: path.to_owned(),
+            source,
+        }),
+        Err(_) => Err(OpenError::UnixSocketTimeout {
+            path: path.to_owned(),
+            after: cfg.connect_timeout,
+        }),
+    }
+}
+
+/// Unix-domain sockets exist on Unix only: elsewhere every connect fails.
+#[cfg(not(unix))]
+pub(super) fn unix_unsupported(path: &Path) -> OpenError {
+    OpenError::UnixSocket {
+        path: path.to_owned(),
+        source: io::Error::new(
+            io::ErrorKind::Unsupported,
+            "Unix-domain sockets are not supported on this platform",
+        ),
     }
 }
 
@@ -210,6 +312,38 @@ mod tests {
             .unwrap_err();
         assert!(e.refused(), "{e}");
         assert!(!e.port_taken());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn unix_socket_errors_name_the_path() {
+        let dir = std::env::temp_dir().join(format!("open-unix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("missing.sock");
+        let e = open_unix(&path, &SocketConfig::default())
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(&*path.to_string_lossy()), "{text}");
+        assert!(text.contains("maintenance_socket"), "{text}");
+        assert_eq!(e.unix_socket_path(), Some(path.as_path()));
+        assert!(!e.refused() && !e.timed_out() && !e.port_taken());
+        // A socket file nobody listens on any more: refused.
+        let stale = dir.join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let e = open_unix(&stale, &SocketConfig::default())
+            .await
+            .unwrap_err();
+        assert!(e.refused(), "{e}");
+        assert!(e.to_string().contains("nothing listens"), "{e}");
+        // And one that listens.
+        let live = dir.join("live.sock");
+        let _ = std::fs::remove_file(&live);
+        let listener = tokio::net::UnixListener::bind(&live).unwrap();
+        let accept = tokio::spawn(async move { listener.accept().await.map(|_| ()) });
+        open_unix(&live, &SocketConfig::default()).await.unwrap();
+        accept.await.unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
