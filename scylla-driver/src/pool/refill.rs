@@ -268,7 +268,16 @@ fn watch_close(inner: &Arc<PoolInner>, conn: &Connection) {
 async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
     match open_regular(inner).await {
         Ok(conn) => {
-            let sharding = conn.sharding().cloned();
+            // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
+            // node picks each connection's shard and no source port can
+            // steer it: the node is pooled as unsharded (one slot of
+            // `connections_per_shard`), instead of opening connections until
+            // chance has covered every shard.
+            let sharding = if unsharded(inner) {
+                None
+            } else {
+                conn.sharding().cloned()
+            };
             let nr = sharding.as_ref().map_or(1, |s| s.nr_shards.get() as usize);
             if slots.shards.len() != nr || slots.sharding != sharding {
                 if slots.sharding.is_some() {
@@ -280,7 +289,7 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
                 slots.shards = (0..nr).map(|_| Vec::new()).collect();
                 slots.sharding = sharding;
             }
-            let shard = conn.shard().unwrap_or(0) as usize;
+            let shard = slot_of(slots, &conn) as usize;
             watch_close(inner, &conn);
             if let Some(s) = slots.shards.get_mut(shard) {
                 s.push(Held { conn, lease: None });
@@ -296,6 +305,22 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
             tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
             Round::Failed
         }
+    }
+}
+
+/// Whether the pool treats its node as unsharded whatever the node says:
+/// over a Unix-domain socket the client cannot choose a shard.
+fn unsharded(inner: &PoolInner) -> bool {
+    inner.config.connection.unix_socket.is_some()
+}
+
+/// The slot a connection goes to: its shard, or the one slot of a node
+/// pooled as unsharded.
+fn slot_of(slots: &Slots, conn: &Connection) -> Shard {
+    if slots.sharding.is_none() {
+        0
+    } else {
+        conn.shard().unwrap_or(0)
     }
 }
 
@@ -341,7 +366,7 @@ async fn fill_missing(
         } else {
             s.shard_aware_port
         };
-        let port = advertised.filter(|_| inner.config.shard_aware_port)?;
+        let port = advertised.filter(|_| inner.config.shard_aware_port && !unsharded(inner))?;
         // `inner.addr` is already translated (address translation applies
         // to the node's address); the port number is the node's own.
         Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
@@ -434,7 +459,7 @@ async fn fill_missing(
         };
         match opened.result {
             Ok((conn, lease)) => {
-                let landed = conn.shard().unwrap_or(0);
+                let landed = slot_of(slots, &conn);
                 if lease.is_some() && landed != opened.wanted {
                     Metrics::inc(&inner.metrics.wrong_shard_landings);
                     tracing::debug!(node = %inner.addr, wanted = opened.wanted, landed, "shard-aware connection landed on another shard");
