@@ -748,6 +748,84 @@ impl SessionBuilder {
         self
     }
 
+    /// Connects to one ScyllaDB node through its maintenance socket, the
+    /// Unix-domain socket at `path`, instead of over TCP.
+    ///
+    /// The maintenance socket is ScyllaDB's administration entry point: CQL
+    /// without authentication, with full (superuser) permissions, reachable
+    /// only on the node's own host by its owner and group (file mode 660 on
+    /// the socket; `maintenance_socket_group` in scylla.yaml sets the group).
+    /// The node creates it before it joins the cluster (in maintenance mode
+    /// it is the only CQL entry point). scylla.yaml's `maintenance_socket`
+    /// says where: `ignore` (the default: none), `workdir`
+    /// (`<workdir>/cql.m`), or a path (shorter than 108 bytes). Sources:
+    /// <https://docs.scylladb.com/manual/master/operating-scylla/admin-tools/maintenance-socket.html>,
+    /// and `controller::start_listening_on_maintenance_socket` in ScyllaDB's
+    /// `transport/controller.cc`, which listens on every shard of the node,
+    /// unencrypted and "non-shard-aware".
+    ///
+    /// What the session then does:
+    /// - **One node.** The control connection and the pool both go through
+    ///   the socket, so the session uses the node behind it and no other:
+    ///   a host filter leaves out the peers `system.peers` lists (as the
+    ///   Python driver's documented recipe does with
+    ///   `Cluster([UnixSocketEndPoint(path)],
+    ///   load_balancing_policy=WhiteListRoundRobinPolicy([...]))`). That
+    ///   node is known by the address
+    ///   [`UNIX_SOCKET_NODE_ADDRESS`](crate::connection::UNIX_SOCKET_NODE_ADDRESS)
+    ///   (`0.0.0.0:0`), as in metrics labels and the cluster view.
+    /// - **No shard awareness.** A client cannot pick its shard over a
+    ///   Unix-domain socket (there is no source port; the node puts each
+    ///   connection on a shard of its choosing), so the node is pooled as
+    ///   unsharded: [`connections_per_shard`](Self::connections_per_shard)
+    ///   connections in all, wherever they land; no shard-aware port.
+    /// - **No credentials needed.** A configured authenticator is still
+    ///   answered if the server asks for one.
+    /// - Queries, prepared statements and paging work as usual.
+    ///
+    /// This replaces the contact points, turns the shard-aware port off and
+    /// sets the host filter: call it after [`known_node`](Self::known_node),
+    /// [`shard_aware_port`](Self::shard_aware_port) and
+    /// [`host_filter`](Self::host_filter), if at all. TLS settings do not
+    /// apply to the socket (it is plaintext). Unix only: elsewhere `build`
+    /// fails with
+    /// [`OpenError::UnixSocket`](crate::errors::OpenError::UnixSocket).
+    /// A path that does not exist, or that the process may not open, fails
+    /// `build` with the same error, naming the path and what to check.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use scylla_driver::SessionBuilder;
+    ///
+    /// // scylla.yaml: maintenance_socket: workdir
+    /// let session = SessionBuilder::new()
+    ///     .maintenance_socket("/var/lib/scylla/cql.m")
+    ///     .build()
+    ///     .await?;
+    /// session
+    ///     .query_unpaged(
+    ///         "CREATE ROLE admin WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = 'change-me'",
+    ///         (),
+    ///     )
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn maintenance_socket(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        use crate::cluster::{FnHostFilter, HostInfo};
+        use crate::connection::UNIX_SOCKET_NODE_ADDRESS;
+        self.config.pool.connection.unix_socket = Some(path.into());
+        // Every connection goes through the socket: the contact point only
+        // names the node (the control connection's node is known by the
+        // address it was reached at).
+        self.config.contact_points = vec![UNIX_SOCKET_NODE_ADDRESS.to_string()];
+        self.config.pool.shard_aware_port = false;
+        self.config.control.nodes.filter = Some(Arc::new(FnHostFilter(|h: &HostInfo<'_>| {
+            h.address == UNIX_SOCKET_NODE_ADDRESS
+        })));
+        self
+    }
+
     /// Connects: the control connection first (discovering the nodes), then a
     /// pool per node; returns once every node has a connection (nodes that
     /// do not answer within the initial connect timeout are left to their
