@@ -95,6 +95,10 @@ struct Cli {
     /// Serve system.peers_v2 (as Cassandra 4+; ScyllaDB has none).
     #[arg(long)]
     peers_v2: bool,
+    /// Each node also listens on a Unix-domain socket, like ScyllaDB's
+    /// maintenance socket: no authentication (the paths are printed).
+    #[arg(long)]
+    maintenance_socket: bool,
     /// Answer UNAVAILABLE, as a real coordinator, when fewer of a
     /// partition's replicas are up than the consistency level needs.
     #[arg(long)]
@@ -181,7 +185,8 @@ impl Cli {
             .max_protocol_version(self.protocol_version)
             .use_metadata_id(self.use_metadata_id)
             .advertise_unreachable(self.advertise_unreachable)
-            .peers_v2(self.peers_v2);
+            .peers_v2(self.peers_v2)
+            .maintenance_socket(self.maintenance_socket);
         if let Some(c) = &self.auth {
             b = b.password_auth(&c.username, &c.password);
         }
@@ -302,6 +307,9 @@ async fn run(args: Args) -> ExitCode {
         if n.advertised != n.address {
             println!("node {}: advertised as {}", n.index, n.advertised);
         }
+        if let Some(path) = cluster.maintenance_socket(n.index) {
+            println!("node {}: maintenance socket {}", n.index, path.display());
+        }
         for (_, extra) in cluster
             .config()
             .slow_nodes
@@ -397,6 +405,15 @@ fn write_tls_files(cluster: &TestCluster, dir: &std::path::Path) -> std::io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn maintenance_socket_flag_turns_the_sockets_on() {
+        let cli =
+            <Cli as clap::Parser>::try_parse_from(["testbed", "--maintenance-socket"]).unwrap();
+        assert!(cli.into_args().unwrap().builder.config().maintenance_socket);
+        let cli = <Cli as clap::Parser>::try_parse_from(["testbed"]).unwrap();
+        assert!(!cli.into_args().unwrap().builder.config().maintenance_socket);
+    }
 
     #[test]
     fn debug_of_the_command_line_leaves_the_password_out() {

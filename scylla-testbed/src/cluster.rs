@@ -10,6 +10,8 @@ use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -49,6 +51,45 @@ pub struct TestCluster {
     nodes: Vec<NodeSlot>,
     /// Certificates and the TLS server side, when TLS is on.
     tls: Option<Arc<TlsMaterial>>,
+    /// The directory of the nodes' maintenance sockets, when they have one.
+    /// Declared last: removed after the nodes' tasks were told to stop.
+    sockets: Option<SocketDir>,
+}
+
+/// A temporary directory holding each node's maintenance socket at
+/// `node<i>/cql.m` (ScyllaDB's `<workdir>/cql.m`); removed when dropped.
+#[derive(Debug)]
+struct SocketDir(PathBuf);
+
+impl SocketDir {
+    fn create(nodes: usize) -> Result<SocketDir, ClusterError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "scylla-testbed-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let made = SocketDir(dir);
+        for i in 0..nodes {
+            std::fs::create_dir_all(made.0.join(format!("node{i}"))).map_err(|source| {
+                ClusterError::BindSocket {
+                    path: made.0.clone(),
+                    source,
+                }
+            })?;
+        }
+        Ok(made)
+    }
+
+    fn path(&self, i: usize) -> PathBuf {
+        self.0.join(format!("node{i}")).join("cql.m")
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn validate(c: &ClusterConfig) -> Result<NonZeroU16, ClusterError> {
@@ -138,6 +179,11 @@ impl TestCluster {
             BLOCK_ATTEMPTS
         };
         let mut last_err = None;
+        let mut sockets = if config.maintenance_socket {
+            Some(SocketDir::create(config.nodes)?)
+        } else {
+            None
+        };
         for _ in 0..attempts {
             let block = config.block.unwrap_or_else(next_block);
             let infos = node_infos(&config, shards, block);
@@ -155,7 +201,7 @@ impl TestCluster {
                     .with_tablets(TabletRegistry::new(config.seed, config.tablets))
                     .with_peers_v2(config.peers_v2),
             );
-            let cluster = TestCluster {
+            let mut cluster = TestCluster {
                 nodes: (0..config.nodes)
                     .map(|i| {
                         let faults = Arc::new(FaultState::new(config.seed ^ (i as u64) << 32));
@@ -177,6 +223,7 @@ impl TestCluster {
                 config: config.clone(),
                 cancel: CancellationToken::new(),
                 tls,
+                sockets: sockets.take(),
             };
             let mut result = Ok(());
             for i in 0..config.nodes {
@@ -194,6 +241,7 @@ impl TestCluster {
                     ) =>
                 {
                     tracing::debug!("{addr} is taken ({source}); trying another address block");
+                    sockets = cluster.take_sockets();
                     cluster.shutdown().await;
                     last_err = Some(ClusterError::Bind { addr, source });
                 }
@@ -206,6 +254,29 @@ impl TestCluster {
         Err(last_err.unwrap_or_else(|| {
             ClusterError::InvalidConfig("no address block could be bound".into())
         }))
+    }
+
+    /// Hands the socket directory to the next attempt of `start`.
+    fn take_sockets(&mut self) -> Option<SocketDir> {
+        self.sockets.take()
+    }
+
+    /// The path of node `i`'s maintenance socket (a Unix-domain socket
+    /// served like its regular port, without authentication), when the
+    /// cluster was built with
+    /// [`TestClusterBuilder::maintenance_socket`]; `None` otherwise or for
+    /// a node that does not exist. The file exists while the node runs.
+    pub fn maintenance_socket(&self, i: usize) -> Option<PathBuf> {
+        if i >= self.nodes.len() {
+            return None;
+        }
+        self.sockets.as_ref().map(|d| d.path(i))
+    }
+
+    /// The directory holding the maintenance sockets (removed when the
+    /// cluster is dropped), if they are on.
+    pub fn maintenance_socket_dir(&self) -> Option<&Path> {
+        self.sockets.as_ref().map(|d| d.0.as_path())
     }
 
     fn slot(&self, i: usize) -> Result<&NodeSlot, ClusterError> {
@@ -232,6 +303,7 @@ impl TestCluster {
             self.config.clone(),
             &self.cancel,
             self.tls.as_ref().map(|t| t.acceptor.clone()),
+            self.maintenance_socket(i),
         )?;
         if let Ok(mut last) = slot.last.lock() {
             *last = Some(started.shared.clone());

@@ -93,6 +93,9 @@ pub struct ClusterConfig {
     pub advertise_unreachable: bool,
     /// Serve `system.peers_v2` (as Cassandra 4+ does); ScyllaDB has none.
     pub peers_v2: bool,
+    /// Every node also listens on a Unix-domain socket, as ScyllaDB's
+    /// maintenance socket (see [`TestClusterBuilder::maintenance_socket`]).
+    pub maintenance_socket: bool,
 }
 
 impl fmt::Debug for ClusterConfig {
@@ -140,6 +143,7 @@ impl Default for ClusterConfig {
             handler: Arc::new(CqlHandler::new()),
             advertise_unreachable: false,
             peers_v2: false,
+            maintenance_socket: false,
         }
     }
 }
@@ -357,6 +361,22 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn peers_v2(mut self, on: bool) -> Self {
         self.config.peers_v2 = on;
+        self
+    }
+
+    /// Every node also listens on a Unix-domain socket (default off), as
+    /// ScyllaDB's maintenance socket (`maintenance_socket` in scylla.yaml):
+    /// CQL served like on the regular port (the node picks the shard, the
+    /// least loaded), but without authentication even when the cluster
+    /// requires it. The sockets live in a temporary directory of the
+    /// cluster's ([`crate::TestCluster::maintenance_socket`] gives node
+    /// `i`'s path); a node's socket file is removed when the node stops, the
+    /// directory when the cluster is dropped. Connections accepted there are
+    /// counted in `accepted_maintenance_socket`. Unix only: elsewhere
+    /// `start` fails with [`crate::ClusterError::InvalidConfig`].
+    #[must_use]
+    pub fn maintenance_socket(mut self, on: bool) -> Self {
+        self.config.maintenance_socket = on;
         self
     }
 

@@ -52,16 +52,18 @@ use scylla_cql::frame::ProtocolVersion;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The read half of a connection (plain TCP or TLS).
+/// The read half of a connection (plain TCP, TLS or Unix-domain).
 pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
-/// The write half of a connection (plain TCP or TLS).
+/// The write half of a connection (plain TCP, TLS or Unix-domain).
 pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventKind;
-use crate::handler::{error_code, ClientStage, Compression, ConnCtx, Reply, Request, Response};
+use crate::handler::{
+    error_code, ClientStage, Compression, ConnCtx, PortKind, Reply, Request, Response,
+};
 use crate::node_shared::NodeShared;
 pub(crate) use crate::outgoing::Outgoing;
 use crate::shard::ShardConnection;
@@ -585,7 +587,7 @@ impl Conn {
             s.tablets_routing_v1 = opts.contains_key(crate::supported::TABLETS_ROUTING_V1);
             s.use_metadata_id = self.node.config.use_metadata_id
                 && opts.contains_key(crate::supported::SCYLLA_USE_METADATA_ID);
-            s.stage = if self.node.config.auth.is_some() {
+            s.stage = if self.requires_auth() {
                 ClientStage::Authenticating
             } else {
                 ClientStage::Ready
@@ -595,7 +597,7 @@ impl Conn {
         let stats = self.node.stats.clone();
         let shard = self.ctx.shard as usize;
         bump_both(&stats, shard, |s| &s.handshakes_started);
-        if self.node.config.auth.is_some() {
+        if self.requires_auth() {
             // The cheap step: ask for credentials. The expensive one (the
             // password check) is AUTH_RESPONSE, under admission.
             let mut b = BytesMut::new();
@@ -619,6 +621,13 @@ impl Conn {
         self.start_segments_if_v5().await;
         bump_both(&stats, shard, |s| &s.handshakes_finished);
         Next::Continue
+    }
+
+    /// Whether STARTUP is answered with AUTHENTICATE: when the cluster
+    /// requires credentials, except on the maintenance socket (ScyllaDB
+    /// gives its connections superuser rights without asking).
+    fn requires_auth(&self) -> bool {
+        self.node.config.auth.is_some() && self.ctx.port_kind != PortKind::MaintenanceSocket
     }
 
     /// On a v5 connection, right after READY or AUTHENTICATE was queued:

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// Why a cluster operation failed.
 #[derive(Debug)]
@@ -13,6 +14,13 @@ pub enum ClusterError {
     Bind {
         /// The address that failed.
         addr: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A node's Unix-domain maintenance socket could not be bound.
+    BindSocket {
+        /// The socket's path.
+        path: PathBuf,
         /// The OS error.
         source: io::Error,
     },
@@ -28,6 +36,11 @@ impl fmt::Display for ClusterError {
                 f,
                 "cannot listen on {addr} (is another process using it? a fixed --block or port may collide)"
             ),
+            ClusterError::BindSocket { path, .. } => write!(
+                f,
+                "cannot listen on the Unix-domain socket {} (check that its directory exists and is writable, and that the path is shorter than 108 bytes)",
+                path.display()
+            ),
             ClusterError::NoSuchNode(i) => write!(f, "no node with index {i}"),
         }
     }
@@ -36,7 +49,9 @@ impl fmt::Display for ClusterError {
 impl std::error::Error for ClusterError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ClusterError::Bind { source, .. } => Some(source),
+            ClusterError::Bind { source, .. } | ClusterError::BindSocket { source, .. } => {
+                Some(source)
+            }
             _ => None,
         }
     }

@@ -200,6 +200,9 @@ pub enum PortKind {
     Regular,
     /// The shard-aware port (shard = source port % shards).
     ShardAware,
+    /// The Unix-domain maintenance socket (shard = fewest connections, as
+    /// on the regular port; no authentication).
+    MaintenanceSocket,
 }
 
 /// Where a request arrived, and access to the cluster around it.

@@ -1,4 +1,6 @@
-//! A running node: its two listeners, accept loops and connection tasks.
+//! A running node: its listeners (regular and shard-aware ports, TLS ones,
+//! and the Unix-domain maintenance socket when on), accept loops and
+//! connection tasks.
 //!
 //! A [`NodeRuntime`] is one "process lifetime" of a node: starting a node
 //! builds a fresh one (fresh connections, stats, admission), stopping it
@@ -9,10 +11,13 @@
 //! around it outlive a restart.
 //!
 //! Listeners are bound with `SO_REUSEADDR`, so a restarted node can bind its
-//! ports again while old connections linger in `TIME_WAIT`.
+//! ports again while old connections linger in `TIME_WAIT`. The maintenance
+//! socket's file is removed before binding (a stale one from an earlier
+//! lifetime, as ScyllaDB does) and when the node stops.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +57,8 @@ pub(crate) struct NodeRuntime {
     /// The shard-aware accept loops (plain and, with TLS, TLS), stoppable
     /// alone (refuse fault): their token is a child of the node's.
     shard_aware: Option<(CancellationToken, Vec<JoinHandle<()>>)>,
+    /// The maintenance socket's path, when the node listens on one.
+    maintenance_socket: Option<PathBuf>,
 }
 
 /// Binds a listener with `SO_REUSEADDR` (see the module doc).
@@ -77,8 +84,13 @@ impl NodeRuntime {
         config: Arc<ClusterConfig>,
         parent: &CancellationToken,
         tls: Option<TlsAcceptor>,
+        maintenance_socket: Option<PathBuf>,
     ) -> Result<Self, ClusterError> {
         let regular = bind(info.cql_addr())?;
+        let unix = match &maintenance_socket {
+            Some(path) => Some(bind_unix(path)?),
+            None => None,
+        };
         let tls_regular = match (&tls, &config.tls) {
             (Some(_), Some(o)) => Some(bind(SocketAddr::new(info.address, o.port))?),
             _ => None,
@@ -105,9 +117,14 @@ impl NodeRuntime {
         let mut rt = NodeRuntime {
             shared: shared.clone(),
             shard_aware: None,
+            maintenance_socket,
         };
-        // Nothing is spawned yet: on error, dropping `regular` closes it.
+        // Nothing is spawned yet: on error, dropping `regular` closes it
+        // (and dropping `rt` removes the socket file).
         rt.open_shard_aware_if_wanted()?;
+        if let Some(listener) = unix {
+            spawn_unix_accept_loop(&shared, listener);
+        }
         shared.tracker.spawn(accept_loop(
             shared.clone(),
             regular,
@@ -194,7 +211,109 @@ impl NodeRuntime {
         s.cancel.cancel();
         s.tracker.close();
         let _ = tokio::time::timeout(STOP_TIMEOUT, s.tracker.wait()).await;
+        // Dropping `self` removes the maintenance socket's file.
     }
+}
+
+impl Drop for NodeRuntime {
+    fn drop(&mut self) {
+        if let Some(path) = &self.maintenance_socket {
+            // Connecting to a left-over file would be refused: remove it.
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Binds the maintenance socket at `path`, removing a stale file first.
+#[cfg(unix)]
+fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, ClusterError> {
+    let err = |source| ClusterError::BindSocket {
+        path: path.to_owned(),
+        source,
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    tokio::net::UnixListener::bind(path).map_err(err)
+}
+
+#[cfg(not(unix))]
+fn bind_unix(_path: &Path) -> Result<std::convert::Infallible, ClusterError> {
+    Err(ClusterError::InvalidConfig(
+        "the maintenance socket needs Unix-domain sockets (a Unix platform)".into(),
+    ))
+}
+
+#[cfg(unix)]
+fn spawn_unix_accept_loop(node: &Arc<NodeShared>, listener: tokio::net::UnixListener) {
+    node.tracker.spawn(unix_accept_loop(
+        node.clone(),
+        listener,
+        node.cancel.clone(),
+    ));
+}
+
+#[cfg(not(unix))]
+fn spawn_unix_accept_loop(_node: &Arc<NodeShared>, listener: std::convert::Infallible) {
+    match listener {}
+}
+
+/// Accepts connections on the maintenance socket until `cancel` fires.
+#[cfg(unix)]
+async fn unix_accept_loop(
+    node: Arc<NodeShared>,
+    listener: tokio::net::UnixListener,
+    cancel: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = cancel.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, _)) => on_unix_accept(&node, stream),
+            Err(e) => {
+                tracing::debug!(
+                    node = node.info.index,
+                    "maintenance socket accept failed: {e}"
+                );
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Serves a maintenance-socket connection: a shard as on the regular port,
+/// plaintext, no NAT or port faults (there is no port), and no
+/// authentication (see `Conn::requires_auth`).
+#[cfg(unix)]
+fn on_unix_accept(node: &Arc<NodeShared>, stream: tokio::net::UnixStream) {
+    let kind = PortKind::MaintenanceSocket;
+    let shard = assign(&node.stats, &node.info.sharder(), kind, 0);
+    let slot = ShardConnection::join(node.stats.clone(), shard, kind);
+    let ctx = Arc::new(ConnCtx {
+        node: node.info.clone(),
+        topology: node.topology.clone(),
+        stats: node.stats.clone(),
+        shard: slot.shard(),
+        port_kind: kind,
+        // A Unix-domain peer has no IP address.
+        peer: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        conn_id: node.next_conn_id.fetch_add(1, Ordering::Relaxed),
+        tls: false,
+        clients: node.clients.clone(),
+        state: Mutex::new(SessionState::default()),
+    });
+    let (rd, wr) = stream.into_split();
+    let halves: (connection::ReadHalf, connection::WriteHalf) = (Box::new(rd), Box::new(wr));
+    let cancel = node.cancel.child_token();
+    node.tracker
+        .spawn(connection::serve(node.clone(), halves, ctx, slot, cancel));
 }
 
 /// Accepts connections on one listener until `cancel` fires (which drops,
@@ -243,8 +362,9 @@ fn on_accept(
     let (seen_port, rewritten) = match kind {
         PortKind::ShardAware => node.faults.seen_port(peer.port()),
         // NAT changes nothing that matters on the regular port; the peer
-        // address is reported as it is.
-        PortKind::Regular => (peer.port(), false),
+        // address is reported as it is. (TCP listeners are never the
+        // maintenance socket.)
+        PortKind::Regular | PortKind::MaintenanceSocket => (peer.port(), false),
     };
     if rewritten {
         node.stats.nat_rewrites.fetch_add(1, Ordering::Relaxed);

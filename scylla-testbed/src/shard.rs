@@ -38,7 +38,9 @@ pub(crate) fn assign(
     seen_port: u16,
 ) -> Shard {
     match kind {
-        PortKind::Regular => least_loaded(stats),
+        // ScyllaDB's maintenance socket listens on every shard, like the
+        // regular port: the client has no say.
+        PortKind::Regular | PortKind::MaintenanceSocket => least_loaded(stats),
         PortKind::ShardAware => sharder.shard_of_source_port(seen_port),
     }
 }
@@ -57,6 +59,9 @@ impl ShardConnection {
         match kind {
             PortKind::Regular => bump_both(&stats, idx, |s| &s.accepted_regular),
             PortKind::ShardAware => bump_both(&stats, idx, |s| &s.accepted_shard_aware),
+            PortKind::MaintenanceSocket => {
+                bump_both(&stats, idx, |s| &s.accepted_maintenance_socket)
+            }
         }
         stats.node.connections.inc();
         if let Some(s) = stats.shards.get(idx) {
@@ -102,6 +107,21 @@ mod tests {
         drop(held);
         assert_eq!(stats.node.connections.current(), 0);
         assert_eq!(stats.node.connections.peak(), 6);
+    }
+
+    #[test]
+    fn maintenance_socket_balances_like_the_regular_port() {
+        let stats = Arc::new(NodeStats::new(2));
+        let sharder = Sharder::new(NonZeroU16::new(2).unwrap(), 12);
+        let a = assign(&stats, &sharder, PortKind::MaintenanceSocket, 0);
+        let _a = ShardConnection::join(stats.clone(), a, PortKind::MaintenanceSocket);
+        let b = assign(&stats, &sharder, PortKind::MaintenanceSocket, 0);
+        let _b = ShardConnection::join(stats.clone(), b, PortKind::MaintenanceSocket);
+        assert_eq!((a, b), (0, 1));
+        let snap = stats.snapshot(true);
+        assert_eq!(snap.node.accepted_maintenance_socket, 2);
+        assert_eq!(snap.node.accepted_regular, 0);
+        assert_eq!(snap.shards[1].accepted_maintenance_socket, 1);
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub(crate) struct ShardStats {
     pub(crate) accepted_regular: AtomicU64,
     pub(crate) accepted_shard_aware: AtomicU64,
     pub(crate) accepted_tls: AtomicU64,
+    pub(crate) accepted_maintenance_socket: AtomicU64,
     pub(crate) connections: Gauge,
     pub(crate) handshakes_started: AtomicU64,
     pub(crate) handshakes_finished: AtomicU64,
@@ -98,6 +99,7 @@ impl ShardStats {
             accepted_regular: r(&self.accepted_regular),
             accepted_shard_aware: r(&self.accepted_shard_aware),
             accepted_tls: r(&self.accepted_tls),
+            accepted_maintenance_socket: r(&self.accepted_maintenance_socket),
             connections: self.connections.current(),
             peak_connections: self.connections.peak(),
             handshakes_started: r(&self.handshakes_started),
@@ -173,6 +175,9 @@ pub struct StatsCounters {
     pub accepted_shard_aware: u64,
     /// Of the accepts above, those on a TLS port (regular or shard-aware).
     pub accepted_tls: u64,
+    /// Connections accepted on the Unix-domain maintenance socket
+    /// ([`crate::TestClusterBuilder::maintenance_socket`]).
+    pub accepted_maintenance_socket: u64,
     /// Connections open now.
     pub connections: u64,
     /// Most connections open at once.

@@ -19,7 +19,7 @@ use scylla_testbed::{
     error_code, AdmissionConfig, ConnCtx, EventKind, Faults, HandlerFuture, HandshakeCost, NatMode,
     Reply, Request, RequestHandler, Response, ShardAwarePortMode, TestCluster,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 /// Longest wait for anything the server should do promptly.
@@ -47,7 +47,10 @@ fn string_list_body(items: &[&str]) -> Vec<u8> {
 }
 
 /// Reads one frame, or fails on EOF/timeout.
-async fn read_frame(s: &mut TcpStream, within: Duration) -> io::Result<(FrameHeader, Vec<u8>)> {
+async fn read_frame<S: AsyncRead + Unpin>(
+    s: &mut S,
+    within: Duration,
+) -> io::Result<(FrameHeader, Vec<u8>)> {
     let deadline = Instant::now() + within;
     let mut buf = Vec::new();
     loop {
@@ -807,4 +810,99 @@ async fn clusters_get_distinct_blocks_and_identities() {
     assert!(TestCluster::builder().shards(0).start().await.is_err());
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// A QUERY frame body: the statement at consistency ONE, no values.
+fn query_body(q: &str) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.put_i32(q.len() as i32);
+    b.put_slice(q.as_bytes());
+    b.put_u16(0x0001);
+    b.put_u8(0);
+    b.to_vec()
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_socket_serves_cql_without_credentials() {
+    use tokio::net::UnixStream;
+    let c = TestCluster::builder()
+        .nodes(2)
+        .shards(2)
+        .password_auth("cassandra", "secret")
+        .maintenance_socket(true)
+        .start()
+        .await
+        .unwrap();
+    let path = c.maintenance_socket(1).unwrap();
+    assert!(path.ends_with("node1/cql.m"), "{}", path.display());
+    assert!(path.exists());
+    assert_ne!(c.maintenance_socket(0), Some(path.clone()));
+    assert_eq!(c.maintenance_socket(2), None);
+    // STARTUP gets READY at once although the cluster requires
+    // credentials, and queries are served; the node balances the
+    // connections over its shards as on the regular port.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::time::timeout(WAIT, UnixStream::connect(&path))
+            .await
+            .unwrap()
+            .unwrap();
+        s.write_all(&frame(0, 0x01, &startup_body(&[("CQL_VERSION", "3.0.0")])))
+            .await
+            .unwrap();
+        let (h, _) = read_frame(&mut s, WAIT).await.unwrap();
+        assert_eq!(h.opcode, Opcode::Ready);
+        s.write_all(&frame(
+            1,
+            0x07,
+            &query_body("SELECT host_id FROM system.local WHERE key = 'local'"),
+        ))
+        .await
+        .unwrap();
+        let (h, _) = read_frame(&mut s, WAIT).await.unwrap();
+        assert_eq!((h.opcode, h.stream), (Opcode::Result, 1));
+        held.push(s);
+    }
+    let st = c.stats();
+    let n1 = &st.nodes[1];
+    assert_eq!(n1.node.accepted_maintenance_socket, 2);
+    assert_eq!(
+        (
+            n1.shards[0].accepted_maintenance_socket,
+            n1.shards[1].accepted_maintenance_socket
+        ),
+        (1, 1)
+    );
+    assert_eq!(
+        (n1.node.accepted_regular, n1.node.accepted_shard_aware),
+        (0, 0)
+    );
+    assert_eq!(n1.node.handshakes_finished, 2);
+    assert_eq!(n1.node.connections, 2);
+    assert_eq!(st.nodes[0].node.accepted_maintenance_socket, 0);
+    // The regular port of the same node still asks for credentials.
+    let mut s = connect(c.node(1).unwrap().cql_addr()).await.unwrap();
+    s.write_all(&frame(0, 0x01, &startup_body(&[])))
+        .await
+        .unwrap();
+    let (h, _) = read_frame(&mut s, WAIT).await.unwrap();
+    assert_eq!(h.opcode, Opcode::Authenticate);
+    drop(s);
+    // A stopped node's socket file is gone; a restart brings it back.
+    c.stop_node(1).await.unwrap();
+    assert!(!path.exists());
+    let e = UnixStream::connect(&path).await.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    c.start_node(1).await.unwrap();
+    assert!(path.exists());
+    let mut s = UnixStream::connect(&path).await.unwrap();
+    s.write_all(&frame(0, 0x05, &[])).await.unwrap();
+    let (h, _) = read_frame(&mut s, WAIT).await.unwrap();
+    assert_eq!(h.opcode, Opcode::Supported);
+    drop(held);
+    // Dropping the cluster removes the sockets' directory.
+    let dir = c.maintenance_socket_dir().unwrap().to_owned();
+    drop(c);
+    assert!(!dir.exists(), "{}", dir.display());
 }

@@ -572,9 +572,10 @@ fn system_clients(ctx: &ConnCtx) -> View {
     view("system", "clients", &CLIENTS_COLS, rows)
 }
 
-const STATS_COLS: [(&str, &str); 21] = [
+const STATS_COLS: [(&str, &str); 22] = [
     ("node", "int"),
     ("shard", "int"),
+    ("accepted_maintenance_socket", "bigint"),
     ("accepted_regular", "bigint"),
     ("accepted_shard_aware", "bigint"),
     ("accepted_tls", "bigint"),
@@ -605,6 +606,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
             rows.push(vec![
                 Some(CqlValue::Int(n as i32)),
                 Some(CqlValue::Int(s as i32)),
+                big(c.accepted_maintenance_socket),
                 big(c.accepted_regular),
                 big(c.accepted_shard_aware),
                 big(c.accepted_tls),
