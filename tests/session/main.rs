@@ -20,6 +20,7 @@ mod derive_session;
 mod error_texts;
 mod execution_profiles;
 mod future_sizes;
+mod maintenance_socket;
 mod node_events;
 mod official_style;
 mod quiet_metadata;
