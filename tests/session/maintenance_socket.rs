@@ -10,9 +10,8 @@
 
 use std::time::Duration;
 
-use scylla_driver::cluster::control::{ContactError, ControlError};
-use scylla_driver::connection::{ConnectionError, UNIX_SOCKET_NODE_ADDRESS};
-use scylla_driver::errors::OpenError;
+use scylla_driver::cluster::UNIX_SOCKET_NODE_ADDRESS;
+use scylla_driver::errors::{ConnectionError, ContactError, ControlError, OpenError};
 use scylla_driver::statement::Statement;
 use scylla_driver::{NewSessionError, SessionBuilder};
 use scylla_testbed::TestCluster;

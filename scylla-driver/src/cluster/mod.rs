@@ -53,6 +53,9 @@ pub use view::{
 pub use control::{ContactError, ContactFailure, ControlError};
 pub use metadata::MetadataError;
 pub use translation::TranslationError;
+// The address of the node of a session through ScyllaDB's maintenance socket
+// (`SessionBuilder::maintenance_socket`), as the cluster view shows it.
+pub use crate::connection::UNIX_SOCKET_NODE_ADDRESS;
 
 #[cfg(feature = "unstable-internals")]
 #[doc(hidden)]

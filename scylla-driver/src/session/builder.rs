@@ -772,7 +772,7 @@ impl SessionBuilder {
     ///   `Cluster([UnixSocketEndPoint(path)],
     ///   load_balancing_policy=WhiteListRoundRobinPolicy([...]))`). That
     ///   node is known by the address
-    ///   [`UNIX_SOCKET_NODE_ADDRESS`](crate::connection::UNIX_SOCKET_NODE_ADDRESS)
+    ///   [`UNIX_SOCKET_NODE_ADDRESS`](crate::cluster::UNIX_SOCKET_NODE_ADDRESS)
     ///   (`0.0.0.0:0`), as in metrics labels and the cluster view.
     /// - **No shard awareness.** A client cannot pick its shard over a
     ///   Unix-domain socket (there is no source port; the node puts each
