@@ -273,5 +273,6 @@ fn the_periodic_check_reads_the_schema_only_when_a_version_changed() {
     let unknown = vec![with_version(1, Some(7)), with_version(2, None)];
     assert!(schema_versions_differ(&before, &unknown));
     // The periodic check reads the topology and asks for the comparison.
-    assert!(Refresh::CHECK.nodes && Refresh::CHECK.schema_if_changed && !Refresh::CHECK.schema);
+    let check = Refresh::CHECK;
+    assert!(check.nodes && check.schema_if_changed && !check.schema);
 }
