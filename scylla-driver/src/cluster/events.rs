@@ -12,6 +12,7 @@
 //!   stays down here (the server's report only makes the pool retry at
 //!   once).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use tokio::sync::broadcast;
@@ -46,6 +47,9 @@ pub struct NodeEvent {
     pub datacenter: String,
     /// Its rack.
     pub rack: String,
+    /// Up and Down: which flip of the node's pool (between no connection
+    /// and some) this is, to skip the ones a subscriber started after.
+    pub(crate) flip: u64,
 }
 
 /// The node events of a session from the moment of subscription
@@ -67,11 +71,32 @@ pub struct NodeEvent {
 pub struct NodeEvents {
     rx: broadcast::Receiver<NodeEvent>,
     missed: u64,
+    /// Per node, the pool flips made before the subscription.
+    seen: HashMap<Uuid, u64>,
 }
 
 impl NodeEvents {
-    pub(crate) fn new(rx: broadcast::Receiver<NodeEvent>) -> Self {
-        NodeEvents { rx, missed: 0 }
+    pub(crate) fn new(rx: broadcast::Receiver<NodeEvent>, seen: HashMap<Uuid, u64>) -> Self {
+        NodeEvents {
+            rx,
+            missed: 0,
+            seen,
+        }
+    }
+
+    /// Whether `e` is news: not an Up or Down of a flip made before the
+    /// subscription. A node removed since has a new pool if it returns.
+    fn news(&mut self, e: &NodeEvent) -> bool {
+        match e.kind {
+            NodeEventKind::Up | NodeEventKind::Down => {
+                self.seen.get(&e.host_id).is_none_or(|&seen| e.flip > seen)
+            }
+            NodeEventKind::Removed => {
+                self.seen.remove(&e.host_id);
+                true
+            }
+            NodeEventKind::Added => true,
+        }
     }
 
     /// The next event; `None` once the session is closed or dropped. A
@@ -80,7 +105,8 @@ impl NodeEvents {
     pub async fn next(&mut self) -> Option<NodeEvent> {
         loop {
             match self.rx.recv().await {
-                Ok(event) => return Some(event),
+                Ok(event) if self.news(&event) => return Some(event),
+                Ok(_) => {}
                 Err(broadcast::error::RecvError::Lagged(n)) => self.missed += n,
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
@@ -91,7 +117,8 @@ impl NodeEvents {
     pub fn try_next(&mut self) -> Option<NodeEvent> {
         loop {
             match self.rx.try_recv() {
-                Ok(event) => return Some(event),
+                Ok(event) if self.news(&event) => return Some(event),
+                Ok(_) => {}
                 Err(broadcast::error::TryRecvError::Lagged(n)) => self.missed += n,
                 Err(_) => return None,
             }

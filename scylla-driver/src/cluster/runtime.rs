@@ -92,6 +92,7 @@ impl Cluster {
             tablets: tablets.clone(),
             node_events,
             reachable: HashMap::new(),
+            cancel: cancel.clone(),
         };
         tokio::spawn(worker.run(
             updates,
@@ -120,7 +121,16 @@ impl Cluster {
             Some(tx) => tx.subscribe(),
             None => broadcast::channel(1).1,
         };
-        super::events::NodeEvents::new(rx)
+        // The flips already made: their events may still be on their way,
+        // and are not news to this subscriber.
+        let seen = self
+            .state
+            .load()
+            .nodes
+            .iter()
+            .map(|n| (n.host_id, n.pool.connectivity_flips()))
+            .collect();
+        super::events::NodeEvents::new(rx, seen)
     }
 
     /// Stops everything the cluster runs: the state and tablet tasks, the
@@ -175,8 +185,12 @@ struct Worker {
     local_rack: Option<String>,
     tablets: Arc<TabletStore>,
     node_events: broadcast::Sender<AppNodeEvent>,
-    /// Whether each node's pool had a connection when last looked at.
-    reachable: HashMap<Uuid, bool>,
+    /// How many times each node's pool had flipped between no connection
+    /// and some when last looked at (odd: connected).
+    reachable: HashMap<Uuid, u64>,
+    /// Cancelled when the cluster shuts down: its pools closing then is
+    /// not news for the application.
+    cancel: CancellationToken,
 }
 
 /// What the pools tell the worker.
@@ -206,6 +220,9 @@ impl Worker {
         // ran is not lost: `Notify` keeps it).
         loop {
             tokio::select! {
+                // Cancellation first: once the cluster shuts down, the pools'
+                // closing is not news for the application.
+                biased;
                 _ = cancel.cancelled() => break,
                 changed = updates.changed() => {
                     if changed.is_err() {
@@ -250,19 +267,27 @@ impl Worker {
 
     /// Tells the application which nodes the pools can reach now and could
     /// not before, and the reverse.
+    /// Every flip since the last look is told, in order (at most the last
+    /// two: a node that flipped more often between two looks needs only
+    /// its last change told, and the one before, which shows it was gone).
     fn announce_reachability(&mut self) {
         let state = self.state.load_full();
         for n in &state.nodes {
-            let now = n.pool.is_connected();
-            let before = self.reachable.insert(n.host_id, now).unwrap_or(false);
-            if now != before {
-                let kind = if now {
+            let now = n.pool.connectivity_flips();
+            // After the flips are read: a flip made by the shutdown (which
+            // cancels first) shows as cancelled here.
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let before = self.reachable.insert(n.host_id, now).unwrap_or(0);
+            for flip in (before + 1).max(now.saturating_sub(1))..=now {
+                let kind = if flip % 2 == 1 {
                     NodeEventKind::Up
                 } else {
                     NodeEventKind::Down
                 };
                 tracing::debug!(node = %n.address, ?kind, "node event");
-                let _ = self.node_events.send(app_event(kind, n));
+                let _ = self.node_events.send(app_event(kind, n, flip));
             }
         }
     }
@@ -283,13 +308,19 @@ impl Worker {
         // Nodes that joined or left the session's view.
         let known = |state: &ClusterState, id: Uuid| state.nodes.iter().any(|n| n.host_id == id);
         for n in next.nodes.iter().filter(|n| !known(&previous, n.host_id)) {
-            let _ = self.node_events.send(app_event(NodeEventKind::Added, n));
+            let _ = self.node_events.send(app_event(NodeEventKind::Added, n, 0));
         }
         for n in previous.nodes.iter().filter(|n| !known(&next, n.host_id)) {
-            if self.reachable.remove(&n.host_id) == Some(true) {
-                let _ = self.node_events.send(app_event(NodeEventKind::Down, n));
+            // Its pool is gone: a node that was up goes down first.
+            if let Some(flips) = self.reachable.remove(&n.host_id) {
+                if flips % 2 == 1 {
+                    let down = app_event(NodeEventKind::Down, n, flips + 1);
+                    let _ = self.node_events.send(down);
+                }
             }
-            let _ = self.node_events.send(app_event(NodeEventKind::Removed, n));
+            let _ = self
+                .node_events
+                .send(app_event(NodeEventKind::Removed, n, 0));
         }
         self.announce_reachability();
         self.tablets.sync(&previous, &next);
@@ -319,13 +350,15 @@ impl Worker {
     }
 }
 
-/// The application's event of `kind` about node `n`.
-fn app_event(kind: NodeEventKind, n: &super::state::Node) -> AppNodeEvent {
+/// The application's event of `kind` about node `n` (`flip`: the pool's
+/// flip it reports, for Up and Down).
+fn app_event(kind: NodeEventKind, n: &super::state::Node, flip: u64) -> AppNodeEvent {
     AppNodeEvent {
         kind,
         host_id: n.host_id,
         address: n.address,
         datacenter: n.datacenter.clone(),
         rack: n.rack.clone(),
+        flip,
     }
 }

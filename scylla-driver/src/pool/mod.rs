@@ -30,7 +30,7 @@ pub mod shard_port;
 pub mod shed;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -141,6 +141,10 @@ struct PoolInner {
     /// that the routing's "is this node up" asked on every request is one
     /// atomic load instead of a snapshot load.
     connected: AtomicBool,
+    /// How many times `connected` flipped (odd: connected now): lets the
+    /// cluster layer tell every flip to the application, even two that
+    /// happened between two of its looks.
+    flips: AtomicU64,
     /// Published on every change, for waiters.
     changes: watch::Sender<u64>,
     /// Wakes the refill task (a connection closed, or the node is back).
@@ -189,6 +193,7 @@ impl NodePool {
             metrics,
             snapshot: ArcSwap::from_pointee(PoolSnapshot::default()),
             connected: AtomicBool::new(false),
+            flips: AtomicU64::new(0),
             changes: watch::channel(0).0,
             wake: Notify::new(),
             up_hint: std::sync::atomic::AtomicBool::new(false),
@@ -269,6 +274,12 @@ impl NodePool {
     /// Whether the pool has at least one usable connection.
     pub fn is_connected(&self) -> bool {
         self.inner.connected.load(Ordering::Relaxed)
+    }
+
+    /// How many times the pool went from no connection to some, or back
+    /// (odd: it has a connection now).
+    pub fn connectivity_flips(&self) -> u64 {
+        self.inner.flips.load(Ordering::Acquire)
     }
 
     /// Why the shard-aware port is not in use for this node, if it is not.

@@ -218,6 +218,7 @@ fn publish(inner: &PoolInner, slots: &Slots) {
     }
     let was_connected = inner.connected.swap(connected, Ordering::Relaxed);
     if was_connected != connected {
+        inner.flips.fetch_add(1, Ordering::Release);
         if let Some(listener) = &inner.config.connectivity_changed {
             listener.notify_one();
         }
