@@ -268,6 +268,7 @@ mod tests {
         let ctx = RequestContext {
             version: wire.version,
             use_metadata_id: wire.metadata_id,
+            tablets_routing_v2: false,
         };
         Request::decode_in(msg.opcode(), &buf, &ctx)
             .unwrap()
