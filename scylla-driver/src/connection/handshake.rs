@@ -268,8 +268,13 @@ fn startup_message<'a>(
     if ext.rate_limit_error_code.is_some() {
         options.push((keys::SCYLLA_RATE_LIMIT_ERROR.into(), "".into()));
     }
-    // Tablet routing payloads on misrouted requests (routing learns from them).
-    if ext.tablets_routing_v1 {
+    // Tablet routing: v2 when offered (it subsumes v1, and a client asks
+    // for one of the two): every EXECUTE then carries a tablet version
+    // block, and a stale one brings the tablet's routing back. Otherwise
+    // v1: routing payloads on misrouted requests. Routing learns from both.
+    if ext.tablets_routing_v2 {
+        options.push((keys::TABLETS_ROUTING_V2.into(), "".into()));
+    } else if ext.tablets_routing_v1 {
         options.push((keys::TABLETS_ROUTING_V1.into(), "".into()));
     }
     // Result metadata ids on v4 (PREPARED carries one, EXECUTE sends it,
