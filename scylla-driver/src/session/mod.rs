@@ -25,6 +25,7 @@ pub mod pager;
 mod prepare;
 mod prepared_cache;
 mod steering;
+mod tablets_v2;
 pub mod trace;
 pub(crate) mod values;
 
