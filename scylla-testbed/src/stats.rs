@@ -79,6 +79,7 @@ pub(crate) struct ShardStats {
     pub(crate) requests_wrong_shard: AtomicU64,
     pub(crate) requests_non_replica: AtomicU64,
     pub(crate) requests_tablet_misrouted: AtomicU64,
+    pub(crate) requests_non_leader: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
     pub(crate) version_refusals: AtomicU64,
     pub(crate) connections_v5: AtomicU64,
@@ -109,6 +110,7 @@ impl ShardStats {
             requests_wrong_shard: r(&self.requests_wrong_shard),
             requests_non_replica: r(&self.requests_non_replica),
             requests_tablet_misrouted: r(&self.requests_tablet_misrouted),
+            requests_non_leader: r(&self.requests_non_leader),
             protocol_errors: r(&self.protocol_errors),
             version_refusals: r(&self.version_refusals),
             connections_v5: r(&self.connections_v5),
@@ -197,6 +199,10 @@ pub struct StatsCounters {
     /// the tablet's replicas, or a replica node on a shard other than the
     /// tablet's shard there.
     pub requests_tablet_misrouted: u64,
+    /// Requests for a strongly consistent table (`consistency = 'global'`)
+    /// that reached a node other than the Raft leader of their tablet (a
+    /// ScyllaDB node forwards them to the leader).
+    pub requests_non_leader: u64,
     /// Malformed frames answered with a protocol error (version refusals
     /// included).
     pub protocol_errors: u64,
