@@ -11,11 +11,11 @@
 //! the tables and asks it who owns a token, `TestCluster` moves and splits
 //! tablets through it.
 //!
-//! A table of a strongly consistent keyspace (`consistency = 'global'`,
-//! this test cluster's spelling of ScyllaDB's option) has a Raft leader per
-//! tablet ([`Tablet::leader`], the first replica until moved with
-//! [`TabletMap::set_leader`]). Every tablet has a version
-//! ([`TabletMap::version`], tablets routing v2): a hash of its replica list
+//! A table of a strongly consistent keyspace (`consistency = 'global'`, as
+//! ScyllaDB spells it) has a Raft leader per tablet ([`Tablet::leader`]:
+//! replica `i % RF` of tablet `i`, so that leaders spread over the nodes,
+//! until moved with [`TabletMap::set_leader`]). Every tablet has a version
+//! ([`Tablet::routing_v2`], tablets routing v2): a hash of its replica list
 //! sorted, then shifted so that the leader comes first on a strongly
 //! consistent table.
 //!
@@ -275,11 +275,15 @@ impl TabletMap {
                     replicas.push((node, shard));
                 }
             }
+            // Leaders spread over the replicas (as Raft elections spread
+            // them over nodes): `system.tablets`' replica order names the
+            // leader first for only some tablets.
+            let leader = i % replicas.len().max(1);
             tablets.push(Tablet {
                 first_token: first,
                 last_token: last,
                 replicas,
-                leader: 0,
+                leader,
             });
         }
         TabletMap {

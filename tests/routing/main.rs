@@ -14,4 +14,5 @@ mod pool;
 mod protocol_v5;
 mod tablets;
 mod tablets_layer;
+mod tablets_v2;
 mod tls_cluster;
