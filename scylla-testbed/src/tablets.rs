@@ -190,7 +190,7 @@ pub const ROUTING_V2_PAYLOAD_KEY: &str = "tablets-routing-v2";
 /// The `tablets-routing-v2` payload value: the v1 tuple plus the tablet
 /// version as a bigint, serialized with the generic [`CqlValue`] serializer
 /// (independent of the driver's decoder). `tablet.replicas` must be in the
-/// version's order ([`TabletMap::routing_v2`]).
+/// version's order ([`Tablet::routing_v2`]).
 pub fn routing_v2_payload(tablet: &TabletInfo, version: u64) -> Result<Vec<u8>, String> {
     let v1 = routing_payload(tablet)?;
     // The v1 tuple's elements followed by one more: a tuple value is the

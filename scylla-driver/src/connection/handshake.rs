@@ -468,4 +468,23 @@ mod tests {
         assert_eq!(Query::use_keyspace("MyKs").contents, "USE \"MyKs\"");
         assert_eq!(Query::use_keyspace("1ks").contents, "USE \"1ks\"");
     }
+
+    #[test]
+    fn tablets_routing_v2_when_offered_else_v1_never_both() {
+        let config = ConnectionConfig::default();
+        let asked = |v1: bool, v2: bool| {
+            let ext = ScyllaExtensions {
+                tablets_routing_v1: v1,
+                tablets_routing_v2: v2,
+                ..ScyllaExtensions::default()
+            };
+            let startup = startup_message(&config, &ext, None);
+            let has = |k: &str| startup.options.iter().any(|(key, _)| key == k);
+            (has(keys::TABLETS_ROUTING_V1), has(keys::TABLETS_ROUTING_V2))
+        };
+        assert_eq!(asked(true, true), (false, true));
+        assert_eq!(asked(false, true), (false, true));
+        assert_eq!(asked(true, false), (true, false));
+        assert_eq!(asked(false, false), (false, false));
+    }
 }

@@ -68,7 +68,7 @@ fn block_for(routing: &RoutingInfo<'_>) -> u8 {
         // 1/16, so the first request to such a tablet brings its routing
         // back with probability 15/16 (16/15 requests expected), and the
         // version stays unknown, and each request keeps asking, until it does.
-        None => (turn << 4) | (turn >> 4),
+        None => turn.rotate_right(4),
     }
 }
 
