@@ -82,6 +82,7 @@ fn execute(c: &mut Criterion) {
                     values: Cow::Borrowed(&values),
                     ..QueryParameters::default()
                 },
+                tablet_version_block: None,
             };
             buf.clear();
             encode_frame(

@@ -69,6 +69,7 @@ fn tablets() -> TabletMap {
                 .iter()
                 .map(|&n| (Uuid::from_u128(u128::from(n) + 1), rng.u16(0..8)))
                 .collect(),
+            version: None,
         }
     });
     TabletMap::from_tablets(tablets, &|h| {
@@ -182,6 +183,7 @@ fn bench(c: &mut Criterion) {
             first_token: Token(0),
             last_token: Token(1000),
             replicas: vec![(Uuid::from_u128(1), 3)],
+            version: None,
         };
         b.iter(|| black_box(map.with_tablet(t.clone(), &|_| Some(NodeIdx(0)))))
     });

@@ -700,6 +700,7 @@ async fn one_request(p: &Phase, i: usize, values: &mut SerializedValues) -> Resu
             skip_metadata: !insert && !p.full_metadata,
             ..QueryParameters::default()
         },
+        tablet_version_block: None,
     };
     match conn.request(&exec, &opts()).await.map(|f| f.response) {
         Ok(Response::Result(ResultBody::Void)) if insert => Ok(()),

@@ -107,6 +107,7 @@ fn request(rng: &mut Rng, version: ProtocolVersion) -> Request<'static> {
             id: Cow::Owned(rng.bytes(16)),
             result_metadata_id: v5.then(|| Cow::Owned(rng.bytes(16))),
             params: params(rng, v5),
+            tablet_version_block: None,
         }),
         5 => Request::Batch(Batch {
             batch_type: [BatchType::Logged, BatchType::Unlogged, BatchType::Counter][rng.below(3)],
@@ -266,6 +267,7 @@ fn random_bodies_for_every_opcode() {
             let ctx = RequestContext {
                 version: ProtocolVersion::V4,
                 use_metadata_id: true,
+                tablets_routing_v2: false,
             };
             let _ = Request::decode_in(op, &body, &ctx);
         }

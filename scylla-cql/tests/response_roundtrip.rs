@@ -445,19 +445,20 @@ fn extensions() -> impl Strategy<Value = ScyllaExtensions> {
         option::of(any::<u32>()),
         option::of(any::<i32>()),
         option::of(any::<[u8; 16]>()),
-        any::<(bool, bool)>(),
+        any::<(bool, bool, bool)>(),
         vec("[a-z0-9]{1,6}", 0..3),
         vec("[0-9.]{1,6}", 0..3),
         vec("[0-9/v]{1,6}", 0..3),
     )
         .prop_map(
-            |(sharding, lwt, rate, host, (tablets, md_id), compression, cql, proto)| {
+            |(sharding, lwt, rate, host, (tablets, tablets_v2, md_id), compression, cql, proto)| {
                 ScyllaExtensions {
                     sharding: sharding.map(Ok),
                     lwt_metadata_mask: lwt,
                     rate_limit_error_code: rate,
                     host_id: host.map(Uuid::from_bytes),
                     tablets_routing_v1: tablets,
+                    tablets_routing_v2: tablets_v2,
                     use_metadata_id: md_id,
                     compression,
                     cql_versions: cql,

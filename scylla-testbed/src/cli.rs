@@ -88,6 +88,10 @@ struct Cli {
     /// Offer SCYLLA_USE_METADATA_ID (result metadata ids on v4).
     #[arg(long)]
     use_metadata_id: bool,
+    /// Offer TABLETS_ROUTING_V2_EXPERIMENTAL (tablet versions, leaders of
+    /// strongly consistent tablets).
+    #[arg(long)]
+    tablets_routing_v2: bool,
     /// Nodes report 127.255.Y.N instead of their 127.X.Y.N (clients need an
     /// address translator to reach peers).
     #[arg(long)]
@@ -184,6 +188,7 @@ impl Cli {
             .rack(self.rack)
             .max_protocol_version(self.protocol_version)
             .use_metadata_id(self.use_metadata_id)
+            .tablets_routing_v2(self.tablets_routing_v2)
             .advertise_unreachable(self.advertise_unreachable)
             .peers_v2(self.peers_v2)
             .maintenance_socket(self.maintenance_socket);

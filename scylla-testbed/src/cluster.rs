@@ -561,6 +561,46 @@ impl TestCluster {
         Ok(())
     }
 
+    /// Makes replica `replica` of tablet `tablet` (its index in token order)
+    /// of the strongly consistent table `keyspace.table` the Raft leader of
+    /// that tablet, at once (a leader election). The tablet's version
+    /// changes; drivers on `TABLETS_ROUTING_V2_EXPERIMENTAL` connections
+    /// learn the new leader from the `tablets-routing-v2` payload of their
+    /// next request whose version block no longer matches. Requests that
+    /// reach another node count as `requests_non_leader`.
+    pub fn set_tablet_leader(
+        &self,
+        keyspace: &str,
+        table: &str,
+        tablet: usize,
+        replica: usize,
+    ) -> Result<(), TabletError> {
+        self.topology
+            .tablets()
+            .update(keyspace, table, |m| m.set_leader(tablet, replica))?;
+        tracing::info!(keyspace, table, tablet, replica, "tablet leader moved");
+        Ok(())
+    }
+
+    /// The leader of each tablet of the strongly consistent table
+    /// `keyspace.table`, in token order, as (host id, shard); `None` if it
+    /// is not a strongly consistent tablet table.
+    pub fn tablet_leaders(&self, keyspace: &str, table: &str) -> Option<Vec<(uuid::Uuid, u16)>> {
+        let map = self.topology.tablets().map(keyspace, table)?;
+        if !map.strongly_consistent() {
+            return None;
+        }
+        Some(
+            map.tablets()
+                .iter()
+                .filter_map(|t| {
+                    let (n, s) = *t.replicas.get(t.leader)?;
+                    Some((self.topology.node(n)?.host_id, s))
+                })
+                .collect(),
+        )
+    }
+
     /// Splits every tablet of `keyspace.table` in two (as ScyllaDB's resize
     /// does when tables grow); the halves keep the replicas.
     pub fn split_tablets(&self, keyspace: &str, table: &str) -> Result<(), TabletError> {

@@ -85,6 +85,11 @@ pub struct ClusterConfig {
     /// Offer ScyllaDB's `SCYLLA_USE_METADATA_ID` (result metadata ids on
     /// protocol v4). Off by default, like ScyllaDB releases before it.
     pub use_metadata_id: bool,
+    /// Offer ScyllaDB's `TABLETS_ROUTING_V2_EXPERIMENTAL` (tablet versions on
+    /// EXECUTE, `tablets-routing-v2` payloads, leaders of strongly
+    /// consistent tablets). Off by default, as on ScyllaDB without the
+    /// `strongly-consistent-tables` experimental feature: the v1 path.
+    pub tablets_routing_v2: bool,
     /// Answers the CQL requests.
     pub handler: Arc<dyn RequestHandler>,
     /// Nodes report unreachable addresses (`127.255.y.n` for `127.x.y.n`)
@@ -140,6 +145,7 @@ impl Default for ClusterConfig {
             block: None,
             tls: None,
             use_metadata_id: false,
+            tablets_routing_v2: false,
             handler: Arc::new(CqlHandler::new()),
             advertise_unreachable: false,
             peers_v2: false,
@@ -341,6 +347,16 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn use_metadata_id(mut self, on: bool) -> Self {
         self.config.use_metadata_id = on;
+        self
+    }
+
+    /// Offer `TABLETS_ROUTING_V2_EXPERIMENTAL` (default off: v1 only). A
+    /// connection whose STARTUP asks for it sends a tablet version block
+    /// with every EXECUTE and gets `tablets-routing-v2` payloads when the
+    /// block is stale.
+    #[must_use]
+    pub fn tablets_routing_v2(mut self, on: bool) -> Self {
+        self.config.tablets_routing_v2 = on;
         self
     }
 

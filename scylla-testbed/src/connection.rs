@@ -68,7 +68,7 @@ use crate::node_shared::NodeShared;
 pub(crate) use crate::outgoing::Outgoing;
 use crate::shard::ShardConnection;
 use crate::stats::bump_both;
-use crate::supported::{protocol_versions, supported_response_for};
+use crate::supported::{protocol_versions, supported_response_ext};
 
 /// Frames queued for the writer per connection.
 const OUT_QUEUE: usize = 1024;
@@ -518,13 +518,13 @@ impl Conn {
                         .as_ref()
                         .and_then(|t| t.shard_aware_port)
                 });
-                let r = supported_response_for(
+                let r = supported_response_ext(
                     self.ctx.shard,
                     self.ctx.node.shards.get(),
-                    self.ctx.node.shard_aware_port,
-                    ssl,
+                    (self.ctx.node.shard_aware_port, ssl),
                     self.node.config.max_protocol_version,
                     self.node.config.use_metadata_id,
+                    self.node.config.tablets_routing_v2,
                 );
                 if self.phase == Phase::AwaitStartup && self.version().uses_segments() {
                     // In v5 this answer must leave unframed, before the
@@ -584,7 +584,11 @@ impl Conn {
         self.ctx.update(|s| {
             s.compression = compression;
             s.cql_version = opts.get("CQL_VERSION").cloned();
-            s.tablets_routing_v1 = opts.contains_key(crate::supported::TABLETS_ROUTING_V1);
+            s.tablets_routing_v2 = self.node.config.tablets_routing_v2
+                && opts.contains_key(crate::supported::TABLETS_ROUTING_V2);
+            // v2 subsumes v1: a connection that has v2 gets no v1 payloads.
+            s.tablets_routing_v1 =
+                !s.tablets_routing_v2 && opts.contains_key(crate::supported::TABLETS_ROUTING_V1);
             s.use_metadata_id = self.node.config.use_metadata_id
                 && opts.contains_key(crate::supported::SCYLLA_USE_METADATA_ID);
             s.stage = if self.requires_auth() {

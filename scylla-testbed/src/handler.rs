@@ -154,6 +154,10 @@ pub struct SessionState {
     /// Whether STARTUP asked for `TABLETS_ROUTING_V1` (tablet routing
     /// payloads go only to such connections).
     pub tablets_routing_v1: bool,
+    /// Whether STARTUP asked for `TABLETS_ROUTING_V2_EXPERIMENTAL` (offered):
+    /// EXECUTE then carries a tablet version block, and only
+    /// `tablets-routing-v2` payloads are sent (never v1).
+    pub tablets_routing_v2: bool,
     /// The connection's protocol version: that of the first frame the
     /// client sent (v4 until then). Requests are decoded and responses
     /// encoded with it.
@@ -341,6 +345,17 @@ impl ConnCtx {
     /// Whether this connection negotiated `SCYLLA_USE_METADATA_ID`.
     pub fn use_metadata_id(&self) -> bool {
         self.state.lock().is_ok_and(|s| s.use_metadata_id)
+    }
+
+    /// Counts a request for a strongly consistent table that reached a
+    /// node other than its tablet's leader.
+    pub fn record_non_leader(&self) {
+        bump_both(&self.stats, self.shard as usize, |s| &s.requests_non_leader);
+    }
+
+    /// Whether this connection negotiated `TABLETS_ROUTING_V2_EXPERIMENTAL`.
+    pub fn tablets_routing_v2(&self) -> bool {
+        self.state.lock().is_ok_and(|s| s.tablets_routing_v2)
     }
 
     /// Whether this connection negotiated `TABLETS_ROUTING_V1` at STARTUP.

@@ -23,6 +23,9 @@ pub const RATE_LIMIT_ERROR_CODE: i32 = 0xF000;
 /// The SUPPORTED/STARTUP key of the tablets routing v1 extension.
 pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
 
+/// The SUPPORTED/STARTUP key of tablets routing v2 (experimental name).
+pub const TABLETS_ROUTING_V2: &str = "TABLETS_ROUTING_V2_EXPERIMENTAL";
+
 /// ScyllaDB's key for result metadata ids on protocol v4.
 pub const SCYLLA_USE_METADATA_ID: &str = "SCYLLA_USE_METADATA_ID";
 
@@ -166,6 +169,26 @@ pub fn supported_response_for(
     max_version: ProtocolVersion,
     use_metadata_id: bool,
 ) -> Response {
+    supported_response_ext(
+        shard,
+        nr_shards,
+        (shard_aware_port, shard_aware_port_ssl),
+        max_version,
+        use_metadata_id,
+        false,
+    )
+}
+
+/// [`supported_response_for`], also offering [`TABLETS_ROUTING_V2`] (beside
+/// `TABLETS_ROUTING_V1`, as ScyllaDB does) when `tablets_routing_v2`.
+pub fn supported_response_ext(
+    shard: Shard,
+    nr_shards: u16,
+    (shard_aware_port, shard_aware_port_ssl): (Option<u16>, Option<u16>),
+    max_version: ProtocolVersion,
+    use_metadata_id: bool,
+    tablets_routing_v2: bool,
+) -> Response {
     let mut opts = supported_options_for(
         shard,
         nr_shards,
@@ -175,6 +198,9 @@ pub fn supported_response_for(
     );
     if use_metadata_id {
         opts.push((SCYLLA_USE_METADATA_ID, vec![String::new()]));
+    }
+    if tablets_routing_v2 {
+        opts.push((TABLETS_ROUTING_V2, vec![String::new()]));
     }
     let mut b = BytesMut::with_capacity(512);
     // Cannot fail: a dozen short keys and values, far below the [short] limits.

@@ -8,6 +8,7 @@
 //! # seconds after start  action
 //! 5    migrate ks.t 3 0 1 2   # tablet 3 (token order), replica 0 -> node 1, shard 2
 //! 10   split ks.t             # every tablet of ks.t in two
+//! 15   leader ks.sc 3 1       # tablet 3 of strongly consistent ks.sc: replica 1 leads
 //! ```
 
 use std::fmt;
@@ -40,6 +41,18 @@ pub enum TabletAction {
         /// Table.
         table: String,
     },
+    /// `leader KS.TABLE TABLET REPLICA`: a leader change on a strongly
+    /// consistent table.
+    Leader {
+        /// Keyspace.
+        keyspace: String,
+        /// Table.
+        table: String,
+        /// The tablet's index in token order.
+        tablet: usize,
+        /// Which of its replicas becomes the leader.
+        replica: usize,
+    },
 }
 
 impl fmt::Display for TabletAction {
@@ -57,6 +70,15 @@ impl fmt::Display for TabletAction {
                 "migrate {keyspace}.{table} tablet {tablet} replica {replica} to node {node} shard {shard}"
             ),
             TabletAction::Split { keyspace, table } => write!(f, "split {keyspace}.{table}"),
+            TabletAction::Leader {
+                keyspace,
+                table,
+                tablet,
+                replica,
+            } => write!(
+                f,
+                "leader of {keyspace}.{table} tablet {tablet} to replica {replica}"
+            ),
         }
     }
 }
@@ -113,9 +135,18 @@ impl TabletScript {
                     let (keyspace, table) = table_name(words.next(), line)?;
                     TabletAction::Split { keyspace, table }
                 }
+                Some("leader") => {
+                    let (keyspace, table) = table_name(words.next(), line)?;
+                    TabletAction::Leader {
+                        keyspace,
+                        table,
+                        tablet: number(words.next(), "tablet", line)?,
+                        replica: number(words.next(), "replica", line)?,
+                    }
+                }
                 Some(other) => {
                     return Err(format!(
-                        "line {line}: unknown action '{other}' (migrate or split)"
+                        "line {line}: unknown action '{other}' (migrate, split or leader)"
                     ))
                 }
                 None => return Err(format!("line {line}: missing action")),
@@ -145,6 +176,12 @@ impl TabletScript {
                     shard,
                 } => cluster.migrate_tablet(keyspace, table, *tablet, *replica, (*node, *shard)),
                 TabletAction::Split { keyspace, table } => cluster.split_tablets(keyspace, table),
+                TabletAction::Leader {
+                    keyspace,
+                    table,
+                    tablet,
+                    replica,
+                } => cluster.set_tablet_leader(keyspace, table, *tablet, *replica),
             };
             match r {
                 Ok(()) => println!("tablet script at {:.1}s: {action}", at.as_secs_f64()),
@@ -163,9 +200,10 @@ mod tests {
 
     #[test]
     fn parses_steps_in_time_order() {
-        let s =
-            TabletScript::parse("# a comment\n\n10 split ks.t\n2.5 migrate ks.t 3 0 1 2  # move\n")
-                .unwrap();
+        let s = TabletScript::parse(
+            "# a comment\n\n10 split ks.t\n2.5 migrate ks.t 3 0 1 2  # move\n12 leader ks.t 1 2\n",
+        )
+        .unwrap();
         assert_eq!(
             s.steps,
             vec![
@@ -187,6 +225,15 @@ mod tests {
                         table: "t".into()
                     }
                 ),
+                (
+                    Duration::from_secs(12),
+                    TabletAction::Leader {
+                        keyspace: "ks".into(),
+                        table: "t".into(),
+                        tablet: 1,
+                        replica: 2
+                    }
+                ),
             ]
         );
     }
@@ -199,6 +246,7 @@ mod tests {
             ("1 move ks.t", "line 1: unknown action 'move'"),
             ("1 migrate ks.t 1 0 1", "line 1: missing shard"),
             ("1 split ks.t now", "line 1: unexpected 'now'"),
+            ("1 leader ks.t 1", "line 1: missing replica"),
             ("-1 split ks.t", "line 1: time -1"),
             ("1", "line 1: missing action"),
         ] {

@@ -11,6 +11,14 @@
 //! the tables and asks it who owns a token, `TestCluster` moves and splits
 //! tablets through it.
 //!
+//! A table of a strongly consistent keyspace (`consistency = 'global'`, as
+//! ScyllaDB spells it) has a Raft leader per tablet ([`Tablet::leader`]:
+//! replica `i % RF` of tablet `i`, so that leaders spread over the nodes,
+//! until moved with [`TabletMap::set_leader`]). Every tablet has a version
+//! ([`Tablet::routing_v2`], tablets routing v2): a hash of its replica list
+//! sorted, then shifted so that the leader comes first on a strongly
+//! consistent table.
+//!
 //! Tablet `i` covers the tokens `(first_token, last_token]`; the first tablet
 //! starts at the minimum token (`i64::MIN`) and the last ends at `i64::MAX`,
 //! so the tablets cover the whole ring without gaps.
@@ -42,6 +50,41 @@ pub struct Tablet {
     pub last_token: i64,
     /// Replicas as (node index, shard).
     pub replicas: Vec<(usize, u16)>,
+    /// The Raft leader's index in `replicas` (meaningful on strongly
+    /// consistent tables only).
+    pub leader: usize,
+}
+
+impl Tablet {
+    /// The routing of this tablet as tablets routing v2 describes it, with
+    /// replicas as (host id, shard) by `host_of` (node index to host id):
+    /// the replica list sorted (by host id, then shard), shifted on a
+    /// strongly consistent table (`strongly_consistent`) so that the leader comes first, and the
+    /// version of that list.
+    pub fn routing_v2(
+        &self,
+        strongly_consistent: bool,
+        host_of: impl Fn(usize) -> Option<uuid::Uuid>,
+    ) -> (Vec<(uuid::Uuid, u16)>, u64) {
+        let tablet = self;
+        let mut list: Vec<(uuid::Uuid, u16)> = tablet
+            .replicas
+            .iter()
+            .filter_map(|&(n, s)| Some((host_of(n)?, s)))
+            .collect();
+        list.sort_unstable();
+        if strongly_consistent {
+            let leader = tablet
+                .replicas
+                .get(tablet.leader)
+                .and_then(|&(n, s)| Some((host_of(n)?, s)));
+            if let Some(at) = leader.and_then(|l| list.iter().position(|r| *r == l)) {
+                list.rotate_left(at);
+            }
+        }
+        let version = version_of(&list);
+        (list, version)
+    }
 }
 
 /// A node as placement sees it.
@@ -141,10 +184,49 @@ pub fn routing_payload(tablet: &TabletInfo) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// The `tablets-routing-v2` custom payload key.
+pub const ROUTING_V2_PAYLOAD_KEY: &str = "tablets-routing-v2";
+
+/// The `tablets-routing-v2` payload value: the v1 tuple plus the tablet
+/// version as a bigint, serialized with the generic [`CqlValue`] serializer
+/// (independent of the driver's decoder). `tablet.replicas` must be in the
+/// version's order ([`Tablet::routing_v2`]).
+pub fn routing_v2_payload(tablet: &TabletInfo, version: u64) -> Result<Vec<u8>, String> {
+    let v1 = routing_payload(tablet)?;
+    // The v1 tuple's elements followed by one more: a tuple value is the
+    // concatenation of its elements as [bytes].
+    let mut out = v1;
+    out.extend_from_slice(&8i32.to_be_bytes());
+    out.extend_from_slice(&version.to_be_bytes());
+    Ok(out)
+}
+
+/// FNV-1a, 64 bits.
+fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
+    })
+}
+
+/// The tablet version of an ordered replica list. The spec only says "a
+/// 64-bit hash" of the list and leaves the function to the server: this
+/// test cluster's is FNV-1a over each replica's host id bytes and shard
+/// (big-endian), in list order.
+pub fn version_of(replicas: &[(uuid::Uuid, u16)]) -> u64 {
+    replicas
+        .iter()
+        .fold(0xCBF2_9CE4_8422_2325, |h, (host, shard)| {
+            fnv1a(fnv1a(h, host.as_bytes()), &shard.to_be_bytes())
+        })
+}
+
 /// The tablets of one table, in token order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TabletMap {
     tablets: Vec<Tablet>,
+    /// Strongly consistent: each tablet has a Raft leader, first in its
+    /// routing and part of its version.
+    strongly_consistent: bool,
 }
 
 impl TabletMap {
@@ -193,13 +275,46 @@ impl TabletMap {
                     replicas.push((node, shard));
                 }
             }
+            // Leaders spread over the replicas (as Raft elections spread
+            // them over nodes): `system.tablets`' replica order names the
+            // leader first for only some tablets.
+            let leader = i % replicas.len().max(1);
             tablets.push(Tablet {
                 first_token: first,
                 last_token: last,
                 replicas,
+                leader,
             });
         }
-        TabletMap { tablets }
+        TabletMap {
+            tablets,
+            strongly_consistent: false,
+        }
+    }
+
+    /// Whether the table is strongly consistent.
+    pub fn strongly_consistent(&self) -> bool {
+        self.strongly_consistent
+    }
+
+    /// Makes the table strongly consistent (or not).
+    pub fn set_strongly_consistent(&mut self, yes: bool) {
+        self.strongly_consistent = yes;
+    }
+
+    /// Makes replica `replica` of tablet `tablet` its Raft leader (a leader
+    /// change: the tablet's version changes on a strongly consistent
+    /// table).
+    pub fn set_leader(&mut self, tablet: usize, replica: usize) -> Result<(), TabletError> {
+        let t = self
+            .tablets
+            .get_mut(tablet)
+            .ok_or(TabletError::NoSuchTablet(tablet))?;
+        if replica >= t.replicas.len() {
+            return Err(TabletError::NoSuchReplica(replica));
+        }
+        t.leader = replica;
+        Ok(())
     }
 
     /// The tablets in token order.
@@ -227,11 +342,13 @@ impl TabletMap {
                 first_token: t.first_token,
                 last_token: mid,
                 replicas: t.replicas.clone(),
+                leader: t.leader,
             });
             out.push(Tablet {
                 first_token: mid,
                 last_token: t.last_token,
                 replicas: t.replicas.clone(),
+                leader: t.leader,
             });
         }
         self.tablets = out;
@@ -364,11 +481,17 @@ impl TabletRegistry {
 
     /// The tablet owning `token` in `keyspace.table`, if that is a tablet table.
     pub fn owner(&self, keyspace: &str, table: &str, token: i64) -> Option<Tablet> {
+        self.owner_in(keyspace, table, token).map(|(t, _)| t)
+    }
+
+    /// [`owner`](Self::owner), and whether the table is strongly consistent.
+    pub fn owner_in(&self, keyspace: &str, table: &str, token: i64) -> Option<(Tablet, bool)> {
         let m = self.read();
         // A map lookup by borrowed parts would need a custom key type; the
         // test server can afford the two small strings.
         let map = m.tables.get(&(keyspace.to_owned(), table.to_owned()))?;
-        map.tablets().get(map.find(token)).cloned()
+        let t = map.tablets().get(map.find(token)).cloned()?;
+        Some((t, map.strongly_consistent()))
     }
 
     /// A copy of one table's map.
@@ -451,6 +574,47 @@ mod tests {
             CqlValue::Tuple(vec![Some(CqlValue::Uuid(h)), Some(CqlValue::Int(3))])
         );
         assert_eq!(reps.len(), 2);
+    }
+
+    #[test]
+    fn versions_follow_the_sorted_list_and_the_leader() {
+        let ns = nodes(3, 2);
+        let mut m = TabletMap::place(9, 1, &ns, &[("dc1".into(), 3)]);
+        let host = |n: usize| Some(uuid::Uuid::from_u128(100 - n as u128));
+        let t = m.tablets()[0].clone();
+        let (list, v) = t.routing_v2(m.strongly_consistent(), host);
+        // Eventually consistent: sorted, the leader plays no part.
+        let mut sorted = list.clone();
+        sorted.sort_unstable();
+        assert_eq!(list, sorted);
+        m.set_leader(0, 2).unwrap();
+        let t = m.tablets()[0].clone();
+        assert_eq!(
+            t.routing_v2(m.strongly_consistent(), host),
+            (list.clone(), v)
+        );
+        // Strongly consistent: the leader first, the rest in sorted order
+        // after it, and a leader change is a version change.
+        m.set_strongly_consistent(true);
+        let (sc, v2) = t.routing_v2(m.strongly_consistent(), host);
+        let (n, s) = t.replicas[2];
+        assert_eq!(sc[0], (host(n).unwrap(), s));
+        assert_ne!(v2, v);
+        m.set_leader(0, 1).unwrap();
+        let t = m.tablets()[0].clone();
+        let (sc1, v3) = t.routing_v2(m.strongly_consistent(), host);
+        assert_ne!(v3, v2);
+        assert_eq!(sc1[0], (host(t.replicas[1].0).unwrap(), t.replicas[1].1));
+        assert_eq!(m.set_leader(0, 3), Err(TabletError::NoSuchReplica(3)));
+        // The v2 payload decodes with the driver's codec.
+        let info = TabletInfo {
+            first_token: t.first_token,
+            last_token: t.last_token,
+            replicas: sc1.clone(),
+        };
+        let bytes = routing_v2_payload(&info, v3).unwrap();
+        let d = scylla_cql::frame::tablets::TabletRoutingV2::decode(&bytes).unwrap();
+        assert_eq!((d.routing.replicas, d.version), (sc1, v3));
     }
 
     #[test]

@@ -15,4 +15,5 @@ mod protocol_v5;
 mod shard_aware_batches;
 mod tablets;
 mod tablets_layer;
+mod tablets_v2;
 mod tls_cluster;

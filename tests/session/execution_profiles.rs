@@ -42,6 +42,7 @@ impl Recorder {
         let rctx = RequestContext {
             version: ctx.protocol_version(),
             use_metadata_id: ctx.use_metadata_id(),
+            tablets_routing_v2: false,
         };
         let Ok(decoded) = Decoded::decode_in(request.header.opcode, &request.body, &rctx) else {
             return;

@@ -42,6 +42,7 @@ impl RequestHandler for Counter {
             let rctx = RequestContext {
                 version: ctx.protocol_version(),
                 use_metadata_id: ctx.use_metadata_id(),
+                tablets_routing_v2: false,
             };
             if let Ok(Decoded::Query(q)) =
                 Decoded::decode_in(request.header.opcode, &request.body, &rctx)

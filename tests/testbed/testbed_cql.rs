@@ -61,6 +61,7 @@ async fn ddl_prepared_paging_and_errors() {
                     values: Cow::Owned(vals(&[text.as_bytes(), &k.to_be_bytes()])),
                     ..Default::default()
                 },
+                tablet_version_block: None,
             }))
             .await;
         assert!(matches!(r, Response::Result(ResultBody::Void)), "{r:?}");
@@ -78,6 +79,7 @@ async fn ddl_prepared_paging_and_errors() {
                 ])),
                 ..Default::default()
             },
+            tablet_version_block: None,
         }))
         .await;
     assert!(matches!(r, Response::Result(ResultBody::Void)), "{r:?}");
@@ -142,6 +144,7 @@ async fn ddl_prepared_paging_and_errors() {
             id: Cow::Borrowed(b"0123456789abcdef"),
             result_metadata_id: None,
             params: Default::default(),
+            tablet_version_block: None,
         }))
         .await;
     match r {

@@ -3,7 +3,9 @@
 //! sources, and the eager warm-up.
 //!
 //! - **Learning** ([`TabletStore::learn`]): a `tablets-routing-v1` payload on
-//!   a response (the request was misrouted) replaces the overlapping tablets.
+//!   a response (the request was misrouted), or a `tablets-routing-v2` one
+//!   (the request's tablet version was stale), replaces the overlapping
+//!   tablets; a v2 tablet keeps its version and its replica order.
 //! - **Warm-up** (`warm_up`): reading `system.tablets` through the control
 //!   connection, at session start, after a topology change, after a schema
 //!   change in a keyspace the session uses, and when a statement of a new
@@ -127,16 +129,20 @@ impl TabletStore {
         if let Some(t) = self.read().get(&key) {
             return t.clone();
         }
-        let enabled = self
+        let (enabled, leader_first) = self
             .state
             .load()
             .metadata
             .keyspaces
             .get(keyspace)
-            .is_some_and(|k| k.tablets);
+            .map_or((false, false), |k| (k.tablets, k.strongly_consistent));
         self.write()
             .entry(key)
-            .or_insert_with(|| Arc::new(TabletTable::new(keyspace, table, enabled)))
+            .or_insert_with(|| {
+                let t = TabletTable::new(keyspace, table, enabled);
+                t.set_leader_first(leader_first);
+                Arc::new(t)
+            })
             .clone()
     }
 
@@ -227,11 +233,19 @@ impl TabletStore {
     }
 
     /// Replaces the tablets of `keyspace.table` (a warm-up read them all).
+    /// A tablet learned from a v2 payload that `system.tablets` still
+    /// describes alike (same range, same replicas) is kept as learned: its
+    /// version and its replica order (the leader first on a strongly
+    /// consistent table), which `system.tablets` does not have.
     pub fn replace(&self, keyspace: &str, table: &str, tablets: Vec<Tablet>) {
         let slot = self.table(keyspace, table);
         slot.set_uses_tablets(true);
-        self.update(&slot, |_, state| {
-            TabletMap::from_tablets(tablets.iter().cloned(), &|h| state.node_of_host(h))
+        self.update(&slot, |current, state| {
+            let kept = tablets.iter().map(|t| match current.tablet(t.last_token) {
+                Some(old) if old.version.is_some() && same_tablet(&old, t) => old,
+                _ => t.clone(),
+            });
+            TabletMap::from_tablets(kept, &|h| state.node_of_host(h))
         });
     }
 
@@ -278,6 +292,7 @@ impl TabletStore {
             // server sent them, whatever `scylla_keyspaces` said.
             if let Some(ks) = ks {
                 slot.set_uses_tablets(ks.tablets || !slot.snapshot().map.is_empty());
+                slot.set_leader_first(ks.strongly_consistent);
             }
             let exists =
                 |s: &ClusterState| s.metadata.table(slot.keyspace(), slot.table()).is_some();
@@ -312,6 +327,15 @@ impl TabletStore {
             me.refreshing.store(false, Ordering::Release);
         });
     }
+}
+
+/// Whether `a` and `b` have the same range and the same replicas, in any
+/// order.
+fn same_tablet(a: &Tablet, b: &Tablet) -> bool {
+    a.first_token == b.first_token
+        && a.last_token == b.last_token
+        && a.replicas.len() == b.replicas.len()
+        && a.replicas.iter().all(|r| b.replicas.contains(r))
 }
 
 /// Reads `system.tablets` through the control connection and fills the maps
@@ -442,6 +466,7 @@ mod tests {
                 strategy: ReplicationStrategy::Simple { rf: 3 },
                 tables,
                 tablets: true,
+                strongly_consistent: false,
             },
         );
         Arc::new(Metadata { nodes, keyspaces })
@@ -455,6 +480,7 @@ mod tests {
                 .iter()
                 .map(|&(h, s)| (Uuid::from_u128(h), s))
                 .collect(),
+            version: None,
         }
     }
 

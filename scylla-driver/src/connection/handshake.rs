@@ -288,8 +288,13 @@ fn startup_message<'a>(
     if ext.rate_limit_error_code.is_some() {
         options.push((keys::SCYLLA_RATE_LIMIT_ERROR.into(), "".into()));
     }
-    // Tablet routing payloads on misrouted requests (routing learns from them).
-    if ext.tablets_routing_v1 {
+    // Tablet routing: v2 when offered (it subsumes v1, and a client asks
+    // for one of the two): every EXECUTE then carries a tablet version
+    // block, and a stale one brings the tablet's routing back. Otherwise
+    // v1: routing payloads on misrouted requests. Routing learns from both.
+    if ext.tablets_routing_v2 {
+        options.push((keys::TABLETS_ROUTING_V2.into(), "".into()));
+    } else if ext.tablets_routing_v1 {
         options.push((keys::TABLETS_ROUTING_V1.into(), "".into()));
     }
     // Result metadata ids on v4 (PREPARED carries one, EXECUTE sends it,
@@ -514,5 +519,24 @@ mod tests {
         assert_eq!(Query::use_keyspace("ks_1").contents, "USE ks_1");
         assert_eq!(Query::use_keyspace("MyKs").contents, "USE \"MyKs\"");
         assert_eq!(Query::use_keyspace("1ks").contents, "USE \"1ks\"");
+    }
+
+    #[test]
+    fn tablets_routing_v2_when_offered_else_v1_never_both() {
+        let config = ConnectionConfig::default();
+        let asked = |v1: bool, v2: bool| {
+            let ext = ScyllaExtensions {
+                tablets_routing_v1: v1,
+                tablets_routing_v2: v2,
+                ..ScyllaExtensions::default()
+            };
+            let startup = startup_message(&config, &ext, None);
+            let has = |k: &str| startup.options.iter().any(|(key, _)| key == k);
+            (has(keys::TABLETS_ROUTING_V1), has(keys::TABLETS_ROUTING_V2))
+        };
+        assert_eq!(asked(true, true), (false, true));
+        assert_eq!(asked(false, true), (false, true));
+        assert_eq!(asked(true, false), (true, false));
+        assert_eq!(asked(false, false), (false, false));
     }
 }

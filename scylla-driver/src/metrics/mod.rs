@@ -30,7 +30,7 @@
 //! | `scylla_driver_shard_aware_fallbacks_total` | counter | `node`, `reason` | times a pool stopped using the shard-aware port |
 //! | `scylla_driver_shard_aware_restored_total` | counter | `node` | times a pool used the shard-aware port again |
 //! | `scylla_driver_reconnect_delay_seconds` | histogram | `node` | backoff delays waited before reconnecting |
-//! | `scylla_driver_tablet_misroutes_total` | counter | `outcome` | requests the server reported misrouted for a tablet table (`error`: payload did not decode) |
+//! | `scylla_driver_tablet_misroutes_total` | counter | `outcome` | requests the server answered with a tablet's routing (v1: misrouted; v2: stale tablet version) (`error`: payload did not decode) |
 //! | `scylla_driver_tablets_known` | gauge | | tablets known, over all tables |
 //!
 //! Label values:
@@ -126,10 +126,11 @@ pub struct Metrics {
     pub retries: AtomicU64,
     /// Speculative attempts started.
     pub speculative_attempts: AtomicU64,
-    /// `tablets-routing-v1` payloads received: requests the server saw
-    /// misrouted (wrong node or shard for a tablet table).
+    /// Tablet routing payloads received: `tablets-routing-v1`, requests the
+    /// server saw misrouted (wrong node or shard for a tablet table), or
+    /// `tablets-routing-v2`, requests whose tablet version block was stale.
     pub tablet_payloads: AtomicU64,
-    /// `tablets-routing-v1` payloads that did not decode (ignored).
+    /// Tablet routing payloads that did not decode (ignored).
     pub tablet_payload_errors: AtomicU64,
     /// Tablets currently known, over all tables.
     pub tablets_known: AtomicU64,

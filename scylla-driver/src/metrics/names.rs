@@ -36,8 +36,9 @@ pub const SHARD_AWARE_RESTORED: &str = "scylla_driver_shard_aware_restored_total
 /// Histogram, seconds: the backoff delays a node's pool waited before
 /// reconnecting, by `node`.
 pub const RECONNECT_DELAY: &str = "scylla_driver_reconnect_delay_seconds";
-/// Counter: requests the server reported misrouted for a tablet table (a
-/// `tablets-routing-v1` payload came back), by `outcome` ([`OUTCOME_OK`]: the
+/// Counter: requests the server answered with a tablet's routing (a
+/// `tablets-routing-v1` payload: the request was misrouted; a
+/// `tablets-routing-v2` one: its tablet version was stale), by `outcome` ([`OUTCOME_OK`]: the
 /// payload was learned / [`OUTCOME_ERROR`]: it did not decode).
 pub const TABLET_MISROUTES: &str = "scylla_driver_tablet_misroutes_total";
 /// Gauge: tablets known, over all tables.

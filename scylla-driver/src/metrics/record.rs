@@ -148,7 +148,7 @@ pub(crate) fn shard_fallback_request() {
     counter_of(&KEY_SHARD_FALLBACK_REQUESTS).increment(1);
 }
 
-/// A `tablets-routing-v1` payload came back (`ok`: it decoded).
+/// A tablet routing payload (v1 or v2) came back (`ok`: it decoded).
 pub(crate) fn tablet_misroute(ok: bool) {
     counter_of(if ok {
         &KEY_MISROUTES_OK

@@ -18,6 +18,12 @@
 //!   name a node that no longer exists.
 //!
 //! # Cost
+//! # Tablet versions (tablets routing v2)
+//! A tablet learned from a `tablets-routing-v2` payload keeps the version
+//! the server sent with it ([`Tablet::version`]); EXECUTE requests on a v2
+//! connection present a block of it ([`TabletMap::version`]). Tablets from
+//! `system.tablets` or from a v1 payload have none.
+//!
 //! A lookup is one binary search over a contiguous `Vec<i64>` of last
 //! tokens and two slices: no allocation, no lock, no hashing. Every update
 //! builds a new snapshot (`O(tablets)`): updates are rare (a misroute, a
@@ -44,6 +50,9 @@ pub struct Tablet {
     pub last_token: Token,
     /// (host id, shard) of each replica.
     pub replicas: Vec<(Uuid, Shard)>,
+    /// The tablet version the server sent with it (tablets routing v2),
+    /// `None` when learned otherwise.
+    pub version: Option<u64>,
 }
 
 impl Tablet {
@@ -100,6 +109,8 @@ pub struct TabletMap {
     last: Vec<i64>,
     /// First token of each tablet.
     first: Vec<i64>,
+    /// Version of each tablet, if known (tablets routing v2).
+    versions: Vec<Option<u64>>,
     /// Tablet `i`'s learned replicas: `hosts[a..b]`.
     host_spans: Vec<(u32, u32)>,
     hosts: Vec<(Uuid, Shard)>,
@@ -139,6 +150,7 @@ impl TabletMap {
         Self {
             last: Vec::with_capacity(tablets),
             first: Vec::with_capacity(tablets),
+            versions: Vec::with_capacity(tablets),
             host_spans: Vec::with_capacity(tablets),
             hosts: Vec::with_capacity(replicas),
             spans: Vec::with_capacity(tablets),
@@ -151,13 +163,13 @@ impl TabletMap {
     /// its replicas.
     fn push(
         &mut self,
-        first: i64,
-        last: i64,
+        (first, last, version): (i64, i64, Option<u64>),
         hosts: &[(Uuid, Shard)],
         resolve: &dyn Fn(&Uuid) -> Option<NodeIdx>,
     ) {
         self.first.push(first);
         self.last.push(last);
+        self.versions.push(version);
         let h = self.hosts.len();
         self.hosts.extend_from_slice(hosts);
         self.host_spans.push((offset(h), offset(self.hosts.len())));
@@ -181,6 +193,8 @@ impl TabletMap {
         let (i, j) = (range.start, range.end - 1);
         self.first.extend_from_slice(&other.first[range.clone()]);
         self.last.extend_from_slice(&other.last[range.clone()]);
+        self.versions
+            .extend_from_slice(&other.versions[range.clone()]);
         let (h0, h1) = (other.host_spans[i].0, other.host_spans[j].1);
         let hd = offset(self.hosts.len()).wrapping_sub(h0);
         self.hosts
@@ -216,7 +230,11 @@ impl TabletMap {
         let replicas = sorted.iter().map(|t| t.replicas.len()).sum();
         let mut out = Self::with_capacity(sorted.len(), replicas);
         for t in &sorted {
-            out.push(t.first_token.0, t.last_token.0, &t.replicas, resolve);
+            out.push(
+                (t.first_token.0, t.last_token.0, t.version),
+                &t.replicas,
+                resolve,
+            );
         }
         out
     }
@@ -236,7 +254,7 @@ impl TabletMap {
             self.hosts.len() + tablet.replicas.len(),
         );
         out.copy_run(self, 0..start);
-        out.push(first, last, &tablet.replicas, resolve);
+        out.push((first, last, tablet.version), &tablet.replicas, resolve);
         out.copy_run(self, end..self.len());
         out
     }
@@ -248,7 +266,8 @@ impl TabletMap {
         for i in 0..self.len() {
             let hosts = self.hosts_of(i);
             if hosts.iter().all(|(h, _)| resolve(h).is_some()) {
-                out.push(self.first[i], self.last[i], hosts, resolve);
+                let version = self.versions.get(i).copied().flatten();
+                out.push((self.first[i], self.last[i], version), hosts, resolve);
             }
         }
         out
@@ -280,11 +299,20 @@ impl TabletMap {
         })
     }
 
+    /// The version of the tablet holding `token`, if that tablet is known
+    /// and came with one (tablets routing v2).
+    #[inline]
+    pub fn version(&self, token: Token) -> Option<u64> {
+        let i = self.position(token)?;
+        self.versions.get(i).copied().flatten()
+    }
+
     fn tablet_at(&self, i: usize) -> Tablet {
         Tablet {
             first_token: Token(self.first[i]),
             last_token: Token(self.last[i]),
             replicas: self.hosts_of(i).to_vec(),
+            version: self.versions.get(i).copied().flatten(),
         }
     }
 
@@ -339,6 +367,9 @@ pub struct TabletTable {
     keyspace: String,
     table: String,
     enabled: AtomicBool,
+    /// Strongly consistent (Raft per tablet): plans keep the tablet's
+    /// replica order, the leader first (see `set_leader_first`).
+    leader_first: AtomicBool,
     map: ArcSwap<ResolvedTablets>,
 }
 
@@ -349,6 +380,7 @@ impl TabletTable {
             keyspace: keyspace.to_owned(),
             table: table.to_owned(),
             enabled: AtomicBool::new(uses_tablets),
+            leader_first: AtomicBool::new(false),
             map: ArcSwap::from_pointee(ResolvedTablets::default()),
         }
     }
@@ -362,6 +394,27 @@ impl TabletTable {
     /// Sets whether the table routes by tablets.
     pub fn set_uses_tablets(&self, yes: bool) {
         self.enabled.store(yes, Ordering::Relaxed);
+    }
+
+    /// Whether plans keep the tablet's replica order (the table is
+    /// strongly consistent: a `tablets-routing-v2` payload lists the Raft
+    /// leader first, and the plan starts there instead of spreading the
+    /// load over the replicas).
+    #[inline]
+    pub fn leader_first(&self) -> bool {
+        self.leader_first.load(Ordering::Relaxed)
+    }
+
+    /// Sets whether plans keep the tablet's replica order.
+    pub fn set_leader_first(&self, yes: bool) {
+        self.leader_first.store(yes, Ordering::Relaxed);
+    }
+
+    /// The version of `token`'s tablet, if known (tablets routing v2). A
+    /// guard load, no reference count and no allocation: one binary search.
+    #[inline]
+    pub fn version(&self, token: Token) -> Option<u64> {
+        self.map.load().map.version(token)
     }
 
     /// The current snapshot (an `Arc` clone: lock-free, no allocation).
@@ -420,6 +473,8 @@ mod tests {
             first_token: Token(first),
             last_token: Token(last),
             replicas: replicas.iter().map(|&(h, s)| (host(h), s)).collect(),
+            // Some tablets with a version, some without.
+            version: (first % 3 == 0).then_some(first as u64 ^ 0xABCD),
         }
     }
 
@@ -495,6 +550,7 @@ mod tests {
             for p in probes {
                 let want = model.iter().find(|t| t.contains(Token(p)));
                 prop_assert_eq!(map.tablet(Token(p)), want.cloned());
+                prop_assert_eq!(map.version(Token(p)), want.and_then(|t| t.version));
                 let got = map.lookup(Token(p));
                 match want {
                     None => prop_assert!(got.is_none()),

@@ -687,6 +687,7 @@ mod tablet_plans {
                         .iter()
                         .map(|&(node, s)| (uuid::Uuid::from_u128(u128::from(node)), s))
                         .collect(),
+                    version: None,
                 }],
                 &|h| Some(NodeIdx(h.as_u128() as u32)),
             );

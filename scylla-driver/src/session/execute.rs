@@ -41,12 +41,15 @@ use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPol
 use crate::policy::speculative::SpeculativeExecution;
 use crate::result::Coordinated;
 use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
-use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
+use scylla_cql::frame::tablets::{
+    TabletRoutingInfo, TABLETS_ROUTING_V1_KEY, TABLETS_ROUTING_V2_KEY,
+};
 use scylla_cql::frame::CustomPayload;
 use std::sync::Arc;
 
 use super::message::{AtConsistency, MessageFor, Reprepare};
 use super::steering::{steer, token_aware, Only};
+use super::tablets_v2::{leader_first, tablet_block};
 use super::SessionInner;
 
 /// Where a request should go.
@@ -231,7 +234,10 @@ async fn run_in_span(
         };
         let plan = match (&tablets, routing.token) {
             (Some(snapshot), Some(token)) => match snapshot.lookup(state.layout, token) {
-                Some(replicas) => state.routing.plan_tablet(&request, replicas, &is_up),
+                Some(replicas) => {
+                    let request = leader_first(request, routing.tablets);
+                    state.routing.plan_tablet(&request, replicas, &is_up)
+                }
                 None => state.routing.plan(
                     &RoutingRequest {
                         keyspace: None,
@@ -496,7 +502,18 @@ async fn attempt_chain(
             // The keyspace switch, the attempt, and a re-preparation within it
             // all share the request's deadline.
             let outcome = match inner.keyspace_switch(&conn) {
-                None => attempt(&conn, msg, consistency, now, deadline, opts.tracing).await,
+                None => {
+                    let block = tablet_block(&conn, routing);
+                    attempt(
+                        &conn,
+                        msg,
+                        (consistency, block),
+                        now,
+                        deadline,
+                        opts.tracing,
+                    )
+                    .await
+                }
                 // Rare (a connection's first request after a keyspace change):
                 // boxed, so that every request's future does not carry the
                 // state of a `USE` round trip.
@@ -505,7 +522,7 @@ async fn attempt_chain(
                         inner,
                         &conn,
                         want,
-                        (msg, consistency),
+                        (msg, (consistency, tablet_block(&conn, routing))),
                         (now, deadline),
                         opts.tracing,
                     ))
@@ -630,6 +647,9 @@ async fn attempt_chain(
 /// ignored; a replica on a host the cluster state does not know starts a
 /// topology refresh.
 fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo<'_>, payload: &CustomPayload) {
+    if let Some(value) = payload.get(TABLETS_ROUTING_V2_KEY) {
+        return super::tablets_v2::learn(inner, routing, value.as_deref());
+    }
     let Some(value) = payload.get(TABLETS_ROUTING_V1_KEY) else {
         return;
     };
@@ -657,6 +677,7 @@ fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo<'_>, payload: &Custo
             first_token: info.first_token,
             last_token: info.last_token,
             replicas: info.replicas,
+            version: None,
         },
     );
     if learned.unknown_host {
@@ -670,12 +691,12 @@ async fn switch_then_attempt(
     inner: &SessionInner,
     conn: &Connection,
     want: Arc<String>,
-    (msg, consistency): (&dyn MessageFor, Consistency),
+    (msg, at): (&dyn MessageFor, (Consistency, Option<u8>)),
     (now, deadline): (Instant, Instant),
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
     match inner.switch_keyspace(conn, want, deadline).await {
-        Ok(()) => attempt(conn, msg, consistency, now, deadline, tracing).await,
+        Ok(()) => attempt(conn, msg, at, now, deadline, tracing).await,
         Err(ExecutionError::Connection { error, .. }) => Err(Failed::Request(error)),
         Err(e) => Err(Failed::Fatal(e)),
     }
@@ -697,13 +718,14 @@ fn until(deadline: Instant, tracing: bool) -> RequestOptions<'static> {
     }
 }
 
-/// One attempt on one connection, preparing again once on UNPREPARED; every
+/// One attempt on one connection at a consistency (with the tablet version
+/// block of a v2 connection), preparing again once on UNPREPARED; every
 /// request it sends ends by `deadline` (the request's, shared with the other
 /// attempts).
 async fn attempt(
     conn: &Connection,
     msg: &dyn MessageFor,
-    consistency: Consistency,
+    (consistency, tablet_block): (Consistency, Option<u8>),
     now: Instant,
     deadline: Instant,
     tracing: bool,
@@ -713,6 +735,7 @@ async fn attempt(
         msg,
         consistency,
         metadata_id: conn.info().server.response_context.has_metadata_id(),
+        tablet_block,
     };
     // In a block: the UNPREPARED answer is not kept in this future while
     // the statement is prepared again.

@@ -4,7 +4,9 @@
 //! in, and EXECUTE the statement's result metadata id (also on v4 with
 //! ScyllaDB's `SCYLLA_USE_METADATA_ID`), which makes skipping the result
 //! metadata safe. Each attempt may change the consistency (the retry
-//! policy's decision) without re-building the message.
+//! policy's decision) without re-building the message. On a connection that
+//! negotiated tablets routing v2, EXECUTE also carries the attempt's tablet
+//! version block.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -25,6 +27,9 @@ pub(crate) struct WireContext {
     /// Whether it has result metadata ids (v5, or v4 with
     /// `SCYLLA_USE_METADATA_ID`): EXECUTE then carries one.
     pub(crate) metadata_id: bool,
+    /// The tablet version block an EXECUTE carries: `Some` exactly on a
+    /// connection that negotiated tablets routing v2.
+    pub(crate) tablet_block: Option<u8>,
 }
 
 /// What preparing a statement again needs: its text and the keyspace it was
@@ -56,6 +61,8 @@ pub(crate) struct AtConsistency<'m> {
     pub(crate) msg: &'m dyn MessageFor,
     pub(crate) consistency: Consistency,
     pub(crate) metadata_id: bool,
+    /// See [`WireContext::tablet_block`].
+    pub(crate) tablet_block: Option<u8>,
 }
 
 impl MessageBody for AtConsistency<'_> {
@@ -67,6 +74,7 @@ impl MessageBody for AtConsistency<'_> {
         let wire = WireContext {
             version,
             metadata_id: self.metadata_id,
+            tablet_block: self.tablet_block,
         };
         self.msg.encode_body_at(self.consistency, buf, wire)
     }
@@ -186,6 +194,7 @@ impl MessageFor for ExecuteMessage<'_> {
             id: Cow::Borrowed(self.id),
             result_metadata_id,
             params,
+            tablet_version_block: wire.tablet_block,
         }
         .encode_body(buf, wire.version)
     }
@@ -257,6 +266,7 @@ mod tests {
         WireContext {
             version,
             metadata_id,
+            tablet_block: None,
         }
     }
 
@@ -268,6 +278,7 @@ mod tests {
         let ctx = RequestContext {
             version: wire.version,
             use_metadata_id: wire.metadata_id,
+            tablets_routing_v2: wire.tablet_block.is_some(),
         };
         Request::decode_in(msg.opcode(), &buf, &ctx)
             .unwrap()
@@ -365,5 +376,20 @@ mod tests {
         };
         assert_eq!(x.result_metadata_id.as_deref(), Some(&b""[..]));
         assert!(!x.params.skip_metadata);
+
+        // A tablets routing v2 connection: the block goes after the
+        // parameters, and only in EXECUTE.
+        let v2 = WireContext {
+            tablet_block: Some(0x3A),
+            ..wire(ProtocolVersion::V4, false)
+        };
+        let Request::Execute(x) = sent(&e, v2) else {
+            panic!("not an execute")
+        };
+        assert_eq!(x.tablet_version_block, Some(0x3A));
+        let Request::Execute(x) = sent(&e, wire(ProtocolVersion::V4, false)) else {
+            panic!("not an execute")
+        };
+        assert_eq!(x.tablet_version_block, None);
     }
 }

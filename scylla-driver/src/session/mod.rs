@@ -26,6 +26,7 @@ mod prepare;
 mod prepared_cache;
 mod shard_groups;
 mod steering;
+mod tablets_v2;
 pub mod trace;
 pub(crate) mod values;
 

@@ -163,6 +163,9 @@ pub(crate) enum Statement {
         durable_writes: bool,
         /// `AND tablets = {...}`, if given.
         tablets: Option<TabletsOption>,
+        /// `AND consistency = '...'` (ScyllaDB's strongly consistent
+        /// tables: `'global'`; `'eventual'` is the default), lowercased.
+        consistency: Option<String>,
     },
     /// CREATE TABLE
     CreateTable {

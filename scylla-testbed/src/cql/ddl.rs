@@ -94,6 +94,13 @@ fn place_tablets(ctx: &ConnCtx, k: &Keyspace, table: &str) {
         .map(|(dc, f)| (dc.clone(), f.parse().unwrap_or(0)))
         .collect();
     topo.tablets().create(&k.name, table, count, &nodes, &rf);
+    if k.strongly_consistent {
+        // Cannot fail: the map was just created.
+        let _ = topo.tablets().update(&k.name, table, |m| {
+            m.set_strongly_consistent(true);
+            Ok(())
+        });
+    }
 }
 
 /// One column definition with its type resolved.
@@ -201,6 +208,7 @@ pub(crate) fn execute(
             replication,
             durable_writes,
             tablets,
+            consistency,
         } => {
             let mut s = store.write();
             if is_system(name) || s.keyspaces.contains_key(name) {
@@ -220,6 +228,15 @@ pub(crate) fn execute(
             };
             expand_replication_factor(&mut repl, ctx);
             let tablets = keyspace_tablets(&repl, *tablets, ctx)?;
+            // ScyllaDB's strongly consistent tables (experimental): `global`
+            // only (`local` is not supported yet, as on ScyllaDB), and on
+            // tablets only.
+            let strongly_consistent = match consistency.as_deref() {
+                None | Some("eventual") => false,
+                Some("global") if tablets.is_some() => true,
+                Some("global") => return invalid("Strongly consistent keyspaces require tablets"),
+                Some(other) => return invalid(format!("Unsupported consistency '{other}'")),
+            };
             s.keyspaces.insert(
                 name.clone(),
                 Keyspace {
@@ -227,6 +244,7 @@ pub(crate) fn execute(
                     replication: repl,
                     durable_writes: *durable_writes,
                     tablets,
+                    strongly_consistent,
                     tables: BTreeMap::new(),
                     types: BTreeMap::new(),
                 },

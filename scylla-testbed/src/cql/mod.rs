@@ -60,7 +60,6 @@ pub use store::Store;
 use crate::handler::{
     Compression, ConnCtx, HandlerFuture, Reply, Request, RequestHandler, Response,
 };
-use crate::tablets::ROUTING_PAYLOAD_KEY;
 use ast::Statement;
 use dml::{keyspace_of, Outcome};
 use error::{invalid, CqlError};
@@ -118,16 +117,15 @@ fn result_response(body: &ResultBody, version: ProtocolVersion) -> Response {
     }
 }
 
-/// `r` with the `tablets-routing-v1` custom payload in front of its body
-/// (flag CUSTOM_PAYLOAD), when there is one.
-fn with_tablet_payload(r: Response, payload: Option<Vec<u8>>) -> Response {
-    let Some(p) = payload else { return r };
+/// `r` with the tablet routing custom payload (`tablets-routing-v1` or
+/// `-v2`) in front of its body (flag CUSTOM_PAYLOAD), when there is one.
+fn with_tablet_payload(r: Response, payload: Option<accounting::Payload>) -> Response {
+    let Some((key, p)) = payload else { return r };
     if r.opcode != Opcode::Result {
         return r;
     }
-    let mut b =
-        BytesMut::with_capacity(2 + 2 + ROUTING_PAYLOAD_KEY.len() + 4 + p.len() + r.body.len());
-    let entry = [(ROUTING_PAYLOAD_KEY, Some(p.as_slice()))];
+    let mut b = BytesMut::with_capacity(2 + 2 + key.len() + 4 + p.len() + r.body.len());
+    let entry = [(key, Some(p.as_slice()))];
     if let Err(e) = wire::put_bytes_map(&mut b, entry.into_iter(), "custom payload") {
         tracing::warn!(error = %e, "cannot encode the custom payload; answering without it");
         return r;
@@ -226,6 +224,7 @@ impl CqlHandler {
         let decode_ctx = RequestContext {
             version,
             use_metadata_id: ctx.use_metadata_id(),
+            tablets_routing_v2: ctx.tablets_routing_v2(),
         };
         let msg = match CqlRequest::decode_in(req.header.opcode, &env.body, &decode_ctx) {
             Ok(m) => m,
@@ -249,7 +248,8 @@ impl CqlHandler {
                     let ks = ks.or_else(|| ctx.keyspace());
                     let values = &q.params.values;
                     let opts = page_opts(&q.params);
-                    self.run(ctx, ks.as_deref(), &st, values, &opts, &mut tablet_payload)
+                    let payload = (&mut tablet_payload, None);
+                    self.run(ctx, ks.as_deref(), &st, values, &opts, payload)
                 })
             }
             CqlRequest::Prepare(p) => {
@@ -270,7 +270,7 @@ impl CqlHandler {
                         &p.statement,
                         values,
                         &opts,
-                        &mut tablet_payload,
+                        (&mut tablet_payload, e.tablet_version_block),
                     )
                 }
             },
@@ -312,11 +312,11 @@ impl CqlHandler {
         st: &Statement,
         values: &SerializedValues,
         opts: &PageOpts,
-        payload: &mut Option<Vec<u8>>,
+        (payload, block): (&mut Option<accounting::Payload>, Option<u8>),
     ) -> Result<ResultBody, CqlError> {
         let out = self.run_unaccounted(ctx, ks, st, values, opts)?;
         if let Some(r) = &out.routing {
-            *payload = accounting::account(ctx, &self.store, r);
+            *payload = accounting::account(ctx, &self.store, r, block);
         }
         Ok(out.result)
     }
@@ -429,7 +429,7 @@ impl CqlHandler {
         &self,
         ctx: &ConnCtx,
         b: &Batch<'_>,
-        payload: &mut Option<Vec<u8>>,
+        payload: &mut Option<accounting::Payload>,
     ) -> Result<ResultBody, CqlError> {
         let mut routings = Vec::new();
         for s in b.statements.iter() {
@@ -467,7 +467,7 @@ impl CqlHandler {
                     .is_some_and(|r| r.keyspace == first.keyspace && r.token == first.token)
             });
             if same {
-                *payload = accounting::account(ctx, &self.store, first);
+                *payload = accounting::account(ctx, &self.store, first, None);
             }
         }
         Ok(ResultBody::Void)

@@ -562,6 +562,7 @@ impl Parser {
         let mut replication = None;
         let mut durable_writes = true;
         let mut tablets = None;
+        let mut consistency = None;
         loop {
             let opt = self.ident()?;
             self.sym("=")?;
@@ -577,6 +578,7 @@ impl Parser {
                 ("durable_writes", Literal::Bool(b)) => durable_writes = b,
                 ("durable_writes", Literal::Str(s)) => durable_writes = s != "false",
                 ("tablets", Literal::Map(m)) => tablets = Some(tablets_option(&m)?),
+                ("consistency", Literal::Str(s)) => consistency = Some(s.to_ascii_lowercase()),
                 _ => return Err(ParseError(format!("unknown keyspace option {opt}"))),
             }
             if !self.eat_kw("AND") {
@@ -591,6 +593,7 @@ impl Parser {
             replication,
             durable_writes,
             tablets,
+            consistency,
         })
     }
 

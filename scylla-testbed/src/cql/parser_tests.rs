@@ -58,6 +58,11 @@ fn statements() {
     };
     assert_eq!(replication.len(), 2);
     assert!(!durable_writes);
+    let st = parse("CREATE KEYSPACE k WITH replication = {'class': 'NetworkTopologyStrategy', 'replication_factor': 3} AND tablets = {'initial': 1} AND consistency = 'global'").unwrap();
+    let Statement::CreateKeyspace { consistency, .. } = st else {
+        panic!()
+    };
+    assert_eq!(consistency.as_deref(), Some("global"));
     assert!(parse("UPDATE t USING TTL 1 SET v = ? WHERE k = 1").is_ok());
     assert!(parse("DELETE v FROM t WHERE k = 1 AND c = 2").is_ok());
     assert!(parse("SELECT * FROM system.local WHERE key='local' USING TIMEOUT 2000ms").is_ok());

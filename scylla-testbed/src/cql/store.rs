@@ -233,6 +233,9 @@ pub(crate) struct Keyspace {
     /// Tablets: `Some(initial)` (0 = the cluster's default) for a tablets
     /// keyspace, `None` for vnodes.
     pub(crate) tablets: Option<usize>,
+    /// `consistency = 'global'`: its tables are strongly consistent (a
+    /// Raft leader per tablet). Tablets keyspaces only.
+    pub(crate) strongly_consistent: bool,
     pub(crate) tables: BTreeMap<String, Table>,
     /// User-defined types by name.
     pub(crate) types: BTreeMap<String, UserType>,

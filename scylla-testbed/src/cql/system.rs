@@ -428,6 +428,12 @@ fn scylla_keyspaces(schema: &Schema) -> View {
                     .map(|n| CqlValue::Int(i32::try_from(n).unwrap_or(i32::MAX))),
                 None,
                 None,
+                // ScyllaDB with the strongly-consistent-tables feature.
+                Some(text(if k.strongly_consistent {
+                    "global"
+                } else {
+                    "eventual"
+                })),
             ]
         })
         .collect();
@@ -439,6 +445,7 @@ fn scylla_keyspaces(schema: &Schema) -> View {
             ("initial_tablets", "int"),
             ("storage_options", "map<text, text>"),
             ("storage_type", "text"),
+            ("consistency", "text"),
         ],
         rows,
     )
@@ -572,7 +579,7 @@ fn system_clients(ctx: &ConnCtx) -> View {
     view("system", "clients", &CLIENTS_COLS, rows)
 }
 
-const STATS_COLS: [(&str, &str); 22] = [
+const STATS_COLS: [(&str, &str); 23] = [
     ("node", "int"),
     ("shard", "int"),
     ("accepted_maintenance_socket", "bigint"),
@@ -588,6 +595,7 @@ const STATS_COLS: [(&str, &str); 22] = [
     ("handshakes_started", "bigint"),
     ("peak_connections", "bigint"),
     ("protocol_errors", "bigint"),
+    ("requests_non_leader", "bigint"),
     ("requests_non_replica", "bigint"),
     ("requests_served", "bigint"),
     ("requests_tablet_misrouted", "bigint"),
@@ -619,6 +627,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 big(c.handshakes_started),
                 big(c.peak_connections),
                 big(c.protocol_errors),
+                big(c.requests_non_leader),
                 big(c.requests_non_replica),
                 big(c.requests_served),
                 big(c.requests_tablet_misrouted),

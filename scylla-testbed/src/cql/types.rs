@@ -129,6 +129,7 @@ mod tests {
             replication: BTreeMap::new(),
             durable_writes: true,
             tablets: None,
+            strongly_consistent: false,
             tables: BTreeMap::new(),
             types,
         }

@@ -11,6 +11,11 @@
 //! on v4 the result metadata id is written when present (a client only has
 //! one when the extension was negotiated), and decoding reads it when told
 //! the extension is in use.
+//!
+//! ScyllaDB's `TABLETS_ROUTING_V2_EXPERIMENTAL` appends one byte, the
+//! tablet version block (see [`TabletVersionBlock`](crate::frame::tablets::TabletVersionBlock)),
+//! to every EXECUTE of a connection that negotiated it:
+//! `<id>[<result_metadata_id>]<query_parameters><tablet_version_block>`.
 
 use crate::frame::ProtocolVersion;
 use std::borrow::Cow;
@@ -32,6 +37,10 @@ pub struct Execute<'a> {
     pub result_metadata_id: Option<Cow<'a, [u8]>>,
     /// How to run it.
     pub params: QueryParameters<'a>,
+    /// The tablet version block (`TABLETS_ROUTING_V2_EXPERIMENTAL`): written
+    /// after the parameters when present (a client only has one on a
+    /// connection that negotiated the extension).
+    pub tablet_version_block: Option<u8>,
 }
 
 impl<'a> Execute<'a> {
@@ -41,16 +50,30 @@ impl<'a> Execute<'a> {
             id: Cow::Owned(self.id.into_owned()),
             result_metadata_id: self.result_metadata_id.map(|m| Cow::Owned(m.into_owned())),
             params: self.params.into_owned(),
+            tablet_version_block: self.tablet_version_block,
         }
     }
 
     /// Decodes a body written for `version`, borrowing the ids. On v4,
     /// `use_metadata_id` says whether the connection negotiated
     /// `SCYLLA_USE_METADATA_ID` (so that a result metadata id follows the id).
+    /// Without tablet routing v2 (see [`decode_v2`](Self::decode_v2)).
     pub fn decode(
         r: &mut WireReader<'a>,
         version: ProtocolVersion,
         use_metadata_id: bool,
+    ) -> Result<Self, DecodeError> {
+        Self::decode_v2(r, version, use_metadata_id, false)
+    }
+
+    /// [`decode`](Self::decode); `tablets_v2` says whether the connection
+    /// negotiated `TABLETS_ROUTING_V2_EXPERIMENTAL` (a tablet version block
+    /// follows the parameters).
+    pub fn decode_v2(
+        r: &mut WireReader<'a>,
+        version: ProtocolVersion,
+        use_metadata_id: bool,
+        tablets_v2: bool,
     ) -> Result<Self, DecodeError> {
         let id = Cow::Borrowed(r.read_short_bytes("prepared id")?);
         let result_metadata_id = if version == ProtocolVersion::V5 || use_metadata_id {
@@ -59,10 +82,16 @@ impl<'a> Execute<'a> {
             None
         };
         let params = QueryParameters::decode(r, version)?;
+        let tablet_version_block = if tablets_v2 {
+            Some(r.read_u8("tablet version block")?)
+        } else {
+            None
+        };
         Ok(Self {
             id,
             result_metadata_id,
             params,
+            tablet_version_block,
         })
     }
 }
@@ -82,7 +111,11 @@ impl MessageBody for Execute<'_> {
             }
             (None, ProtocolVersion::V4) => wire::put_short_bytes(buf, &self.id, "prepared id")?,
         }
-        self.params.encode(buf, version)
+        self.params.encode(buf, version)?;
+        if let Some(b) = self.tablet_version_block {
+            buf.extend_from_slice(&[b]);
+        }
+        Ok(())
     }
 }
 

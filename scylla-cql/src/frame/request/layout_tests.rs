@@ -266,6 +266,7 @@ fn v5_execute_with_metadata_id_layout() {
             skip_metadata: true,
             ..QueryParameters::default()
         },
+        tablet_version_block: None,
     });
     let expected = [
         0x00, 0x02, 0xAA, 0xBB, // id
@@ -286,6 +287,7 @@ fn v5_execute_with_metadata_id_layout() {
     let ctx = RequestContext {
         version: ProtocolVersion::V4,
         use_metadata_id: true,
+        tablets_routing_v2: false,
     };
     assert_eq!(
         Request::decode_in(Opcode::Execute, &v4_ext, &ctx).unwrap(),
@@ -305,6 +307,24 @@ fn v5_execute_with_metadata_id_layout() {
         body(&req, ProtocolVersion::V5),
         Err(crate::EncodeError::Invalid(_))
     ));
+    // TABLETS_ROUTING_V2: one byte, the tablet version block, after the
+    // parameters; read only on a connection that negotiated it.
+    let Request::Execute(mut e) = req else {
+        unreachable!()
+    };
+    e.tablet_version_block = Some(0xDC);
+    let req = Request::Execute(e);
+    let v2 = [0x00, 0x02, 0xAA, 0xBB, 0x00, 0x01, 0x02, 0xDC];
+    assert_eq!(body(&req, ProtocolVersion::V4).unwrap(), v2);
+    let ctx = RequestContext {
+        tablets_routing_v2: true,
+        ..RequestContext::new(ProtocolVersion::V4)
+    };
+    assert_eq!(Request::decode_in(Opcode::Execute, &v2, &ctx).unwrap(), req);
+    // Without the extension the byte is left over: refused.
+    assert!(Request::decode(Opcode::Execute, &v2, ProtocolVersion::V4).is_err());
+    // With it, a missing byte is refused too.
+    assert!(Request::decode_in(Opcode::Execute, &v2[..7], &ctx).is_err());
 }
 
 #[test]

@@ -46,6 +46,9 @@ pub struct RequestContext {
     /// Whether the connection negotiated `SCYLLA_USE_METADATA_ID`, which puts
     /// a result metadata id into v4 EXECUTE requests (v5 always has it).
     pub use_metadata_id: bool,
+    /// Whether the connection negotiated `TABLETS_ROUTING_V2_EXPERIMENTAL`,
+    /// which appends a tablet version block to EXECUTE requests.
+    pub tablets_routing_v2: bool,
 }
 
 impl RequestContext {
@@ -54,6 +57,7 @@ impl RequestContext {
         Self {
             version,
             use_metadata_id: false,
+            tablets_routing_v2: false,
         }
     }
 }
@@ -123,9 +127,12 @@ impl<'a> Request<'a> {
             Opcode::Options => Request::Options(Options::decode(&mut r)?),
             Opcode::Query => Request::Query(Query::decode(&mut r, version)?),
             Opcode::Prepare => Request::Prepare(Prepare::decode(&mut r, version)?),
-            Opcode::Execute => {
-                Request::Execute(Execute::decode(&mut r, version, ctx.use_metadata_id)?)
-            }
+            Opcode::Execute => Request::Execute(Execute::decode_v2(
+                &mut r,
+                version,
+                ctx.use_metadata_id,
+                ctx.tablets_routing_v2,
+            )?),
             Opcode::Batch => Request::Batch(Batch::decode(&mut r, version)?),
             Opcode::Register => Request::Register(Register::decode(&mut r)?),
             Opcode::AuthResponse => Request::AuthResponse(AuthResponse::decode(&mut r)?),

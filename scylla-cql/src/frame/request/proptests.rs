@@ -136,22 +136,31 @@ fn batch(v5: bool) -> impl Strategy<Value = Batch<'static>> {
 }
 
 /// A connection: its version and whether it negotiated
-/// `SCYLLA_USE_METADATA_ID` (v4 only; v5 always has metadata ids).
+/// `SCYLLA_USE_METADATA_ID` (v4 only; v5 always has metadata ids) and
+/// `TABLETS_ROUTING_V2_EXPERIMENTAL` (a tablet version block on EXECUTE).
 fn context() -> impl Strategy<Value = RequestContext> {
-    prop_oneof![
-        Just(RequestContext::new(ProtocolVersion::V4)),
-        Just(RequestContext {
-            version: ProtocolVersion::V4,
-            use_metadata_id: true
-        }),
-        Just(RequestContext::new(ProtocolVersion::V5)),
-    ]
+    (
+        prop_oneof![
+            Just(RequestContext::new(ProtocolVersion::V4)),
+            Just(RequestContext {
+                use_metadata_id: true,
+                ..RequestContext::new(ProtocolVersion::V4)
+            }),
+            Just(RequestContext::new(ProtocolVersion::V5)),
+        ],
+        any::<bool>(),
+    )
+        .prop_map(|(ctx, tablets_routing_v2)| RequestContext {
+            tablets_routing_v2,
+            ..ctx
+        })
 }
 
 /// A request valid on a connection in `ctx`.
 fn request(ctx: RequestContext) -> impl Strategy<Value = Request<'static>> {
     let v5 = ctx.version == ProtocolVersion::V5;
     let with_metadata_id = v5 || ctx.use_metadata_id;
+    let tablets_v2 = ctx.tablets_routing_v2;
     prop_oneof![
         proptest::collection::vec((text(), text()), 0..4)
             .prop_map(|options| Request::Startup(Startup { options })),
@@ -162,11 +171,12 @@ fn request(ctx: RequestContext) -> impl Strategy<Value = Request<'static>> {
             .prop_map(|(query, (keyspace, _))| Request::Prepare(Prepare { query, keyspace })),
         // Up to 40 bytes each: ids that fit in one append from the stack and
         // ids that do not (see `put_ids`).
-        (bytes(40), bytes(40), params(v5)).prop_map(move |(id, md, params)| {
+        (bytes(40), bytes(40), params(v5), any::<u8>()).prop_map(move |(id, md, params, block)| {
             Request::Execute(Execute {
                 id,
                 result_metadata_id: with_metadata_id.then_some(md),
                 params,
+                tablet_version_block: tablets_v2.then_some(block),
             })
         }),
         batch(v5).prop_map(Request::Batch),

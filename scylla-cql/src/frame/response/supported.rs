@@ -56,6 +56,10 @@ pub mod keys {
     pub const SCYLLA_HOST_ID: &str = "SCYLLA_HOST_ID";
     /// Tablet routing information in custom payloads.
     pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
+    /// Tablet routing v2: tablet versions on EXECUTE, refreshed routing (and
+    /// the Raft leader of strongly consistent tablets) in custom payloads.
+    /// The experimental name ScyllaDB uses while the extension may change.
+    pub const TABLETS_ROUTING_V2: &str = "TABLETS_ROUTING_V2_EXPERIMENTAL";
     /// Result metadata ids on protocol v4.
     pub const SCYLLA_USE_METADATA_ID: &str = "SCYLLA_USE_METADATA_ID";
 }
@@ -328,6 +332,10 @@ pub struct ScyllaExtensions {
     pub host_id: Option<Uuid>,
     /// Whether the node sends tablet routing information (`TABLETS_ROUTING_V1`).
     pub tablets_routing_v1: bool,
+    /// Whether the node offers tablet routing v2
+    /// (`TABLETS_ROUTING_V2_EXPERIMENTAL`), which subsumes v1: a client
+    /// negotiates one of the two, v2 when offered.
+    pub tablets_routing_v2: bool,
     /// Whether the node supports metadata ids on v4 (`SCYLLA_USE_METADATA_ID`).
     pub use_metadata_id: bool,
     /// Supported compression algorithms.
@@ -376,6 +384,7 @@ impl ScyllaExtensions {
             rate_limit_error_code,
             host_id,
             tablets_routing_v1: s.get(keys::TABLETS_ROUTING_V1).is_some(),
+            tablets_routing_v2: s.get(keys::TABLETS_ROUTING_V2).is_some(),
             use_metadata_id: s.get(keys::SCYLLA_USE_METADATA_ID).is_some(),
             compression: list(keys::COMPRESSION),
             cql_versions: list(keys::CQL_VERSION),
@@ -422,6 +431,9 @@ impl ScyllaExtensions {
         }
         if self.tablets_routing_v1 {
             s.insert(keys::TABLETS_ROUTING_V1, Vec::new());
+        }
+        if self.tablets_routing_v2 {
+            s.insert(keys::TABLETS_ROUTING_V2, Vec::new());
         }
         if self.use_metadata_id {
             s.insert(keys::SCYLLA_USE_METADATA_ID, Vec::new());

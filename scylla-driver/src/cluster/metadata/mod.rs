@@ -90,6 +90,11 @@ pub struct KeyspaceMeta {
     /// Whether it uses tablets (ScyllaDB): its tables are then routed by
     /// their tablets, not by the token ring.
     pub tablets: bool,
+    /// Whether its tables are strongly consistent (ScyllaDB's keyspace
+    /// option `consistency = 'global'` or `'local'`, read from
+    /// `system_schema.scylla_keyspaces`): each tablet is a Raft group, and
+    /// requests go to its leader first.
+    pub strongly_consistent: bool,
 }
 
 /// An immutable snapshot of the cluster's topology and schema.
@@ -387,6 +392,23 @@ pub async fn read_schema(
             tracing::debug!(error = %e, "no system_schema.scylla_keyspaces; assuming no tablets")
         }
     }
+    // Strongly consistent keyspaces (tablets only): a separate read, since
+    // the `consistency` column exists only on servers with the
+    // `strongly-consistent-tables` feature; elsewhere it fails and every
+    // keyspace is eventually consistent. Skipped without tablet keyspaces.
+    if keyspaces.values().any(|k| k.tablets) {
+        match query::select_all(conn, schema::SCYLLA_CONSISTENCY_QUERY, opts).await {
+            Ok(pages) => {
+                if let Err(e) = schema::mark_strongly_consistent(&mut keyspaces, &pages) {
+                    tracing::debug!(error = %e, "system_schema.scylla_keyspaces.consistency unusable; assuming eventual consistency");
+                }
+            }
+            Err(e @ MetadataError::Request { .. }) => return Err(e),
+            Err(e) => {
+                tracing::debug!(error = %e, "no system_schema.scylla_keyspaces.consistency; assuming eventual consistency")
+            }
+        }
+    }
     Ok(keyspaces)
 }
 
@@ -423,6 +445,7 @@ mod tests {
                 strategy: ReplicationStrategy::Simple { rf: 1 },
                 tables: BTreeMap::new(),
                 tablets: false,
+                strongly_consistent: false,
             },
         );
         let md = Metadata {

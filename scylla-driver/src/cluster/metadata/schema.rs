@@ -36,6 +36,19 @@ pub(crate) const COLUMNS_QUERY: &str = "SELECT keyspace_name, table_name, column
 pub(crate) const SCYLLA_KEYSPACES_QUERY: &str =
     "SELECT keyspace_name, initial_tablets FROM system_schema.scylla_keyspaces";
 
+/// ScyllaDB's strongly consistent keyspaces (`consistency = 'global'` or
+/// `'local'`; `'eventual'` or null otherwise). The column exists only with
+/// the `strongly-consistent-tables` feature, so it is read apart.
+pub(crate) const SCYLLA_CONSISTENCY_QUERY: &str =
+    "SELECT keyspace_name, consistency FROM system_schema.scylla_keyspaces";
+
+#[derive(scylla_driver_macros::DeserializeRow)]
+#[scylla(crate = ::scylla_cql)]
+struct ConsistencyRow {
+    keyspace_name: String,
+    consistency: Option<String>,
+}
+
 #[derive(scylla_driver_macros::DeserializeRow)]
 #[scylla(crate = ::scylla_cql)]
 struct ScyllaKeyspaceRow {
@@ -116,6 +129,7 @@ pub(crate) fn keyspaces(pages: &[Rows]) -> Result<BTreeMap<String, KeyspaceMeta>
                             strategy,
                             tables: BTreeMap::new(),
                             tablets: false,
+                            strongly_consistent: false,
                         },
                     );
                 }
@@ -142,6 +156,27 @@ pub(crate) fn mark_tablet_keyspaces(
         Ok(row) => {
             if let Some(ks) = keyspaces.get_mut(&row.keyspace_name) {
                 ks.tablets = row.initial_tablets.is_some();
+            }
+        }
+    })
+}
+
+/// Marks the keyspaces of `keyspaces` whose `consistency` in
+/// `system_schema.scylla_keyspaces` (`pages`) is `global` or `local`.
+pub(crate) fn mark_strongly_consistent(
+    keyspaces: &mut BTreeMap<String, KeyspaceMeta>,
+    pages: &[Rows],
+) -> Result<(), MetadataError> {
+    for_each_row::<ConsistencyRow>(pages, SCYLLA_CONSISTENCY_QUERY, |row| match row {
+        Err(e) => {
+            tracing::warn!(error = %e, "system_schema.scylla_keyspaces: skipping a consistency row that does not deserialize")
+        }
+        Ok(row) => {
+            if let Some(ks) = keyspaces.get_mut(&row.keyspace_name) {
+                ks.strongly_consistent = matches!(
+                    row.consistency.as_deref().map(str::to_ascii_lowercase).as_deref(),
+                    Some("global" | "local")
+                );
             }
         }
     })

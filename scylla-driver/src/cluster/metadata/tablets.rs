@@ -120,6 +120,8 @@ impl<'k> TabletRowsReader<'k> {
                 first_token: Token(first),
                 last_token: Token(row.last_token),
                 replicas,
+                // system.tablets has no routing v2 version.
+                version: None,
             });
     }
 }
