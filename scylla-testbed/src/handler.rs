@@ -222,6 +222,8 @@ pub struct ConnCtx {
     pub(crate) tls: bool,
     /// The node's open connections (for `system.clients`).
     pub(crate) clients: Arc<crate::clients::ClientRegistry>,
+    /// The statements the node prepared since it started.
+    pub(crate) prepared: Arc<crate::prepared_ids::PreparedIds>,
     pub(crate) state: Mutex<SessionState>,
 }
 
@@ -325,6 +327,18 @@ impl ConnCtx {
         if let Ok(mut s) = self.state.lock() {
             f(&mut s);
         }
+    }
+
+    /// Remembers that statement `id` was prepared on this node, and counts
+    /// the PREPARE.
+    pub(crate) fn record_prepare(&self, id: bytes::Bytes) {
+        bump_both(&self.stats, self.shard as usize, |s| &s.prepares);
+        self.prepared.add(id);
+    }
+
+    /// Whether statement `id` was prepared on this node since it started.
+    pub(crate) fn knows_prepared(&self, id: &[u8]) -> bool {
+        self.prepared.contains(id)
     }
 
     /// Counts a request whose token is owned by another shard of this node.

@@ -60,6 +60,7 @@ pub mod handler;
 mod node;
 mod node_shared;
 mod outgoing;
+mod prepared_ids;
 mod shard;
 pub mod stats;
 pub mod supported;

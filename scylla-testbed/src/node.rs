@@ -104,6 +104,7 @@ impl NodeRuntime {
             handler: config.handler.clone(),
             events: EventRegistry::default(),
             clients: Arc::default(),
+            prepared: Arc::default(),
             tls,
             cancel: parent.child_token(),
             tracker: TaskTracker::new(),
@@ -307,6 +308,7 @@ fn on_unix_accept(node: &Arc<NodeShared>, stream: tokio::net::UnixStream) {
         conn_id: node.next_conn_id.fetch_add(1, Ordering::Relaxed),
         tls: false,
         clients: node.clients.clone(),
+        prepared: node.prepared.clone(),
         state: Mutex::new(SessionState::default()),
     });
     let (rd, wr) = stream.into_split();
@@ -384,6 +386,7 @@ fn on_accept(
         conn_id: node.next_conn_id.fetch_add(1, Ordering::Relaxed),
         tls,
         clients: node.clients.clone(),
+        prepared: node.prepared.clone(),
         state: Mutex::new(SessionState::default()),
     });
     let cancel = node.cancel.child_token();

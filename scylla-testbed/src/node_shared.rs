@@ -29,6 +29,8 @@ pub(crate) struct NodeShared {
     pub(crate) events: EventRegistry,
     /// The node's open client connections (`system.clients`).
     pub(crate) clients: Arc<ClientRegistry>,
+    /// The statements prepared on the node in this lifetime.
+    pub(crate) prepared: Arc<crate::prepared_ids::PreparedIds>,
     /// The TLS server side, when the cluster serves TLS.
     pub(crate) tls: Option<TlsAcceptor>,
     pub(crate) admission: Box<[Admission]>,

@@ -82,6 +82,7 @@ pub(crate) struct ShardStats {
     pub(crate) requests_tablet_misrouted: AtomicU64,
     pub(crate) batch_rows: AtomicU64,
     pub(crate) batch_rows_misplaced: AtomicU64,
+    pub(crate) prepares: AtomicU64,
     pub(crate) requests_non_leader: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
     pub(crate) version_refusals: AtomicU64,
@@ -116,6 +117,7 @@ impl ShardStats {
             requests_tablet_misrouted: r(&self.requests_tablet_misrouted),
             batch_rows: r(&self.batch_rows),
             batch_rows_misplaced: r(&self.batch_rows_misplaced),
+            prepares: r(&self.prepares),
             requests_non_leader: r(&self.requests_non_leader),
             protocol_errors: r(&self.protocol_errors),
             version_refusals: r(&self.version_refusals),
@@ -215,6 +217,8 @@ pub struct StatsCounters {
     /// shard's, another node's, or another tablet replica's): rows the
     /// coordinator must forward.
     pub batch_rows_misplaced: u64,
+    /// PREPARE requests received.
+    pub prepares: u64,
     /// Requests for a strongly consistent table (`consistency = 'global'`)
     /// that reached a node other than the Raft leader of their tablet (a
     /// ScyllaDB node forwards them to the leader).

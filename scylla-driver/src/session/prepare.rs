@@ -1,6 +1,7 @@
 //! Preparing a statement: on one connection of every node at once, so that
 //! executions rarely meet UNPREPARED (and when they do, `execute` prepares
-//! again on the spot); the first success is returned.
+//! again on the spot); the first success is returned once the other nodes
+//! answered too, or after a short grace.
 //!
 //! On protocol v5 the PREPARE names the session's keyspace, and the statement
 //! remembers it: a re-preparation after a `USE` then still resolves
@@ -86,8 +87,12 @@ pub(super) async fn prepare_everywhere(
         });
     };
     if !tasks.is_empty() {
+        // The other nodes usually answer within moments: an execution sent
+        // before they did would meet UNPREPARED there. A node slower than
+        // the grace (down, overloaded) is not waited for.
         let id = prepared.id().to_vec();
-        tokio::spawn(compare_ids(tasks, id));
+        let mut rest = tokio::spawn(compare_ids(tasks, id));
+        let _ = tokio::time::timeout(OTHERS_GRACE, &mut rest).await;
     }
     // Marked here, for the winner only, so that exactly one preparation
     // sees the keyspace as new.
@@ -99,6 +104,10 @@ pub(super) async fn prepare_everywhere(
     }
     Ok(prepared)
 }
+
+/// How long a preparation waits for the other nodes after the first
+/// success.
+const OTHERS_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 type PrepareOutcome = (SocketAddr, Result<PreparedStatement, NodeFailure>);
 

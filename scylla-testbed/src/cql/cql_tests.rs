@@ -40,6 +40,7 @@ fn ctx() -> ConnCtx {
         conn_id: 0,
         tls: false,
         clients: Arc::default(),
+        prepared: Arc::default(),
         state: Mutex::new(SessionState::default()),
     }
 }

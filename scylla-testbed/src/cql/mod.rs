@@ -257,7 +257,13 @@ impl CqlHandler {
                 let ks = p.keyspace.as_deref().map(str::to_owned);
                 self.prepare(ctx, &p.query, ks.or_else(|| ctx.keyspace()))
             }
-            CqlRequest::Execute(e) => match self.store.prepared(&e.id) {
+            // A statement this node has not prepared since it started is
+            // unknown here, even if another node knows it.
+            CqlRequest::Execute(e) => match self
+                .store
+                .prepared(&e.id)
+                .filter(|_| ctx.knows_prepared(&e.id))
+            {
                 None => Err(CqlError::Unprepared(Bytes::copy_from_slice(&e.id))),
                 Some(p) => {
                     let ks = p.keyspace.clone().or_else(|| ctx.keyspace());
@@ -407,6 +413,7 @@ impl CqlHandler {
         let mut id = a.to_be_bytes().to_vec();
         id.extend_from_slice(&b.to_be_bytes());
         let id = Bytes::from(id);
+        ctx.record_prepare(id.clone());
         self.store.add_prepared(Arc::new(PreparedStatement {
             id: id.clone(),
             keyspace: session_ks,
@@ -438,13 +445,15 @@ impl CqlHandler {
                     let ks = b.keyspace.as_deref().map(str::to_owned);
                     (Arc::new(parse(q)?), ks.or_else(|| ctx.keyspace()))
                 }
-                BatchStatementKind::Prepared(id) => match self.store.prepared(id) {
-                    Some(p) => {
-                        let ks = p.keyspace.clone().or_else(|| ctx.keyspace());
-                        (Arc::new(p.statement.clone()), ks)
+                BatchStatementKind::Prepared(id) => {
+                    match self.store.prepared(id).filter(|_| ctx.knows_prepared(id)) {
+                        Some(p) => {
+                            let ks = p.keyspace.clone().or_else(|| ctx.keyspace());
+                            (Arc::new(p.statement.clone()), ks)
+                        }
+                        None => return Err(CqlError::Unprepared(Bytes::copy_from_slice(id))),
                     }
-                    None => return Err(CqlError::Unprepared(Bytes::copy_from_slice(id))),
-                },
+                }
             };
             if !matches!(
                 *st,

@@ -579,7 +579,7 @@ fn system_clients(ctx: &ConnCtx) -> View {
     view("system", "clients", &CLIENTS_COLS, rows)
 }
 
-const STATS_COLS: [(&str, &str); 23] = [
+const STATS_COLS: [(&str, &str); 24] = [
     ("node", "int"),
     ("shard", "int"),
     ("accepted_maintenance_socket", "bigint"),
@@ -594,6 +594,7 @@ const STATS_COLS: [(&str, &str); 23] = [
     ("handshakes_shed", "bigint"),
     ("handshakes_started", "bigint"),
     ("peak_connections", "bigint"),
+    ("prepares", "bigint"),
     ("protocol_errors", "bigint"),
     ("requests_non_leader", "bigint"),
     ("requests_non_replica", "bigint"),
@@ -626,6 +627,7 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 big(c.handshakes_shed),
                 big(c.handshakes_started),
                 big(c.peak_connections),
+                big(c.prepares),
                 big(c.protocol_errors),
                 big(c.requests_non_leader),
                 big(c.requests_non_replica),
