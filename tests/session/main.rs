@@ -24,6 +24,7 @@ mod maintenance_socket;
 mod node_events;
 mod official_style;
 mod quiet_metadata;
+mod reprepare_storm;
 mod request_history;
 mod session;
 mod session_deadline;

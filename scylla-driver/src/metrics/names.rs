@@ -20,6 +20,9 @@ pub const REQUESTS_QUEUED: &str = crate::connection::stats::REQUESTS_QUEUED_METR
 pub const RETRIES: &str = "scylla_driver_retries_total";
 /// Counter: speculative attempts started.
 pub const SPECULATIVE_ATTEMPTS: &str = "scylla_driver_speculative_attempts_total";
+/// Counter: PREPAREs sent again to a node that answered UNPREPARED (once
+/// per statement and node however many requests met it).
+pub const REPREPARES: &str = "scylla_driver_reprepares_total";
 /// Counter: requests sent to another shard's connection because their own
 /// shard had none open.
 pub const SHARD_FALLBACK_REQUESTS: &str = "scylla_driver_shard_fallback_requests_total";

@@ -34,6 +34,10 @@ pub(crate) fn describe() {
     describe_counter!(RETRIES, "Attempts retried by the retry policy.");
     describe_counter!(SPECULATIVE_ATTEMPTS, "Speculative attempts started.");
     describe_counter!(
+        REPREPARES,
+        "PREPAREs sent again to nodes that had forgotten the statement."
+    );
+    describe_counter!(
         SHARD_FALLBACK_REQUESTS,
         "Requests sent to another shard's connection (their shard had none)."
     );
@@ -87,6 +91,7 @@ static_key!(KEY_REQUEST_DURATION = REQUEST_DURATION);
 static_key!(KEY_REQUESTS_IN_FLIGHT = REQUESTS_IN_FLIGHT);
 static_key!(KEY_RETRIES = RETRIES);
 static_key!(KEY_SPECULATIVE_ATTEMPTS = SPECULATIVE_ATTEMPTS);
+static_key!(KEY_REPREPARES = REPREPARES);
 static_key!(KEY_SHARD_FALLBACK_REQUESTS = SHARD_FALLBACK_REQUESTS);
 static_key!(KEY_MISROUTES_OK = TABLET_MISROUTES, LABEL_OUTCOME => OUTCOME_OK);
 static_key!(KEY_MISROUTES_ERROR = TABLET_MISROUTES, LABEL_OUTCOME => OUTCOME_ERROR);
@@ -141,6 +146,11 @@ pub(crate) fn retry() {
 /// A speculative attempt started.
 pub(crate) fn speculative_attempt() {
     counter_of(&KEY_SPECULATIVE_ATTEMPTS).increment(1);
+}
+
+/// A statement was prepared again on a node that had forgotten it.
+pub(crate) fn reprepared() {
+    counter_of(&KEY_REPREPARES).increment(1);
 }
 
 /// A request went to another shard's connection.

@@ -48,6 +48,7 @@ use scylla_cql::frame::CustomPayload;
 use std::sync::Arc;
 
 use super::message::{AtConsistency, MessageFor, Reprepare};
+use super::reprepare::{self, Outcome, Repreparations, Role};
 use super::steering::{steer, token_aware, Only};
 use super::tablets_v2::{leader_first, tablet_block};
 use super::SessionInner;
@@ -505,6 +506,7 @@ async fn attempt_chain(
                 None => {
                     let block = tablet_block(&conn, routing);
                     attempt(
+                        &inner.repreparations,
                         &conn,
                         msg,
                         (consistency, block),
@@ -696,7 +698,7 @@ async fn switch_then_attempt(
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
     match inner.switch_keyspace(conn, want, deadline).await {
-        Ok(()) => attempt(conn, msg, at, now, deadline, tracing).await,
+        Ok(()) => attempt(&inner.repreparations, conn, msg, at, now, deadline, tracing).await,
         Err(ExecutionError::Connection { error, .. }) => Err(Failed::Request(error)),
         Err(e) => Err(Failed::Fatal(e)),
     }
@@ -723,6 +725,7 @@ fn until(deadline: Instant, tracing: bool) -> RequestOptions<'static> {
 /// request it sends ends by `deadline` (the request's, shared with the other
 /// attempts).
 async fn attempt(
+    repreparations: &Repreparations,
     conn: &Connection,
     msg: &dyn MessageFor,
     (consistency, tablet_block): (Consistency, Option<u8>),
@@ -753,24 +756,80 @@ async fn attempt(
         let Some(again) = msg.reprepare(statement_id) else {
             return Ok(frame);
         };
-        again
+        (again, statement_id.clone())
     };
     // Boxed: the re-preparation is rare, and inline its futures would
     // make every attempt's future larger (it is moved at each await layer).
-    Box::pin(reprepare_and_retry(conn, again, &body, deadline, tracing)).await
+    Box::pin(reprepare_and_retry(
+        repreparations,
+        conn,
+        again,
+        &body,
+        deadline,
+        tracing,
+    ))
+    .await
 }
 
 /// The node did not know the statement: prepares it there again (within the
-/// request's deadline, untraced) and sends the request once more.
+/// request's deadline, untraced; once for all the session's requests that
+/// met UNPREPARED for it there meanwhile, see [`super::reprepare`]) and
+/// sends the request once more.
 async fn reprepare_and_retry(
+    repreparations: &Repreparations,
     conn: &Connection,
-    again: Reprepare<'_>,
+    (again, id): (Reprepare<'_>, bytes::Bytes),
     body: &AtConsistency<'_>,
     deadline: Instant,
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
+    let node = conn.info().peer;
+    let timed_out = || {
+        let left = deadline.saturating_duration_since(Instant::now());
+        Failed::Request(crate::connection::RequestError::Timeout(left))
+    };
+    let prepared_by_another = match repreparations.join(node, &id) {
+        Role::Follower(rx) => {
+            tokio::time::timeout_at(deadline.into(), reprepare::outcome(rx))
+                .await
+                .map_err(|_| timed_out())?
+                == Some(Outcome::Prepared)
+        }
+        Role::Leader(leader) => {
+            let _permit = tokio::time::timeout_at(deadline.into(), leader.permit())
+                .await
+                .map_err(|_| timed_out())?;
+            let prepared = prepare_again(conn, &again, deadline).await;
+            leader.finish(if prepared.is_ok() {
+                Outcome::Prepared
+            } else {
+                Outcome::Failed
+            });
+            prepared?;
+            true
+        }
+    };
+    if !prepared_by_another {
+        // The request that prepared it failed, or went away: prepare it
+        // here for this request.
+        prepare_again(conn, &again, deadline).await?;
+    }
     let opts = until(deadline, tracing);
+    let now = Instant::now();
+    conn.request_at(body, &opts, now)
+        .await
+        .map_err(request_error)
+}
+
+/// Sends the PREPARE of a statement a node forgot (untraced, within the
+/// request's deadline).
+async fn prepare_again(
+    conn: &Connection,
+    again: &Reprepare<'_>,
+    deadline: Instant,
+) -> Result<(), Failed> {
     tracing::debug!(peer = %conn.info().peer, "statement unknown to the node; preparing it again");
+    crate::metrics::record::reprepared();
     let prepare = Prepare {
         query: again.text.into(),
         keyspace: super::prepare::keyspace_for(conn.protocol_version(), again.keyspace),
@@ -799,10 +858,7 @@ async fn reprepare_and_retry(
             )))
         }
     }
-    let now = Instant::now();
-    conn.request_at(body, &opts, now)
-        .await
-        .map_err(request_error)
+    Ok(())
 }
 
 /// A request that cannot be written for its connection (a v5-only option on

@@ -47,6 +47,8 @@ pub(crate) struct SessionInner {
     pub(super) defaults: Defaults,
     /// Backpressure: the bound on requests in flight, and the queue.
     pub(super) limiter: limiter::RequestLimiter,
+    /// Statements being prepared again on nodes that forgot them.
+    pub(super) repreparations: super::reprepare::Repreparations,
 }
 
 /// The session-wide request settings: the configuration, overridden by the

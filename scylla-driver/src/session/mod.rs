@@ -24,6 +24,7 @@ mod message;
 pub mod pager;
 mod prepare;
 mod prepared_cache;
+mod reprepare;
 mod shard_groups;
 mod steering;
 mod tablets_v2;
@@ -99,6 +100,7 @@ impl Session {
                 config,
                 metrics,
                 prepared: Mutex::new(prepared),
+                repreparations: Default::default(),
                 keyspace: ArcSwapOption::new(keyspace),
             }),
         }
