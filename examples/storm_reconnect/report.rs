@@ -84,12 +84,14 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
     }
     let _ = writeln!(
         o,
-        "\nPhase 2, node {} down {} ms then restarted under {} req/s (RF {}): {} pool connections ideal",
+        "\nPhase 2, node {} down {} ms then restarted under {} req/s (RF {}): {} pool connections ideal; \
+         prepares = PREPAREs the restarted node got after its start (it forgot every statement: \
+         one per statement per session is the least)",
         crate::scenario::RESTARTED, first.restart.down_ms, p.rate, p.rf, first.restart.ideal
     );
     let _ = writeln!(
         o,
-        "{:<15} {:>9} {:>7} {:>10} {:>8} {:>7} {:>9} {:>7} {:>10} {:>7} {:>7} {:>9} {:>8} {:>5} {:>7} {:>7}",
+        "{:<15} {:>9} {:>7} {:>10} {:>8} {:>7} {:>9} {:>7} {:>10} {:>7} {:>7} {:>9} {:>8} {:>5} {:>7} {:>7} {:>8}",
         "variant",
         "acc@fill",
         "/ideal",
@@ -105,13 +107,14 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
         "peak-hs",
         "shed",
         "failed",
-        "down-att"
+        "down-att",
+        "prepares"
     );
     for r in results {
         let x = &r.restart;
         let _ = writeln!(
             o,
-            "{:<15} {:>9} {:>7} {:>8}ms {:>8} {:>7} {:>9} {:>7} {:>8}ms {:>7} {:>7} {:>9} {:>8} {:>5} {:>7} {:>7}{}{}",
+            "{:<15} {:>9} {:>7} {:>8}ms {:>8} {:>7} {:>9} {:>7} {:>8}ms {:>7} {:>7} {:>9} {:>8} {:>5} {:>7} {:>7} {:>8}{}{}",
             r.variant.name,
             x.accepted_filled,
             ratio(x.accepted_filled, x.ideal),
@@ -128,6 +131,7 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
             x.shed,
             x.failed_requests,
             x.attempts_while_down,
+            x.prepares,
             if x.filled { "" } else { "  (NOT all filled)" },
             if x.covered { "" } else { "  (NOT all covered)" }
         );
@@ -297,6 +301,7 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
                     "peak_handshakes_waiting": x.peak_waiting,
                     "peak_handshakes_in_progress": x.peak_in_progress,
                     "handshakes_shed": x.shed,
+                    "prepares_at_restarted_node": x.prepares,
                     "tablet_requests": x.tablet_requests,
                     "tablet_misrouted": x.tablet_misrouted,
                     "tablet_misrouted_before_stop": x.tablet_misrouted_steady,

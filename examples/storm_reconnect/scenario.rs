@@ -169,6 +169,9 @@ pub(crate) struct Restart {
     pub(crate) peak_waiting: u64,
     pub(crate) peak_in_progress: u64,
     pub(crate) shed: u64,
+    /// PREPAREs the restarted node received after its start (it forgot
+    /// every statement).
+    pub(crate) prepares: u64,
     pub(crate) failed_requests: u64,
     pub(crate) skipped: u64,
     /// Requests to the tablets table, and how many of them the cluster saw
@@ -555,6 +558,7 @@ pub(crate) async fn run(
         peak_waiting: end_stats.peak_handshakes_waiting,
         peak_in_progress: end_stats.peak_handshakes_in_progress,
         shed: end_stats.handshakes_shed,
+        prepares: end_stats.prepares,
         failed_requests: during.failed + after.failed,
         skipped: recorder.skipped(),
         tablet_requests: recorder.tablet_requests(),
