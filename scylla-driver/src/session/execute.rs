@@ -40,7 +40,7 @@ use crate::policy::load_balancing::{preference, LoadBalancingPolicy};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
 use crate::result::Coordinated;
-use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
+use crate::routing::{KeyspaceId, NodeIdx, Plan, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TABLETS_ROUTING_V1_KEY};
 use scylla_cql::frame::CustomPayload;
 use std::sync::Arc;
@@ -256,21 +256,11 @@ async fn run_in_span(
     let next_target = || {
         let mut guard = plan.lock().unwrap_or_else(|e| e.into_inner());
         let (plan, only) = &mut *guard;
-        // Bounded: the plan yields each node at most once.
-        loop {
-            let t = plan.next()?;
-            match *only {
-                Only::Any => return Some(t),
-                Only::LocalDc if plan.is_local(t.node) => return Some(t),
-                Only::Node(node, shard) if t.node == node => {
-                    return Some(Target {
-                        node,
-                        shard: shard.or(t.shard),
-                    })
-                }
-                Only::Nothing => return None,
-                Only::LocalDc | Only::Node(..) => {}
-            }
+        match *only {
+            // Without a restriction (every request without a
+            // load-balancing policy), the plan's next target as it comes.
+            Only::Any => plan.next(),
+            only => restricted_next(plan, only),
         }
     };
 
@@ -319,6 +309,26 @@ async fn run_in_span(
         }
     }
     result.map(|timed| timed.answer)
+}
+
+/// The next of `plan`'s targets that `only` permits.
+fn restricted_next<F: Fn(NodeIdx) -> bool>(plan: &mut Plan<'_, F>, only: Only) -> Option<Target> {
+    // Bounded: the plan yields each node at most once.
+    loop {
+        let t = plan.next()?;
+        match only {
+            Only::Any => return Some(t),
+            Only::LocalDc if plan.is_local(t.node) => return Some(t),
+            Only::Node(node, shard) if t.node == node => {
+                return Some(Target {
+                    node,
+                    shard: shard.or(t.shard),
+                })
+            }
+            Only::Nothing => return None,
+            Only::LocalDc | Only::Node(..) => {}
+        }
+    }
 }
 
 /// The seed of a request's plan (its rotation and tie-breaks): a counter
@@ -405,7 +415,7 @@ async fn speculate(
                     msg,
                     &opts,
                     (Instant::now(), deadline),
-                    next_target,
+                    &next_target,
                     fiber,
                 )));
                 next_start += delay;
