@@ -177,6 +177,12 @@ impl SessionInner {
     /// How a statement with options `o` runs: each setting from the
     /// statement, else its profile, else the session defaults. Borrows the
     /// retry policy; allocates nothing.
+    ///
+    /// Inlined: called, it wrote the options (with the load-balancing
+    /// policy and history listener, 104 bytes) to its caller's stack and the
+    /// caller copied them into the request's future; inlined they are built
+    /// there.
+    #[inline]
     pub(super) fn run_options<'a>(&'a self, o: &'a StatementOptions) -> RunOptions<'a> {
         let p = profile_of(o);
         let d = &self.defaults;
