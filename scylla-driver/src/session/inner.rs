@@ -28,7 +28,7 @@ use crate::error::{ExecutionError, SchemaAgreementError, UnexpectedResponse};
 use crate::metrics::{Metrics, Paging};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
-use crate::result::QueryResult;
+use crate::result::{Coordinated, QueryResult};
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::{ExecutionProfile, ExecutionProfileHandle, StatementOptions};
 
@@ -270,16 +270,20 @@ impl SessionInner {
     #[inline(always)]
     pub(super) fn finish_now(
         &self,
-        answer: Answer,
+        answer: Answer<'_>,
         prepared: Option<(&PreparedShared, Arc<ResultShape>)>,
     ) -> Result<Finished, ExecutionError> {
         let (response, extras) = answer.frame.into_parts();
+        let node = answer.node.address;
         let mut result = QueryResult {
             rows: None,
             shape: None,
             extras,
-            coordinator: Some(answer.node),
-            coordinated: Some(answer.coordinated),
+            coordinator: Some(node),
+            coordinated: Some(Coordinated {
+                host_id: answer.node.host_id,
+                shard: answer.shard,
+            }),
         };
         match response {
             Response::Result(ResultBody::Rows(rows)) => {
@@ -303,12 +307,12 @@ impl SessionInner {
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
                 self.forget_dropped_tablets(&change);
-                return Ok(Finished::SchemaChanged(result, answer.node));
+                return Ok(Finished::SchemaChanged(result, node));
             }
             Response::Result(_) => {}
             other => {
                 return Err(ExecutionError::Protocol(UnexpectedResponse::new(
-                    answer.node,
+                    node,
                     "a statement",
                     crate::connection::handshake::response_name(&other),
                 )))
@@ -321,7 +325,7 @@ impl SessionInner {
     /// change waits for.
     pub(super) async fn finish(
         &self,
-        answer: Answer,
+        answer: Answer<'_>,
         prepared: Option<(&PreparedShared, Arc<ResultShape>)>,
     ) -> Result<QueryResult, ExecutionError> {
         match self.finish_now(answer, prepared)? {
