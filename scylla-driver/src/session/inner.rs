@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,12 +42,51 @@ pub(crate) struct SessionInner {
     /// Prepared statements by (session keyspace when prepared, text): an
     /// unqualified table name means another table after `USE`.
     pub(super) prepared: Mutex<prepared_cache::PreparedCache>,
-    pub(super) keyspace: ArcSwapOption<String>,
+    pub(super) keyspace: SessionKeyspace,
     /// The session configuration with the default execution profile
     /// applied: what a statement falls back to.
     pub(super) defaults: Defaults,
     /// Backpressure: the bound on requests in flight, and the queue.
     pub(super) limiter: limiter::RequestLimiter,
+}
+
+/// The session's keyspace (`USE`), and whether it has one: most sessions
+/// never do, and their requests then do not load it to compare it with
+/// each connection's.
+#[derive(Debug, Default)]
+pub(super) struct SessionKeyspace {
+    current: ArcSwapOption<String>,
+    /// Set (for good) once `current` is: a session's keyspace can change
+    /// but never goes back to none.
+    set: AtomicBool,
+}
+
+impl SessionKeyspace {
+    pub(super) fn new(keyspace: Option<Arc<String>>) -> Self {
+        SessionKeyspace {
+            set: AtomicBool::new(keyspace.is_some()),
+            current: ArcSwapOption::new(keyspace),
+        }
+    }
+
+    pub(super) fn load_full(&self) -> Option<Arc<String>> {
+        self.current.load_full()
+    }
+
+    pub(super) fn load(&self) -> arc_swap::Guard<Option<Arc<String>>> {
+        self.current.load()
+    }
+
+    pub(super) fn store(&self, keyspace: Arc<String>) {
+        self.current.store(Some(keyspace));
+        self.set.store(true, Ordering::Release);
+    }
+
+    /// Whether the session has a keyspace: until then, one relaxed load
+    /// instead of the keyspace's.
+    fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
 }
 
 /// The session-wide request settings: the configuration, overridden by the
@@ -131,6 +171,9 @@ impl SessionInner {
     /// The keyspace `conn` must switch to before a request, if it is not on
     /// the session's already. Compares without touching reference counts.
     pub(crate) fn keyspace_switch(&self, conn: &Connection) -> Option<Arc<String>> {
+        if !self.keyspace.is_set() {
+            return None;
+        }
         let want = self.keyspace.load();
         let want = want.as_ref()?;
         if conn.is_on_keyspace(want) {
@@ -302,7 +345,7 @@ impl SessionInner {
                 if self.cluster.tablets.use_keyspace(&ks) {
                     self.cluster.tablets.request_warmup();
                 }
-                self.keyspace.store(Some(Arc::new(ks)));
+                self.keyspace.store(Arc::new(ks));
             }
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
