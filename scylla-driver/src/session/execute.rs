@@ -26,6 +26,7 @@ use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::token::Token;
 use scylla_cql::Consistency;
 use scylla_cql::EncodeError;
+use tokio_util::either::Either;
 use tracing::Instrument;
 
 use crate::cluster::state::{ClusterState, Node};
@@ -150,8 +151,8 @@ impl Timed<'_> {
 }
 
 /// Runs a request along its plan, in a `request` span. A plain function
-/// returning the instrumented future, so that the request's future does not
-/// also hold room for this function's own copy of the arguments.
+/// returning the request's future, so that the future does not also hold
+/// room for this function's own copy of the arguments.
 pub(crate) fn run<'a, 's: 'a>(
     inner: &'a SessionInner,
     state: &'s ClusterState,
@@ -160,9 +161,16 @@ pub(crate) fn run<'a, 's: 'a>(
     opts: &'a RunOptions<'a>,
 ) -> impl Future<Output = Result<Answer<'s>, ExecutionError>> + Send + 'a {
     let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
-    // Without a subscriber interested in the span it is disabled, and
-    // entering it on every poll is one branch.
-    run_in_span(inner, state, routing, msg, opts).instrument(span)
+    let request = run_in_span(inner, state, routing, msg, opts);
+    // Without a subscriber interested in the span (and without tracing's
+    // `log` feature, which logs even a disabled span's entries) the span is
+    // none: the request's future then goes without the wrapper that would
+    // enter it at each poll and at its drop, doing nothing.
+    if span.is_none() {
+        Either::Left(request)
+    } else {
+        Either::Right(request.instrument(span))
+    }
 }
 
 async fn run_in_span<'s>(
