@@ -3,36 +3,57 @@
 # callgrind: deterministic for the same binary and inputs whatever else the
 # machine does, so small changes show that a timed run cannot resolve.
 #
-# For each driver and workload: runs the comparison binary under callgrind
-# twice, with N and 3N measured requests (same warm-up), against one testbed
-# (1 node x 2 shards, started here and stopped at the end), and reports
-# (instructions(3N) - instructions(N)) / 2N: the marginal cost of a request,
-# without start-up, connection set-up and preparation. It counts the client's
-# instructions only (not the kernel's, not the server's), including the
-# shared harness (comparisons/common: the closed loop, latency slots, the
+# For each driver, workload and concurrency: runs the comparison binary under
+# callgrind twice, with N and 3N measured requests (same warm-up), against one
+# testbed (1 node x 2 shards, started here and stopped at the end), and
+# reports (instructions(3N) - instructions(N)) / 2N: the marginal cost of a
+# request, without start-up, connection set-up and preparation. It counts the
+# client's instructions only (not the kernel's, not the server's), including
+# the shared harness (comparisons/common: the closed loop, latency slots, the
 # typed-row check), which is the same code for both drivers.
 #
 # Under callgrind the client runs one thread at a time and about 50x slower,
 # so the server is never the bottleneck and batches are larger than in a timed
 # run: the counts compare the drivers' code paths, not their timing. Runs of
-# the same binary differ by about 0.5%.
+# the same binary differ by about 0.5% (at concurrency 64 by up to 1.8%, see
+# --repeat below).
 #
-# usage: scripts/instructions-per-request.sh [--requests N] [--concurrency C]
-#          [--workloads "insert select"] [--no-build]
+# --compare-with REV (repeatable) compares our driver with itself instead of
+# with the official one: comparisons/ours as in this work tree against the
+# same at each REV (built in a temporary `git worktree` with its own target
+# directory; both removed at the end), all in one testbed run. The table has
+# each build's count and this tree's count divided by each REV's.
+# --bin-cache DIR keeps each REV's binary as DIR/compare-ours-<commit>, so a
+# later run with the same commit does not build it again.
+#
+# --concurrency takes a list ("1 64"). Without --requests, N is 5,000 at
+# concurrency 1 and 10,000 otherwise. At concurrency 64 single runs of one
+# binary moved by up to 1.8% (the runtime's wake-ups differ from run to
+# run); --repeat K measures each cell K times and reports the median.
+#
+# usage: scripts/instructions-per-request.sh [--requests N] [--concurrency "C ..."]
+#          [--workloads "insert select"] [--no-build] [--repeat K]
+#          [--compare-with REV]... [--bin-cache DIR]
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-requests=10000
+requests=""
 concurrency=64
 workloads="insert select"
 build=1
+repeat=1
+revs=()
+bin_cache=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
         --concurrency) concurrency="$2"; shift 2 ;;
         --workloads) workloads="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        --repeat) repeat="$2"; shift 2 ;;
+        --compare-with) revs+=("$2"); shift 2 ;;
+        --bin-cache) bin_cache="$2"; shift 2 ;;
+        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
         *) echo "instructions-per-request: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -40,19 +61,72 @@ command -v valgrind >/dev/null || { echo "instructions-per-request: valgrind is 
 
 cmp_target="$repo/comparisons/target"
 main_target="${CARGO_TARGET_DIR:-$repo/target}"
+work="$(mktemp -d)"
+testbed_pid=""
+rev_trees=()
+cleanup() {
+    [[ -n "$testbed_pid" ]] && kill "$testbed_pid" 2>/dev/null || true
+    for t in "${rev_trees[@]}"; do
+        git -C "$repo" worktree remove --force "$t" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The builds measured: labels and binaries, in table order. The ratio
+# columns divide the first by each of the others.
+labels=()
+bins=()
+if [[ ${#revs[@]} -eq 0 ]]; then
+    drivers=(ours official-scylla)
+else
+    drivers=(ours)
+fi
 if [[ "$build" == 1 ]]; then
     echo "== building (release)"
-    for d in ours official-scylla; do
+    for d in "${drivers[@]}"; do
         (cd "$repo/comparisons/$d" && CARGO_TARGET_DIR="$cmp_target" cargo build --release --quiet)
     done
     (cd "$repo" && cargo build --release --quiet -p scylla-testbed --bin testbed)
 fi
+if [[ ${#revs[@]} -eq 0 ]]; then
+    labels=(ours official)
+    bins=("$cmp_target/release/compare-ours" "$cmp_target/release/compare-official-scylla")
+else
+    here="$(git -C "$repo" rev-parse --short HEAD)"
+    [[ -n "$(git -C "$repo" status --porcelain -- scylla-driver scylla-cql comparisons)" ]] && here="$here+"
+    labels=("$here")
+    bins=("$cmp_target/release/compare-ours")
+    [[ -n "$bin_cache" ]] && mkdir -p "$bin_cache"
+    for i in "${!revs[@]}"; do
+        rev="${revs[$i]}"
+        commit="$(git -C "$repo" rev-parse --verify "$rev^{commit}")"
+        bin="$work/compare-ours-$i"
+        cached="${bin_cache:+$bin_cache/compare-ours-$commit}"
+        if [[ -n "$cached" && -x "$cached" ]]; then
+            echo "== $rev ($commit): cached $cached"
+            bin="$cached"
+        else
+            echo "== building comparisons/ours at $rev ($commit)"
+            tree="$work/tree-$i"
+            git -C "$repo" worktree add --quiet --detach "$tree" "$commit"
+            rev_trees+=("$tree")
+            (cd "$tree/comparisons/ours" && CARGO_TARGET_DIR="$work/target-$i" cargo build --release --quiet)
+            cp "$work/target-$i/release/compare-ours" "$bin"
+            rm -rf "$work/target-$i"
+            git -C "$repo" worktree remove --force "$tree"
+            if [[ -n "$cached" ]]; then
+                cp "$bin" "$cached"
+            fi
+        fi
+        labels+=("$rev")
+        bins+=("$bin")
+    done
+fi
 
-work="$(mktemp -d)"
 cp "$main_target/release/testbed" "$work/testbed"
 "$work/testbed" --nodes 1 --shards 2 --duration-secs 3600 > "$work/testbed.out" 2>&1 &
 testbed_pid=$!
-trap 'kill "$testbed_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 node=""
 for _ in $(seq 100); do
     node="$(grep -oP '^node 0: \K\S+' "$work/testbed.out" || true)"
@@ -61,34 +135,63 @@ for _ in $(seq 100); do
 done
 [[ -n "$node" ]] || { echo "instructions-per-request: the testbed did not start" >&2; exit 1; }
 
-big=$((3 * requests))
+requests_at() { # concurrency -> N
+    if [[ -n "$requests" ]]; then
+        echo "$requests"
+    elif [[ "$1" == 1 ]]; then
+        echo 5000
+    else
+        echo 10000
+    fi
+}
+
+most=0
+for c in $concurrency; do
+    n="$(requests_at "$c")"
+    (( 3 * n > most )) && most=$((3 * n))
+done
 key_base=77000000
 # The select workload reads keys an insert run wrote (each driver its own
-# keyspace): enough for the warm-up and the larger run.
-for driver in ours official-scylla; do
-    "$cmp_target/release/compare-$driver" --node "$node" --workload insert \
-        --concurrency 64 --requests $((big + 3000)) --warmup 0 --key-base "$key_base" \
+# keyspace; the builds of our driver share one): enough for the warm-up and
+# the largest run.
+for d in "${drivers[@]}"; do
+    "$cmp_target/release/compare-$d" --node "$node" --workload insert \
+        --concurrency 64 --requests $((most + 3000)) --warmup 0 --key-base "$key_base" \
         --json > /dev/null 2>&1
 done
 
-count() { # driver workload requests -> instructions
+count() { # binary workload concurrency requests -> instructions
     local extra=()
     [[ "$2" == select ]] && extra=(--no-populate --key-base "$key_base")
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        "$cmp_target/release/compare-$1" --node "$node" --workload "$2" \
-        --concurrency "$concurrency" --requests "$3" --warmup 2000 "${extra[@]}" --json \
+        "$1" --node "$node" --workload "$2" \
+        --concurrency "$3" --requests "$4" --warmup 2000 "${extra[@]}" --json \
         2>&1 >/dev/null | grep -oP 'Collected : \K[0-9]+'
 }
 
-echo "== instructions per request (callgrind, marginal over $requests -> $big requests, concurrency $concurrency)"
-printf '%-8s %12s %12s %7s\n' workload ours official ratio
+echo "== instructions per request (callgrind, marginal over N -> 3N requests, median of $repeat)"
+header="$(printf '%-8s %4s %6s' workload C N)"
+for l in "${labels[@]}"; do header+="$(printf ' %12s' "$l")"; done
+for l in "${labels[@]:1}"; do header+="$(printf ' %18s' "${labels[0]}/$l")"; done
+echo "$header"
 for w in $workloads; do
-    declare -A per=()
-    for driver in ours official-scylla; do
-        small_n="$(count "$driver" "$w" "$requests")"
-        big_n="$(count "$driver" "$w" "$big")"
-        per[$driver]=$(( (big_n - small_n) / (big - requests) ))
+    for c in $concurrency; do
+        n="$(requests_at "$c")"
+        per=()
+        for b in "${bins[@]}"; do
+            runs=()
+            for _ in $(seq "$repeat"); do
+                small_n="$(count "$b" "$w" "$c" "$n")"
+                big_n="$(count "$b" "$w" "$c" $((3 * n)))"
+                runs+=($(( (big_n - small_n) / (2 * n) )))
+            done
+            per+=("$(printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(( (repeat + 1) / 2 ))p")")
+        done
+        line="$(printf '%-8s %4d %6d' "$w" "$c" "$n")"
+        for p in "${per[@]}"; do line+="$(printf ' %12d' "$p")"; done
+        for p in "${per[@]:1}"; do
+            line+="$(printf ' %18.3f' "$(echo "${per[0]} / $p" | bc -l)")"
+        done
+        echo "$line"
     done
-    printf '%-8s %12d %12d %7.2f\n' "$w" "${per[ours]}" "${per[official-scylla]}" \
-        "$(echo "${per[ours]} / ${per[official-scylla]}" | bc -l)"
 done

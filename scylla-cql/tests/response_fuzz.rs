@@ -83,7 +83,7 @@ fn corpus(ctx: &ResponseContext) -> Vec<Response> {
         ),
     ];
     let mut md = ResultMetadata::with_columns(cols.clone());
-    md.paging_state = Some(Bytes::from_static(b"\x00\x01page"));
+    md.paging_state = Some(Box::new(Bytes::from_static(b"\x00\x01page")));
     if ctx.has_metadata_id() {
         md.new_metadata_id = Some(Box::new(Bytes::from_static(b"new-md-id")));
     }

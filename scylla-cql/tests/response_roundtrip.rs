@@ -132,7 +132,7 @@ fn result_metadata() -> impl Strategy<Value = ResultMetadata> {
     let with_specs = (col_specs(5), option::of(blob(16)), option::of(blob(16))).prop_map(
         |((global, specs), paging, new_id)| ResultMetadata {
             columns_count: specs.len(),
-            paging_state: paging,
+            paging_state: paging.map(Box::new),
             new_metadata_id: new_id.map(Box::new),
             global_table_spec: global.map(Into::into),
             col_specs: Some(specs.into()),
@@ -142,7 +142,7 @@ fn result_metadata() -> impl Strategy<Value = ResultMetadata> {
         (0usize..5, option::of(blob(16))).prop_map(|(columns_count, paging_state)| {
             ResultMetadata {
                 columns_count,
-                paging_state,
+                paging_state: paging_state.map(Box::new),
                 new_metadata_id: None,
                 global_table_spec: None,
                 col_specs: None,

@@ -26,9 +26,10 @@ use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::token::Token;
 use scylla_cql::Consistency;
 use scylla_cql::EncodeError;
+use tokio_util::either::Either;
 use tracing::Instrument;
 
-use crate::cluster::state::ClusterState;
+use crate::cluster::state::{ClusterState, Node};
 use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::{
@@ -39,8 +40,7 @@ use crate::observability::history::{AttemptId, HistoryListener, RequestId, Specu
 use crate::policy::load_balancing::{preference, LoadBalancingPolicy};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
-use crate::result::Coordinated;
-use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable, Target};
+use crate::routing::{KeyspaceId, NodeIdx, Plan, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{
     TabletRoutingInfo, TABLETS_ROUTING_V1_KEY, TABLETS_ROUTING_V2_KEY,
 };
@@ -120,19 +120,21 @@ fn log_attempt_error(
 }
 
 /// A request's answer.
-pub(crate) struct Answer {
+pub(crate) struct Answer<'s> {
     pub(crate) frame: ResponseFrame,
-    pub(crate) node: SocketAddr,
-    /// That node's host id, and the shard of the connection that carried
-    /// the attempt.
-    pub(crate) coordinated: Coordinated,
+    /// The node that answered, in the request's cluster state: a
+    /// reference, so that the answer, moved out through every future on
+    /// its way, is a word here instead of its address and host id.
+    pub(crate) node: &'s Node,
+    /// The shard of the connection that carried the attempt.
+    pub(crate) shard: Option<u16>,
 }
 
 /// A successful attempt: the answer, and when. The times stay here (the
 /// request's latency is recorded from them before the answer is handed
 /// on), so the answer the caller's future keeps is smaller.
-struct Timed {
-    answer: Answer,
+struct Timed<'s> {
+    answer: Answer<'s>,
     /// When the answering attempt started.
     attempt_started: Instant,
     /// From then until the answer arrived (the attempt's last clock
@@ -141,7 +143,7 @@ struct Timed {
     attempt_latency: Duration,
 }
 
-impl Timed {
+impl Timed<'_> {
     /// The request's latency, for a request that started at `started`.
     fn latency_since(&self, started: Instant) -> Duration {
         if self.attempt_started == started {
@@ -153,28 +155,35 @@ impl Timed {
 }
 
 /// Runs a request along its plan, in a `request` span. A plain function
-/// returning the instrumented future, so that the request's future does not
-/// also hold room for this function's own copy of the arguments.
-pub(crate) fn run<'a>(
+/// returning the request's future, so that the future does not also hold
+/// room for this function's own copy of the arguments.
+pub(crate) fn run<'a, 's: 'a>(
     inner: &'a SessionInner,
-    state: &'a ClusterState,
+    state: &'s ClusterState,
     routing: &'a RoutingInfo<'a>,
     msg: &'a dyn MessageFor,
     opts: &'a RunOptions<'a>,
-) -> impl Future<Output = Result<Answer, ExecutionError>> + Send + 'a {
+) -> impl Future<Output = Result<Answer<'s>, ExecutionError>> + Send + 'a {
     let span = tracing::debug_span!("request", token = ?routing.token, lwt = routing.lwt);
-    // Without a subscriber interested in the span it is disabled, and
-    // entering it on every poll is one branch.
-    run_in_span(inner, state, routing, msg, opts).instrument(span)
+    let request = run_in_span(inner, state, routing, msg, opts);
+    // Without a subscriber interested in the span (and without tracing's
+    // `log` feature, which logs even a disabled span's entries) the span is
+    // none: the request's future then goes without the wrapper that would
+    // enter it at each poll and at its drop, doing nothing.
+    if span.is_none() {
+        Either::Left(request)
+    } else {
+        Either::Right(request.instrument(span))
+    }
 }
 
-async fn run_in_span(
+async fn run_in_span<'s>(
     inner: &SessionInner,
-    state: &ClusterState,
+    state: &'s ClusterState,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
-) -> Result<Answer, ExecutionError> {
+) -> Result<Answer<'s>, ExecutionError> {
     Metrics::inc(&inner.metrics.requests);
     let _in_flight = record::InFlight::enter();
     // The one check a request without a history listener pays. Boxed: a
@@ -263,21 +272,11 @@ async fn run_in_span(
     let next_target = || {
         let mut guard = plan.lock().unwrap_or_else(|e| e.into_inner());
         let (plan, only) = &mut *guard;
-        // Bounded: the plan yields each node at most once.
-        loop {
-            let t = plan.next()?;
-            match *only {
-                Only::Any => return Some(t),
-                Only::LocalDc if plan.is_local(t.node) => return Some(t),
-                Only::Node(node, shard) if t.node == node => {
-                    return Some(Target {
-                        node,
-                        shard: shard.or(t.shard),
-                    })
-                }
-                Only::Nothing => return None,
-                Only::LocalDc | Only::Node(..) => {}
-            }
+        match *only {
+            // Without a restriction (every request without a
+            // load-balancing policy), the plan's next target as it comes.
+            Only::Any => plan.next(),
+            only => restricted_next(plan, only),
         }
     };
 
@@ -328,6 +327,26 @@ async fn run_in_span(
     result.map(|timed| timed.answer)
 }
 
+/// The next of `plan`'s targets that `only` permits.
+fn restricted_next<F: Fn(NodeIdx) -> bool>(plan: &mut Plan<'_, F>, only: Only) -> Option<Target> {
+    // Bounded: the plan yields each node at most once.
+    loop {
+        let t = plan.next()?;
+        match only {
+            Only::Any => return Some(t),
+            Only::LocalDc if plan.is_local(t.node) => return Some(t),
+            Only::Node(node, shard) if t.node == node => {
+                return Some(Target {
+                    node,
+                    shard: shard.or(t.shard),
+                })
+            }
+            Only::Nothing => return None,
+            Only::LocalDc | Only::Node(..) => {}
+        }
+    }
+}
+
 /// The seed of a request's plan (its rotation and tie-breaks): a counter
 /// per thread, from a random start. Per thread, not per session, so that
 /// the runtime's workers do not pass one cache line between them on every
@@ -346,18 +365,19 @@ fn next_seed() -> u64 {
 /// answered; the first result wins (the others are
 /// dropped, their stream ids orphaned until their late responses).
 #[allow(clippy::too_many_arguments)]
-async fn speculate(
+async fn speculate<'s>(
     inner: &SessionInner,
-    state: &ClusterState,
+    state: &'s ClusterState,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: RunOptions<'_>,
     deadline: Instant,
     next_target: &(dyn Fn() -> Option<Target> + Sync),
     (spec, fiber): (SpeculativeExecution, Option<&Fiber<'_>>),
-) -> Result<Timed, ExecutionError> {
-    type Attempt<'a> = Pin<Box<dyn Future<Output = Result<Timed, ExecutionError>> + Send + 'a>>;
-    let mut running: Vec<Attempt<'_>> = Vec::with_capacity(spec.max_attempts);
+) -> Result<Timed<'s>, ExecutionError> {
+    type Attempt<'a, 's> =
+        Pin<Box<dyn Future<Output = Result<Timed<'s>, ExecutionError>> + Send + 'a>>;
+    let mut running: Vec<Attempt<'_, 's>> = Vec::with_capacity(spec.max_attempts);
     running.push(Box::pin(attempt_chain(
         inner,
         state,
@@ -412,7 +432,7 @@ async fn speculate(
                     msg,
                     &opts,
                     (Instant::now(), deadline),
-                    next_target,
+                    &next_target,
                     fiber,
                 )));
                 next_start += delay;
@@ -425,16 +445,16 @@ async fn speculate(
 /// A speculative fiber's [`attempt_chain`], which holds the fiber (boxed
 /// with it by [`speculate`]).
 #[allow(clippy::too_many_arguments)]
-async fn speculative_chain(
+async fn speculative_chain<'s>(
     inner: &SessionInner,
-    state: &ClusterState,
+    state: &'s ClusterState,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
     times: (Instant, Instant),
     next_target: &(dyn Fn() -> Option<Target> + Sync),
     fiber: Option<Fiber<'_>>,
-) -> Result<Timed, ExecutionError> {
+) -> Result<Timed<'s>, ExecutionError> {
     attempt_chain(
         inner,
         state,
@@ -450,16 +470,16 @@ async fn speculative_chain(
 
 /// Attempts along the plan until one succeeds or the retry policy gives up.
 #[allow(clippy::too_many_arguments)]
-async fn attempt_chain(
+async fn attempt_chain<'s>(
     inner: &SessionInner,
-    state: &ClusterState,
+    state: &'s ClusterState,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
     (started, deadline): (Instant, Instant),
     next_target: &(dyn Fn() -> Option<Target> + Sync),
     fiber: Option<&Fiber<'_>>,
-) -> Result<Timed, ExecutionError> {
+) -> Result<Timed<'s>, ExecutionError> {
     // The first attempt starts at the clock reading the caller took.
     let mut first_now = Some(started);
     let mut consistency = opts.consistency;
@@ -560,11 +580,8 @@ async fn attempt_chain(
                         return Ok(Timed {
                             answer: Answer {
                                 frame,
-                                node: node.address,
-                                coordinated: Coordinated {
-                                    host_id: node.host_id,
-                                    shard: conn.shard(),
-                                },
+                                node,
+                                shard: conn.shard(),
                             },
                             attempt_started: now,
                             attempt_latency,

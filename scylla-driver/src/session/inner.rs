@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,7 +29,7 @@ use crate::error::{ExecutionError, SchemaAgreementError, UnexpectedResponse};
 use crate::metrics::{Metrics, Paging};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
-use crate::result::QueryResult;
+use crate::result::{Coordinated, QueryResult};
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::{ExecutionProfile, ExecutionProfileHandle, StatementOptions};
 
@@ -41,7 +42,7 @@ pub(crate) struct SessionInner {
     /// Prepared statements by (session keyspace when prepared, text): an
     /// unqualified table name means another table after `USE`.
     pub(super) prepared: Mutex<prepared_cache::PreparedCache>,
-    pub(super) keyspace: ArcSwapOption<String>,
+    pub(super) keyspace: SessionKeyspace,
     /// The session configuration with the default execution profile
     /// applied: what a statement falls back to.
     pub(super) defaults: Defaults,
@@ -49,6 +50,45 @@ pub(crate) struct SessionInner {
     pub(super) limiter: limiter::RequestLimiter,
     /// Statements being prepared again on nodes that forgot them.
     pub(super) repreparations: super::reprepare::Repreparations,
+}
+
+/// The session's keyspace (`USE`), and whether it has one: most sessions
+/// never do, and their requests then do not load it to compare it with
+/// each connection's.
+#[derive(Debug, Default)]
+pub(super) struct SessionKeyspace {
+    current: ArcSwapOption<String>,
+    /// Set (for good) once `current` is: a session's keyspace can change
+    /// but never goes back to none.
+    set: AtomicBool,
+}
+
+impl SessionKeyspace {
+    pub(super) fn new(keyspace: Option<Arc<String>>) -> Self {
+        SessionKeyspace {
+            set: AtomicBool::new(keyspace.is_some()),
+            current: ArcSwapOption::new(keyspace),
+        }
+    }
+
+    pub(super) fn load_full(&self) -> Option<Arc<String>> {
+        self.current.load_full()
+    }
+
+    pub(super) fn load(&self) -> arc_swap::Guard<Option<Arc<String>>> {
+        self.current.load()
+    }
+
+    pub(super) fn store(&self, keyspace: Arc<String>) {
+        self.current.store(Some(keyspace));
+        self.set.store(true, Ordering::Release);
+    }
+
+    /// Whether the session has a keyspace: until then, one relaxed load
+    /// instead of the keyspace's.
+    fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
 }
 
 /// The session-wide request settings: the configuration, overridden by the
@@ -153,6 +193,9 @@ impl SessionInner {
     /// The keyspace `conn` must switch to before a request, if it is not on
     /// the session's already. Compares without touching reference counts.
     pub(crate) fn keyspace_switch(&self, conn: &Connection) -> Option<Arc<String>> {
+        if !self.keyspace.is_set() {
+            return None;
+        }
         let want = self.keyspace.load();
         let want = want.as_ref()?;
         if conn.is_on_keyspace(want) {
@@ -196,9 +239,6 @@ impl SessionInner {
         }
     }
 
-    /// How a statement with options `o` runs: each setting from the
-    /// statement, else its profile, else the session defaults. Borrows the
-    /// retry policy; allocates nothing.
     /// The profiles a request with options `o` reads (see [`Profiles`]).
     pub(super) fn profiles(&self, o: &StatementOptions) -> Profiles {
         Profiles {
@@ -215,6 +255,12 @@ impl SessionInner {
     /// statement, else its profile, else the session's default handle's
     /// profile, else the session defaults. Borrows the retry policy;
     /// allocates nothing.
+    ///
+    /// Inlined: called, it wrote the options (with the load-balancing
+    /// policy and history listener, 104 bytes) to its caller's stack and the
+    /// caller copied them into the request's future; inlined they are built
+    /// there.
+    #[inline]
     pub(super) fn run_options<'a>(
         &'a self,
         o: &'a StatementOptions,
@@ -311,16 +357,20 @@ impl SessionInner {
     #[inline(always)]
     pub(super) fn finish_now(
         &self,
-        answer: Answer,
+        answer: Answer<'_>,
         prepared: Option<(&PreparedShared, Arc<ResultShape>)>,
     ) -> Result<Finished, ExecutionError> {
         let (response, extras) = answer.frame.into_parts();
+        let node = answer.node.address;
         let mut result = QueryResult {
             rows: None,
             shape: None,
             extras,
-            coordinator: Some(answer.node),
-            coordinated: Some(answer.coordinated),
+            coordinator: Some(node),
+            coordinated: Some(Coordinated {
+                host_id: answer.node.host_id,
+                shard: answer.shard,
+            }),
         };
         match response {
             Response::Result(ResultBody::Rows(rows)) => {
@@ -339,17 +389,17 @@ impl SessionInner {
                 if self.cluster.tablets.use_keyspace(&ks) {
                     self.cluster.tablets.request_warmup();
                 }
-                self.keyspace.store(Some(Arc::new(ks)));
+                self.keyspace.store(Arc::new(ks));
             }
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
                 self.forget_dropped_tablets(&change);
-                return Ok(Finished::SchemaChanged(result, answer.node));
+                return Ok(Finished::SchemaChanged(result, node));
             }
             Response::Result(_) => {}
             other => {
                 return Err(ExecutionError::Protocol(UnexpectedResponse::new(
-                    answer.node,
+                    node,
                     "a statement",
                     crate::connection::handshake::response_name(&other),
                 )))
@@ -362,7 +412,7 @@ impl SessionInner {
     /// change waits for.
     pub(super) async fn finish(
         &self,
-        answer: Answer,
+        answer: Answer<'_>,
         prepared: Option<(&PreparedShared, Arc<ResultShape>)>,
     ) -> Result<QueryResult, ExecutionError> {
         match self.finish_now(answer, prepared)? {

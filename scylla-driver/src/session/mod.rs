@@ -35,7 +35,6 @@ use scylla_cql::types::serialize::BatchValues;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use scylla_cql::frame::request::Query;
 use scylla_cql::types::{SerializeRow, SerializedValues};
@@ -47,7 +46,7 @@ pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo
 
 use self::execute::{RoutingInfo, RunOptions};
 pub(crate) use self::inner::SessionInner;
-use self::inner::{with_next_page, Defaults, Finished};
+use self::inner::{with_next_page, Defaults, Finished, SessionKeyspace};
 use self::message::{ExecuteMessage, QueryMessage};
 use crate::cluster::runtime::Cluster;
 use crate::error::{ExecutionError, PrepareError};
@@ -101,7 +100,7 @@ impl Session {
                 metrics,
                 prepared: Mutex::new(prepared),
                 repreparations: Default::default(),
-                keyspace: ArcSwapOption::new(keyspace),
+                keyspace: SessionKeyspace::new(keyspace),
             }),
         }
     }

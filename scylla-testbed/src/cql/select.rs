@@ -228,7 +228,7 @@ pub(crate) fn run(
         }
     }
     if page_size.is_some_and(|n| page.len() >= n) && rest.next().is_some() {
-        meta.paging_state = last_key.map(Bytes::from);
+        meta.paging_state = last_key.map(|k| Box::new(Bytes::from(k)));
     }
     build(meta, page, opts)
 }
@@ -317,7 +317,7 @@ fn run_ann(
     if end < scored.len() {
         let mut state = vec![ANN_PAGING];
         state.extend_from_slice(&u32::try_from(end).unwrap_or(u32::MAX).to_be_bytes());
-        meta.paging_state = Some(Bytes::from(state));
+        meta.paging_state = Some(Box::new(Bytes::from(state)));
     }
     build(meta, page, opts)
 }

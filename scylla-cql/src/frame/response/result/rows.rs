@@ -146,7 +146,7 @@ impl Rows {
 
     /// The paging state for the next page, if any.
     pub fn paging_state(&self) -> Option<&Bytes> {
-        self.metadata.paging_state.as_ref()
+        self.metadata.paging_state.as_deref()
     }
 
     /// The parts: metadata, rows count and serialized cells.
