@@ -166,14 +166,18 @@ impl Session {
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
         let mut none = SerializedValues::new();
         if values.serialize_row(&[], &mut none).is_err() {
-            // Values need their bind markers' types: prepare.
-            let mut prepared = self.prepare(statement.contents.as_str()).await?;
-            prepared.options = statement.options;
-            let serialized = values::serialize(&prepared, values)?;
-            return self
-                .execute_page(&prepared, &serialized, paging_state, paging, deadline)
-                .await
-                .map(with_next_page);
+            // Values need their bind markers' types: prepare. Boxed: inline,
+            // the preparation's and the execution's futures made every
+            // query's future larger (it is moved at each await layer).
+            return Box::pin(async move {
+                let mut prepared = self.prepare(statement.contents.as_str()).await?;
+                prepared.options = statement.options;
+                let serialized = values::serialize(&prepared, values)?;
+                self.execute_page(&prepared, &serialized, paging_state, paging, deadline)
+                    .await
+                    .map(with_next_page)
+            })
+            .await;
         }
         let inner = &self.inner;
         let profiles = inner.profiles(&statement.options);
