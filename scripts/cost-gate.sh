@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The cost gate: instructions per request of this tree's driver, counted by
+# valgrind's callgrind (deterministic where timings on shared machines are
+# not), against the committed baseline benches/baseline/instructions.tsv;
+# fails when a cell costs more than 3 % over its baseline.
+#
+# Cells: INSERT and SELECT (prepared, typed rows), at concurrency 1 and 64,
+# over plaintext and over TLS, against one test cluster node with 2 shards
+# (protocol v5, negotiated). Each cell is the marginal cost of a request:
+# (instructions(3N) - instructions(N)) / 2N, so start-up, connection set-up
+# and preparation drop out; at concurrency 64 the median of 3 such
+# measurements (how requests share a write or a read there varies with
+# timing, by up to 2 % between runs), at concurrency 1 one measurement.
+#
+# The baseline moves only in a commit that says why: run with --update and
+# commit benches/baseline/instructions.tsv with the reason.
+#
+# Allocations per request are gated by tests/session_allocations.rs (cargo
+# test): 0 per request in steady state, plaintext and LZ4, v4 and v5.
+#
+# usage: scripts/cost-gate.sh [--update] [--no-build] [--threshold PCT]
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+baseline="$repo/benches/baseline/instructions.tsv"
+update=0
+build=1
+threshold=3
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --update) update=1; shift ;;
+        --no-build) build=0; shift ;;
+        --threshold) threshold="$2"; shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) echo "cost-gate: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+command -v valgrind >/dev/null || { echo "cost-gate: valgrind is not installed" >&2; exit 2; }
+
+target="${CARGO_TARGET_DIR:-$repo/target}"
+if [[ "$build" == 1 ]]; then
+    echo "== building (release): the comparison client and the testbed"
+    # The comparison client shares this workspace's target directory, so
+    # the release dependencies built for storm_reconnect are reused.
+    (cd "$repo/comparisons/ours" && CARGO_TARGET_DIR="$target" cargo build --release --quiet)
+    (cd "$repo" && cargo build --release --quiet -p scylla-testbed --bin testbed)
+fi
+client="$target/release/compare-ours"
+
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts a testbed (extra flags in $2...) with its output in $work/$1.out;
+# prints the node's address.
+start_testbed() {
+    local name="$1"
+    shift
+    "$target/release/testbed" --nodes 1 --shards 2 --duration-secs 3600 "$@" \
+        > "$work/$name.out" 2>&1 &
+    pids+=($!)
+    local node=""
+    for _ in $(seq 200); do
+        node="$(grep -oP '^node 0: \K\S+' "$work/$name.out" || true)"
+        [[ -n "$node" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$node" ]] || { echo "cost-gate: the $name testbed did not start" >&2; exit 1; }
+    echo "$node"
+}
+
+plain="$(start_testbed plain)"
+mkdir -p "$work/tls"
+tls_node="$(start_testbed tls --tls-dir "$work/tls")"
+tls_port="$(grep -oP '^tls: port \K[0-9]+' "$work/tls.out" || true)"
+[[ -n "$tls_port" ]] || { echo "cost-gate: the TLS testbed reported no TLS port" >&2; exit 1; }
+tls_addr="${tls_node%:*}:$tls_port"
+tls_args=(--tls-ca "$work/tls/ca.pem")
+
+key_base=77000000
+populate() { # address [tls args...]
+    local addr="$1"
+    shift
+    "$client" --node "$addr" "$@" --workload insert --concurrency 64 \
+        --requests 33000 --warmup 0 --key-base "$key_base" --json > /dev/null 2>&1
+}
+populate "$plain"
+populate "$tls_addr" "${tls_args[@]}"
+
+count() { # address workload concurrency requests [tls args...] -> instructions
+    local addr="$1" w="$2" c="$3" n="$4"
+    shift 4
+    local extra=()
+    [[ "$w" == select ]] && extra=(--no-populate --key-base "$key_base")
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        "$client" --node "$addr" "$@" --workload "$w" \
+        --concurrency "$c" --requests "$n" --warmup 2000 "${extra[@]}" --json \
+        2>&1 >/dev/null | grep -oP 'Collected : \K[0-9]+'
+}
+
+marginal() { # address workload concurrency [tls args...] -> instructions per request
+    local addr="$1" w="$2" c="$3"
+    shift 3
+    local n=5000 repeat=1
+    if [[ "$c" != 1 ]]; then n=10000; repeat=3; fi
+    local runs=()
+    for _ in $(seq "$repeat"); do
+        local small big
+        small="$(count "$addr" "$w" "$c" "$n" "$@")"
+        big="$(count "$addr" "$w" "$c" $((3 * n)) "$@")"
+        runs+=($(( (big - small) / (2 * n) )))
+    done
+    printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(( (repeat + 1) / 2 ))p"
+}
+
+measured="$work/measured.tsv"
+printf 'cell\tinstructions_per_request\n' > "$measured"
+for transport in plain tls; do
+    for w in insert select; do
+        for c in 1 64; do
+            if [[ "$transport" == plain ]]; then
+                v="$(marginal "$plain" "$w" "$c")"
+            else
+                v="$(marginal "$tls_addr" "$w" "$c" "${tls_args[@]}")"
+            fi
+            printf '%s-%s-c%s\t%s\n' "$transport" "$w" "$c" "$v" >> "$measured"
+            printf '%-20s %8s\n' "$transport-$w-c$c" "$v"
+        done
+    done
+done
+
+if [[ "$update" == 1 ]]; then
+    mkdir -p "$(dirname "$baseline")"
+    {
+        echo "# Instructions per request (scripts/cost-gate.sh), $(date -u +%Y-%m-%d)," \
+            "commit $(git -C "$repo" rev-parse --short HEAD), load $(cut -d' ' -f1 /proc/loadavg)."
+        echo "# Moves only in a commit that says why."
+        cat "$measured"
+    } > "$baseline"
+    echo "cost-gate: baseline written to ${baseline#"$repo"/}"
+    exit 0
+fi
+
+[[ -f "$baseline" ]] || { echo "cost-gate: no baseline (${baseline#"$repo"/}); run with --update" >&2; exit 2; }
+failed=0
+echo "== against ${baseline#"$repo"/} (limit +$threshold %)"
+while IFS=$'\t' read -r cell value; do
+    [[ "$cell" == cell || "$cell" == \#* || -z "$cell" ]] && continue
+    base="$(awk -F'\t' -v c="$cell" '$1 == c { print $2 }' "$baseline")"
+    if [[ -z "$base" ]]; then
+        echo "cost-gate: $cell has no baseline" >&2
+        failed=1
+        continue
+    fi
+    ratio="$(echo "$value / $base" | bc -l)"
+    verdict=ok
+    if (( $(echo "$ratio > 1 + $threshold / 100" | bc -l) )); then
+        verdict=FAIL
+        failed=1
+    fi
+    printf '%-20s %8s %8s %7.3f %s\n' "$cell" "$value" "$base" "$ratio" "$verdict"
+done < "$measured"
+if [[ "$failed" == 1 ]]; then
+    echo "cost-gate: a request costs more than $threshold % over the baseline (see above)" >&2
+    exit 1
+fi
+echo "cost-gate: passed"
