@@ -529,7 +529,7 @@ async fn churn(cluster: Arc<TestCluster>, session: Session, shared: Arc<Shared>,
                     .await;
             }
             4 => {
-                shared.event(format!("NAT off, node 0 slow (30 ms)"));
+                shared.event("NAT off, node 0 slow (30 ms)".to_owned());
                 for n in 0..NODES {
                     let _ = cluster.set_faults(n, Faults::default()).await;
                 }
@@ -876,7 +876,8 @@ fn chart(samples: &[Sample], events: &[(f64, String)]) -> String {
     const LEFT: f64 = 70.0;
     const TOP: f64 = 30.0;
     const GAP: f64 = 30.0;
-    let series: [(&str, fn(&Sample) -> f64); 4] = [
+    type Series = (&'static str, fn(&Sample) -> f64);
+    let series: [Series; 4] = [
         ("resident memory (MB)", |s| s.rss_mb),
         ("open file descriptors", |s| s.fds as f64),
         ("session connections", |s| s.connections as f64),

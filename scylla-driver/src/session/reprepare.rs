@@ -30,10 +30,14 @@ pub(crate) enum Outcome {
     Failed,
 }
 
+/// Where the waiters of one re-preparation learn its outcome.
+type OutcomeRx = watch::Receiver<Option<Outcome>>;
+
 /// The session's re-preparations in progress, and its per-node bounds.
 #[derive(Debug, Default)]
 pub(crate) struct Repreparations {
-    in_flight: Mutex<HashMap<(SocketAddr, Bytes), watch::Receiver<Option<Outcome>>>>,
+    /// By node and statement id.
+    in_flight: Mutex<HashMap<(SocketAddr, Bytes), OutcomeRx>>,
     per_node: Mutex<HashMap<SocketAddr, Arc<Semaphore>>>,
 }
 
@@ -44,7 +48,7 @@ pub(crate) enum Role<'a> {
     /// [`Leader::finish`].
     Leader(Leader<'a>),
     /// Wait for the leader's outcome.
-    Follower(watch::Receiver<Option<Outcome>>),
+    Follower(OutcomeRx),
 }
 
 /// The request that prepares the statement again for everyone. Dropped
@@ -128,7 +132,7 @@ impl Drop for Leader<'_> {
 }
 
 /// Waits for the leader's outcome (`None`: it went away without one).
-pub(crate) async fn outcome(mut rx: watch::Receiver<Option<Outcome>>) -> Option<Outcome> {
+pub(crate) async fn outcome(mut rx: OutcomeRx) -> Option<Outcome> {
     match rx.wait_for(Option::is_some).await {
         Ok(v) => v.clone(),
         Err(_) => None,
