@@ -8,9 +8,12 @@
 # over plaintext and over TLS, against one test cluster node with 2 shards
 # (protocol v5, negotiated). Each cell is the marginal cost of a request:
 # (instructions(3N) - instructions(N)) / 2N, so start-up, connection set-up
-# and preparation drop out; at concurrency 64 the median of 3 such
-# measurements (how requests share a write or a read there varies with
-# timing, by up to 2 % between runs), at concurrency 1 one measurement.
+# and preparation drop out; at concurrency 64 the least of 3 such
+# measurements (how many requests share a write or a read there varies with
+# timing, and fewer sharing costs more: over TLS, where a record's cost is
+# shared, one run of an unchanged tree came out 3.9 % above another), at
+# concurrency 1 one measurement. A cell over the limit is measured once
+# more, and fails only if it is over again.
 #
 # The baseline moves only in a commit that says why: run with --update and
 # commit benches/baseline/instructions.tsv with the reason.
@@ -99,7 +102,7 @@ count() { # address workload concurrency requests [tls args...] -> instructions
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         "$client" --node "$addr" "$@" --workload "$w" \
         --concurrency "$c" --requests "$n" --warmup 2000 "${extra[@]}" --json \
-        2>&1 >/dev/null | grep -oP 'Collected : \K[0-9]+'
+        2>&1 >/dev/null </dev/null | grep -oP 'Collected : \K[0-9]+'
 }
 
 marginal() { # address workload concurrency [tls args...] -> instructions per request
@@ -114,7 +117,18 @@ marginal() { # address workload concurrency [tls args...] -> instructions per re
         big="$(count "$addr" "$w" "$c" $((3 * n)) "$@")"
         runs+=($(( (big - small) / (2 * n) )))
     done
-    printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(( (repeat + 1) / 2 ))p"
+    printf '%s\n' "${runs[@]}" | sort -n | head -1
+}
+
+measure_cell() { # cell name -> instructions per request
+    local transport w c
+    IFS=- read -r transport w c <<< "$1"
+    c="${c#c}"
+    if [[ "$transport" == plain ]]; then
+        marginal "$plain" "$w" "$c"
+    else
+        marginal "$tls_addr" "$w" "$c" "${tls_args[@]}"
+    fi
 }
 
 measured="$work/measured.tsv"
@@ -122,13 +136,10 @@ printf 'cell\tinstructions_per_request\n' > "$measured"
 for transport in plain tls; do
     for w in insert select; do
         for c in 1 64; do
-            if [[ "$transport" == plain ]]; then
-                v="$(marginal "$plain" "$w" "$c")"
-            else
-                v="$(marginal "$tls_addr" "$w" "$c" "${tls_args[@]}")"
-            fi
-            printf '%s-%s-c%s\t%s\n' "$transport" "$w" "$c" "$v" >> "$measured"
-            printf '%-20s %8s\n' "$transport-$w-c$c" "$v"
+            cell="$transport-$w-c$c"
+            v="$(measure_cell "$cell")"
+            printf '%s\t%s\n' "$cell" "$v" >> "$measured"
+            printf '%-20s %8s\n' "$cell" "$v"
         done
     done
 done
@@ -148,7 +159,7 @@ fi
 [[ -f "$baseline" ]] || { echo "cost-gate: no baseline (${baseline#"$repo"/}); run with --update" >&2; exit 2; }
 failed=0
 echo "== against ${baseline#"$repo"/} (limit +$threshold %)"
-while IFS=$'\t' read -r cell value; do
+while IFS=$'\t' read -r cell value <&3; do
     [[ "$cell" == cell || "$cell" == \#* || -z "$cell" ]] && continue
     base="$(awk -F'\t' -v c="$cell" '$1 == c { print $2 }' "$baseline")"
     if [[ -z "$base" ]]; then
@@ -156,14 +167,20 @@ while IFS=$'\t' read -r cell value; do
         failed=1
         continue
     fi
-    ratio="$(echo "$value / $base" | bc -l)"
+    over() { (( $(echo "$1 / $base > 1 + $threshold / 100" | bc -l) )); }
     verdict=ok
-    if (( $(echo "$ratio > 1 + $threshold / 100" | bc -l) )); then
-        verdict=FAIL
-        failed=1
+    if over "$value"; then
+        again="$(measure_cell "$cell")"
+        if over "$again"; then
+            verdict="FAIL (again: $again)"
+            failed=1
+        else
+            verdict="ok (over once; again: $again)"
+        fi
     fi
+    ratio="$(echo "$value / $base" | bc -l)"
     printf '%-20s %8s %8s %7.3f %s\n' "$cell" "$value" "$base" "$ratio" "$verdict"
-done < "$measured"
+done 3< "$measured"
 if [[ "$failed" == 1 ]]; then
     echo "cost-gate: a request costs more than $threshold % over the baseline (see above)" >&2
     exit 1
