@@ -42,7 +42,7 @@ use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPol
 use crate::policy::speculative::SpeculativeExecution;
 use crate::routing::{KeyspaceId, NodeIdx, Plan, RoutingRequest, Tablet, TabletTable, Target};
 use scylla_cql::frame::tablets::{
-    TabletRoutingInfo, TABLETS_ROUTING_V1_KEY, TABLETS_ROUTING_V2_KEY,
+    TabletRoutingInfo, TabletRoutingV2, TABLETS_ROUTING_V1_KEY, TABLETS_ROUTING_V2_KEY,
 };
 use scylla_cql::frame::CustomPayload;
 use std::sync::Arc;
@@ -666,17 +666,31 @@ async fn attempt_chain<'s>(
 /// ignored; a replica on a host the cluster state does not know starts a
 /// topology refresh.
 fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo<'_>, payload: &CustomPayload) {
-    if let Some(value) = payload.get(TABLETS_ROUTING_V2_KEY) {
-        return super::tablets_v2::learn(inner, routing, value.as_deref());
-    }
-    let Some(value) = payload.get(TABLETS_ROUTING_V1_KEY) else {
+    // A v2 payload (the request's tablet version was stale) also carries the
+    // tablet's version; its replicas come in the payload's order (the
+    // leader first on a strongly consistent table).
+    let decoded = if let Some(value) = payload.get(TABLETS_ROUTING_V2_KEY) {
+        TabletRoutingV2::decode_entry(value.as_deref()).map(|info| Tablet {
+            first_token: info.routing.first_token,
+            last_token: info.routing.last_token,
+            replicas: info.routing.replicas,
+            version: Some(info.version),
+        })
+    } else if let Some(value) = payload.get(TABLETS_ROUTING_V1_KEY) {
+        TabletRoutingInfo::decode_entry(value.as_deref()).map(|info| Tablet {
+            first_token: info.first_token,
+            last_token: info.last_token,
+            replicas: info.replicas,
+            version: None,
+        })
+    } else {
         return;
     };
     count_payload(&inner.metrics);
-    let info = match TabletRoutingInfo::decode_entry(value.as_deref()) {
-        Ok(info) => {
+    let tablet = match decoded {
+        Ok(tablet) => {
             record::tablet_misroute(true);
-            info
+            tablet
         }
         Err(e) => {
             Metrics::inc(&inner.metrics.tablet_payload_errors);
@@ -690,15 +704,7 @@ fn learn_tablet(inner: &SessionInner, routing: &RoutingInfo<'_>, payload: &Custo
         return;
     };
     let tablets = &inner.cluster.tablets;
-    let learned = tablets.learn(
-        slot,
-        Tablet {
-            first_token: info.first_token,
-            last_token: info.last_token,
-            replicas: info.replicas,
-            version: None,
-        },
-    );
+    let learned = tablets.learn(slot, tablet);
     if learned.unknown_host {
         tablets.refresh_for_unknown_host(&inner.cluster.control);
     }

@@ -1,8 +1,8 @@
 //! Tablets routing v2 on the request path (scylla-tablets-routing-v2.md):
 //! the tablet version block each EXECUTE carries on a connection that
-//! negotiated `TABLETS_ROUTING_V2_EXPERIMENTAL`, the `tablets-routing-v2`
-//! payload a stale block brings back, and leader-first plans for strongly
-//! consistent tables.
+//! negotiated `TABLETS_ROUTING_V2_EXPERIMENTAL`, and leader-first plans for
+//! strongly consistent tables. The `tablets-routing-v2` payload a stale
+//! block brings back is applied with the v1 one (`execute::learn_tablet`).
 //!
 //! # Which tables go to the leader first
 //! A keyspace created with `consistency = 'global'` (or `'local'`) is
@@ -24,14 +24,11 @@
 
 use std::cell::Cell;
 
-use scylla_cql::frame::tablets::{TabletRoutingV2, TabletVersionBlock};
+use scylla_cql::frame::tablets::TabletVersionBlock;
 
 use super::execute::RoutingInfo;
-use super::SessionInner;
-use crate::cluster::tablets::count_payload;
 use crate::connection::Connection;
-use crate::metrics::{record, Metrics};
-use crate::routing::{RoutingRequest, Tablet, TabletTable};
+use crate::routing::{RoutingRequest, TabletTable};
 
 /// The tablet version block of an attempt on `conn`: `None` unless the
 /// connection negotiated tablets routing v2 (the byte is then part of every
@@ -82,44 +79,6 @@ pub(super) fn leader_first(request: RoutingRequest, slot: Option<&TabletTable>) 
             ..request
         },
         _ => request,
-    }
-}
-
-/// Learns the tablet of a `tablets-routing-v2` payload (the request's
-/// tablet version was stale): its range, its replicas in the payload's
-/// order (the leader first on a strongly consistent table) and its version.
-/// A malformed payload is logged and ignored; a replica on a host the
-/// cluster state does not know starts a topology refresh.
-pub(super) fn learn(inner: &SessionInner, routing: &RoutingInfo<'_>, value: Option<&[u8]>) {
-    count_payload(&inner.metrics);
-    let info = match TabletRoutingV2::decode_entry(value) {
-        Ok(info) => {
-            record::tablet_misroute(true);
-            info
-        }
-        Err(e) => {
-            Metrics::inc(&inner.metrics.tablet_payload_errors);
-            record::tablet_misroute(false);
-            tracing::warn!(error = %e, "ignoring a malformed tablets-routing-v2 payload");
-            return;
-        }
-    };
-    let Some(slot) = &routing.tablets else {
-        tracing::debug!("tablet routing payload for a statement without a known table; ignored");
-        return;
-    };
-    let tablets = &inner.cluster.tablets;
-    let learned = tablets.learn(
-        slot,
-        Tablet {
-            first_token: info.routing.first_token,
-            last_token: info.routing.last_token,
-            replicas: info.routing.replicas,
-            version: Some(info.version),
-        },
-    );
-    if learned.unknown_host {
-        tablets.refresh_for_unknown_host(&inner.cluster.control);
     }
 }
 
