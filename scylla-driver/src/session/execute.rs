@@ -788,7 +788,7 @@ async fn attempt(
         conn,
         again,
         &body,
-        deadline,
+        (now, deadline),
         tracing,
     ))
     .await
@@ -797,13 +797,14 @@ async fn attempt(
 /// The node did not know the statement: prepares it there again (within the
 /// request's deadline, untraced; once for all the session's requests that
 /// met UNPREPARED for it there meanwhile, see [`super::reprepare`]) and
-/// sends the request once more.
+/// sends the request once more. `sent`: when the request that met
+/// UNPREPARED was sent (a PREPARE answered since makes its answer stale).
 async fn reprepare_and_retry(
     repreparations: &Repreparations,
     conn: &Connection,
     (again, id): (Reprepare<'_>, bytes::Bytes),
     body: &AtConsistency<'_>,
-    deadline: Instant,
+    (sent, deadline): (Instant, Instant),
     tracing: bool,
 ) -> Result<ResponseFrame, Failed> {
     let node = conn.info().peer;
@@ -811,33 +812,54 @@ async fn reprepare_and_retry(
         let left = deadline.saturating_duration_since(Instant::now());
         Failed::Request(crate::connection::RequestError::Timeout(left))
     };
-    let prepared_by_another = match repreparations.join(node, &id) {
-        Role::Follower(rx) => {
-            tokio::time::timeout_at(deadline.into(), reprepare::outcome(rx))
-                .await
-                .map_err(|_| timed_out())?
-                == Some(Outcome::Prepared)
-        }
-        Role::Leader(leader) => {
-            let _permit = tokio::time::timeout_at(deadline.into(), leader.permit())
-                .await
-                .map_err(|_| timed_out())?;
-            let prepared = prepare_again(conn, &again, deadline).await;
-            leader.finish(if prepared.is_ok() {
-                Outcome::Prepared
-            } else {
-                Outcome::Failed
-            });
-            prepared?;
-            true
-        }
-    };
-    if !prepared_by_another {
-        // The request that prepared it failed, or went away: prepare it
-        // here for this request.
-        prepare_again(conn, &again, deadline).await?;
-    }
     let opts = until(deadline, tracing);
+    let mut sent = sent;
+    // At most twice: a stale UNPREPARED is sent again as is; if that meets
+    // UNPREPARED too, the node forgot the statement again since, and it is
+    // prepared (or waited for) from that send on.
+    for round in 0..2 {
+        let prepared_by_another = match repreparations.join(node, &id, sent) {
+            Role::PreparedSince => {
+                let now = Instant::now();
+                let frame = conn
+                    .request_at(body, &opts, now)
+                    .await
+                    .map_err(request_error)?;
+                let unprepared = matches!(&frame.response, Response::Error(e)
+                    if matches!(&e.error, DbError::Unprepared { statement_id } if *statement_id == id));
+                if unprepared && round == 0 {
+                    sent = now;
+                    continue;
+                }
+                return Ok(frame);
+            }
+            Role::Follower(rx) => {
+                tokio::time::timeout_at(deadline.into(), reprepare::outcome(rx))
+                    .await
+                    .map_err(|_| timed_out())?
+                    == Some(Outcome::Prepared)
+            }
+            Role::Leader(leader) => {
+                let _permit = tokio::time::timeout_at(deadline.into(), leader.permit())
+                    .await
+                    .map_err(|_| timed_out())?;
+                let prepared = prepare_again(conn, &again, deadline).await;
+                leader.finish(if prepared.is_ok() {
+                    Outcome::Prepared
+                } else {
+                    Outcome::Failed
+                });
+                prepared?;
+                true
+            }
+        };
+        if !prepared_by_another {
+            // The request that prepared it failed, or went away: prepare it
+            // here for this request.
+            prepare_again(conn, &again, deadline).await?;
+        }
+        break;
+    }
     let now = Instant::now();
     conn.request_at(body, &opts, now)
         .await
