@@ -175,13 +175,33 @@ impl Session {
 
     /// Waits until every node's pool has all of its shard connections, or
     /// `timeout` passes; returns whether they all have.
+    ///
+    /// The nodes are those of the session's current view of the cluster: a
+    /// node removed and added back while this waits has a new pool, and it
+    /// is that pool that is waited for.
     pub async fn wait_for_all_shards(&self, timeout: Duration) -> bool {
-        let state = self.inner.state();
-        let mut all = true;
-        for n in &state.nodes {
-            all &= n.pool.wait_until_full(timeout).await;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let state = self.inner.state();
+            let mut all = true;
+            for n in &state.nodes {
+                let left = deadline.saturating_duration_since(Instant::now());
+                all &= n.pool.wait_until_full(left).await;
+            }
+            if all {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            // A pool stopped before it filled (its node left the view):
+            // look again at the current view, until the deadline.
+            if Arc::ptr_eq(&state, &self.inner.state()) {
+                let pause = Duration::from_millis(20);
+                tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now())))
+                    .await;
+            }
         }
-        all
     }
 
     /// Shuts the session down: refuses new requests at once (they fail with
