@@ -72,6 +72,10 @@ struct Cli {
     /// How long the restarted node is down, in ms.
     #[arg(long, default_value_t = 1200)]
     down_ms: u64,
+    /// Over how long a pool notices the closes of its connections to the
+    /// stopped node, in ms (each close wakes our pool's refill task).
+    #[arg(long, default_value_t = 2)]
+    close_spread_ms: u64,
     /// Bound of each phase, in virtual seconds.
     #[arg(long, default_value_t = 600)]
     horizon_s: u64,
@@ -98,6 +102,7 @@ fn params(cli: &Cli, policy: Policy) -> Params {
     }
     p.rtt = Duration::from_micros(cli.rtt_us);
     p.down = Duration::from_millis(cli.down_ms);
+    p.close_spread = Duration::from_millis(cli.close_spread_ms);
     p.horizon = Duration::from_secs(cli.horizon_s);
     p.seed = cli.seed;
     p
