@@ -193,6 +193,27 @@ fn table(results: &[SimResult]) -> String {
         phase_rows(&mut o, name, "cold start (every node)", &r.cold);
         phase_rows(&mut o, name, "restart (node 0)", &r.restart);
     }
+    let _ = writeln!(
+        o,
+        "\nThe restart, per second from the node's stop (node 0 only; peaks summed over its shards):\n\n| policy | second | attempts | accepted | shed | client timeouts | peak in progress | peak waiting | sessions covered |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for r in results {
+        for (i, row) in per_second(&r.restart).iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.params.policy.name(),
+                i + 1,
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                row[6]
+            );
+        }
+    }
     o
 }
 
@@ -219,14 +240,14 @@ fn per_second(r: &PhaseResult) -> Vec<[u64; 7]> {
 fn write_outputs(dir: &PathBuf, results: &[SimResult]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut csv = String::from(
-        "policy,phase,t_ms,attempts,accepted,completed,shed,timed_out,peak_in_progress,peak_waiting,peak_waiting_shard,covered_sessions\n",
+        "policy,phase,t_ms,attempts,accepted,completed,shed,timed_out,peak_in_progress,peak_waiting,peak_in_progress_shard,peak_waiting_shard,covered_sessions\n",
     );
     for r in results {
         for (phase, pr) in [("cold", &r.cold), ("restart", &r.restart)] {
             for s in &pr.samples {
                 let _ = writeln!(
                     csv,
-                    "{},{phase},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{phase},{},{},{},{},{},{},{},{},{},{},{}",
                     r.params.policy.name(),
                     s.t_ms,
                     s.attempts,
@@ -236,6 +257,7 @@ fn write_outputs(dir: &PathBuf, results: &[SimResult]) -> std::io::Result<()> {
                     s.timed_out,
                     s.peak_in_progress,
                     s.peak_waiting,
+                    s.peak_in_progress_shard,
                     s.peak_waiting_shard,
                     s.covered_sessions
                 );

@@ -151,6 +151,8 @@ pub(crate) struct Sample {
     pub peak_waiting: u64,
     /// Most handshakes waiting at one shard.
     pub peak_waiting_shard: u64,
+    /// Most handshakes in their CPU stage at one shard.
+    pub peak_in_progress_shard: u64,
     /// Sessions with every shard covered (of the phase's nodes) at the end.
     pub covered_sessions: u64,
 }
@@ -1216,6 +1218,7 @@ impl Sim {
             peak_in_progress: c.peak_in_progress,
             peak_waiting: c.peak_waiting,
             peak_waiting_shard: c.peak_waiting_shard,
+            peak_in_progress_shard: c.peak_in_progress_shard,
             covered_sessions: covered,
         });
         // Peaks carry over: what is waiting now is still waiting.
@@ -1234,6 +1237,7 @@ impl Sim {
         c.peak_in_progress = c.peak_in_progress.max(n.in_cpu);
         c.peak_waiting = c.peak_waiting.max(n.waiting);
         c.peak_waiting_shard = c.peak_waiting_shard.max(s.waiting);
+        c.peak_in_progress_shard = c.peak_in_progress_shard.max(s.in_cpu);
     }
 
     fn step(&mut self, ev: Ev) {
