@@ -979,12 +979,12 @@ impl Sim {
                 }
             }
             Next::Backoff(d) => {
-                if std::mem::take(&mut o.wake) {
-                    // A stored wake ends the backoff at once.
-                    o.wait = OursWait::Backoff;
+                o.wait = OursWait::Backoff;
+                // A stored wake is taken at once; it ends the wait only if
+                // the plan says so.
+                if std::mem::take(&mut o.wake) && o.plan.wake_ends_backoff(o.up_hint) {
                     self.set_timer(pool, Duration::ZERO);
                 } else {
-                    o.wait = OursWait::Backoff;
                     self.set_timer(pool, d);
                 }
             }
@@ -1012,9 +1012,16 @@ impl Sim {
     fn ours_wake(&mut self, pool: PoolId) {
         let o = self.ours(pool);
         match o.wait {
-            OursWait::Idle | OursWait::Backoff => {
+            OursWait::Idle => {
                 // A waiter is there: it runs now.
                 self.set_timer(pool, Duration::ZERO);
+            }
+            OursWait::Backoff => {
+                // The backoff's waiter takes the wake; the plan decides
+                // whether it ends the wait.
+                if o.plan.wake_ends_backoff(o.up_hint) {
+                    self.set_timer(pool, Duration::ZERO);
+                }
             }
             OursWait::Round | OursWait::Sleep => o.wake = true,
         }

@@ -159,6 +159,16 @@ impl RefillPlan {
         }
     }
 
+    /// Whether a wake during a backoff wait ends it. Only the node being
+    /// reported up (`up_hint`) does: the other wakes are the closes of
+    /// connections (after an outage, one per connection the pool had, noticed
+    /// one by one), and they say nothing new about a node the pool is backing
+    /// off from; letting each end the wait would turn one backoff into as
+    /// many immediate retries as the pool had connections.
+    pub fn wake_ends_backoff(&self, up_hint: bool) -> bool {
+        up_hint
+    }
+
     /// After a backoff wait: if the node was reported up meanwhile
     /// (`up_hint`), every client heard it at once, so the backoff restarts
     /// and the next round waits a random moment of the spread window first
@@ -242,6 +252,8 @@ mod tests {
         for _ in 0..4 {
             let _ = p.after_round(Round::Failed, true);
         }
+        assert!(!p.wake_ends_backoff(false));
+        assert!(p.wake_ends_backoff(true));
         assert_eq!(p.after_backoff(false), None);
         let pause = p.after_backoff(true).expect("spread after an up hint");
         assert!(pause < Duration::from_secs(1));

@@ -144,9 +144,17 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
                     .fetch_add(delay.as_micros() as u64, Ordering::Relaxed);
                 inner.labels.reconnect_delay(delay);
                 tracing::debug!(node = %inner.addr, ?delay, "reconnect backoff");
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = inner.wake.notified() => {}
+                // Bounded by the deadline: only an UP report ends it sooner.
+                let until = tokio::time::Instant::now() + delay;
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until) => break,
+                        _ = inner.wake.notified() => {
+                            if plan.wake_ends_backoff(inner.up_hint.load(Ordering::Relaxed)) {
+                                break;
+                            }
+                        }
+                    }
                 }
                 // Everyone hears the UP event at once: do not all come back
                 // at once.
