@@ -229,8 +229,8 @@ enum Ev {
     NodeStart,
     /// Every session hears node 0 is up.
     UpEvent,
-    /// A pool notices one of its connections closed.
-    Closed(PoolId),
+    /// A pool notices that its connection to a shard closed.
+    Closed(PoolId, u16),
     /// Take a sample.
     Sample,
 }
@@ -1166,23 +1166,25 @@ impl Sim {
             }
         }
         // Every connection to it breaks; its pools notice each close within
-        // `close_spread` (each connection's reader sees its own socket end).
+        // `close_spread` (each connection's reader sees its own socket end),
+        // and until then count the connection as theirs.
         for pool in 0..self.pools.len() as PoolId {
             if self.pools[pool as usize].node != node {
                 continue;
             }
-            let was_full = self.pools[pool as usize].full();
-            let held = self.pools[pool as usize].total();
-            for h in &mut self.pools[pool as usize].held {
-                *h = 0;
-            }
-            self.coverage_change(pool, was_full);
             if let PoolKind::Official(o) = &mut self.pools[pool as usize].kind {
                 o.excess.clear();
             }
-            for _ in 0..held {
+            let held: Vec<u16> = self.pools[pool as usize]
+                .held
+                .iter()
+                .enumerate()
+                .filter(|(_, &h)| h > 0)
+                .map(|(i, _)| i as u16)
+                .collect();
+            for shard in held {
                 let d = spread(self.p.close_spread, &mut self.rng);
-                self.after(d, Ev::Closed(pool));
+                self.after(d, Ev::Closed(pool, shard));
             }
         }
     }
@@ -1270,13 +1272,21 @@ impl Sim {
                 self.nodes[0].epoch += 1;
             }
             Ev::UpEvent => self.up_event(0),
-            Ev::Closed(pool) => match self.p.policy {
-                // Each connection's close watcher notifies the pool's wake.
-                Policy::Ours => self.ours_wake(pool),
-                // `connection_errors` -> `remove_connection`, then the loop's
-                // scheduling.
-                Policy::Official => self.official_schedule(pool),
-            },
+            Ev::Closed(pool, shard) => {
+                let was_full = self.pools[pool as usize].full();
+                if let Some(h) = self.pools[pool as usize].held.get_mut(shard as usize) {
+                    *h = h.saturating_sub(1);
+                }
+                self.coverage_change(pool, was_full);
+                match self.p.policy {
+                    // Each connection's close watcher notifies the pool's
+                    // wake (the refill round prunes what it sees closed).
+                    Policy::Ours => self.ours_wake(pool),
+                    // `connection_errors` -> `remove_connection`, then the
+                    // loop's scheduling.
+                    Policy::Official => self.official_schedule(pool),
+                }
+            }
             Ev::Sample => {
                 self.sample();
                 self.after(self.p.sample, Ev::Sample);
