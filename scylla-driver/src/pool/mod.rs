@@ -21,10 +21,13 @@
 //! - [`shard_port`]: the process-wide source-port allocator.
 //! - [`nat`]: evidence against the shard-aware port, fallback and probation.
 //! - [`shed`]: handshakes shed by the node's admission control.
+//! - [`plan`]: the refill task's decisions (backoff, spread, what to wait
+//!   for), without sockets or clocks: also driven by the `storm_sim` tool.
 //! - `refill`: the task that opens what is missing.
 
 pub mod backoff;
 pub mod nat;
+pub mod plan;
 mod refill;
 pub mod shard_port;
 pub mod shed;

@@ -42,6 +42,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::backoff::spread;
+use super::plan::{Next, RefillPlan, Round, RoundFacts};
 use super::nat::{FallbackReason, PortChoice, Transition};
 use super::shard_port::{PortLease, SourcePortAllocator};
 use super::shed::OpenFailure;
@@ -79,23 +80,6 @@ impl Slots {
     }
 }
 
-enum Round {
-    Complete,
-    Progress,
-    /// Every connection opened, but all landed on shards already covered
-    /// (regular port, other clients competing for the same shards). The node
-    /// is fine: try again soon, without growing the backoff.
-    Unlucky,
-    Failed,
-    /// Every wanted connection is open, but some shards have none (the
-    /// regular port decides where connections land): cover them in the
-    /// background, one rate-limited attempt at a time.
-    Partial,
-}
-
-/// Bound of the random pause after an [`Round::Unlucky`] round.
-const UNLUCKY_PAUSE: Duration = Duration::from_millis(50);
-
 pub(super) async fn run(inner: Arc<PoolInner>) {
     let cancel = inner.cancel.clone();
     let mut slots = Slots {
@@ -113,10 +97,11 @@ pub(super) async fn run(inner: Arc<PoolInner>) {
 }
 
 async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
-    let mut schedule = inner.config.reconnect.new_schedule();
-    let mut rng = fastrand::Rng::new();
-    // Set after the node was unreachable: spread the next round's opens.
-    let mut recovering = false;
+    let mut plan = RefillPlan::new(
+        inner.config.reconnect.new_schedule(),
+        inner.config.reconnect_spread,
+        fastrand::Rng::new(),
+    );
     let mut coverage = Coverage {
         next: Instant::now(),
         via_regular: true,
@@ -126,50 +111,32 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
         if slots.prune() > 0 {
             publish(inner, slots);
         }
-        let round = if slots.total() == 0 {
-            let r = open_first(inner, slots).await;
-            if matches!(r, Round::Failed) {
-                recovering = true;
-            }
-            r
+        let first = slots.total() == 0;
+        let round = if first {
+            open_first(inner, slots).await
         } else {
-            // Only the first round after the node came back is spread out:
-            // it is the one every client starts at the same moment. Later
-            // rounds (regular-port retries for shards still missing) are
-            // already desynchronised, and `max_concurrent_opens` bounds them.
-            let window = if std::mem::take(&mut recovering) {
-                inner.config.reconnect_spread
-            } else {
-                Duration::ZERO
-            };
-            fill_missing(inner, slots, window, &mut rng, &mut coverage).await
+            let window = plan.fill_window();
+            fill_missing(inner, slots, window, &mut plan, &mut coverage).await
         };
         publish(inner, slots);
-        match round {
-            Round::Progress => continue,
-            Round::Unlucky => {
-                tokio::time::sleep(spread(UNLUCKY_PAUSE, &mut rng)).await;
-            }
-            Round::Partial => {
+        match plan.after_round(round, first) {
+            Next::Now => continue,
+            Next::Pause(pause) => tokio::time::sleep(pause).await,
+            Next::Idle if round == Round::Partial => {
                 // The node answers: no backoff. Wait for the next coverage
                 // attempt, or for a connection to break.
-                schedule.reset();
-                recovering = false;
                 inner.up_hint.store(false, Ordering::Relaxed);
                 tokio::select! {
                     _ = tokio::time::sleep_until(coverage.next.into()) => {}
                     _ = inner.wake.notified() => {}
                 }
             }
-            Round::Complete => {
-                schedule.reset();
-                recovering = false;
+            Next::Idle => {
                 inner.up_hint.store(false, Ordering::Relaxed);
                 // Sleep until a connection breaks or the node is reported up.
                 inner.wake.notified().await;
             }
-            Round::Failed => {
-                let delay = schedule.next_delay();
+            Next::Backoff(delay) => {
                 Metrics::inc(&inner.metrics.reconnect_delays);
                 inner
                     .metrics
@@ -177,15 +144,22 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
                     .fetch_add(delay.as_micros() as u64, Ordering::Relaxed);
                 inner.labels.reconnect_delay(delay);
                 tracing::debug!(node = %inner.addr, ?delay, "reconnect backoff");
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = inner.wake.notified() => {}
+                // Bounded by the deadline: only an UP report ends it sooner.
+                let until = tokio::time::Instant::now() + delay;
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until) => break,
+                        _ = inner.wake.notified() => {
+                            if plan.wake_ends_backoff(inner.up_hint.load(Ordering::Relaxed)) {
+                                break;
+                            }
+                        }
+                    }
                 }
-                if inner.up_hint.swap(false, Ordering::Relaxed) {
-                    // Everyone hears the UP event at once: do not all come
-                    // back at once.
-                    schedule.reset();
-                    tokio::time::sleep(spread(inner.config.reconnect_spread, &mut rng)).await;
+                // Everyone hears the UP event at once: do not all come back
+                // at once.
+                if let Some(pause) = plan.after_backoff(inner.up_hint.swap(false, Ordering::Relaxed)) {
+                    tokio::time::sleep(pause).await;
                 }
             }
         }
@@ -347,7 +321,7 @@ async fn fill_missing(
     inner: &Arc<PoolInner>,
     slots: &mut Slots,
     window: Duration,
-    rng: &mut fastrand::Rng,
+    plan: &mut RefillPlan,
     coverage: &mut Coverage,
 ) -> Round {
     let want = inner.config.connections_per_shard.max(1);
@@ -390,12 +364,12 @@ async fn fill_missing(
             .config
             .coverage_interval
             .saturating_mul(coverage.slowdown);
-        coverage.next = now + coverage_delay(interval, rng);
+        coverage.next = now + coverage_delay(interval, plan.rng());
         Metrics::inc(&inner.metrics.coverage_attempts);
         // Through the shard-aware port, a source port for any shard: the
         // NAT decides where it lands (a NAT that shifts ports by a constant
         // would otherwise never reach the one missing shard).
-        vec![rng.u16(..slots.shards.len() as u16)]
+        vec![plan.rng().u16(..slots.shards.len() as u16)]
     };
     let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));
     let mut set = JoinSet::new();
@@ -414,11 +388,11 @@ async fn fill_missing(
             Some(_) => lock_health(inner).choose(Instant::now()),
             None => PortChoice::Regular(FallbackReason::Refused),
         };
-        let delay = spread(window, rng);
+        let delay = plan.open_delay(window);
         let permits = permits.clone();
         let shared = shared.clone();
         let sa = shard_aware;
-        let seed = rng.u64(..);
+        let seed = plan.rng().u64(..);
         set.spawn(async move {
             tokio::time::sleep(delay).await;
             let _permit = permits.acquire_owned().await;
@@ -509,7 +483,7 @@ async fn fill_missing(
     }
     if !strict && !background {
         // Filling: the first background attempt waits one interval.
-        coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, rng);
+        coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, plan.rng());
     }
     if background && !covered_new {
         // Missed: the other port next time. The regular port gives every
@@ -527,18 +501,16 @@ async fn fill_missing(
     } else if covered_new {
         coverage.slowdown = 1;
     }
-    if missing(inner, slots).is_empty() {
+    let complete = missing(inner, slots).is_empty();
+    if complete {
         trim_surplus(inner, slots, want, target);
-        Round::Complete
-    } else if failed {
-        Round::Failed
-    } else if background || (!strict && slots.total() >= target) {
-        Round::Partial
-    } else if !progress {
-        Round::Unlucky
-    } else {
-        Round::Progress
     }
+    Round::of(RoundFacts {
+        complete,
+        failed,
+        partial: background || (!strict && slots.total() >= target),
+        progress,
+    })
 }
 
 /// The background coverage attempts of a pool without a usable shard-aware

@@ -1,0 +1,269 @@
+//! The refill task's decisions, without sockets or clocks.
+//!
+//! The pool's refill task (`refill`) works in rounds: it opens what the pool
+//! lacks, sees how the round went ([`Round`]) and decides what to wait for
+//! before the next one ([`Next`]). Those decisions (which backoff delay, when
+//! to reset it, when to spread the opens of a round over the reconnect window
+//! and how much, how long to pause after an unlucky round) live here, in a
+//! [`RefillPlan`] that takes durations and outcomes and returns durations, so
+//! that the refill task and a simulation in virtual time (the
+//! `storm_sim` tool) drive the very same code: the task waits on tokio's
+//! clock, the simulation on its own event queue.
+//!
+//! What a round opens and how a failed open is classified stay with their
+//! owners: the missing shards in `refill`, shed handshakes in [`super::shed`],
+//! the shard-aware port's health in [`super::nat`] (all callable without I/O).
+
+use std::time::Duration;
+
+use super::backoff::{spread, ReconnectSchedule};
+
+/// How a refill round went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Round {
+    /// Every wanted connection is open and every shard covered.
+    Complete,
+    /// Some connections opened; more are missing: go on at once.
+    Progress,
+    /// Every connection opened, but all landed on shards already covered
+    /// (regular port, other clients competing for the same shards). The node
+    /// is fine: try again soon, without growing the backoff.
+    Unlucky,
+    /// An open failed (the node is unreachable, or shed the handshake): back
+    /// off.
+    Failed,
+    /// Every wanted connection is open, but some shards have none (the
+    /// regular port decides where connections land): cover them in the
+    /// background, one rate-limited attempt at a time.
+    Partial,
+}
+
+/// What a finished round of opens found, to classify it with [`Round::of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoundFacts {
+    /// No connection is missing any more.
+    pub complete: bool,
+    /// At least one open failed.
+    pub failed: bool,
+    /// The pool holds as many connections as it wants in total (or the round
+    /// was a background coverage attempt), but not one on every shard.
+    pub partial: bool,
+    /// At least one opened connection was kept.
+    pub progress: bool,
+}
+
+impl Round {
+    /// The outcome of a round of opens: complete first, then failed, then
+    /// partial, then unlucky (nothing kept), else progress.
+    pub fn of(facts: RoundFacts) -> Round {
+        if facts.complete {
+            Round::Complete
+        } else if facts.failed {
+            Round::Failed
+        } else if facts.partial {
+            Round::Partial
+        } else if !facts.progress {
+            Round::Unlucky
+        } else {
+            Round::Progress
+        }
+    }
+}
+
+/// What the refill task waits for after a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Start the next round at once.
+    Now,
+    /// Sleep this long, then start the next round.
+    Pause(Duration),
+    /// The node answers: wait until a connection closes or the node is
+    /// reported up (after [`Round::Partial`], also until the next background
+    /// coverage attempt is due). The backoff was reset.
+    Idle,
+    /// Back off: wait this long (or until woken), then ask
+    /// [`RefillPlan::after_backoff`] whether to pause before the next round.
+    Backoff(Duration),
+}
+
+/// Bound of the random pause after an [`Round::Unlucky`] round.
+pub const UNLUCKY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The refill task's decisions for one pool: its backoff schedule, whether the
+/// node just came back, and the random source that spreads its opens.
+#[derive(Debug)]
+pub struct RefillPlan {
+    schedule: Box<dyn ReconnectSchedule>,
+    reconnect_spread: Duration,
+    rng: fastrand::Rng,
+    /// Set after the node was unreachable: spread the next round's opens.
+    recovering: bool,
+}
+
+impl RefillPlan {
+    /// A plan with the pool's backoff `schedule`, its reconnect spread window
+    /// ([`super::PoolConfig::reconnect_spread`]) and a random source.
+    pub fn new(
+        schedule: Box<dyn ReconnectSchedule>,
+        reconnect_spread: Duration,
+        rng: fastrand::Rng,
+    ) -> Self {
+        RefillPlan {
+            schedule,
+            reconnect_spread,
+            rng,
+            recovering: false,
+        }
+    }
+
+    /// The window over which this round's opens are spread (the pool has a
+    /// connection already). Only the first round after the node came back is
+    /// spread out: it is the one every client starts at the same moment.
+    /// Later rounds (retries for shards still missing) are already
+    /// desynchronised, and `max_concurrent_opens` bounds them.
+    pub fn fill_window(&mut self) -> Duration {
+        if std::mem::take(&mut self.recovering) {
+            self.reconnect_spread
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// The random delay of one open within `window`.
+    pub fn open_delay(&mut self, window: Duration) -> Duration {
+        spread(window, &mut self.rng)
+    }
+
+    /// The random source, for the round's other draws (source-port seeds,
+    /// background coverage intervals).
+    pub fn rng(&mut self) -> &mut fastrand::Rng {
+        &mut self.rng
+    }
+
+    /// Decides what to wait for after a round. `first` says the round tried
+    /// the pool's first connection (the pool was empty): if that failed, the
+    /// node was unreachable, and the round after it comes back is spread.
+    pub fn after_round(&mut self, round: Round, first: bool) -> Next {
+        if first && round == Round::Failed {
+            self.recovering = true;
+        }
+        match round {
+            Round::Progress => Next::Now,
+            Round::Unlucky => Next::Pause(spread(UNLUCKY_PAUSE, &mut self.rng)),
+            Round::Partial | Round::Complete => {
+                self.schedule.reset();
+                self.recovering = false;
+                Next::Idle
+            }
+            Round::Failed => Next::Backoff(self.schedule.next_delay()),
+        }
+    }
+
+    /// Whether a wake during a backoff wait ends it. Only the node being
+    /// reported up (`up_hint`) does: the other wakes are the closes of
+    /// connections (after an outage, one per connection the pool had, noticed
+    /// one by one), and they say nothing new about a node the pool is backing
+    /// off from; letting each end the wait would turn one backoff into as
+    /// many immediate retries as the pool had connections.
+    pub fn wake_ends_backoff(&self, up_hint: bool) -> bool {
+        up_hint
+    }
+
+    /// After a backoff wait: if the node was reported up meanwhile
+    /// (`up_hint`), every client heard it at once, so the backoff restarts
+    /// and the next round waits a random moment of the spread window first
+    /// (returned); otherwise the next round starts at once.
+    pub fn after_backoff(&mut self, up_hint: bool) -> Option<Duration> {
+        if up_hint {
+            self.schedule.reset();
+            Some(spread(self.reconnect_spread, &mut self.rng))
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::backoff::{Backoff, ExponentialBackoff, Jitter};
+
+    fn plan(seed: u64) -> RefillPlan {
+        let cfg = ExponentialBackoff::new(Duration::from_millis(100), Duration::from_secs(1))
+            .with_jitter(Jitter::None);
+        RefillPlan::new(
+            Box::new(Backoff::with_rng(cfg, fastrand::Rng::with_seed(seed))),
+            Duration::from_secs(1),
+            fastrand::Rng::with_seed(seed),
+        )
+    }
+
+    #[test]
+    fn outcome_order() {
+        let f = |complete, failed, partial, progress| {
+            Round::of(RoundFacts {
+                complete,
+                failed,
+                partial,
+                progress,
+            })
+        };
+        assert_eq!(f(true, true, true, false), Round::Complete);
+        assert_eq!(f(false, true, true, true), Round::Failed);
+        assert_eq!(f(false, false, true, false), Round::Partial);
+        assert_eq!(f(false, false, false, false), Round::Unlucky);
+        assert_eq!(f(false, false, false, true), Round::Progress);
+    }
+
+    #[test]
+    fn backoff_grows_until_a_round_completes() {
+        let mut p = plan(1);
+        let delays: Vec<Next> = (0..3).map(|_| p.after_round(Round::Failed, true)).collect();
+        assert_eq!(
+            delays,
+            vec![
+                Next::Backoff(Duration::from_millis(100)),
+                Next::Backoff(Duration::from_millis(200)),
+                Next::Backoff(Duration::from_millis(400)),
+            ]
+        );
+        assert_eq!(p.after_round(Round::Complete, false), Next::Idle);
+        assert_eq!(
+            p.after_round(Round::Failed, false),
+            Next::Backoff(Duration::from_millis(100))
+        );
+    }
+
+    #[test]
+    fn only_the_round_after_an_outage_is_spread() {
+        let mut p = plan(2);
+        assert_eq!(p.fill_window(), Duration::ZERO);
+        // A failed open of a non-empty pool is no outage.
+        let _ = p.after_round(Round::Failed, false);
+        assert_eq!(p.fill_window(), Duration::ZERO);
+        let _ = p.after_round(Round::Failed, true);
+        assert_eq!(p.fill_window(), Duration::from_secs(1));
+        assert_eq!(p.fill_window(), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_up_hint_resets_and_spreads() {
+        let mut p = plan(3);
+        for _ in 0..4 {
+            let _ = p.after_round(Round::Failed, true);
+        }
+        assert!(!p.wake_ends_backoff(false));
+        assert!(p.wake_ends_backoff(true));
+        assert_eq!(p.after_backoff(false), None);
+        let pause = p.after_backoff(true).expect("spread after an up hint");
+        assert!(pause < Duration::from_secs(1));
+        assert_eq!(
+            p.after_round(Round::Failed, true),
+            Next::Backoff(Duration::from_millis(100))
+        );
+        match p.after_round(Round::Unlucky, false) {
+            Next::Pause(d) => assert!(d < UNLUCKY_PAUSE),
+            other => panic!("expected a pause, got {other:?}"),
+        }
+    }
+}
