@@ -218,6 +218,15 @@ impl ControlTask {
                 // Types and functions are not part of the snapshot.
                 _ => None,
             },
+            // A route was inserted, updated or deleted: the topology read
+            // reads the routes too.
+            Event::ClientRoutesChange { .. } if self.shared.options.nodes.client_routes.is_some() => {
+                Some(Refresh {
+                    nodes: true,
+                    schema: false,
+                    ..Default::default()
+                })
+            }
             Event::ClientRoutesChange { .. } => None,
         }
     }

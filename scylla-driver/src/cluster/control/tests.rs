@@ -30,6 +30,7 @@ fn node(id: u128, address: &str) -> NodeMeta {
         tokens: vec![],
         schema_version: None,
         release_version: None,
+            via_client_route: false,
     }
 }
 

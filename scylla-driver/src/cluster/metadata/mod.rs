@@ -19,6 +19,7 @@
 pub mod agreement;
 mod query;
 mod schema;
+mod routes;
 pub(crate) mod tablets;
 #[cfg(test)]
 mod test_rows;
@@ -71,6 +72,9 @@ pub struct NodeMeta {
     pub schema_version: Option<Uuid>,
     /// Its server version (`release_version`), if reported.
     pub release_version: Option<String>,
+    /// Whether `address` is the node's client route (`system.client_routes`,
+    /// see [`ClientRoutes`](crate::ClientRoutes)) rather than its own address.
+    pub via_client_route: bool,
 }
 
 /// A table (or materialized view), as routing needs it.
@@ -228,6 +232,10 @@ pub struct NodeOptions {
     pub translator: Arc<dyn AddressTranslator>,
     /// Which nodes to keep (`None`: all).
     pub filter: Option<Arc<dyn HostFilter>>,
+    /// Client routes to dial the nodes through (`None`: none).
+    pub client_routes: Option<crate::cluster::client_routes::ClientRoutes>,
+    /// Whether the session uses TLS (client routes then use `tls_port`).
+    pub(crate) tls: bool,
     /// Set once `system.peers_v2` turned out not to exist on this cluster
     /// (ScyllaDB, Cassandra 3): `system.peers` is read from then on.
     peers_v2_missing: Arc<AtomicBool>,
@@ -242,6 +250,8 @@ impl Default for NodeOptions {
         Self {
             translator: Arc::new(IdentityTranslator),
             filter: None,
+            client_routes: None,
+            tls: false,
             peers_v2_missing: Arc::new(AtomicBool::new(false)),
             rejected: Arc::new(ArcSwap::from_pointee(HashSet::new())),
         }
@@ -336,7 +346,22 @@ pub(crate) async fn read_topology(
     let local_id = local.host_id;
     let mut local_rejected = false;
     let mut rejected = HashSet::new();
-    let nodes = topology::join_nodes(local, peers)
+    let mut nodes = topology::join_nodes(local, peers);
+    if let Some(cr) = &node_opts.client_routes {
+        let found = routes::read_routes(conn, opts, cr, node_opts.tls).await?;
+        for node in &mut nodes {
+            let Some(route) = found.get(&node.host_id) else {
+                tracing::debug!(host_id = %node.host_id, address = %node.address, "no client route for this node; using its own address");
+                continue;
+            };
+            if let Some(to) = routes::resolve(route).await {
+                tracing::trace!(host_id = %node.host_id, from = %node.address, %to, "client route");
+                node.address = to;
+                node.via_client_route = true;
+            }
+        }
+    }
+    let nodes = nodes
         .into_iter()
         .filter(|n| {
             let keep = node_opts.accepts(n);
@@ -437,6 +462,7 @@ mod tests {
             tokens: vec![Token(t)],
             schema_version: None,
             release_version: None,
+            via_client_route: false,
         };
         let mut keyspaces = BTreeMap::new();
         keyspaces.insert(

@@ -158,6 +158,7 @@ pub(crate) fn parse_local(pages: &[Rows], address: SocketAddr) -> Result<NodeMet
         tokens,
         schema_version: row.schema_version,
         release_version: row.release_version,
+        via_client_route: false,
     })
 }
 
@@ -244,6 +245,7 @@ fn peer_to_node(row: PeerRow, port: u16) -> Result<NodeMeta, BadRow> {
         tokens: parse_tokens(row.tokens)?,
         schema_version: row.schema_version,
         release_version: row.release_version,
+        via_client_route: false,
     })
 }
 
@@ -429,6 +431,7 @@ mod tests {
             tokens: vec![],
             schema_version: None,
             release_version: None,
+            via_client_route: false,
         };
         let nodes = join_nodes(node(5, 1), vec![node(2, 2), node(5, 3), node(1, 4)]);
         let ids: Vec<_> = nodes.iter().map(|n| n.host_id.as_u128()).collect();
