@@ -296,10 +296,12 @@ mod tests {
         fn every_truncation_is_an_error(src in addr(), dst in addr(), cut in 0usize..52) {
             let bytes = encode(src, dst);
             let cut = cut.min(bytes.len() - 1);
-            prop_assert!(matches!(parse(&bytes[..cut]), Err(ProxyError::Truncated { .. })));
+            let truncated = matches!(parse(&bytes[..cut]), Err(ProxyError::Truncated { .. }));
+            prop_assert!(truncated, "cut at {}", cut);
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             let r = rt.block_on(async { read(&mut &bytes[..cut]).await });
-            prop_assert!(matches!(r, Err(ProxyError::Truncated { .. })));
+            let truncated = matches!(r, Err(ProxyError::Truncated { .. }));
+            prop_assert!(truncated, "read cut at {}", cut);
         }
 
         #[test]
