@@ -105,3 +105,24 @@ impl MessageBody for Register<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::EventType;
+
+    #[test]
+    fn names_round_trip_and_all_stays_the_specification_s() {
+        for e in EventType::ALL
+            .into_iter()
+            .chain([EventType::ClientRoutesChange])
+        {
+            assert_eq!(EventType::from_name(e.as_str()), Some(e));
+        }
+        assert_eq!(
+            EventType::from_name("CLIENT_ROUTES_CHANGE"),
+            Some(EventType::ClientRoutesChange)
+        );
+        assert!(!EventType::ALL.contains(&EventType::ClientRoutesChange));
+        assert_eq!(EventType::from_name("client_routes_change"), None);
+    }
+}

@@ -117,6 +117,29 @@ fn status_changes_become_node_events() {
 }
 
 #[test]
+fn client_routes_changes_refresh_the_nodes_only_with_client_routes() {
+    use scylla_cql::frame::response::event::ClientRoutesChangeType;
+    let event = || Event::ClientRoutesChange {
+        change: ClientRoutesChangeType::UpdateNodes,
+        connection_ids: vec!["c".into()],
+        host_ids: vec![Uuid::from_u128(1).to_string()],
+    };
+    let without = task(vec![node(1, "10.0.0.1:9042")], vec![]);
+    assert_eq!(without.on_event(event()), None);
+    let mut options = ControlOptions::default();
+    options.nodes.client_routes = Some(crate::ClientRoutes::new(["c"]));
+    let with = task_with(vec![node(1, "10.0.0.1:9042")], vec![], options);
+    assert_eq!(
+        with.on_event(event()),
+        Some(Refresh {
+            nodes: true,
+            schema: false,
+            ..Default::default()
+        })
+    );
+}
+
+#[test]
 fn status_change_addresses_are_translated() {
     use crate::cluster::translation::MapTranslator;
     let mut options = ControlOptions::default();
