@@ -162,6 +162,7 @@ async fn route_change_under_load(tls: bool) {
         .unwrap();
     insert.set_is_idempotent(true);
 
+    let retries_before = session.metrics().snapshot().retries;
     let moved = 1usize;
     let old = cluster.route_front(moved).unwrap();
     let ok = Arc::new(AtomicU64::new(0));
@@ -194,6 +195,9 @@ async fn route_change_under_load(tls: bool) {
     }
     let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     assert_eq!(failed, 0, "{ok} ok");
+    // Not even retried: the old pool drained its requests before closing.
+    let retries = session.metrics().snapshot().retries - retries_before;
+    assert_eq!(retries, 0, "{ok} ok");
     assert!(ok > 1000, "only {ok} requests in {run_for:?}");
 
     // The node is dialled at its new route, every shard connected there,
