@@ -188,11 +188,41 @@ async fn route_change_under_load(tls: bool) {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let ip = cluster.next_route_address().unwrap();
+    let changed_at = Instant::now();
     let new = cluster.set_client_route(moved, ip).await.unwrap();
     let old_accepted_at_change = accepted(&cluster.route_fronts()[moved]);
-    while let Some(r) = workers.join_next().await {
-        r.unwrap();
-    }
+    // While the workers run: when the session dials the new route, and when
+    // the old front has no connection left (10 ms polls, bounded).
+    let host = cluster.nodes()[moved].host_id;
+    let watch = async {
+        let (mut dialled_after, mut drained_after) = (None, None);
+        while changed_at.elapsed() < FULL && (dialled_after.is_none() || drained_after.is_none()) {
+            let view = session.cluster().nodes();
+            if dialled_after.is_none()
+                && view
+                    .iter()
+                    .any(|n| n.host_id == host && n.address == dialled(&new))
+            {
+                dialled_after = Some(changed_at.elapsed());
+            }
+            let fronts = cluster.route_fronts();
+            if drained_after.is_none()
+                && fronts
+                    .iter()
+                    .any(|f| f.address == old.address && f.forwarding == 0)
+            {
+                drained_after = Some(changed_at.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (dialled_after, drained_after)
+    };
+    let join = async {
+        while let Some(r) = workers.join_next().await {
+            r.unwrap();
+        }
+    };
+    let ((dialled_after, drained_after), ()) = tokio::join!(watch, join);
     let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     assert_eq!(failed, 0, "{ok} ok");
     // Not even retried: the old pool drained its requests before closing.
@@ -225,6 +255,9 @@ async fn route_change_under_load(tls: bool) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    eprintln!(
+        "route change (tls: {tls}): {ok} requests ok, 0 failed, 0 retried; the session dialled the new route {dialled_after:?} after the change, the old front had no connection left {drained_after:?} after it"
+    );
     // No connection reached the old front after the change.
     let old_end = cluster
         .route_fronts()

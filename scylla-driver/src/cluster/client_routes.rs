@@ -18,7 +18,9 @@
 //! `CLIENT_ROUTES_CHANGE` and reads the topology again on that event. Each
 //! node with a route is then dialled at the route's address and `port` (or
 //! `tls_port` when the session uses TLS) instead of its own address; a node
-//! without a route keeps its own (translated) address. The node's identity
+//! without a route keeps its own (translated) address. A route's DNS name
+//! is resolved when the route appears or changes; its address is kept while
+//! the route stays the same. The node's identity
 //! stays its host id: routing, tablets and load are unchanged. When a
 //! route changes, the node's pool is replaced by one on the new endpoint
 //! and the old pool is *retired*: it offers no connection to new requests

@@ -25,7 +25,7 @@ pub(crate) mod tablets;
 mod test_rows;
 mod topology;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -242,6 +242,11 @@ pub struct NodeOptions {
     /// The host ids the filter rejected at the latest read (tablet replicas
     /// on them are expected, not a sign of a stale topology).
     rejected: Arc<ArcSwap<HashSet<Uuid>>>,
+    /// Each routed host's route and the address it resolved to, as of the
+    /// latest read: an unchanged route keeps its address (a DNS name that
+    /// resolves to another IP of the same endpoint at each read must not
+    /// replace the node's pool every time) and is not resolved again.
+    resolved_routes: Arc<ArcSwap<HashMap<Uuid, (routes::Route, SocketAddr)>>>,
 }
 
 impl Default for NodeOptions {
@@ -254,6 +259,7 @@ impl Default for NodeOptions {
             tls: false,
             peers_v2_missing: Arc::new(AtomicBool::new(false)),
             rejected: Arc::new(ArcSwap::from_pointee(HashSet::new())),
+            resolved_routes: Arc::new(ArcSwap::from_pointee(HashMap::new())),
         }
     }
 }
@@ -349,17 +355,25 @@ pub(crate) async fn read_topology(
     let mut nodes = topology::join_nodes(local, peers);
     if let Some(cr) = &node_opts.client_routes {
         let found = routes::read_routes(conn, opts, cr, node_opts.tls).await?;
+        let before = node_opts.resolved_routes.load_full();
+        let mut now = HashMap::new();
         for node in &mut nodes {
             let Some(route) = found.get(&node.host_id) else {
                 tracing::debug!(host_id = %node.host_id, address = %node.address, "no client route for this node; using its own address");
                 continue;
             };
-            if let Some(to) = routes::resolve(route).await {
+            let to = match before.get(&node.host_id) {
+                Some((r, addr)) if r == route => Some(*addr),
+                _ => routes::resolve(route).await,
+            };
+            if let Some(to) = to {
                 tracing::trace!(host_id = %node.host_id, from = %node.address, %to, "client route");
                 node.address = to;
                 node.via_client_route = true;
+                now.insert(node.host_id, (route.clone(), to));
             }
         }
+        node_opts.resolved_routes.store(Arc::new(now));
     }
     let nodes = nodes
         .into_iter()
