@@ -270,3 +270,39 @@ async fn forward(
     tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(cid: &str, host: u128, port: u16) -> ClientRoute {
+        ClientRoute {
+            connection_id: cid.into(),
+            host_id: Uuid::from_u128(host),
+            address: "127.0.0.1".into(),
+            port,
+            tls_port: None,
+        }
+    }
+
+    #[test]
+    fn rows_are_keyed_by_connection_id_and_host_id() {
+        let t = ClientRouteTable::default();
+        t.upsert(route("b", 1, 1));
+        t.upsert(route("a", 2, 2));
+        t.upsert(route("a", 1, 3));
+        t.upsert(route("a", 2, 4));
+        let keys: Vec<_> = t
+            .rows()
+            .iter()
+            .map(|r| (r.connection_id.clone(), r.host_id.as_u128(), r.port))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![("a".into(), 1, 3), ("a".into(), 2, 4), ("b".into(), 1, 1)]
+        );
+        assert!(t.remove("a", Uuid::from_u128(2)));
+        assert!(!t.remove("a", Uuid::from_u128(2)));
+        assert_eq!(t.rows().len(), 2);
+    }
+}

@@ -270,3 +270,39 @@ async fn route_change_under_load(tls: bool) {
     session.close(Duration::from_secs(5)).await;
     cluster.shutdown().await;
 }
+
+/// Without `proxy_protocol`, a routed node's pool never tries a shard-aware
+/// port (the one the node advertises is not behind the route): every
+/// connection goes to the route as to a regular port, and requests work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_proxy_protocol_routed_pools_use_no_shard_aware_port() {
+    let cluster = routed_cluster(2, 2, false).await;
+    let session = SessionBuilder::new()
+        .known_node(cluster.route_front(0).unwrap().address.to_string())
+        .client_routes(ClientRoutes::new([DEFAULT_CONNECTION_ID]))
+        .build()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + FULL;
+    while session.cluster().nodes().iter().any(|n| n.connections == 0) {
+        assert!(Instant::now() < deadline, "{:?}", session.cluster().nodes());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for _ in 0..20 {
+        session
+            .query_unpaged("SELECT release_version FROM system.local", ())
+            .await
+            .unwrap();
+    }
+    let m = session.metrics().snapshot();
+    assert_eq!(m.connects_shard_aware_ok, 0, "{m:?}");
+    assert_eq!(m.connects_shard_aware_failed, 0, "{m:?}");
+    assert!(m.connects_regular_ok >= 2, "{m:?}");
+    for i in 0..2 {
+        let st = cluster.node_stats(i).unwrap().node;
+        assert_eq!(st.accepted_regular, 0, "node {i}");
+        assert!(st.accepted_proxy >= 1, "node {i}");
+    }
+    session.close(Duration::from_secs(5)).await;
+    cluster.shutdown().await;
+}

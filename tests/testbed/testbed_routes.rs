@@ -143,3 +143,14 @@ async fn routes_are_listed_and_a_move_updates_them() {
     assert_eq!(cluster.route_front(1).unwrap().address, moved.address);
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_cluster_without_client_routes_refuses_to_set_one() {
+    let cluster = TestCluster::builder().nodes(1).start().await.unwrap();
+    let ip = cluster.next_route_address().unwrap();
+    let e = cluster.set_client_route(0, ip).await.unwrap_err();
+    assert!(e.to_string().contains("client_routes(true)"), "{e}");
+    assert!(cluster.route_fronts().is_empty());
+    assert!(cluster.topology().client_routes().rows().is_empty());
+    cluster.shutdown().await;
+}
