@@ -306,3 +306,48 @@ async fn without_proxy_protocol_routed_pools_use_no_shard_aware_port() {
     session.close(Duration::from_secs(5)).await;
     cluster.shutdown().await;
 }
+
+/// Moving the route of the node the control connection came in through:
+/// the control connection leaves the old route (for a node's current route:
+/// the moved one or another node's), so the old front ends with no
+/// connection at all, and the session keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_connection_follows_its_node_s_route() {
+    let cluster = routed_cluster(2, 2, false).await;
+    let session = routed_session(&cluster, false).await;
+    let old = cluster.route_front(0).unwrap();
+    // The pool's 2 connections and the control connection.
+    assert_eq!(old.forwarding, 3, "{old:?}");
+    let ip = cluster.next_route_address().unwrap();
+    let new = cluster.set_client_route(0, ip).await.unwrap();
+    let deadline = Instant::now() + FULL;
+    loop {
+        let fronts = cluster.route_fronts();
+        let old_now = fronts.iter().find(|f| f.address == old.address).unwrap();
+        let new_now = fronts.iter().find(|f| f.address == new.address).unwrap();
+        let current: u64 = (0..2)
+            .map(|i| cluster.route_front(i).unwrap().forwarding)
+            .sum();
+        // Both pools (2 x 2) and the control connection on current routes.
+        if old_now.forwarding == 0 && new_now.forwarding >= 2 && current == 5 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "old {old_now:?}, new {new_now:?}, {fronts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The control connection works at its new place: a schema change is
+    // agreed on through it.
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE moved WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}",
+            (),
+        )
+        .await
+        .unwrap();
+    session.await_schema_agreement().await.unwrap();
+    session.close(Duration::from_secs(5)).await;
+    cluster.shutdown().await;
+}

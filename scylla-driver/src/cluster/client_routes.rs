@@ -24,7 +24,8 @@
 //! stays its host id: routing, tablets and load are unchanged. When a
 //! route changes, the node's pool is replaced by one on the new endpoint
 //! and the old pool is *retired*: it offers no connection to new requests
-//! and closes each of its connections once the requests on it are done.
+//! and closes each of its connections once the requests on it are done. A
+//! control connection that came in through the moved route moves too.
 //!
 //! **Shard awareness through the balancer.** A load balancer opens its own
 //! connection to the node, with its own source port, so the shard-aware

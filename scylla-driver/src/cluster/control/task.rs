@@ -15,6 +15,7 @@ use scylla_cql::frame::response::result::SchemaChangeTarget;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use super::{connect_and_read, Command, ControlError, NodeEvent, Refresh, Shared};
 use crate::cluster::metadata::{read_schema, read_topology, Metadata, MetadataError, NodeMeta};
@@ -312,6 +313,13 @@ async fn refresh(
             tracing::info!(peer = %conn.info().peer, "control connection's node rejected by the host filter; moving");
             conn.close();
         }
+        if route_moved_away(&current, &read.nodes, read.local, conn.info().peer) {
+            // The control connection came in through this node's client
+            // route, and the route moved: follow it (the old endpoint may be
+            // going away), as the node's pool does.
+            tracing::info!(peer = %conn.info().peer, "control connection's node has a new client route; moving");
+            conn.close();
+        }
         read.nodes
     } else {
         current.nodes.clone()
@@ -324,6 +332,26 @@ async fn refresh(
         current.keyspaces.clone()
     };
     Ok(shared.publish(Metadata { nodes, keyspaces }))
+}
+
+/// Whether the control connection (to `peer`, on node `local`) came in
+/// through that node's client route in `old`, and `new` routes the node
+/// elsewhere. A connection through some other endpoint (a contact point
+/// that is no node's route) stays.
+pub(super) fn route_moved_away(
+    old: &Metadata,
+    new: &[NodeMeta],
+    local: Uuid,
+    peer: SocketAddr,
+) -> bool {
+    let was_route = old
+        .node(&local)
+        .is_some_and(|n| n.via_client_route && n.address == peer);
+    let now = new
+        .binary_search_by_key(&local, |n| n.host_id)
+        .ok()
+        .and_then(|i| new.get(i));
+    was_route && now.is_some_and(|n| n.via_client_route && n.address != peer)
 }
 
 /// Whether a node was added or removed, or reports another schema version,

@@ -300,3 +300,32 @@ fn the_periodic_check_reads_the_schema_only_when_a_version_changed() {
     let check = Refresh::CHECK;
     assert!(check.nodes && check.schema_if_changed && !check.schema);
 }
+
+#[test]
+fn the_control_connection_follows_its_node_s_route_only() {
+    use super::task::route_moved_away;
+    let routed = |id, a: &str| NodeMeta {
+        via_client_route: true,
+        ..node(id, a)
+    };
+    let old = Metadata {
+        nodes: vec![routed(1, "10.0.0.1:9042"), routed(2, "10.0.0.2:9042")],
+        keyspaces: Default::default(),
+    };
+    let moved = vec![routed(1, "10.0.0.9:9042"), routed(2, "10.0.0.2:9042")];
+    let peer = addr("10.0.0.1:9042");
+    let local = Uuid::from_u128(1);
+    // On node 1's route, which moved: move.
+    assert!(route_moved_away(&old, &moved, local, peer));
+    // The route did not move, or another node's did: stay.
+    assert!(!route_moved_away(&old, &old.nodes, local, peer));
+    assert!(!route_moved_away(&old, &moved, Uuid::from_u128(2), addr("10.0.0.2:9042")));
+    // Through a contact point that is no node's route: stay.
+    assert!(!route_moved_away(&old, &moved, local, addr("10.0.0.100:9042")));
+    // Without routes: stay.
+    let plain = Metadata {
+        nodes: vec![node(1, "10.0.0.1:9042")],
+        keyspaces: Default::default(),
+    };
+    assert!(!route_moved_away(&plain, &[node(1, "10.0.0.9:9042")], local, peer));
+}

@@ -301,6 +301,8 @@ pub(crate) struct NodesRead {
     pub nodes: Vec<NodeMeta>,
     /// Whether the host filter rejected the node `conn` is connected to.
     pub local_rejected: bool,
+    /// The host id of the node `conn` is connected to.
+    pub local: Uuid,
 }
 
 /// Reads the nodes: `system.local` (the node `conn` is connected to) and
@@ -395,6 +397,7 @@ pub(crate) async fn read_topology(
     Ok(NodesRead {
         nodes,
         local_rejected,
+        local: local_id,
     })
 }
 
