@@ -454,6 +454,7 @@ mod tests {
                 schema_version: None,
                 release_version: None,
             via_client_route: false,
+            own_address: None,
             })
             .collect();
         let mut tables = BTreeMap::new();

@@ -183,11 +183,14 @@ impl ControlTask {
                 let metadata = self.shared.metadata.load();
                 let known = metadata.node_by_ip(addr.ip());
                 {
+                    // Kept by the address the driver dials (a routed node's
+                    // route, not the address the event names).
+                    let ip = known.map_or(addr.ip(), |n| n.address.ip());
                     let mut down = self.shared.down();
                     if up {
-                        down.remove(&addr.ip());
+                        down.remove(&ip);
                     } else {
-                        down.insert(addr.ip());
+                        down.insert(ip);
                     }
                 }
                 let port = self

@@ -31,6 +31,7 @@ fn node(id: u128, address: &str) -> NodeMeta {
         schema_version: None,
         release_version: None,
             via_client_route: false,
+            own_address: None,
     }
 }
 
@@ -328,4 +329,37 @@ fn the_control_connection_follows_its_node_s_route_only() {
         keyspaces: Default::default(),
     };
     assert!(!route_moved_away(&plain, &[node(1, "10.0.0.9:9042")], local, peer));
+}
+
+#[test]
+fn status_changes_name_routed_nodes_by_their_own_address() {
+    let routed = NodeMeta {
+        via_client_route: true,
+        own_address: Some(addr("10.0.0.1:9042")),
+        ..node(1, "192.0.2.7:40001")
+    };
+    let t = task(vec![routed], vec![]);
+    let mut events = t.shared.node_events.subscribe();
+    let down = Event::StatusChange {
+        change: StatusChangeType::Down,
+        addr: addr("10.0.0.1:9042"),
+    };
+    assert_eq!(t.on_event(down), None);
+    assert_eq!(
+        events.try_recv().unwrap(),
+        NodeEvent {
+            host_id: Some(Uuid::from_u128(1)),
+            address: addr("192.0.2.7:40001"),
+            up: false
+        }
+    );
+    // Reported down by the address the driver dials.
+    assert!(t.shared.down().contains(&addr("192.0.2.7:0").ip()));
+    let up = Event::StatusChange {
+        change: StatusChangeType::Up,
+        addr: addr("10.0.0.1:9042"),
+    };
+    // A known node: no refresh.
+    assert_eq!(t.on_event(up), None);
+    assert!(t.shared.down().is_empty());
 }

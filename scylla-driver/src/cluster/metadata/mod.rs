@@ -75,6 +75,9 @@ pub struct NodeMeta {
     /// Whether `address` is the node's client route (`system.client_routes`,
     /// see [`ClientRoutes`](crate::ClientRoutes)) rather than its own address.
     pub via_client_route: bool,
+    /// With a client route: the node's own (translated) address, by which
+    /// events (`STATUS_CHANGE`) still name it.
+    pub own_address: Option<SocketAddr>,
 }
 
 /// A table (or materialized view), as routing needs it.
@@ -143,9 +146,12 @@ impl Metadata {
             .and_then(|i| self.nodes.get(i))
     }
 
-    /// The node whose address has IP `ip` (events name nodes by address).
+    /// The node whose address has IP `ip` (events name nodes by address):
+    /// the address the driver dials, or a routed node's own address.
     pub fn node_by_ip(&self, ip: IpAddr) -> Option<&NodeMeta> {
-        self.nodes.iter().find(|n| n.address.ip() == ip)
+        self.nodes
+            .iter()
+            .find(|n| n.address.ip() == ip || n.own_address.is_some_and(|a| a.ip() == ip))
     }
 
     /// The table `keyspace.table`.
@@ -370,6 +376,7 @@ pub(crate) async fn read_topology(
             };
             if let Some(to) = to {
                 tracing::trace!(host_id = %node.host_id, from = %node.address, %to, "client route");
+                node.own_address = Some(node.address);
                 node.address = to;
                 node.via_client_route = true;
                 now.insert(node.host_id, (route.clone(), to));
@@ -480,6 +487,7 @@ mod tests {
             schema_version: None,
             release_version: None,
             via_client_route: false,
+            own_address: None,
         };
         let mut keyspaces = BTreeMap::new();
         keyspaces.insert(

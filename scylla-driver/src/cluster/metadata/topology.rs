@@ -159,6 +159,7 @@ pub(crate) fn parse_local(pages: &[Rows], address: SocketAddr) -> Result<NodeMet
         schema_version: row.schema_version,
         release_version: row.release_version,
         via_client_route: false,
+        own_address: None,
     })
 }
 
@@ -246,6 +247,7 @@ fn peer_to_node(row: PeerRow, port: u16) -> Result<NodeMeta, BadRow> {
         schema_version: row.schema_version,
         release_version: row.release_version,
         via_client_route: false,
+        own_address: None,
     })
 }
 
@@ -432,6 +434,7 @@ mod tests {
             schema_version: None,
             release_version: None,
             via_client_route: false,
+            own_address: None,
         };
         let nodes = join_nodes(node(5, 1), vec![node(2, 2), node(5, 3), node(1, 4)]);
         let ids: Vec<_> = nodes.iter().map(|n| n.host_id.as_u128()).collect();
