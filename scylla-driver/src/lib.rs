@@ -42,6 +42,7 @@ pub mod tls;
 pub mod types;
 pub mod value;
 
+pub use cluster::client_routes::ClientRoutes;
 pub use cluster::view::{ClusterView, NodeInfo, Replica};
 pub use cluster::TabletWarmup;
 pub use connection::{AuthError, AuthSession, Authenticator, Coalescing, PasswordAuthenticator};

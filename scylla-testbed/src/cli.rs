@@ -103,6 +103,11 @@ struct Cli {
     /// maintenance socket: no authentication (the paths are printed).
     #[arg(long)]
     maintenance_socket: bool,
+    /// Client routes: shard-aware PROXY v2 listeners on every node, one
+    /// load-balancer front per node, listed in system.client_routes (the
+    /// fronts are printed).
+    #[arg(long)]
+    client_routes: bool,
     /// Answer UNAVAILABLE, as a real coordinator, when fewer of a
     /// partition's replicas are up than the consistency level needs.
     #[arg(long)]
@@ -191,7 +196,8 @@ impl Cli {
             .tablets_routing_v2(self.tablets_routing_v2)
             .advertise_unreachable(self.advertise_unreachable)
             .peers_v2(self.peers_v2)
-            .maintenance_socket(self.maintenance_socket);
+            .maintenance_socket(self.maintenance_socket)
+            .client_routes(self.client_routes);
         if let Some(c) = &self.auth {
             b = b.password_auth(&c.username, &c.password);
         }
@@ -315,6 +321,17 @@ async fn run(args: Args) -> ExitCode {
         if let Some(path) = cluster.maintenance_socket(n.index) {
             println!("node {}: maintenance socket {}", n.index, path.display());
         }
+        if let Some(f) = cluster.route_front(n.index) {
+            let tls = f
+                .tls_address
+                .map_or_else(|| "none".to_owned(), |a| a.to_string());
+            println!(
+                "node {}: client route {} (TLS {tls}), connection id {}",
+                n.index,
+                f.address,
+                crate::routes::DEFAULT_CONNECTION_ID
+            );
+        }
         for (_, extra) in cluster
             .config()
             .slow_nodes
@@ -418,6 +435,17 @@ mod tests {
         assert!(cli.into_args().unwrap().builder.config().maintenance_socket);
         let cli = <Cli as clap::Parser>::try_parse_from(["testbed"]).unwrap();
         assert!(!cli.into_args().unwrap().builder.config().maintenance_socket);
+    }
+
+    #[test]
+    fn client_routes_flag_turns_the_proxy_listeners_on() {
+        let cli = <Cli as clap::Parser>::try_parse_from(["testbed", "--client-routes"]).unwrap();
+        assert_eq!(
+            cli.into_args().unwrap().builder.config().proxy_port,
+            Some(29042)
+        );
+        let cli = <Cli as clap::Parser>::try_parse_from(["testbed"]).unwrap();
+        assert_eq!(cli.into_args().unwrap().builder.config().proxy_port, None);
     }
 
     #[test]

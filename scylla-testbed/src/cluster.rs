@@ -8,16 +8,17 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroU16;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
-use scylla_cql::frame::response::event::{Event, TopologyChangeType};
+use scylla_cql::frame::response::event::{ClientRoutesChangeType, Event, TopologyChangeType};
 use scylla_cql::frame::{MessageBody, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{ClusterConfig, TestClusterBuilder};
 use crate::error::ClusterError;
@@ -25,6 +26,7 @@ use crate::events::EventKind;
 use crate::faults::{FaultState, Faults};
 use crate::node::NodeRuntime;
 use crate::node_shared::NodeShared;
+use crate::routes::{ClientRoute, RouteFront, RouteFrontStats, DEFAULT_CONNECTION_ID};
 use crate::stats::{ClusterStats, NodeStats, NodeStatsSnapshot};
 use crate::tablets::{TabletError, TabletInfo, TabletMap, TabletRegistry};
 use crate::tls::TlsMaterial;
@@ -54,6 +56,13 @@ pub struct TestCluster {
     /// The directory of the nodes' maintenance sockets, when they have one.
     /// Declared last: removed after the nodes' tasks were told to stop.
     sockets: Option<SocketDir>,
+    /// Client routes: every load-balancer front started (the current one of
+    /// each node and those a route moved away from, still running).
+    fronts: Mutex<Vec<Arc<RouteFront>>>,
+    /// The fronts' tasks.
+    front_tasks: TaskTracker,
+    /// The last octet of the next front's address (counts down from 254).
+    next_front: AtomicU8,
 }
 
 /// A temporary directory holding each node's maintenance socket at
@@ -224,12 +233,24 @@ impl TestCluster {
                 cancel: CancellationToken::new(),
                 tls,
                 sockets: sockets.take(),
+                fronts: Mutex::new(Vec::new()),
+                front_tasks: TaskTracker::new(),
+                next_front: AtomicU8::new(254),
             };
             let mut result = Ok(());
             for i in 0..config.nodes {
                 result = cluster.start_node(i).await;
                 if result.is_err() {
                     break;
+                }
+            }
+            if result.is_ok() && config.proxy_port.is_some() {
+                for i in 0..config.nodes {
+                    let ip = cluster.next_route_address()?;
+                    if let Err(e) = cluster.set_client_route(i, ip).await {
+                        result = Err(e);
+                        break;
+                    }
                 }
             }
             match result {
@@ -353,6 +374,92 @@ impl TestCluster {
             }
             Err(e) => tracing::warn!(error = %e, "cannot encode a TOPOLOGY_CHANGE event"),
         }
+    }
+
+    /// A loopback address of this cluster's block where no node listens,
+    /// for a route front (`127.x.y.254` down; fails when it would reach the
+    /// nodes' addresses).
+    pub fn next_route_address(&self) -> Result<IpAddr, ClusterError> {
+        let octet = self.next_front.fetch_sub(1, Ordering::Relaxed);
+        let first = self
+            .node(0)
+            .map(|n| n.address)
+            .ok_or(ClusterError::NoSuchNode(0))?;
+        match first {
+            IpAddr::V4(a) if usize::from(octet) > self.nodes.len() + 1 => {
+                let [x, y, z, _] = a.octets();
+                Ok(IpAddr::V4(Ipv4Addr::new(x, y, z, octet)))
+            }
+            _ => Err(ClusterError::InvalidConfig(
+                "no loopback address left for another route front".into(),
+            )),
+        }
+    }
+
+    /// Moves node `i`'s client route to a new load-balancer front listening
+    /// on `ip` (ephemeral ports; plain, and TLS with TLS on): the front
+    /// starts, the node's row of `system.client_routes` (connection id
+    /// [`DEFAULT_CONNECTION_ID`]) is updated, and `CLIENT_ROUTES_CHANGE` is
+    /// pushed to every connection registered for it. The previous front
+    /// keeps running (its connections keep working; see
+    /// [`TestCluster::route_fronts`] for what it accepts afterwards).
+    /// Needs [`TestClusterBuilder::client_routes`].
+    pub async fn set_client_route(
+        &self,
+        i: usize,
+        ip: IpAddr,
+    ) -> Result<RouteFrontStats, ClusterError> {
+        let info = self.node(i).ok_or(ClusterError::NoSuchNode(i))?;
+        let Some(port) = self.config.proxy_port else {
+            return Err(ClusterError::InvalidConfig(
+                "client routes are off: build the cluster with client_routes(true)".into(),
+            ));
+        };
+        let target = SocketAddr::new(info.address, port);
+        let tls_target = self
+            .config
+            .proxy_tls_port
+            .filter(|_| self.tls.is_some())
+            .map(|p| SocketAddr::new(info.address, p));
+        let front =
+            RouteFront::start(ip, i, target, tls_target, &self.cancel, &self.front_tasks).await?;
+        self.topology.client_routes().upsert(ClientRoute {
+            connection_id: DEFAULT_CONNECTION_ID.to_owned(),
+            host_id: info.host_id,
+            address: ip.to_string(),
+            port: front.address().port(),
+            tls_port: front.tls_address().map(|a| a.port()),
+        });
+        let stats = front.stats();
+        if let Ok(mut f) = self.fronts.lock() {
+            f.push(front);
+        }
+        let event = Event::ClientRoutesChange {
+            change: ClientRoutesChangeType::UpdateNodes,
+            connection_ids: vec![DEFAULT_CONNECTION_ID.to_owned()],
+            host_ids: vec![info.host_id.to_string()],
+        };
+        let mut body = BytesMut::new();
+        match event.encode_body(&mut body, ProtocolVersion::V4) {
+            Ok(()) => {
+                self.push_event(EventKind::ClientRoutesChange, body.freeze());
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot encode a CLIENT_ROUTES_CHANGE event"),
+        }
+        Ok(stats)
+    }
+
+    /// Every route front started, in start order, with its counters.
+    pub fn route_fronts(&self) -> Vec<RouteFrontStats> {
+        self.fronts
+            .lock()
+            .map(|f| f.iter().map(|f| f.stats()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Node `i`'s current route front (the latest started for it).
+    pub fn route_front(&self, i: usize) -> Option<RouteFrontStats> {
+        self.route_fronts().into_iter().rev().find(|f| f.node == i)
     }
 
     /// Stops then starts node `i`.
@@ -617,6 +724,9 @@ impl TestCluster {
             let _ = self.stop_node(i).await;
         }
         self.cancel.cancel();
+        self.front_tasks.close();
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_secs(5), self.front_tasks.wait()).await;
     }
 }
 

@@ -101,6 +101,13 @@ pub struct ClusterConfig {
     /// Every node also listens on a Unix-domain socket, as ScyllaDB's
     /// maintenance socket (see [`TestClusterBuilder::maintenance_socket`]).
     pub maintenance_socket: bool,
+    /// Client routes (see [`TestClusterBuilder::client_routes`]): the port
+    /// of every node's shard-aware PROXY v2 listener (`None`: no client
+    /// routes).
+    pub proxy_port: Option<u16>,
+    /// With TLS and client routes: the port of every node's TLS
+    /// shard-aware PROXY v2 listener.
+    pub proxy_tls_port: Option<u16>,
 }
 
 impl fmt::Debug for ClusterConfig {
@@ -150,6 +157,8 @@ impl Default for ClusterConfig {
             advertise_unreachable: false,
             peers_v2: false,
             maintenance_socket: false,
+            proxy_port: None,
+            proxy_tls_port: None,
         }
     }
 }
@@ -393,6 +402,24 @@ impl TestClusterBuilder {
     #[must_use]
     pub fn maintenance_socket(mut self, on: bool) -> Self {
         self.config.maintenance_socket = on;
+        self
+    }
+
+    /// Client routes (default off), as a ScyllaDB cluster behind a private
+    /// link: every node also listens on shard-aware PROXY protocol v2 ports
+    /// (29042, and 29142 with TLS: ScyllaDB's
+    /// `native_shard_aware_transport_port_proxy_protocol` and its `_ssl`
+    /// twin), the cluster starts one load-balancer front per node
+    /// ([`crate::routes::RouteFront`]) and publishes them in
+    /// `system.client_routes` under
+    /// [`DEFAULT_CONNECTION_ID`](crate::routes::DEFAULT_CONNECTION_ID).
+    /// [`crate::TestCluster::set_client_route`] moves a node's route while
+    /// clients run. Combine with [`Self::advertise_unreachable`] to make the
+    /// routes the only way in.
+    #[must_use]
+    pub fn client_routes(mut self, on: bool) -> Self {
+        self.config.proxy_port = on.then_some(29042);
+        self.config.proxy_tls_port = on.then_some(29142);
         self
     }
 

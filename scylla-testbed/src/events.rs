@@ -27,6 +27,9 @@ pub enum EventKind {
     StatusChange,
     /// `SCHEMA_CHANGE`: keyspaces, tables, types... created, updated or dropped.
     SchemaChange,
+    /// `CLIENT_ROUTES_CHANGE` (ScyllaDB): rows of `system.client_routes`
+    /// inserted, updated or deleted.
+    ClientRoutesChange,
 }
 
 impl EventKind {
@@ -36,6 +39,7 @@ impl EventKind {
             EventKind::TopologyChange => "TOPOLOGY_CHANGE",
             EventKind::StatusChange => "STATUS_CHANGE",
             EventKind::SchemaChange => "SCHEMA_CHANGE",
+            EventKind::ClientRoutesChange => "CLIENT_ROUTES_CHANGE",
         }
     }
 
@@ -45,6 +49,7 @@ impl EventKind {
             "TOPOLOGY_CHANGE" => Some(EventKind::TopologyChange),
             "STATUS_CHANGE" => Some(EventKind::StatusChange),
             "SCHEMA_CHANGE" => Some(EventKind::SchemaChange),
+            "CLIENT_ROUTES_CHANGE" => Some(EventKind::ClientRoutesChange),
             _ => None,
         }
     }
@@ -54,6 +59,7 @@ impl EventKind {
             EventKind::TopologyChange => 1,
             EventKind::StatusChange => 2,
             EventKind::SchemaChange => 4,
+            EventKind::ClientRoutesChange => 8,
         }
     }
 }
@@ -119,6 +125,7 @@ mod tests {
             EventKind::TopologyChange,
             EventKind::StatusChange,
             EventKind::SchemaChange,
+            EventKind::ClientRoutesChange,
         ] {
             assert_eq!(EventKind::from_name(k.name()), Some(k));
         }

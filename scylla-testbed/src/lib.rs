@@ -44,6 +44,9 @@
 //! - [`faults`]: [`Faults`] a test sets per node at run time.
 //! - [`events`]: [`EventKind`] and delivery to registered connections.
 //! - [`stats`]: [`ClusterStats`] snapshots of the counters.
+//! - [`proxy_v2`]: the PROXY protocol v2 header (encode, parse).
+//! - [`routes`]: client routes: the `system.client_routes` rows and the
+//!   load-balancer fronts that forward to the nodes' PROXY v2 listeners.
 //! - [`cli`]: the `testbed` program's command line.
 
 pub mod admission;
@@ -61,6 +64,8 @@ mod node;
 mod node_shared;
 mod outgoing;
 mod prepared_ids;
+pub mod proxy_v2;
+pub mod routes;
 mod shard;
 pub mod stats;
 pub mod supported;

@@ -95,6 +95,13 @@ impl NodeRuntime {
             (Some(_), Some(o)) => Some(bind(SocketAddr::new(info.address, o.port))?),
             _ => None,
         };
+        let mut proxy_listeners = Vec::new();
+        if let Some(p) = config.proxy_port {
+            proxy_listeners.push((bind(SocketAddr::new(info.address, p))?, false));
+            if let (Some(_), Some(tp)) = (&tls, config.proxy_tls_port) {
+                proxy_listeners.push((bind(SocketAddr::new(info.address, tp))?, true));
+            }
+        }
         let nr_shards = info.shards.get();
         let shared = Arc::new(NodeShared {
             stats: Arc::new(NodeStats::new(nr_shards)),
@@ -131,6 +138,7 @@ impl NodeRuntime {
             regular,
             PortKind::Regular,
             false,
+            false,
             shared.cancel.clone(),
         ));
         if let Some(listener) = tls_regular {
@@ -138,6 +146,19 @@ impl NodeRuntime {
                 shared.clone(),
                 listener,
                 PortKind::Regular,
+                true,
+                false,
+                shared.cancel.clone(),
+            ));
+        }
+        // Client routes: the PROXY v2 listeners the route fronts forward to
+        // (ScyllaDB's shard-aware proxy-protocol ports, plain and TLS).
+        for (listener, tls) in proxy_listeners {
+            shared.tracker.spawn(accept_loop(
+                shared.clone(),
+                listener,
+                PortKind::ShardAware,
+                tls,
                 true,
                 shared.cancel.clone(),
             ));
@@ -172,6 +193,7 @@ impl NodeRuntime {
             listener,
             PortKind::ShardAware,
             false,
+            false,
             token.clone(),
         ))];
         if let Some(l) = tls_listener {
@@ -180,6 +202,7 @@ impl NodeRuntime {
                 l,
                 PortKind::ShardAware,
                 true,
+                false,
                 token.clone(),
             )));
         }
@@ -319,12 +342,14 @@ fn on_unix_accept(node: &Arc<NodeShared>, stream: tokio::net::UnixStream) {
 }
 
 /// Accepts connections on one listener until `cancel` fires (which drops,
-/// and so closes, the listener).
+/// and so closes, the listener). On a `proxy` listener each connection
+/// starts with a PROXY protocol v2 header, read before anything else.
 async fn accept_loop(
     node: Arc<NodeShared>,
     listener: TcpListener,
     kind: PortKind,
     tls: bool,
+    proxy: bool,
     cancel: CancellationToken,
 ) {
     loop {
@@ -333,7 +358,8 @@ async fn accept_loop(
             a = listener.accept() => a,
         };
         match accepted {
-            Ok((stream, peer)) => on_accept(&node, stream, peer, kind, tls),
+            Ok((stream, peer)) if proxy => on_proxy_accept(&node, stream, peer, tls),
+            Ok((stream, peer)) => on_accept(&node, stream, peer, kind, tls, false),
             Err(e) => {
                 tracing::debug!(node = node.info.index, ?kind, "accept failed: {e}");
                 tokio::select! {
@@ -345,14 +371,49 @@ async fn accept_loop(
     }
 }
 
+/// How long a PROXY listener waits for the header.
+const PROXY_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection on a PROXY v2 listener: reads the header, then serves the
+/// connection as one on the shard-aware port from the header's source
+/// address and port (the client's, as the balancer saw it), as ScyllaDB's
+/// `native_shard_aware_transport_port_proxy_protocol` does. A malformed
+/// header closes the connection.
+fn on_proxy_accept(node: &Arc<NodeShared>, mut stream: TcpStream, peer: SocketAddr, tls: bool) {
+    let n = node.clone();
+    let cancel = node.cancel.clone();
+    node.tracker.spawn(async move {
+        let read = tokio::time::timeout(PROXY_HEADER_TIMEOUT, crate::proxy_v2::read(&mut stream));
+        let header = tokio::select! {
+            _ = cancel.cancelled() => return,
+            h = read => h,
+        };
+        let client = match header {
+            Ok(Ok(crate::proxy_v2::ProxyHeader::Proxy { source, .. })) => source,
+            Ok(Ok(crate::proxy_v2::ProxyHeader::Local)) => peer,
+            Ok(Err(e)) => {
+                n.stats.node.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(node = n.info.index, %peer, "bad PROXY header: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(node = n.info.index, %peer, "no PROXY header in time");
+                return;
+            }
+        };
+        on_accept(&n, stream, client, PortKind::ShardAware, tls, true);
+    });
+}
+
 fn on_accept(
     node: &Arc<NodeShared>,
     stream: TcpStream,
     peer: SocketAddr,
     kind: PortKind,
     tls: bool,
+    proxied: bool,
 ) {
-    if kind == PortKind::ShardAware && node.faults.is_silent() {
+    if kind == PortKind::ShardAware && !proxied && node.faults.is_silent() {
         hold_silently(node, stream);
         return;
     }
@@ -362,6 +423,8 @@ fn on_accept(
     }
     let _ = stream.set_nodelay(true);
     let (seen_port, rewritten) = match kind {
+        // Behind the balancer, `peer` is the header's source: no NAT there.
+        PortKind::ShardAware if proxied => (peer.port(), false),
         PortKind::ShardAware => node.faults.seen_port(peer.port()),
         // NAT changes nothing that matters on the regular port; the peer
         // address is reported as it is. (TCP listeners are never the
@@ -375,6 +438,9 @@ fn on_accept(
     let slot = ShardConnection::join(node.stats.clone(), shard, kind);
     if tls {
         bump_both(&node.stats, shard as usize, |s| &s.accepted_tls);
+    }
+    if proxied {
+        bump_both(&node.stats, shard as usize, |s| &s.accepted_proxy);
     }
     let ctx = Arc::new(ConnCtx {
         node: node.info.clone(),

@@ -69,6 +69,7 @@ pub(crate) struct ShardStats {
     pub(crate) accepted_regular: AtomicU64,
     pub(crate) accepted_shard_aware: AtomicU64,
     pub(crate) accepted_tls: AtomicU64,
+    pub(crate) accepted_proxy: AtomicU64,
     pub(crate) accepted_maintenance_socket: AtomicU64,
     pub(crate) connections: Gauge,
     pub(crate) handshakes_started: AtomicU64,
@@ -101,6 +102,7 @@ impl ShardStats {
             accepted_regular: r(&self.accepted_regular),
             accepted_shard_aware: r(&self.accepted_shard_aware),
             accepted_tls: r(&self.accepted_tls),
+            accepted_proxy: r(&self.accepted_proxy),
             accepted_maintenance_socket: r(&self.accepted_maintenance_socket),
             connections: self.connections.current(),
             peak_connections: self.connections.peak(),
@@ -179,6 +181,10 @@ pub struct StatsCounters {
     pub accepted_shard_aware: u64,
     /// Of the accepts above, those on a TLS port (regular or shard-aware).
     pub accepted_tls: u64,
+    /// Connections accepted on a PROXY protocol v2 listener (through a
+    /// client-route load balancer), counted on the shard the header's
+    /// source port chose.
+    pub accepted_proxy: u64,
     /// Connections accepted on the Unix-domain maintenance socket
     /// ([`crate::TestClusterBuilder::maintenance_socket`]).
     pub accepted_maintenance_socket: u64,

@@ -98,6 +98,8 @@ pub struct Topology {
     /// Whether each node is a member of the cluster (see
     /// [`Topology::set_member`]).
     members: Vec<AtomicBool>,
+    /// The rows of `system.client_routes`.
+    client_routes: crate::routes::ClientRouteTable,
 }
 
 impl Topology {
@@ -115,7 +117,13 @@ impl Topology {
             check_live_replicas: AtomicBool::new(false),
             record_traces: AtomicBool::new(false),
             members,
+            client_routes: crate::routes::ClientRouteTable::default(),
         }
+    }
+
+    /// The rows of `system.client_routes`.
+    pub fn client_routes(&self) -> &crate::routes::ClientRouteTable {
+        &self.client_routes
     }
 
     /// Makes node `i` a member of the cluster or not: a node that is not

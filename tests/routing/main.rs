@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod client_routes;
 mod connection_smoke;
 mod official_routing;
 mod pool;

@@ -14,6 +14,7 @@ mod raw_client;
 mod testbed_cql;
 mod testbed_fuzz;
 mod testbed_network;
+mod testbed_routes;
 mod testbed_tablets;
 mod testbed_tls;
 mod testbed_traces;

@@ -18,6 +18,8 @@
 //!   debounced and periodic refreshes, reconnection to another node.
 //! - `translation`: `AddressTranslator`, from the address a node reports
 //!   to the address the driver connects to.
+//! - [`client_routes`]: [`client_routes::ClientRoutes`], dialling nodes
+//!   through the endpoints `system.client_routes` names.
 //! - `host_filter`: `HostFilter`, which nodes the driver uses at all.
 //! - [`view`]: [`ClusterView`], the read-only snapshot applications get
 //!   from [`Session::cluster`](crate::Session::cluster).
@@ -31,6 +33,7 @@
 //! replication parser and `TopologyInput`)
 //! and `pool` (reconnect backoff); none of those imports it.
 
+pub mod client_routes;
 internal_mods!(control);
 pub mod events;
 internal_mods!(host_filter);

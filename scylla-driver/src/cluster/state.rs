@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::metadata::Metadata;
 use crate::metrics::Metrics;
-use crate::pool::{NodePool, PoolConfig};
+use crate::pool::{NodePool, PoolConfig, ShardAwareTarget};
 use crate::routing::{DcId, NodeIdx, NodeLoad, RackId, RoutingTable};
 
 /// One node and its pool.
@@ -107,14 +107,30 @@ impl ClusterState {
                     rack: m.rack.clone(),
                     pool: n.pool.clone(),
                 }),
-                _ => {
-                    tracing::info!(node = %m.address, host_id = %m.host_id, dc = %m.datacenter, "new node");
+                moved => {
+                    if let Some(old) = moved {
+                        // Same node, another address (a client route or a
+                        // translation changed): the new pool takes over,
+                        // the old one drains what is in flight.
+                        tracing::info!(host_id = %m.host_id, from = %old.address, to = %m.address, "node reached at a new address; retiring the old pool");
+                        old.pool.retire();
+                    } else {
+                        tracing::info!(node = %m.address, host_id = %m.host_id, dc = %m.datacenter, "new node");
+                    }
+                    let mut config = pool_config.clone();
+                    if m.via_client_route {
+                        config.shard_aware_target = if config.route_proxy_protocol {
+                            ShardAwareTarget::Dialled
+                        } else {
+                            ShardAwareTarget::Disabled
+                        };
+                    }
                     Arc::new(Node {
                         host_id: m.host_id,
                         address: m.address,
                         datacenter: m.datacenter.clone(),
                         rack: m.rack.clone(),
-                        pool: NodePool::new(m.address, pool_config.clone(), metrics.clone()),
+                        pool: NodePool::new(m.address, config, metrics.clone()),
                     })
                 }
             })

@@ -453,6 +453,8 @@ mod tests {
                 tokens: vec![Token(h as i64)],
                 schema_version: None,
                 release_version: None,
+            via_client_route: false,
+            own_address: None,
             })
             .collect();
         let mut tables = BTreeMap::new();

@@ -79,6 +79,13 @@ pub struct PoolConfig {
     /// one attempt per node per interval, each interval drawn from
     /// `[interval / 2, 3 * interval / 2)`).
     pub coverage_interval: Duration,
+    /// Client routes through a PROXY protocol v2 balancer: the pools of
+    /// routed nodes choose source ports through the route
+    /// ([`ClientRoutes::proxy_protocol`](crate::ClientRoutes::proxy_protocol)).
+    pub(crate) route_proxy_protocol: bool,
+    /// Where this pool's shard-aware connections go (set per node by the
+    /// cluster layer).
+    pub(crate) shard_aware_target: ShardAwareTarget,
     /// Told whenever a pool learns (or its node changes) its sharding: the
     /// cluster layer then rebuilds the routing table with the node's shards.
     pub(crate) sharding_changed: Option<Arc<Notify>>,
@@ -100,10 +107,27 @@ impl Default for PoolConfig {
             max_concurrent_opens: 4,
             reconnect_spread: Duration::from_secs(1),
             coverage_interval: Duration::from_secs(1),
+            route_proxy_protocol: false,
+            shard_aware_target: ShardAwareTarget::Advertised,
             sharding_changed: None,
             connectivity_changed: None,
         }
     }
+}
+
+/// Where a pool opens the connections it steers to a shard by their source
+/// port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShardAwareTarget {
+    /// The shard-aware port the node advertises (SUPPORTED), on the pool's
+    /// IP: the default.
+    Advertised,
+    /// The pool's own address: a client route whose balancer passes the
+    /// source port on in a PROXY v2 header to a shard-aware listener.
+    Dialled,
+    /// None: a client route without PROXY v2 (the advertised port is not
+    /// reachable through the balancer).
+    Disabled,
 }
 
 /// The connections of a pool at one moment: immutable, swapped atomically.
@@ -156,6 +180,9 @@ struct PoolInner {
     up_hint: std::sync::atomic::AtomicBool,
     health: Mutex<ShardAwareHealth>,
     cancel: CancellationToken,
+    /// Set by [`NodePool::retire`]: on stopping, the connections drain
+    /// instead of closing at once.
+    retiring: AtomicBool,
     round_robin: AtomicUsize,
 }
 
@@ -201,6 +228,7 @@ impl NodePool {
             wake: Notify::new(),
             up_hint: std::sync::atomic::AtomicBool::new(false),
             cancel: cancel.clone(),
+            retiring: AtomicBool::new(false),
             round_robin: AtomicUsize::new(0),
         });
         tokio::spawn(refill::run(inner.clone()));
@@ -330,6 +358,16 @@ impl NodePool {
 
     /// Stops the pool and closes its connections.
     pub fn shutdown(&self) {
+        self.inner.cancel.cancel();
+    }
+
+    /// Stops the pool gently (its node is reached elsewhere now, e.g. a
+    /// client route moved): it opens nothing more and offers no connection
+    /// to new requests, and each connection closes once the requests on it
+    /// are done (after a short grace for requests that just picked it, and
+    /// at most 10 s).
+    pub fn retire(&self) {
+        self.inner.retiring.store(true, Ordering::Relaxed);
         self.inner.cancel.cancel();
     }
 }

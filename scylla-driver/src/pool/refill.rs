@@ -46,7 +46,7 @@ use super::plan::{Next, RefillPlan, Round, RoundFacts};
 use super::nat::{FallbackReason, PortChoice, Transition};
 use super::shard_port::{PortLease, SourcePortAllocator};
 use super::shed::OpenFailure;
-use super::{PoolInner, PoolSnapshot};
+use super::{PoolInner, PoolSnapshot, ShardAwareTarget};
 use crate::connection::{self, Connection, ConnectionError};
 use crate::metrics::record::{PortKind, ShardTag};
 use crate::metrics::Metrics;
@@ -90,10 +90,33 @@ pub(super) async fn run(inner: Arc<PoolInner>) {
         _ = cancel.cancelled() => {}
         _ = refill_loop(&inner, &mut slots) => {}
     }
+    if inner.retiring.load(Ordering::Relaxed) {
+        // Offer nothing from now on; let the requests on each connection end.
+        let held = std::mem::take(&mut slots.shards);
+        publish(&inner, &slots);
+        let n = held.iter().map(Vec::len).sum::<usize>();
+        tracing::debug!(node = %inner.addr, connections = n, "pool retired; draining its connections");
+        for h in held.into_iter().flatten() {
+            tokio::spawn(drain_then_close(h));
+        }
+        return;
+    }
     for h in slots.shards.iter().flatten() {
         h.conn.close();
     }
     publish(&inner, &slots);
+}
+
+/// Closes `held` once no request is on it (after [`RETIRE_GRACE`], at most
+/// [`RETIRE_DRAIN`] later).
+async fn drain_then_close(held: Held) {
+    tokio::time::sleep(RETIRE_GRACE).await;
+    let until = Instant::now() + RETIRE_DRAIN;
+    while held.conn.is_usable() && held.conn.in_flight() > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.conn.close();
+    drop(held.lease);
 }
 
 async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
@@ -341,10 +364,22 @@ async fn fill_missing(
         } else {
             s.shard_aware_port
         };
-        let port = advertised.filter(|_| inner.config.shard_aware_port && !unsharded(inner))?;
-        // `inner.addr` is already translated (address translation applies
-        // to the node's address); the port number is the node's own.
-        Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
+        if !inner.config.shard_aware_port || unsharded(inner) {
+            return None;
+        }
+        match inner.config.shard_aware_target {
+            ShardAwareTarget::Advertised => {
+                // `inner.addr` is already translated (address translation
+                // applies to the node's address); the port number is the
+                // node's own.
+                let port = advertised?;
+                Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
+            }
+            // A client route through a PROXY v2 balancer: the route's own
+            // port is shard-aware (the header carries our source port).
+            ShardAwareTarget::Dialled => Some((s.sharder(), inner.addr)),
+            ShardAwareTarget::Disabled => None,
+        }
     });
     // Exact coverage is chased only while the shard-aware port works.
     let strict = shard_aware.is_some() && lock_health(inner).fallback().is_none();

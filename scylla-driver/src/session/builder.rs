@@ -728,6 +728,38 @@ impl SessionBuilder {
         self
     }
 
+    /// Connects to every node through its client route (PrivateLink-style
+    /// networks): the endpoint `system.client_routes` names for the node's
+    /// host id under one of `routes`' connection ids, at its `port`, or its
+    /// `tls_port` with [`tls`](Self::tls). The control connection reads the
+    /// table with every topology read and again on each
+    /// `CLIENT_ROUTES_CHANGE` event; a node whose route moves gets a pool on
+    /// the new endpoint while the old one drains (requests in flight finish
+    /// there). Nodes keep their host ids: routing is unchanged. With
+    /// [`ClientRoutes::proxy_protocol`](crate::ClientRoutes::proxy_protocol)
+    /// the pools stay shard-aware through a PROXY protocol v2 balancer. The
+    /// contact points are used as given (give the endpoints of the link).
+    /// With TLS and a certificate that does not name the endpoints, set the
+    /// [`ServerName`](crate::tls::ServerName) the certificate names. See
+    /// [`ClientRoutes`](crate::ClientRoutes) and `docs/connecting.md`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use scylla_driver::{ClientRoutes, SessionBuilder};
+    ///
+    /// let session = SessionBuilder::new()
+    ///     .known_node("vpce-0123.example.com:9042")
+    ///     .client_routes(ClientRoutes::new(["my-connection-id"]).proxy_protocol(true))
+    ///     .build()
+    ///     .await?;
+    /// # drop(session); Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn client_routes(mut self, routes: crate::ClientRoutes) -> Self {
+        self.config.control.nodes.client_routes = Some(routes);
+        self
+    }
+
     /// Maps the addresses nodes report (in `system.peers(_v2)` and events)
     /// to the addresses to connect to (default: identity). Contact points
     /// are used as given. The shard-aware port is used on the translated IP
@@ -865,6 +897,13 @@ impl SessionBuilder {
         // Once per session: every connection (and every reconnection in a
         // storm) sends the same shared text.
         config.pool.connection.client_options = Some(client_options_json(&config).into());
+        config.control.nodes.tls = config.pool.connection.uses_tls();
+        config.pool.route_proxy_protocol = config
+            .control
+            .nodes
+            .client_routes
+            .as_ref()
+            .is_some_and(|r| r.uses_proxy_protocol());
         let (control, updates) = ControlHandle::start(
             addrs,
             config.pool.connection.clone(),

@@ -579,6 +579,43 @@ fn system_clients(ctx: &ConnCtx) -> View {
     view("system", "clients", &CLIENTS_COLS, rows)
 }
 
+/// `system.client_routes` (ScyllaDB's schema, `db/system_keyspace.cc`):
+/// one row per (connection id, host id) with the route's endpoint.
+fn client_routes(ctx: &ConnCtx) -> View {
+    let port = |p: Option<u16>| p.map(|p| CqlValue::Int(i32::from(p)));
+    let rows = ctx
+        .topology()
+        .client_routes()
+        .rows()
+        .into_iter()
+        .map(|r| {
+            vec![
+                Some(text(&r.connection_id)),
+                Some(CqlValue::Uuid(r.host_id)),
+                Some(text(&r.address)),
+                port(Some(r.port)),
+                port(r.tls_port),
+                None,
+                None,
+            ]
+        })
+        .collect();
+    view(
+        "system",
+        "client_routes",
+        &[
+            ("connection_id", "text"),
+            ("host_id", "uuid"),
+            ("address", "text"),
+            ("port", "int"),
+            ("tls_port", "int"),
+            ("alternator_port", "int"),
+            ("alternator_https_port", "int"),
+        ],
+        rows,
+    )
+}
+
 const STATS_COLS: [(&str, &str); 24] = [
     ("node", "int"),
     ("shard", "int"),
@@ -684,6 +721,7 @@ pub(crate) fn system_view(
         ("system_schema", "scylla_keyspaces") => scylla_keyspaces(schema),
         ("system", "tablets") => system_tablets(ctx, schema),
         ("system", "clients") => system_clients(ctx),
+        ("system", "client_routes") => client_routes(ctx),
         ("system_schema", "columns") => schema_columns(schema),
         ("system_schema", "types") => schema_types(schema),
         ("system_schema", "functions") => empty(&[

@@ -18,10 +18,13 @@ pub enum EventType {
     StatusChange,
     /// Keyspaces, tables, types, functions created, altered or dropped.
     SchemaChange,
+    /// ScyllaDB: rows of `system.client_routes` inserted, updated or
+    /// deleted (not in [`EventType::ALL`]: other servers refuse it).
+    ClientRoutesChange,
 }
 
 impl EventType {
-    /// Every event type.
+    /// Every event type of the CQL specification.
     pub const ALL: [EventType; 3] = [
         EventType::TopologyChange,
         EventType::StatusChange,
@@ -34,12 +37,16 @@ impl EventType {
             EventType::TopologyChange => "TOPOLOGY_CHANGE",
             EventType::StatusChange => "STATUS_CHANGE",
             EventType::SchemaChange => "SCHEMA_CHANGE",
+            EventType::ClientRoutesChange => "CLIENT_ROUTES_CHANGE",
         }
     }
 
     /// Parses a wire name (exact, as the spec spells it).
     pub fn from_name(name: &str) -> Option<Self> {
-        EventType::ALL.into_iter().find(|e| e.as_str() == name)
+        EventType::ALL
+            .into_iter()
+            .chain([EventType::ClientRoutesChange])
+            .find(|e| e.as_str() == name)
     }
 
     /// Reads a `[string]` event type name.
@@ -96,5 +103,26 @@ impl MessageBody for Register<'_> {
             wire::put_string(buf, e.as_str(), "event type")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EventType;
+
+    #[test]
+    fn names_round_trip_and_all_stays_the_specification_s() {
+        for e in EventType::ALL
+            .into_iter()
+            .chain([EventType::ClientRoutesChange])
+        {
+            assert_eq!(EventType::from_name(e.as_str()), Some(e));
+        }
+        assert_eq!(
+            EventType::from_name("CLIENT_ROUTES_CHANGE"),
+            Some(EventType::ClientRoutesChange)
+        );
+        assert!(!EventType::ALL.contains(&EventType::ClientRoutesChange));
+        assert_eq!(EventType::from_name("client_routes_change"), None);
     }
 }

@@ -299,6 +299,11 @@ impl ControlHandle {
         let (events_tx, events_rx) = mpsc::channel(options.event_buffer.max(1));
         let mut config = config;
         config.register_events = EventType::ALL.to_vec();
+        if options.nodes.client_routes.is_some() {
+            // ScyllaDB only: other servers refuse the name, and sessions
+            // without client routes do not ask for it.
+            config.register_events.push(EventType::ClientRoutesChange);
+        }
         config.events = Some(events_tx);
         config.keyspace = None;
 

@@ -15,6 +15,7 @@ use scylla_cql::frame::response::result::SchemaChangeTarget;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use super::{connect_and_read, Command, ControlError, NodeEvent, Refresh, Shared};
 use crate::cluster::metadata::{read_schema, read_topology, Metadata, MetadataError, NodeMeta};
@@ -182,11 +183,14 @@ impl ControlTask {
                 let metadata = self.shared.metadata.load();
                 let known = metadata.node_by_ip(addr.ip());
                 {
+                    // Kept by the address the driver dials (a routed node's
+                    // route, not the address the event names).
+                    let ip = known.map_or(addr.ip(), |n| n.address.ip());
                     let mut down = self.shared.down();
                     if up {
-                        down.remove(&addr.ip());
+                        down.remove(&ip);
                     } else {
-                        down.insert(addr.ip());
+                        down.insert(ip);
                     }
                 }
                 let port = self
@@ -218,6 +222,15 @@ impl ControlTask {
                 // Types and functions are not part of the snapshot.
                 _ => None,
             },
+            // A route was inserted, updated or deleted: the topology read
+            // reads the routes too.
+            Event::ClientRoutesChange { .. } if self.shared.options.nodes.client_routes.is_some() => {
+                Some(Refresh {
+                    nodes: true,
+                    schema: false,
+                    ..Default::default()
+                })
+            }
             Event::ClientRoutesChange { .. } => None,
         }
     }
@@ -303,6 +316,13 @@ async fn refresh(
             tracing::info!(peer = %conn.info().peer, "control connection's node rejected by the host filter; moving");
             conn.close();
         }
+        if route_moved_away(&current, &read.nodes, read.local, conn.info().peer) {
+            // The control connection came in through this node's client
+            // route, and the route moved: follow it (the old endpoint may be
+            // going away), as the node's pool does.
+            tracing::info!(peer = %conn.info().peer, "control connection's node has a new client route; moving");
+            conn.close();
+        }
         read.nodes
     } else {
         current.nodes.clone()
@@ -315,6 +335,26 @@ async fn refresh(
         current.keyspaces.clone()
     };
     Ok(shared.publish(Metadata { nodes, keyspaces }))
+}
+
+/// Whether the control connection (to `peer`, on node `local`) came in
+/// through that node's client route in `old`, and `new` routes the node
+/// elsewhere. A connection through some other endpoint (a contact point
+/// that is no node's route) stays.
+pub(super) fn route_moved_away(
+    old: &Metadata,
+    new: &[NodeMeta],
+    local: Uuid,
+    peer: SocketAddr,
+) -> bool {
+    let was_route = old
+        .node(&local)
+        .is_some_and(|n| n.via_client_route && n.address == peer);
+    let now = new
+        .binary_search_by_key(&local, |n| n.host_id)
+        .ok()
+        .and_then(|i| new.get(i));
+    was_route && now.is_some_and(|n| n.via_client_route && n.address != peer)
 }
 
 /// Whether a node was added or removed, or reports another schema version,

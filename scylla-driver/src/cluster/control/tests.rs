@@ -30,6 +30,8 @@ fn node(id: u128, address: &str) -> NodeMeta {
         tokens: vec![],
         schema_version: None,
         release_version: None,
+            via_client_route: false,
+            own_address: None,
     }
 }
 
@@ -113,6 +115,29 @@ fn status_changes_become_node_events() {
     );
     let e = events.try_recv().unwrap();
     assert_eq!((e.host_id, e.address), (None, addr("10.0.0.9:9042")));
+}
+
+#[test]
+fn client_routes_changes_refresh_the_nodes_only_with_client_routes() {
+    use scylla_cql::frame::response::event::ClientRoutesChangeType;
+    let event = || Event::ClientRoutesChange {
+        change: ClientRoutesChangeType::UpdateNodes,
+        connection_ids: vec!["c".into()],
+        host_ids: vec![Uuid::from_u128(1).to_string()],
+    };
+    let without = task(vec![node(1, "10.0.0.1:9042")], vec![]);
+    assert_eq!(without.on_event(event()), None);
+    let mut options = ControlOptions::default();
+    options.nodes.client_routes = Some(crate::ClientRoutes::new(["c"]));
+    let with = task_with(vec![node(1, "10.0.0.1:9042")], vec![], options);
+    assert_eq!(
+        with.on_event(event()),
+        Some(Refresh {
+            nodes: true,
+            schema: false,
+            ..Default::default()
+        })
+    );
 }
 
 #[test]
@@ -275,4 +300,66 @@ fn the_periodic_check_reads_the_schema_only_when_a_version_changed() {
     // The periodic check reads the topology and asks for the comparison.
     let check = Refresh::CHECK;
     assert!(check.nodes && check.schema_if_changed && !check.schema);
+}
+
+#[test]
+fn the_control_connection_follows_its_node_s_route_only() {
+    use super::task::route_moved_away;
+    let routed = |id, a: &str| NodeMeta {
+        via_client_route: true,
+        ..node(id, a)
+    };
+    let old = Metadata {
+        nodes: vec![routed(1, "10.0.0.1:9042"), routed(2, "10.0.0.2:9042")],
+        keyspaces: Default::default(),
+    };
+    let moved = vec![routed(1, "10.0.0.9:9042"), routed(2, "10.0.0.2:9042")];
+    let peer = addr("10.0.0.1:9042");
+    let local = Uuid::from_u128(1);
+    // On node 1's route, which moved: move.
+    assert!(route_moved_away(&old, &moved, local, peer));
+    // The route did not move, or another node's did: stay.
+    assert!(!route_moved_away(&old, &old.nodes, local, peer));
+    assert!(!route_moved_away(&old, &moved, Uuid::from_u128(2), addr("10.0.0.2:9042")));
+    // Through a contact point that is no node's route: stay.
+    assert!(!route_moved_away(&old, &moved, local, addr("10.0.0.100:9042")));
+    // Without routes: stay.
+    let plain = Metadata {
+        nodes: vec![node(1, "10.0.0.1:9042")],
+        keyspaces: Default::default(),
+    };
+    assert!(!route_moved_away(&plain, &[node(1, "10.0.0.9:9042")], local, peer));
+}
+
+#[test]
+fn status_changes_name_routed_nodes_by_their_own_address() {
+    let routed = NodeMeta {
+        via_client_route: true,
+        own_address: Some(addr("10.0.0.1:9042")),
+        ..node(1, "192.0.2.7:40001")
+    };
+    let t = task(vec![routed], vec![]);
+    let mut events = t.shared.node_events.subscribe();
+    let down = Event::StatusChange {
+        change: StatusChangeType::Down,
+        addr: addr("10.0.0.1:9042"),
+    };
+    assert_eq!(t.on_event(down), None);
+    assert_eq!(
+        events.try_recv().unwrap(),
+        NodeEvent {
+            host_id: Some(Uuid::from_u128(1)),
+            address: addr("192.0.2.7:40001"),
+            up: false
+        }
+    );
+    // Reported down by the address the driver dials.
+    assert!(t.shared.down().contains(&addr("192.0.2.7:0").ip()));
+    let up = Event::StatusChange {
+        change: StatusChangeType::Up,
+        addr: addr("10.0.0.1:9042"),
+    };
+    // A known node: no refresh.
+    assert_eq!(t.on_event(up), None);
+    assert!(t.shared.down().is_empty());
 }

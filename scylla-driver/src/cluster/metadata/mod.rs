@@ -19,12 +19,13 @@
 pub mod agreement;
 mod query;
 mod schema;
+mod routes;
 pub(crate) mod tablets;
 #[cfg(test)]
 mod test_rows;
 mod topology;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -71,6 +72,12 @@ pub struct NodeMeta {
     pub schema_version: Option<Uuid>,
     /// Its server version (`release_version`), if reported.
     pub release_version: Option<String>,
+    /// Whether `address` is the node's client route (`system.client_routes`,
+    /// see [`ClientRoutes`](crate::ClientRoutes)) rather than its own address.
+    pub via_client_route: bool,
+    /// With a client route: the node's own (translated) address, by which
+    /// events (`STATUS_CHANGE`) still name it.
+    pub own_address: Option<SocketAddr>,
 }
 
 /// A table (or materialized view), as routing needs it.
@@ -139,9 +146,12 @@ impl Metadata {
             .and_then(|i| self.nodes.get(i))
     }
 
-    /// The node whose address has IP `ip` (events name nodes by address).
+    /// The node whose address has IP `ip` (events name nodes by address):
+    /// the address the driver dials, or a routed node's own address.
     pub fn node_by_ip(&self, ip: IpAddr) -> Option<&NodeMeta> {
-        self.nodes.iter().find(|n| n.address.ip() == ip)
+        self.nodes
+            .iter()
+            .find(|n| n.address.ip() == ip || n.own_address.is_some_and(|a| a.ip() == ip))
     }
 
     /// The table `keyspace.table`.
@@ -228,12 +238,21 @@ pub struct NodeOptions {
     pub translator: Arc<dyn AddressTranslator>,
     /// Which nodes to keep (`None`: all).
     pub filter: Option<Arc<dyn HostFilter>>,
+    /// Client routes to dial the nodes through (`None`: none).
+    pub client_routes: Option<crate::cluster::client_routes::ClientRoutes>,
+    /// Whether the session uses TLS (client routes then use `tls_port`).
+    pub(crate) tls: bool,
     /// Set once `system.peers_v2` turned out not to exist on this cluster
     /// (ScyllaDB, Cassandra 3): `system.peers` is read from then on.
     peers_v2_missing: Arc<AtomicBool>,
     /// The host ids the filter rejected at the latest read (tablet replicas
     /// on them are expected, not a sign of a stale topology).
     rejected: Arc<ArcSwap<HashSet<Uuid>>>,
+    /// Each routed host's route and the address it resolved to, as of the
+    /// latest read: an unchanged route keeps its address (a DNS name that
+    /// resolves to another IP of the same endpoint at each read must not
+    /// replace the node's pool every time) and is not resolved again.
+    resolved_routes: Arc<ArcSwap<HashMap<Uuid, (routes::Route, SocketAddr)>>>,
 }
 
 impl Default for NodeOptions {
@@ -242,8 +261,11 @@ impl Default for NodeOptions {
         Self {
             translator: Arc::new(IdentityTranslator),
             filter: None,
+            client_routes: None,
+            tls: false,
             peers_v2_missing: Arc::new(AtomicBool::new(false)),
             rejected: Arc::new(ArcSwap::from_pointee(HashSet::new())),
+            resolved_routes: Arc::new(ArcSwap::from_pointee(HashMap::new())),
         }
     }
 }
@@ -285,6 +307,8 @@ pub(crate) struct NodesRead {
     pub nodes: Vec<NodeMeta>,
     /// Whether the host filter rejected the node `conn` is connected to.
     pub local_rejected: bool,
+    /// The host id of the node `conn` is connected to.
+    pub local: Uuid,
 }
 
 /// Reads the nodes: `system.local` (the node `conn` is connected to) and
@@ -336,7 +360,31 @@ pub(crate) async fn read_topology(
     let local_id = local.host_id;
     let mut local_rejected = false;
     let mut rejected = HashSet::new();
-    let nodes = topology::join_nodes(local, peers)
+    let mut nodes = topology::join_nodes(local, peers);
+    if let Some(cr) = &node_opts.client_routes {
+        let found = routes::read_routes(conn, opts, cr, node_opts.tls).await?;
+        let before = node_opts.resolved_routes.load_full();
+        let mut now = HashMap::new();
+        for node in &mut nodes {
+            let Some(route) = found.get(&node.host_id) else {
+                tracing::debug!(host_id = %node.host_id, address = %node.address, "no client route for this node; using its own address");
+                continue;
+            };
+            let to = match before.get(&node.host_id) {
+                Some((r, addr)) if r == route => Some(*addr),
+                _ => routes::resolve(route).await,
+            };
+            if let Some(to) = to {
+                tracing::trace!(host_id = %node.host_id, from = %node.address, %to, "client route");
+                node.own_address = Some(node.address);
+                node.address = to;
+                node.via_client_route = true;
+                now.insert(node.host_id, (route.clone(), to));
+            }
+        }
+        node_opts.resolved_routes.store(Arc::new(now));
+    }
+    let nodes = nodes
         .into_iter()
         .filter(|n| {
             let keep = node_opts.accepts(n);
@@ -356,6 +404,7 @@ pub(crate) async fn read_topology(
     Ok(NodesRead {
         nodes,
         local_rejected,
+        local: local_id,
     })
 }
 
@@ -437,6 +486,8 @@ mod tests {
             tokens: vec![Token(t)],
             schema_version: None,
             release_version: None,
+            via_client_route: false,
+            own_address: None,
         };
         let mut keyspaces = BTreeMap::new();
         keyspaces.insert(

@@ -158,6 +158,8 @@ pub(crate) fn parse_local(pages: &[Rows], address: SocketAddr) -> Result<NodeMet
         tokens,
         schema_version: row.schema_version,
         release_version: row.release_version,
+        via_client_route: false,
+        own_address: None,
     })
 }
 
@@ -244,6 +246,8 @@ fn peer_to_node(row: PeerRow, port: u16) -> Result<NodeMeta, BadRow> {
         tokens: parse_tokens(row.tokens)?,
         schema_version: row.schema_version,
         release_version: row.release_version,
+        via_client_route: false,
+        own_address: None,
     })
 }
 
@@ -429,6 +433,8 @@ mod tests {
             tokens: vec![],
             schema_version: None,
             release_version: None,
+            via_client_route: false,
+            own_address: None,
         };
         let nodes = join_nodes(node(5, 1), vec![node(2, 2), node(5, 3), node(1, 4)]);
         let ids: Vec<_> = nodes.iter().map(|n| n.host_id.as_u128()).collect();
