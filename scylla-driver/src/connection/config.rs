@@ -115,7 +115,7 @@ impl ConnectionConfig {
 }
 
 /// The address under which a node reached through a Unix-domain socket
-/// ([`ConnectionConfig::unix_socket`]) is known, when nothing better is
+/// (`ConnectionConfig::unix_socket`) is known, when nothing better is
 /// known before connecting: `0.0.0.0:0`, which no node reports for itself or
 /// its peers (a peer listening on a wildcard is reported by its gossip
 /// address, and never on port 0). Sessions through ScyllaDB's maintenance
