@@ -41,8 +41,7 @@ use tokio::net::TcpStream;
 
 use super::error::{ConnectionError, SetupStep, TlsErrorKind};
 
-/// A TLS stream over a TCP connection.
-pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
+pub(crate) use super::tls_records::TlsStream;
 
 /// How a node is named when its certificate is verified.
 #[derive(Clone, Default)]
@@ -129,6 +128,19 @@ impl TlsConfig {
         self
     }
 
+    /// The configuration the handshake runs with: this one, with secret
+    /// extraction enabled (after the handshake the driver seals and opens
+    /// the records itself: `tls_records`). A clone shares the original's
+    /// session store, certificate resolver and verifier.
+    fn engine_config(&self) -> Arc<ClientConfig> {
+        if self.client.enable_secret_extraction {
+            return self.client.clone();
+        }
+        let mut c = (*self.client).clone();
+        c.enable_secret_extraction = true;
+        Arc::new(c)
+    }
+
     /// Runs the TLS handshake on a connected socket, bounded by `timeout`.
     pub(crate) async fn connect(
         &self,
@@ -145,8 +157,13 @@ impl TlsConfig {
                 kind: TlsErrorKind::InvalidServerName,
                 source: Some(Box::new(e)),
             })?;
-        let connector = tokio_rustls::TlsConnector::from(self.client.clone());
-        match tokio::time::timeout(timeout, connector.connect(name, tcp)).await {
+        let conn = rustls::client::UnbufferedClientConnection::new(self.engine_config(), name)
+            .map_err(|e| ConnectionError::Tls {
+                step,
+                kind: classify(&e),
+                source: Some(Box::new(io::Error::new(io::ErrorKind::InvalidInput, e))),
+            })?;
+        match tokio::time::timeout(timeout, super::tls_records::handshake(tcp, conn)).await {
             Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => Err(handshake_error(step, e)),
             Err(_) => Err(ConnectionError::Tls {
@@ -440,7 +457,7 @@ impl TlsConfigBuilder {
             }
             versions.with_root_certificates(store)
         };
-        let client = match self.client {
+        let mut client = match self.client {
             Some((chain, key, cert_path, key_path)) => with_verifier
                 .with_client_auth_cert(chain, key)
                 .map_err(|source| TlsConfigError::ClientCert {
@@ -450,6 +467,9 @@ impl TlsConfigBuilder {
                 })?,
             None => with_verifier.with_no_client_auth(),
         };
+        // The driver seals and opens records itself once rustls' handshake
+        // is done (see `TlsConfig::engine_config`).
+        client.enable_secret_extraction = true;
         let description = if self.accept_invalid {
             "certificate verification disabled".to_owned()
         } else {
