@@ -824,3 +824,72 @@ pub(crate) async fn handshake(
         }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+    /// Our own KeyUpdate (sent when our keys reach their limit, here forced
+    /// to a few records): an echoing rustls server keeps decrypting what we
+    /// send after it, so the update and the new keys are right.
+    #[tokio::test]
+    async fn our_key_updates_are_followed_by_the_server() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let echo = tokio::spawn(async move {
+            let (tcp, _) = l.accept().await.unwrap();
+            let mut s = acceptor.accept(tcp).await.unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            // Bounded: ends at the client's close.
+            loop {
+                let n = s.read(&mut buf).await?;
+                if n == 0 {
+                    return Ok::<(), io::Error>(());
+                }
+                s.write_all(&buf[..n]).await?;
+                s.flush().await?;
+            }
+        });
+
+        let tls = super::super::tls::TlsConfig::builder()
+            .danger_accept_invalid_certs()
+            .build()
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let conn = UnbufferedClientConnection::new(tls.client.clone(), name).unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let mut s = handshake(tcp, conn).await.unwrap();
+        Arc::get_mut(&mut s.kernel).unwrap().send_limit = 3;
+        for i in 0..20u32 {
+            // Some messages span several records.
+            let msg: Vec<u8> = (0..(i as usize * 3000 + 1)).map(|b| (b as u32 ^ i) as u8).collect();
+            s.write_all(&msg).await.unwrap();
+            s.flush().await.unwrap();
+            let mut back = vec![0u8; msg.len()];
+            s.read_exact(&mut back).await.unwrap();
+            assert_eq!(back, msg, "message {i}");
+        }
+        let (_, _, send) = s.parts.as_ref().unwrap();
+        assert!(send.keys.seq <= 4, "the keys were renewed: {}", send.keys.seq);
+        drop(s);
+        // The close_notify makes it a clean close.
+        echo.await.unwrap().unwrap();
+    }
+}
