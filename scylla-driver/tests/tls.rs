@@ -771,3 +771,36 @@ async fn session_tickets_are_stored_and_resume_later_connections() {
         assert_eq!(kind, Some(expected));
     }
 }
+
+/// A handshake the driver refuses (a certificate from an unknown CA) ends
+/// with rustls' alert to the server, as before the driver ran its own
+/// records: the server's log can say why.
+#[tokio::test]
+async fn a_refused_handshake_tells_the_server_why() {
+    let ca = Ca::new("test CA");
+    let leaf = Ca::new("other CA").issue(&["127.0.0.1"], false, false);
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let acceptor = TlsAcceptor::from(server_config(&leaf, None));
+    let server = tokio::spawn(async move {
+        let (tcp, _) = l.accept().await.unwrap();
+        acceptor.accept(tcp).await.map(|_| ())
+    });
+    expect_tls_error(addr, &client(&ca), TlsErrorKind::UnknownCa).await;
+    let e = tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect_err("the server's handshake fails");
+    let alert = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<rustls::Error>())
+        .cloned();
+    assert_eq!(
+        alert,
+        Some(rustls::Error::AlertReceived(
+            rustls::AlertDescription::UnknownCA
+        )),
+        "{e}"
+    );
+}

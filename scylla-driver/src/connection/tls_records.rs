@@ -723,7 +723,14 @@ pub(crate) async fn handshake(
     // bytes ends it), and the caller's timeout bounds the whole.
     loop {
         let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut incoming[..filled]);
-        let done = match state.map_err(tls_error)? {
+        let state = match state {
+            Ok(state) => state,
+            Err(e) => {
+                send_alert(&mut conn, &mut tcp).await;
+                return Err(tls_error(e));
+            }
+        };
+        let done = match state {
             ConnectionState::EncodeTlsData(mut enc) => {
                 loop {
                     match enc.encode(&mut outgoing[out_len..]) {
@@ -823,6 +830,20 @@ pub(crate) async fn handshake(
             send_limit,
         }),
     })
+}
+
+/// After a handshake error, the alert rustls queued for the server (unknown
+/// CA, bad certificate...), if any: best effort, as the error is what
+/// counts.
+async fn send_alert(conn: &mut UnbufferedClientConnection, tcp: &mut TcpStream) {
+    let mut alert = [0u8; 64];
+    let n = match conn.process_tls_records(&mut []).state {
+        Ok(ConnectionState::EncodeTlsData(mut enc)) => enc.encode(&mut alert).unwrap_or(0),
+        _ => 0,
+    };
+    if n > 0 {
+        let _ = tcp.write_all(&alert[..n]).await;
+    }
 }
 
 #[cfg(test)]
