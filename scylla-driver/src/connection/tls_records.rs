@@ -50,11 +50,14 @@ const TAG: usize = 16;
 /// The most a sealed record adds to its plaintext (TLS 1.2 GCM: explicit
 /// nonce and tag; TLS 1.3: inner type and tag).
 const MAX_OVERHEAD: usize = HEADER + 8 + TAG + 1;
-/// The receive buffer: several records per read, and always room for a whole
-/// record after the start of an incomplete one.
-const RECV_CAP: usize = 64 * 1024 + HEADER + MAX_BODY;
-/// The send buffer: up to 4 full records per write.
-const SEND_CAP: usize = 4 * (MAX_PLAINTEXT + MAX_OVERHEAD);
+/// The receive buffer: two full records (there is always room for a whole
+/// record after the start of an incomplete one). Each connection keeps its
+/// two buffers for its life (about 70 KiB together, in a pool of one
+/// connection per shard per node), so they are no larger than a read and a
+/// write of a busy connection need.
+const RECV_CAP: usize = 2 * (HEADER + MAX_BODY);
+/// The send buffer: two full records per write.
+const SEND_CAP: usize = 2 * (MAX_PLAINTEXT + MAX_OVERHEAD);
 /// The handshake's receive buffer may grow to this (certificate chains).
 const MAX_HANDSHAKE_BUF: usize = 1024 * 1024;
 
