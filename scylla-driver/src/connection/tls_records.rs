@@ -854,11 +854,14 @@ mod tests {
     use super::*;
     use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-    /// Our own KeyUpdate (sent when our keys reach their limit, here forced
-    /// to a few records): an echoing rustls server keeps decrypting what we
-    /// send after it, so the update and the new keys are right.
-    #[tokio::test]
-    async fn our_key_updates_are_followed_by_the_server() {
+    /// An echoing rustls server speaking `version` on loopback, and a
+    /// stream of ours connected to it (after the handshake), with our send
+    /// limit set to `send_limit` records; the server task ends with how the
+    /// client's side ended.
+    async fn echo_pair(
+        version: &'static rustls::SupportedProtocolVersion,
+        send_limit: u64,
+    ) -> (TlsStream, tokio::task::JoinHandle<io::Result<()>>) {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
@@ -866,7 +869,7 @@ mod tests {
             .self_signed(&key)
             .unwrap();
         let server = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(&[version])
             .unwrap()
             .with_no_client_auth()
             .with_single_cert(
@@ -891,7 +894,6 @@ mod tests {
                 s.flush().await?;
             }
         });
-
         let tls = super::super::tls::TlsConfig::builder()
             .danger_accept_invalid_certs()
             .build()
@@ -900,10 +902,25 @@ mod tests {
         let conn = UnbufferedClientConnection::new(tls.client.clone(), name).unwrap();
         let tcp = TcpStream::connect(addr).await.unwrap();
         let mut s = handshake(tcp, conn).await.unwrap();
-        Arc::get_mut(&mut s.kernel).unwrap().send_limit = 3;
+        Arc::get_mut(&mut s.kernel).unwrap().send_limit = send_limit;
+        (s, echo)
+    }
+
+    /// Message `i` of a test: some span several records.
+    fn message(i: u32) -> Vec<u8> {
+        (0..(i as usize * 3000 + 1))
+            .map(|b| (b as u32 ^ i) as u8)
+            .collect()
+    }
+
+    /// Our own KeyUpdate (sent when our keys reach their limit, here forced
+    /// to a few records): an echoing rustls server keeps decrypting what we
+    /// send after it, so the update and the new keys are right.
+    #[tokio::test]
+    async fn our_key_updates_are_followed_by_the_server() {
+        let (mut s, echo) = echo_pair(&rustls::version::TLS13, 3).await;
         for i in 0..20u32 {
-            // Some messages span several records.
-            let msg: Vec<u8> = (0..(i as usize * 3000 + 1)).map(|b| (b as u32 ^ i) as u8).collect();
+            let msg = message(i);
             s.write_all(&msg).await.unwrap();
             s.flush().await.unwrap();
             let mut back = vec![0u8; msg.len()];
@@ -914,6 +931,33 @@ mod tests {
         assert!(send.keys.seq <= 4, "the keys were renewed: {}", send.keys.seq);
         drop(s);
         // The close_notify makes it a clean close.
+        echo.await.unwrap().unwrap();
+    }
+
+    /// TLS 1.2 has no KeyUpdate: at the limit the connection ends, with an
+    /// error that says why, before a record goes out under worn keys.
+    #[tokio::test]
+    async fn tls12_ends_at_the_limit() {
+        let (mut s, echo) = echo_pair(&rustls::version::TLS12, 5).await;
+        // The keys already sealed the handshake's Finished.
+        let first = s.parts.as_ref().unwrap().2.keys.seq;
+        assert_eq!(first, 1);
+        let mut sent = 0;
+        let e = loop {
+            let msg = message(1);
+            if let Err(e) = s.write_all(&msg).await {
+                break e;
+            }
+            s.flush().await.unwrap();
+            let mut back = vec![0u8; msg.len()];
+            s.read_exact(&mut back).await.unwrap();
+            assert_eq!(back, msg);
+            sent += 1;
+            assert!(sent <= 4, "records went past the limit");
+        };
+        assert_eq!(sent, 4);
+        assert!(e.to_string().contains("limit"), "{e}");
+        drop(s);
         echo.await.unwrap().unwrap();
     }
 }
