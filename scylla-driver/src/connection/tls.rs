@@ -9,7 +9,10 @@
 //! The TLS handshake runs right after the TCP connect (from the chosen source
 //! port, so shard-aware routing is unchanged) and before the CQL handshake; it
 //! is bounded by the connect timeout. Failures are classified into a
-//! [`TlsErrorKind`] that says what to fix.
+//! [`TlsErrorKind`] that says what to fix. After the handshake the driver
+//! seals and opens the records itself, in each connection's own buffers
+//! (AES-GCM and ChaCha20-Poly1305 through `ring`; session tickets and key
+//! updates still through rustls), so a request over TLS allocates nothing.
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -114,6 +117,14 @@ impl TlsConfig {
     /// Uses a ready rustls configuration (its crypto provider, roots, client
     /// certificate and verifier). Nodes are named by IP address unless
     /// [`TlsConfig::with_server_name`] says otherwise.
+    ///
+    /// The configuration's crypto provider runs the handshake (key exchange,
+    /// signatures, certificate checks); the records after it are sealed and
+    /// opened by the driver with `ring`'s AES-GCM and ChaCha20-Poly1305, so
+    /// that requests allocate nothing. A configuration that must use one
+    /// provider for everything (a FIPS-validated module, say) is therefore
+    /// not fully served: its record encryption is `ring`'s. Cipher suites
+    /// other than those two AEADs fail the connection with a clear error.
     pub fn from_client_config(client: Arc<ClientConfig>) -> TlsConfig {
         TlsConfig {
             client,
