@@ -19,7 +19,7 @@
 # commit benches/baseline/instructions.tsv with the reason.
 #
 # Allocations per request are gated by tests/session_allocations.rs (cargo
-# test): 0 per request in steady state, plaintext and LZ4, v4 and v5.
+# test): 0 per request in steady state, plaintext, LZ4 and TLS, v4 and v5.
 #
 # usage: scripts/cost-gate.sh [--update] [--no-build] [--threshold PCT]
 set -euo pipefail

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::Compression;
+use scylla_driver::connection::tls::TlsConfig;
 use scylla_driver::policies::load_balancing::DefaultPolicy;
 use scylla_driver::policy::retry::DefaultRetryPolicy;
 use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
@@ -41,7 +42,8 @@ impl Drop for Server {
 
 /// Starts `testbed` (1 node, 2 shards, with `extra` flags) on a fresh
 /// loopback block (`block` picks one of several); returns it and the node's
-/// address once it listens.
+/// address once it listens. With `--tls-dir`, the address is the node's TLS
+/// port.
 fn start_server(extra: &[&str], block: u8) -> (Server, String) {
     let block = format!("{}.{}", 81 + block, std::process::id() % 200 + 1);
     let mut args = vec!["--nodes", "1", "--shards", "2", "--block", &block];
@@ -56,10 +58,19 @@ fn start_server(extra: &[&str], block: u8) -> (Server, String) {
         .unwrap();
     let out = child.stdout.take().unwrap();
     let server = Server(child);
-    // Bounded: the binary prints a handful of lines, then the node's.
+    let tls = extra.contains(&"--tls-dir");
+    // Bounded: the binary prints a handful of lines, the node's, then its
+    // TLS port if asked for.
+    let mut started = false;
     for line in BufReader::new(out).lines().take(20) {
-        if line.unwrap().starts_with("node 0:") {
+        let line = line.unwrap();
+        started |= line.starts_with("node 0:");
+        if started && !tls {
             return (server, format!("127.{block}.1:9042"));
+        }
+        if let Some(rest) = line.strip_prefix("tls: port ") {
+            let port = rest.split(' ').next().unwrap();
+            return (server, format!("127.{block}.1:{port}"));
         }
     }
     panic!("the testbed did not start");
@@ -133,7 +144,8 @@ async fn run(
 /// Both ways of reading SELECT results: with their own columns (plain v4),
 /// and with the prepared statement's (metadata ids: skipped metadata, on v4
 /// with ScyllaDB's extension and on v5, whose frames travel in segments);
-/// and both with LZ4 (v4 compresses frames, v5 segments).
+/// and both with LZ4 (v4 compresses frames, v5 segments); and over TLS, v4
+/// and v5.
 #[test]
 fn steady_state_requests_do_not_allocate() {
     measure(&[], 0, ProtocolVersion::V4, false, None);
@@ -141,6 +153,11 @@ fn steady_state_requests_do_not_allocate() {
     measure(&[], 2, ProtocolVersion::V5, true, None);
     measure(&[], 3, ProtocolVersion::V4, false, Some(Compression::Lz4));
     measure(&[], 4, ProtocolVersion::V5, true, Some(Compression::Lz4));
+    let dir = std::env::temp_dir().join(format!("session-allocations-tls-{}", std::process::id()));
+    let dir_arg = dir.to_str().unwrap();
+    measure(&["--tls-dir", dir_arg], 5, ProtocolVersion::V4, false, None);
+    measure(&["--tls-dir", dir_arg], 6, ProtocolVersion::V5, true, None);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn measure(
@@ -151,13 +168,33 @@ fn measure(
     compression: Option<Compression>,
 ) {
     let (_server, addr) = start_server(extra, block);
+    // Over TLS: the CA the testbed wrote next to its certificates.
+    let tls = extra.iter().position(|a| *a == "--tls-dir").map(|i| {
+        let ca = std::path::Path::new(extra[i + 1]).join("ca.pem");
+        TlsConfig::builder()
+            .ca_pem_file(ca)
+            .unwrap()
+            .build()
+            .unwrap()
+    });
+    let transport = if tls.is_some() { "TLS" } else { "plaintext" };
+    // The flags that name the case (not the TLS directory).
+    let extra: Vec<&str> = extra
+        .iter()
+        .copied()
+        .filter(|a| *a == "--use-metadata-id")
+        .collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let s = SessionBuilder::new()
+        let mut builder = SessionBuilder::new();
+        if let Some(tls) = tls {
+            builder = builder.tls(tls);
+        }
+        let s = builder
             .known_node(addr)
             .protocol_version(version)
             .compression(compression)
@@ -217,7 +254,7 @@ fn measure(
                 // and one Arc: not per request.
                 let per_request = stats.allocations as f64 / MEASURED as f64;
                 println!(
-                    "{version} {extra:?} {compression:?} {w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
+                    "{transport} {version} {extra:?} {compression:?} {w:?} C={c}: {} allocations in {MEASURED} requests ({per_request:.3} per request)",
                     stats.allocations
                 );
                 report.push((w, c, stats.allocations));
@@ -231,7 +268,7 @@ fn measure(
             let bound = 4 * c as usize + (MEASURED / 100) as usize;
             assert!(
                 allocs <= bound,
-                "{version} {compression:?} {w:?} at C={c}: {allocs} allocations over {MEASURED} requests (bound {bound})"
+                "{transport} {version} {compression:?} {w:?} at C={c}: {allocs} allocations over {MEASURED} requests (bound {bound})"
             );
         }
     });

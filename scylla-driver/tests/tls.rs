@@ -121,7 +121,18 @@ async fn serve_cql<S: AsyncRead + AsyncWrite + Unpin>(s: S) {
 }
 
 /// [`serve_cql`] with a given SUPPORTED.
-async fn serve_cql_with<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, supported: Supported) {
+async fn serve_cql_with<S: AsyncRead + AsyncWrite + Unpin>(s: S, supported: Supported) {
+    let _ = serve_cql_hooked(s, supported, |_| {}).await;
+}
+
+/// [`serve_cql_with`], calling `after_response` after each response is
+/// written; returns how the client's stream ended (`Ok` on a clean TLS
+/// close).
+async fn serve_cql_hooked<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    supported: Supported,
+    mut after_response: impl FnMut(&mut S),
+) -> std::io::Result<()> {
     let mut buf = BytesMut::new();
     loop {
         while let Ok(Some((header, len))) = frame_len(&buf, 1 << 20) {
@@ -144,13 +155,12 @@ async fn serve_cql_with<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, supported: 
                 None,
             )
             .unwrap();
-            if s.write_all(&out).await.is_err() || s.flush().await.is_err() {
-                return;
-            }
+            s.write_all(&out).await?;
+            s.flush().await?;
+            after_response(&mut s);
         }
-        match s.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        if s.read_buf(&mut buf).await? == 0 {
+            return Ok(());
         }
     }
 }
@@ -587,4 +597,210 @@ async fn pools_over_tls_use_the_ssl_shard_aware_port() {
     assert_eq!(m.connect_attempts(), 2, "{m:?}");
     assert_eq!(plain_accepts.load(Ordering::SeqCst), 0);
     pool.shutdown();
+}
+
+/// A server configuration offering one TLS version and one cipher suite.
+fn server_config_with(
+    leaf: &Leaf,
+    version: &'static rustls::SupportedProtocolVersion,
+    suite: rustls::SupportedCipherSuite,
+) -> Arc<ServerConfig> {
+    let provider = rustls::crypto::CryptoProvider {
+        cipher_suites: vec![suite],
+        ..rustls::crypto::ring::default_provider()
+    };
+    let (chain, key) = leaf.der();
+    Arc::new(
+        ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap(),
+    )
+}
+
+/// A TLS CQL server that answers with `supported` and calls `hook` on its
+/// side of the TLS connection after each response; each connection's end
+/// (`Ok` on a clean TLS close) goes to the returned channel.
+async fn hooked_tls_server(
+    config: Arc<ServerConfig>,
+    supported: Supported,
+    hook: fn(&mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>),
+) -> (
+    SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<(Option<rustls::HandshakeKind>, std::io::Result<()>)>,
+) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let acceptor = TlsAcceptor::from(config);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = l.accept().await {
+            let (acceptor, tx, supported) = (acceptor.clone(), tx.clone(), supported.clone());
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    let kind = tls.get_ref().1.handshake_kind();
+                    let end = serve_cql_hooked(tls, supported, hook).await;
+                    let _ = tx.send((kind, end));
+                }
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// A SUPPORTED of about 100 KB: its response spans several TLS records.
+fn large_supported() -> Supported {
+    let mut s = supported();
+    s.insert(
+        "PADDING",
+        (0..1000).map(|i| format!("{i:0>96}")).collect::<Vec<_>>(),
+    );
+    s
+}
+
+/// Small and large responses, one at a time and 100 at once, on `conn`.
+async fn exchange(conn: &scylla_driver::connection::Connection, large: bool) {
+    for _ in 0..5 {
+        let r = conn.request(&Options, &opts()).await.unwrap();
+        let Response::Supported(s) = r.response else {
+            panic!("{r:?}")
+        };
+        assert_eq!(s.get("PADDING").map(|v| v.len()), large.then_some(1000));
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let c = conn.clone();
+        set.spawn(async move { c.request(&Options, &opts()).await.map(|_| ()) });
+    }
+    while let Some(r) = set.join_next().await {
+        r.unwrap().unwrap();
+    }
+}
+
+/// The driver seals and opens records itself after the handshake: every
+/// version and AEAD rustls offers carries requests and multi-record
+/// responses both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tls_version_and_cipher_suite_carries_requests() {
+    use rustls::crypto::ring::cipher_suite as cs;
+    let ca = Ca::new("test CA");
+    let leaf = ca.issue(&["127.0.0.1"], false, false);
+    let cases = [
+        (&rustls::version::TLS13, cs::TLS13_AES_128_GCM_SHA256),
+        (&rustls::version::TLS13, cs::TLS13_AES_256_GCM_SHA384),
+        (&rustls::version::TLS13, cs::TLS13_CHACHA20_POLY1305_SHA256),
+        (
+            &rustls::version::TLS12,
+            cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        ),
+        (
+            &rustls::version::TLS12,
+            cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        ),
+        (
+            &rustls::version::TLS12,
+            cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        ),
+    ];
+    for (version, suite) in cases {
+        for large in [false, true] {
+            let supported = if large {
+                large_supported()
+            } else {
+                supported()
+            };
+            let (addr, mut ends) =
+                hooked_tls_server(server_config_with(&leaf, version, suite), supported, |_| {})
+                    .await;
+            let conn = open(addr, None, &client(&ca)).await.unwrap();
+            exchange(&conn, large).await;
+            drop(conn);
+            // The connection ends with a close_notify: a clean TLS close.
+            let (_, end) = tokio::time::timeout(Duration::from_secs(5), ends.recv())
+                .await
+                .expect("the server sees the end of the connection")
+                .unwrap();
+            end.unwrap_or_else(|e| panic!("{suite:?}: not a clean TLS close: {e}"));
+        }
+    }
+}
+
+/// A server that renews its keys after every response (TLS 1.3 KeyUpdate,
+/// asking for ours): the driver follows, and answers with its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_updates_from_the_server_are_followed() {
+    let ca = Ca::new("test CA");
+    let leaf = ca.issue(&["127.0.0.1"], false, false);
+    let (addr, mut ends) = hooked_tls_server(server_config(&leaf, None), large_supported(), |s| {
+        s.get_mut().1.refresh_traffic_keys().unwrap()
+    })
+    .await;
+    let conn = open(addr, None, &client(&ca)).await.unwrap();
+    exchange(&conn, true).await;
+    exchange(&conn, true).await;
+    drop(conn);
+    let (_, end) = tokio::time::timeout(Duration::from_secs(5), ends.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    end.unwrap();
+}
+
+/// TLS 1.3 session tickets that arrive after the handshake reach the
+/// configuration's resumption store: the next connection resumes.
+#[tokio::test]
+async fn session_tickets_are_stored_and_resume_later_connections() {
+    let ca = Ca::new("test CA");
+    let leaf = ca.issue(&["127.0.0.1"], false, false);
+    let (addr, mut ends) = hooked_tls_server(server_config(&leaf, None), supported(), |_| {}).await;
+    let config = client(&ca);
+    for expected in [
+        rustls::HandshakeKind::Full,
+        rustls::HandshakeKind::Resumed,
+        rustls::HandshakeKind::Resumed,
+    ] {
+        let conn = open(addr, None, &config).await.unwrap();
+        conn.request(&Options, &opts()).await.unwrap();
+        drop(conn);
+        let (kind, _) = tokio::time::timeout(Duration::from_secs(5), ends.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(kind, Some(expected));
+    }
+}
+
+/// A handshake the driver refuses (a certificate from an unknown CA) ends
+/// with rustls' alert to the server, as before the driver ran its own
+/// records: the server's log can say why.
+#[tokio::test]
+async fn a_refused_handshake_tells_the_server_why() {
+    let ca = Ca::new("test CA");
+    let leaf = Ca::new("other CA").issue(&["127.0.0.1"], false, false);
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let acceptor = TlsAcceptor::from(server_config(&leaf, None));
+    let server = tokio::spawn(async move {
+        let (tcp, _) = l.accept().await.unwrap();
+        acceptor.accept(tcp).await.map(|_| ())
+    });
+    expect_tls_error(addr, &client(&ca), TlsErrorKind::UnknownCa).await;
+    let e = tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect_err("the server's handshake fails");
+    let alert = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<rustls::Error>())
+        .cloned();
+    assert_eq!(
+        alert,
+        Some(rustls::Error::AlertReceived(
+            rustls::AlertDescription::UnknownCA
+        )),
+        "{e}"
+    );
 }

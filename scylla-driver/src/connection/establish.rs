@@ -115,7 +115,14 @@ pub(super) async fn open_in(
         let (server, leftover) = cql_handshake(&mut stream, config, version)
             .await
             .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
-        let (rd, wr) = tokio::io::split(stream);
+        // Each half owns its direction's keys and buffer: no lock between
+        // the reader and the writer.
+        let (rd, wr) = stream
+            .into_split()
+            .map_err(|source| ConnectionError::Io {
+                step: SetupStep::Options,
+                source,
+            })?;
         return Ok(start(
             addr, local, server, leftover, rd, wr, None, true, config,
         ));
@@ -143,7 +150,7 @@ pub(super) async fn open_in(
 /// only names the node. There is no source port (the node picks the shard,
 /// as on its regular port), no TLS (ScyllaDB's maintenance socket is
 /// plaintext), and no direct writes (the halves of `tokio::io::split` share
-/// a lock, as TLS's do).
+/// a lock).
 #[cfg(unix)]
 async fn open_unix_in(
     addr: SocketAddr,

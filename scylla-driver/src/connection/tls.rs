@@ -9,7 +9,10 @@
 //! The TLS handshake runs right after the TCP connect (from the chosen source
 //! port, so shard-aware routing is unchanged) and before the CQL handshake; it
 //! is bounded by the connect timeout. Failures are classified into a
-//! [`TlsErrorKind`] that says what to fix.
+//! [`TlsErrorKind`] that says what to fix. After the handshake the driver
+//! seals and opens the records itself, in each connection's own buffers
+//! (AES-GCM and ChaCha20-Poly1305 through `ring`; session tickets and key
+//! updates still through rustls), so a request over TLS allocates nothing.
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,8 +44,7 @@ use tokio::net::TcpStream;
 
 use super::error::{ConnectionError, SetupStep, TlsErrorKind};
 
-/// A TLS stream over a TCP connection.
-pub type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
+pub(crate) use super::tls_records::TlsStream;
 
 /// How a node is named when its certificate is verified.
 #[derive(Clone, Default)]
@@ -115,6 +117,14 @@ impl TlsConfig {
     /// Uses a ready rustls configuration (its crypto provider, roots, client
     /// certificate and verifier). Nodes are named by IP address unless
     /// [`TlsConfig::with_server_name`] says otherwise.
+    ///
+    /// The configuration's crypto provider runs the handshake (key exchange,
+    /// signatures, certificate checks); the records after it are sealed and
+    /// opened by the driver with `ring`'s AES-GCM and ChaCha20-Poly1305, so
+    /// that requests allocate nothing. A configuration that must use one
+    /// provider for everything (a FIPS-validated module, say) is therefore
+    /// not fully served: its record encryption is `ring`'s. Cipher suites
+    /// other than those two AEADs fail the connection with a clear error.
     pub fn from_client_config(client: Arc<ClientConfig>) -> TlsConfig {
         TlsConfig {
             client,
@@ -127,6 +137,19 @@ impl TlsConfig {
     pub fn with_server_name(mut self, server_name: ServerName) -> TlsConfig {
         self.server_name = server_name;
         self
+    }
+
+    /// The configuration the handshake runs with: this one, with secret
+    /// extraction enabled (after the handshake the driver seals and opens
+    /// the records itself: `tls_records`). A clone shares the original's
+    /// session store, certificate resolver and verifier.
+    fn engine_config(&self) -> Arc<ClientConfig> {
+        if self.client.enable_secret_extraction {
+            return self.client.clone();
+        }
+        let mut c = (*self.client).clone();
+        c.enable_secret_extraction = true;
+        Arc::new(c)
     }
 
     /// Runs the TLS handshake on a connected socket, bounded by `timeout`.
@@ -145,8 +168,13 @@ impl TlsConfig {
                 kind: TlsErrorKind::InvalidServerName,
                 source: Some(Box::new(e)),
             })?;
-        let connector = tokio_rustls::TlsConnector::from(self.client.clone());
-        match tokio::time::timeout(timeout, connector.connect(name, tcp)).await {
+        let conn = rustls::client::UnbufferedClientConnection::new(self.engine_config(), name)
+            .map_err(|e| ConnectionError::Tls {
+                step,
+                kind: classify(&e),
+                source: Some(Box::new(io::Error::new(io::ErrorKind::InvalidInput, e))),
+            })?;
+        match tokio::time::timeout(timeout, super::tls_records::handshake(tcp, conn)).await {
             Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => Err(handshake_error(step, e)),
             Err(_) => Err(ConnectionError::Tls {
@@ -440,7 +468,7 @@ impl TlsConfigBuilder {
             }
             versions.with_root_certificates(store)
         };
-        let client = match self.client {
+        let mut client = match self.client {
             Some((chain, key, cert_path, key_path)) => with_verifier
                 .with_client_auth_cert(chain, key)
                 .map_err(|source| TlsConfigError::ClientCert {
@@ -450,6 +478,9 @@ impl TlsConfigBuilder {
                 })?,
             None => with_verifier.with_no_client_auth(),
         };
+        // The driver seals and opens records itself once rustls' handshake
+        // is done (see `TlsConfig::engine_config`).
+        client.enable_secret_extraction = true;
         let description = if self.accept_invalid {
             "certificate verification disabled".to_owned()
         } else {
