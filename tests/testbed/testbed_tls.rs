@@ -212,3 +212,129 @@ async fn plaintext_client_on_tls_port_is_closed() -> Result<(), BoxError> {
     cluster.shutdown().await;
     Ok(())
 }
+
+/// Opens a TLS connection to `shard` through the shard-aware TLS port (a
+/// source port from `ports` with the right remainder), reads SUPPORTED (so
+/// the tickets sent after the handshake arrive) and says whether the
+/// handshake resumed a session.
+async fn open_on_shard(
+    tls: &TlsConnector,
+    sa: SocketAddr,
+    shards: u16,
+    shard: u16,
+    ports: &mut impl Iterator<Item = u16>,
+) -> Result<bool, BoxError> {
+    // Bounded: the iterator is a finite window; ports in use are skipped.
+    for p in ports.by_ref() {
+        if p % shards != shard {
+            continue;
+        }
+        let Ok(mut s) = tls_connect(tls, sa, p).await else {
+            continue;
+        };
+        let resumed = s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let m = options(&mut s).await?;
+        assert_eq!(m["SCYLLA_SHARD"], vec![shard.to_string()], "port {p}");
+        return Ok(resumed);
+    }
+    Err("no usable source port left".into())
+}
+
+fn ticket_cluster(scope: scylla_testbed::TicketScope) -> scylla_testbed::TestClusterBuilder {
+    TestCluster::builder().nodes(1).shards(4).tls(
+        TlsOptions::default()
+            .tickets(scope)
+            .handshake_costs(Duration::from_micros(500), Duration::from_micros(50)),
+    )
+}
+
+#[tokio::test]
+async fn tickets_per_shard_resume_only_on_the_issuing_shard_and_never_after_a_restart(
+) -> Result<(), BoxError> {
+    let cluster = ticket_cluster(scylla_testbed::TicketScope::Shard)
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let ip = cluster.tls_addrs()[0].ip();
+    let sa = SocketAddr::new(ip, cluster.tls_shard_aware_port().ok_or("no port")?);
+    let mut ports = 51_200u16..51_600;
+    // First handshake: full; its tickets come from shard 0.
+    assert!(!open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    // Shard 0 again: resumed.
+    assert!(open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    // Shard 1 with a ticket of shard 0: full (its ticket key differs).
+    assert!(!open_on_shard(&tls, sa, 4, 1, &mut ports).await?);
+    // The newest tickets are shard 1's now: shard 0 does a full handshake,
+    // after which its own (newest) ticket resumes there again.
+    assert!(!open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    assert!(open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 3);
+    assert_eq!(st.node.tls_handshakes_resumed, 2);
+    assert_eq!(st.shards[0].tls_handshakes_resumed, 2);
+    assert_eq!(st.shards[0].tls_handshakes_full, 2);
+    assert_eq!(st.shards[1].tls_handshakes_full, 1);
+    assert_eq!(st.shards[1].tls_handshakes_resumed, 0);
+    // Each TLS handshake passed the admission once more than the CQL ones
+    // (none here: OPTIONS only), and none was shed.
+    assert_eq!(st.node.handshakes_shed, 0);
+
+    // After a restart no ticket resumes, even on the shard that issued it:
+    // the client offers its newest ticket, shard 0's of the last lifetime.
+    cluster.restart_node(0).await?;
+    assert!(!open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 1);
+    assert_eq!(st.node.tls_handshakes_resumed, 0);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tickets_per_node_resume_on_every_shard_and_port() -> Result<(), BoxError> {
+    let cluster = ticket_cluster(scylla_testbed::TicketScope::Node)
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let addr = cluster.tls_addrs()[0];
+    let sa = SocketAddr::new(addr.ip(), cluster.tls_shard_aware_port().ok_or("no port")?);
+    let mut ports = 51_600u16..52_000;
+    // The regular TLS port first (full), then every shard through the
+    // shard-aware TLS port, each with a ticket of an earlier handshake.
+    let mut s = tls_connect(&tls, addr, 0).await?;
+    assert_eq!(
+        s.get_ref().1.handshake_kind(),
+        Some(rustls::HandshakeKind::Full)
+    );
+    options(&mut s).await?;
+    for shard in 0..4 {
+        assert!(
+            open_on_shard(&tls, sa, 4, shard, &mut ports).await?,
+            "shard {shard} did not resume"
+        );
+    }
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 1);
+    assert_eq!(st.node.tls_handshakes_resumed, 4);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tickets_off_means_full_handshakes_only() -> Result<(), BoxError> {
+    let cluster = ticket_cluster(scylla_testbed::TicketScope::Off)
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let ip = cluster.tls_addrs()[0].ip();
+    let sa = SocketAddr::new(ip, cluster.tls_shard_aware_port().ok_or("no port")?);
+    let mut ports = 52_000u16..52_400;
+    for _ in 0..3 {
+        assert!(!open_on_shard(&tls, sa, 4, 2, &mut ports).await?);
+    }
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 3);
+    assert_eq!(st.node.tls_handshakes_resumed, 0);
+    cluster.shutdown().await;
+    Ok(())
+}
