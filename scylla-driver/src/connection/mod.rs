@@ -58,6 +58,8 @@ pub(crate) mod stats;
 mod stream_slots;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "tls")]
+pub mod tls_tickets;
 mod writer;
 
 pub use self::auth::{AuthError, AuthSession, Authenticator, PasswordAuthenticator};

@@ -22,12 +22,16 @@
 //! - [`nat`]: evidence against the shard-aware port, fallback and probation.
 //! - [`shed`]: handshakes shed by the node's admission control.
 //! - `refill`: the task that opens what is missing.
+//! - `tickets` (feature `tls`): a node's TLS opens paced by the session
+//!   tickets held for it, so that they resume.
 
 pub mod backoff;
 pub mod nat;
 mod refill;
 pub mod shard_port;
 pub mod shed;
+#[cfg(feature = "tls")]
+mod tickets;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -76,6 +80,12 @@ pub struct PoolConfig {
     /// one attempt per node per interval, each interval drawn from
     /// `[interval / 2, 3 * interval / 2)`).
     pub coverage_interval: Duration,
+    /// Over TLS: pace a node's opens by the session tickets held for it, so
+    /// that each can resume instead of paying a full handshake (see
+    /// `docs/pools.md`, "TLS session tickets"). No effect without TLS, with a
+    /// node that sends no tickets, or with a `TlsConfig` made from a
+    /// `ClientConfig` elsewhere (its store is not the driver's).
+    pub tls_ticket_pacing: bool,
     /// Told whenever a pool learns (or its node changes) its sharding: the
     /// cluster layer then rebuilds the routing table with the node's shards.
     pub(crate) sharding_changed: Option<Arc<Notify>>,
@@ -97,6 +107,7 @@ impl Default for PoolConfig {
             max_concurrent_opens: 4,
             reconnect_spread: Duration::from_secs(1),
             coverage_interval: Duration::from_secs(1),
+            tls_ticket_pacing: true,
             sharding_changed: None,
             connectivity_changed: None,
         }
@@ -154,6 +165,9 @@ struct PoolInner {
     health: Mutex<ShardAwareHealth>,
     cancel: CancellationToken,
     round_robin: AtomicUsize,
+    /// The pacing of TLS opens by the node's tickets, when it applies.
+    #[cfg(feature = "tls")]
+    tickets: Option<Arc<tickets::TicketGate>>,
 }
 
 /// Connections to every shard of one node.
@@ -185,6 +199,17 @@ impl NodePool {
     /// task starts connecting at once.
     pub fn new(addr: SocketAddr, config: PoolConfig, metrics: Arc<Metrics>) -> NodePool {
         let cancel = CancellationToken::new();
+        #[cfg(feature = "tls")]
+        let tickets = config
+            .connection
+            .tls
+            .as_ref()
+            .filter(|_| config.tls_ticket_pacing)
+            .and_then(|t| {
+                let store = t.tickets.clone()?;
+                let name = t.server_name.for_addr(addr).ok()?;
+                Some(Arc::new(tickets::TicketGate::new(store, name)))
+            });
         let inner = Arc::new(PoolInner {
             addr,
             labels: NodeLabels::new(addr, config.connection.uses_tls()),
@@ -199,6 +224,8 @@ impl NodePool {
             up_hint: std::sync::atomic::AtomicBool::new(false),
             cancel: cancel.clone(),
             round_robin: AtomicUsize::new(0),
+            #[cfg(feature = "tls")]
+            tickets,
         });
         tokio::spawn(refill::run(inner.clone()));
         NodePool {
