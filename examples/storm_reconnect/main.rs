@@ -150,6 +150,13 @@ struct Cli {
     /// the opens by the TLS tickets held for the node.
     #[arg(long, requires = "tls")]
     no_ticket_pacing: bool,
+    /// With --tls: the test cluster's modelled server CPU time of a full TLS
+    /// handshake, in microseconds (spent on the shard inside admission).
+    #[arg(long, value_name = "US", default_value_t = 1000, requires = "tls")]
+    tls_full_cost_us: u64,
+    /// With --tls: the same for a resumed TLS handshake.
+    #[arg(long, value_name = "US", default_value_t = 100, requires = "tls")]
+    tls_resumed_cost_us: u64,
 }
 
 struct Args {
@@ -203,6 +210,10 @@ fn parse_args() -> Args {
             tls: cli.tls,
             tickets: cli.tickets,
             ticket_pacing: !cli.no_ticket_pacing,
+            tls_costs: (
+                Duration::from_micros(cli.tls_full_cost_us),
+                Duration::from_micros(cli.tls_resumed_cost_us),
+            ),
         },
     }
 }

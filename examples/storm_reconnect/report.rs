@@ -36,9 +36,11 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
         p.cost,
         if p.tls {
             format!(
-                "; over TLS, tickets {} ({} pacing)",
+                "; over TLS, tickets {} ({} pacing), TLS handshake cost {:?} full / {:?} resumed",
                 p.tickets.name(),
-                if p.ticket_pacing { "with" } else { "without" }
+                if p.ticket_pacing { "with" } else { "without" },
+                p.tls_costs.0,
+                p.tls_costs.1
             )
         } else {
             String::new()
@@ -282,6 +284,8 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
         "tls": p.tls,
         "tls_tickets": if p.tls { p.tickets.name() } else { "-" },
         "tls_ticket_pacing": p.tls && p.ticket_pacing,
+        "tls_full_handshake_us": p.tls_costs.0.as_micros() as u64,
+        "tls_resumed_handshake_us": p.tls_costs.1.as_micros() as u64,
         "cpu_concurrency": p.cpu_concurrency,
         "handshake_cost": format!("{:?}", p.cost),
         "down_ms": p.down.as_millis() as u64,

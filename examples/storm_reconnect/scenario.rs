@@ -92,6 +92,8 @@ pub(crate) struct Params {
     pub(crate) tickets: TicketScope,
     /// With TLS: the pools pace a node's opens by the tickets held for it.
     pub(crate) ticket_pacing: bool,
+    /// With TLS: the cluster's CPU time per full and per resumed handshake.
+    pub(crate) tls_costs: (Duration, Duration),
 }
 
 /// TLS handshakes a node (or the cluster) counted.
@@ -363,7 +365,11 @@ pub(crate) async fn run(
             shed_after: p.shed_after,
         });
     if p.tls {
-        cb = cb.tls(TlsOptions::default().tickets(p.tickets));
+        cb = cb.tls(
+            TlsOptions::default()
+                .tickets(p.tickets)
+                .handshake_costs(p.tls_costs.0, p.tls_costs.1),
+        );
     }
     if v.nat {
         for i in 0..p.nodes {
