@@ -18,7 +18,9 @@
 //!   shard's CPU clock: a shard is one core, so the TLS costs of its
 //!   handshakes add up one after another (a storm of full handshakes on one
 //!   shard finishes its last one only after the sum of their costs), whatever
-//!   the number of permits.
+//!   the number of permits; a request reaching a shard whose clock is ahead of
+//!   now waits until it catches up (pessimistic: ScyllaDB's scheduler
+//!   interleaves statements with connection work).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,6 +103,13 @@ impl CpuClock {
         }
     }
 
+    /// When the shard will be done with the costs charged so far, if that
+    /// is later than now.
+    fn busy_until(&self) -> Option<Instant> {
+        let busy = *self.busy_until.lock().unwrap_or_else(|e| e.into_inner());
+        (busy > Instant::now()).then_some(busy)
+    }
+
     /// Charges `cost` and waits until the shard has spent it.
     async fn spend(&self, cost: Duration) {
         if cost.is_zero() {
@@ -136,6 +145,15 @@ impl Admission {
             config,
             cpu: CpuClock::new(),
         }
+    }
+
+    /// When the shard's CPU is free of the TLS handshake costs charged so
+    /// far, if it is busy now: a request that arrives meanwhile waits until
+    /// then (a shard is one core). Pessimistic: ScyllaDB's scheduler
+    /// interleaves statements with connection work instead of queueing them
+    /// behind all of it.
+    pub(crate) fn cpu_busy_until(&self) -> Option<Instant> {
+        self.cpu.busy_until()
     }
 
     /// Admits a finished TLS handshake and charges its CPU time `cost` on

@@ -338,3 +338,78 @@ async fn tickets_off_means_full_handshakes_only() -> Result<(), BoxError> {
     cluster.shutdown().await;
     Ok(())
 }
+
+/// Sends QUERY "SELECT release_version FROM system.local" (v4, stream 2) and
+/// waits for its answer.
+async fn query_local(s: &mut TlsStream<TcpStream>) -> Result<(), BoxError> {
+    let q = b"SELECT release_version FROM system.local";
+    let mut body = Vec::new();
+    body.extend_from_slice(&(q.len() as u32).to_be_bytes());
+    body.extend_from_slice(q);
+    body.extend_from_slice(&[0x00, 0x01, 0x00]); // ONE, no flags
+    let mut frame = vec![0x04, 0, 0, 2, 0x07];
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    s.write_all(&frame).await?;
+    s.flush().await?;
+    let mut h = [0u8; 9];
+    tokio::time::timeout(TIMEOUT, s.read_exact(&mut h)).await??;
+    let len = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) as usize;
+    let mut rest = vec![0u8; len];
+    tokio::time::timeout(TIMEOUT, s.read_exact(&mut rest)).await??;
+    assert_eq!(h[4], 0x08, "expected RESULT, got opcode {:#x}", h[4]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_shard_busy_with_full_handshakes_answers_requests_after_them() -> Result<(), BoxError> {
+    // One shard, 50 ms per full handshake, no tickets.
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(1)
+        .tls(
+            TlsOptions::default()
+                .tickets(scylla_testbed::TicketScope::Off)
+                .handshake_costs(Duration::from_millis(50), Duration::ZERO),
+        )
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let addr = cluster.tls_addrs()[0];
+    let mut first = tls_connect(&tls, addr, 0).await?;
+    // STARTUP, so that QUERY is served.
+    first
+        .write_all(&[
+            0x04, 0, 0, 1, 0x01, 0, 0, 0, 22, 0, 1, 0, 11, b'C', b'Q', b'L', b'_', b'V', b'E',
+            b'R', b'S', b'I', b'O', b'N', 0, 5, b'3', b'.', b'0', b'.', b'0',
+        ])
+        .await?;
+    let mut h = [0u8; 9];
+    tokio::time::timeout(TIMEOUT, first.read_exact(&mut h)).await??;
+    assert_eq!(h[4], 0x02, "expected READY");
+    let idle = std::time::Instant::now();
+    query_local(&mut first).await?;
+    let idle = idle.elapsed();
+    // Four more full handshakes charge the shard 200 ms; a request sent
+    // while they are being paid waits for them.
+    let mut others = Vec::new();
+    for _ in 0..4 {
+        let tls = tls.clone();
+        others.push(tokio::spawn(
+            async move { tls_connect(&tls, addr, 0).await },
+        ));
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let busy = std::time::Instant::now();
+    query_local(&mut first).await?;
+    let busy = busy.elapsed();
+    for o in others {
+        o.await??;
+    }
+    assert!(idle < Duration::from_millis(40), "idle shard: {idle:?}");
+    assert!(busy >= Duration::from_millis(100), "busy shard: {busy:?}");
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 5);
+    cluster.shutdown().await;
+    Ok(())
+}
