@@ -51,7 +51,14 @@
 //! (requests/s in total), `--down-ms N`, `--rf N`, `--coverage-interval-ms N`,
 //! `--no-shard-aware` (with `--nodes`), `--tls` (the test cluster's TLS
 //! listeners, the driver over TLS: the same variants, each connection now
-//! also paying a real TLS handshake on both sides).
+//! also paying a real TLS handshake on both sides, and the cluster charging
+//! each handshake its modelled CPU time, full or resumed), `--tickets
+//! node|shard|off` (with `--tls`: which shards of a node accept a TLS
+//! session ticket: every shard, as ScyllaDB does by default, or only the
+//! issuing one), `--no-ticket-pacing` (with `--tls`: the pools open a node's
+//! missing shards at once instead of pacing them by the tickets held). With
+//! `--tls` the tables add the full and resumed TLS handshakes the cluster
+//! counted at cold start and at the restarted node.
 //!
 //! Without a usable shard-aware port (`no-shard-aware`, `nat`) the pools
 //! open one connection per shard wherever the node puts them and cover the
@@ -71,7 +78,7 @@ use std::time::Duration;
 
 use clap::builder::PossibleValuesParser;
 use clap::Parser;
-use scylla_testbed::HandshakeCost;
+use scylla_testbed::{HandshakeCost, TicketScope};
 
 use crate::progress::Progress;
 use crate::scenario::{Params, Variant, VARIANTS};
@@ -129,6 +136,27 @@ struct Cli {
     /// Use the test cluster's TLS listeners (the driver over TLS).
     #[arg(long, conflicts_with = "nodes")]
     tls: bool,
+    /// With --tls: which shards accept a node's TLS session tickets: node
+    /// (every shard until the node restarts: ScyllaDB's default), shard
+    /// (only the issuing shard) or off (no tickets).
+    #[arg(
+        long,
+        value_name = "node|shard|off",
+        default_value = "node",
+        requires = "tls"
+    )]
+    tickets: TicketScope,
+    /// With --tls: open a node's missing shards at once instead of pacing
+    /// the opens by the TLS tickets held for the node.
+    #[arg(long, requires = "tls")]
+    no_ticket_pacing: bool,
+    /// With --tls: the test cluster's modelled server CPU time of a full TLS
+    /// handshake, in microseconds (spent on the shard inside admission).
+    #[arg(long, value_name = "US", default_value_t = 1000, requires = "tls")]
+    tls_full_cost_us: u64,
+    /// With --tls: the same for a resumed TLS handshake.
+    #[arg(long, value_name = "US", default_value_t = 100, requires = "tls")]
+    tls_resumed_cost_us: u64,
 }
 
 struct Args {
@@ -180,6 +208,12 @@ fn parse_args() -> Args {
             reconnect_spread: Duration::from_secs(1),
             request_timeout: Duration::from_secs(2),
             tls: cli.tls,
+            tickets: cli.tickets,
+            ticket_pacing: !cli.no_ticket_pacing,
+            tls_costs: (
+                Duration::from_micros(cli.tls_full_cost_us),
+                Duration::from_micros(cli.tls_resumed_cost_us),
+            ),
         },
     }
 }

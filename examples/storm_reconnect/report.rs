@@ -34,7 +34,17 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
         p.sessions,
         p.cpu_concurrency,
         p.cost,
-        if p.tls { "; over TLS" } else { "" }
+        if p.tls {
+            format!(
+                "; over TLS, tickets {} ({} pacing), TLS handshake cost {:?} full / {:?} resumed",
+                p.tickets.name(),
+                if p.ticket_pacing { "with" } else { "without" },
+                p.tls_costs.0,
+                p.tls_costs.1
+            )
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         o,
@@ -135,6 +145,28 @@ pub(crate) fn table(p: &Params, results: &[VariantResult]) -> String {
             if x.filled { "" } else { "  (NOT all filled)" },
             if x.covered { "" } else { "  (NOT all covered)" }
         );
+    }
+    if p.tls {
+        let _ = writeln!(
+            o,
+            "\nTLS handshakes counted by the cluster (full / resumed): cold start = all nodes when \
+             every shard was covered (control connections included); restart = the restarted node's \
+             new lifetime when every session covered it again"
+        );
+        for r in results {
+            let (c, x) = (&r.cold.tls, &r.restart.tls);
+            let _ = writeln!(
+                o,
+                "{:<15} cold start {:>5} full / {:>5} resumed ({:.1}% resumed)   restart {:>5} full / {:>5} resumed ({:.1}% resumed)",
+                r.variant.name,
+                c.full,
+                c.resumed,
+                100.0 * c.resumed as f64 / (c.full + c.resumed).max(1) as f64,
+                x.full,
+                x.resumed,
+                100.0 * x.resumed as f64 / (x.full + x.resumed).max(1) as f64,
+            );
+        }
     }
     let _ = writeln!(
         o,
@@ -250,6 +282,10 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
         "rate_per_s": p.rate,
         "rf": p.rf,
         "tls": p.tls,
+        "tls_tickets": if p.tls { p.tickets.name() } else { "-" },
+        "tls_ticket_pacing": p.tls && p.ticket_pacing,
+        "tls_full_handshake_us": p.tls_costs.0.as_micros() as u64,
+        "tls_resumed_handshake_us": p.tls_costs.1.as_micros() as u64,
         "cpu_concurrency": p.cpu_concurrency,
         "handshake_cost": format!("{:?}", p.cost),
         "down_ms": p.down.as_millis() as u64,
@@ -282,6 +318,8 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
                     "peak_handshakes_waiting": c.peak_waiting,
                     "peak_handshakes_in_progress": c.peak_in_progress,
                     "handshakes_shed": c.shed,
+                    "tls_handshakes_full": c.tls.full,
+                    "tls_handshakes_resumed": c.tls.resumed,
                 },
                 "restart": {
                     "ideal": x.ideal,
@@ -302,6 +340,8 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
                     "peak_handshakes_in_progress": x.peak_in_progress,
                     "handshakes_shed": x.shed,
                     "prepares_at_restarted_node": x.prepares,
+                    "tls_handshakes_full": x.tls.full,
+                    "tls_handshakes_resumed": x.tls.resumed,
                     "tablet_requests": x.tablet_requests,
                     "tablet_misrouted": x.tablet_misrouted,
                     "tablet_misrouted_before_stop": x.tablet_misrouted_steady,

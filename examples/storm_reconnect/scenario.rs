@@ -14,7 +14,8 @@ use scylla_driver::pool::{NodePool, PoolSnapshot};
 use scylla_driver::tls::TlsConfig;
 use scylla_driver::{Session, SessionBuilder};
 use scylla_testbed::{
-    AdmissionConfig, EventKind, Faults, HandshakeCost, NatMode, TestCluster, TlsOptions,
+    AdmissionConfig, EventKind, Faults, HandshakeCost, NatMode, StatsCounters, TestCluster,
+    TicketScope, TlsOptions,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -87,6 +88,28 @@ pub(crate) struct Params {
     pub(crate) request_timeout: Duration,
     /// Every connection over TLS (the cluster's TLS ports and its CA).
     pub(crate) tls: bool,
+    /// With TLS: which shards of a node accept its session tickets.
+    pub(crate) tickets: TicketScope,
+    /// With TLS: the pools pace a node's opens by the tickets held for it.
+    pub(crate) ticket_pacing: bool,
+    /// With TLS: the cluster's CPU time per full and per resumed handshake.
+    pub(crate) tls_costs: (Duration, Duration),
+}
+
+/// TLS handshakes a node (or the cluster) counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TlsHandshakes {
+    pub(crate) full: u64,
+    pub(crate) resumed: u64,
+}
+
+impl TlsHandshakes {
+    fn of(c: &StatsCounters) -> Self {
+        TlsHandshakes {
+            full: c.tls_handshakes_full,
+            resumed: c.tls_handshakes_resumed,
+        }
+    }
 }
 
 /// The node that is restarted in phase 2.
@@ -140,6 +163,9 @@ pub(crate) struct ColdStart {
     pub(crate) peak_waiting: u64,
     pub(crate) peak_in_progress: u64,
     pub(crate) shed: u64,
+    /// TLS handshakes the cluster counted when every shard was covered
+    /// (control connections included).
+    pub(crate) tls: TlsHandshakes,
 }
 
 /// Phase 2: a node restart under load.
@@ -172,6 +198,9 @@ pub(crate) struct Restart {
     /// PREPAREs the restarted node received after its start (it forgot
     /// every statement).
     pub(crate) prepares: u64,
+    /// TLS handshakes the restarted node counted in its new lifetime, when
+    /// every session covered it again.
+    pub(crate) tls: TlsHandshakes,
     pub(crate) failed_requests: u64,
     pub(crate) skipped: u64,
     /// Requests to the tablets table, and how many of them the cluster saw
@@ -221,6 +250,7 @@ fn session_builder(
     };
     b.config.initial_connect_timeout = p.coverage_timeout;
     b.config.pool.coverage_interval = p.coverage_interval;
+    b.config.pool.tls_ticket_pacing = p.ticket_pacing;
     match tls {
         Some(t) => b.tls(t.clone()),
         None => b,
@@ -335,7 +365,11 @@ pub(crate) async fn run(
             shed_after: p.shed_after,
         });
     if p.tls {
-        cb = cb.tls(TlsOptions::default());
+        cb = cb.tls(
+            TlsOptions::default()
+                .tickets(p.tickets)
+                .handshake_costs(p.tls_costs.0, p.tls_costs.1),
+        );
     }
     if v.nat {
         for i in 0..p.nodes {
@@ -471,6 +505,10 @@ pub(crate) async fn run(
         .max()
         .unwrap_or(0);
     cold.shed = stats.total(|c| c.handshakes_shed);
+    cold.tls = TlsHandshakes {
+        full: stats.total(|c| c.tls_handshakes_full),
+        resumed: stats.total(|c| c.tls_handshakes_resumed),
+    };
     cold.driver = driver_metrics(&sessions);
     cold.attempts = cold.driver.connect_attempts();
 
@@ -559,6 +597,7 @@ pub(crate) async fn run(
         peak_in_progress: end_stats.peak_handshakes_in_progress,
         shed: end_stats.handshakes_shed,
         prepares: end_stats.prepares,
+        tls: TlsHandshakes::of(&covered_stats),
         failed_requests: during.failed + after.failed,
         skipped: recorder.skipped(),
         tablet_requests: recorder.tablet_requests(),

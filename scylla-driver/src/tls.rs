@@ -19,6 +19,7 @@
 use std::sync::Arc;
 
 pub use crate::connection::tls::{ServerName, TlsConfig, TlsConfigBuilder, TlsConfigError};
+pub use crate::connection::tls_tickets::TicketStore;
 pub use rustls::ClientConfig;
 
 /// What [`SessionBuilder::tls_context`](crate::SessionBuilder::tls_context)

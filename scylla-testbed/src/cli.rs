@@ -15,7 +15,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::{
-    Credentials, Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TlsOptions,
+    Credentials, Faults, NatMode, TabletScript, TestCluster, TestClusterBuilder, TicketScope,
+    TlsOptions,
 };
 use scylla_cql::frame::ProtocolVersion;
 
@@ -77,6 +78,27 @@ struct Cli {
     /// With --tls-dir: require a client certificate.
     #[arg(long, requires = "tls_dir")]
     tls_client_auth: bool,
+    /// With --tls-dir: which handshakes TLS 1.3 session tickets resume:
+    /// node (any shard of the issuing node, until it restarts: ScyllaDB's
+    /// default), shard (only the issuing shard) or off.
+    #[arg(
+        long,
+        value_name = "node|shard|off",
+        default_value = "node",
+        requires = "tls_dir"
+    )]
+    tls_tickets: TicketScope,
+    /// With --tls-dir: tickets sent after each handshake (ScyllaDB: 2).
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "tls_dir")]
+    tls_tickets_per_handshake: usize,
+    /// With --tls-dir: modelled server CPU time of a full TLS handshake, in
+    /// microseconds, spent on the shard inside its handshake admission.
+    #[arg(long, value_name = "US", default_value_t = 1000, requires = "tls_dir")]
+    tls_full_cost_us: u64,
+    /// With --tls-dir: modelled server CPU time of a resumed TLS handshake,
+    /// in microseconds.
+    #[arg(long, value_name = "US", default_value_t = 100, requires = "tls_dir")]
+    tls_resumed_cost_us: u64,
     /// New NetworkTopologyStrategy keyspaces use tablets, N initial tablets
     /// per table (as ScyllaDB does).
     #[arg(long, value_name = "N")]
@@ -217,7 +239,16 @@ impl Cli {
             b = b.tablets(n);
         }
         if self.tls_dir.is_some() {
-            b = b.tls(TlsOptions::default().require_client_cert(self.tls_client_auth));
+            b = b.tls(
+                TlsOptions::default()
+                    .require_client_cert(self.tls_client_auth)
+                    .tickets(self.tls_tickets)
+                    .tickets_per_handshake(self.tls_tickets_per_handshake)
+                    .handshake_costs(
+                        Duration::from_micros(self.tls_full_cost_us),
+                        Duration::from_micros(self.tls_resumed_cost_us),
+                    ),
+            );
         }
         let mut faults = Faults::none();
         if self.nat {

@@ -323,7 +323,7 @@ impl TestCluster {
             slot.faults.clone(),
             self.config.clone(),
             &self.cancel,
-            self.tls.as_ref().map(|t| t.acceptor.clone()),
+            self.tls.clone(),
             self.maintenance_socket(i),
         )?;
         if let Ok(mut last) = slot.last.lock() {

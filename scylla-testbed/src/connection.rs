@@ -762,7 +762,18 @@ impl Conn {
             }
         }
         let (node, ctx) = (self.node.clone(), self.ctx.clone());
-        let mut answer = Box::pin(async move { node.handler.handle(&ctx, req).await });
+        // A shard busy with TLS handshakes (their modelled CPU time) serves
+        // the request when it is done with them.
+        let busy = self
+            .node
+            .admission(self.ctx.shard as usize)
+            .cpu_busy_until();
+        let mut answer = Box::pin(async move {
+            if let Some(until) = busy {
+                tokio::time::sleep_until(until.into()).await;
+            }
+            node.handler.handle(&ctx, req).await
+        });
         // Polled once with a no-op waker: if it is pending, the task it
         // moves to polls it again at once, registering its own waker.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

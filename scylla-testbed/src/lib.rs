@@ -88,5 +88,5 @@ pub use handler::{
 pub use stats::{ClusterStats, NodeStatsSnapshot, StatsCounters};
 pub use tablet_script::{TabletAction, TabletScript};
 pub use tablets::{TabletError, TabletInfo};
-pub use tls::{TlsOptions, TlsSetupError};
+pub use tls::{TicketScope, TlsOptions, TlsSetupError};
 pub use topology::{NodeInfo, Topology};

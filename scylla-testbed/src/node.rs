@@ -25,7 +25,6 @@ use std::time::Duration;
 use socket2::{Domain, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -39,7 +38,9 @@ use crate::handler::{ConnCtx, PortKind, SessionState};
 use crate::node_shared::NodeShared;
 use crate::shard::{assign, ShardConnection};
 use crate::stats::{bump_both, NodeStats};
+use crate::tls::TlsMaterial;
 use crate::topology::{NodeInfo, Topology};
+use rustls::HandshakeKind;
 
 /// How long `stop` waits for a node's tasks to end.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -83,9 +84,18 @@ impl NodeRuntime {
         faults: Arc<FaultState>,
         config: Arc<ClusterConfig>,
         parent: &CancellationToken,
-        tls: Option<TlsAcceptor>,
+        tls: Option<Arc<TlsMaterial>>,
         maintenance_socket: Option<PathBuf>,
     ) -> Result<Self, ClusterError> {
+        // New ticket keys for this lifetime: no ticket of an earlier one
+        // resumes (ScyllaDB makes its key when it starts).
+        let tls = match tls {
+            Some(m) => Some(
+                m.node_acceptors(info.shards.get())
+                    .map_err(|e| ClusterError::InvalidConfig(e.to_string()))?,
+            ),
+            None => None,
+        };
         let regular = bind(info.cql_addr())?;
         let unix = match &maintenance_socket {
             Some(path) => Some(bind_unix(path)?),
@@ -456,7 +466,7 @@ fn on_accept(
         state: Mutex::new(SessionState::default()),
     });
     let cancel = node.cancel.child_token();
-    let acceptor = match (tls, &node.tls) {
+    let acceptor = match (tls, node.tls_acceptor(shard as usize)) {
         (false, _) => None,
         (true, Some(a)) => Some(a.clone()),
         // Cannot happen: TLS listeners exist only with an acceptor.
@@ -488,6 +498,28 @@ fn on_accept(
                 }
             },
         };
+        // Count the handshake and charge its CPU time inside the shard's
+        // admission; a handshake shed there closes the connection.
+        let idx = slot.shard() as usize;
+        let resumed = tls_stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
+        let cost = match &n.config.tls {
+            Some(o) if resumed => o.resumed_handshake_cost,
+            Some(o) => o.full_handshake_cost,
+            None => Duration::ZERO,
+        };
+        if resumed {
+            bump_both(&n.stats, idx, |s| &s.tls_handshakes_resumed);
+        } else {
+            bump_both(&n.stats, idx, |s| &s.tls_handshakes_full);
+        }
+        let admitted = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = n.admission(idx).run_tls(&n.stats, idx, cost) => r,
+        };
+        if admitted.is_err() {
+            tracing::debug!(node = n.info.index, %peer, "TLS handshake shed by admission");
+            return;
+        }
         let (rd, wr) = tokio::io::split(tls_stream);
         let halves: (connection::ReadHalf, connection::WriteHalf) = (Box::new(rd), Box::new(wr));
         connection::serve(n, halves, ctx, slot, cancel).await;

@@ -31,8 +31,9 @@ pub(crate) struct NodeShared {
     pub(crate) clients: Arc<ClientRegistry>,
     /// The statements prepared on the node in this lifetime.
     pub(crate) prepared: Arc<crate::prepared_ids::PreparedIds>,
-    /// The TLS server side, when the cluster serves TLS.
-    pub(crate) tls: Option<TlsAcceptor>,
+    /// The TLS server side of each shard, when the cluster serves TLS (made
+    /// for this node lifetime: its own ticket keys).
+    pub(crate) tls: Option<Box<[TlsAcceptor]>>,
     pub(crate) admission: Box<[Admission]>,
     pub(crate) cancel: CancellationToken,
     pub(crate) tracker: TaskTracker,
@@ -49,6 +50,13 @@ impl std::fmt::Debug for NodeShared {
 }
 
 impl NodeShared {
+    /// The TLS acceptor of `shard` (the last one if out of range), when the
+    /// cluster serves TLS.
+    pub(crate) fn tls_acceptor(&self, shard: usize) -> Option<&TlsAcceptor> {
+        let a = self.tls.as_deref()?;
+        a.get(shard).or_else(|| a.last())
+    }
+
     /// The admission gate of `shard` (the last one if out of range, which
     /// cannot happen: shards come from the node's own sharder).
     pub(crate) fn admission(&self, shard: usize) -> &Admission {

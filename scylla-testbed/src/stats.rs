@@ -89,6 +89,8 @@ pub(crate) struct ShardStats {
     pub(crate) version_refusals: AtomicU64,
     pub(crate) connections_v5: AtomicU64,
     pub(crate) segment_checksum_failures: AtomicU64,
+    pub(crate) tls_handshakes_full: AtomicU64,
+    pub(crate) tls_handshakes_resumed: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -125,6 +127,8 @@ impl ShardStats {
             version_refusals: r(&self.version_refusals),
             connections_v5: r(&self.connections_v5),
             segment_checksum_failures: r(&self.segment_checksum_failures),
+            tls_handshakes_full: r(&self.tls_handshakes_full),
+            tls_handshakes_resumed: r(&self.tls_handshakes_resumed),
         }
     }
 }
@@ -243,6 +247,10 @@ pub struct StatsCounters {
     /// v5 connections closed because a segment from the client failed its
     /// CRC24 (header) or CRC32 (payload) check.
     pub segment_checksum_failures: u64,
+    /// TLS handshakes completed in full (certificate, key exchange).
+    pub tls_handshakes_full: u64,
+    /// TLS handshakes that resumed a session with a ticket.
+    pub tls_handshakes_resumed: u64,
 }
 
 /// A point-in-time copy of one node's counters.

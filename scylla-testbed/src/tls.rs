@@ -8,22 +8,81 @@
 //! listens for TLS on a regular TLS port (ScyllaDB's
 //! `native_transport_port_ssl`) and, optionally, a TLS shard-aware port
 //! (advertised as `SCYLLA_SHARD_AWARE_PORT_SSL`).
+//!
+//! Session tickets and handshake costs follow ScyllaDB (see
+//! `docs/testbed.md`, "TLS session tickets", for the sources):
+//! - TLS 1.3 session tickets are on by default ([`TicketScope::Node`]):
+//!   every lifetime of a node makes a new ticket key, shared by all its
+//!   shards and both TLS ports, so a ticket resumes on any shard of the node
+//!   that issued it and on no node after a restart. [`TicketScope::Shard`]
+//!   gives each shard its own key (ScyllaDB before seastar's shared resume
+//!   key): a ticket resumes only on the shard that issued it.
+//!   [`TicketScope::Off`] issues none. Each handshake gets
+//!   [`TlsOptions::tickets_per_handshake`] tickets (2, as ScyllaDB sends).
+//! - Each TLS handshake is charged a modelled CPU cost on its shard,
+//!   [`TlsOptions::full_handshake_cost`] or
+//!   [`TlsOptions::resumed_handshake_cost`], inside the shard's handshake
+//!   admission (see [`crate::admission`]); the node counts full and resumed
+//!   handshakes ([`crate::StatsCounters::tls_handshakes_full`],
+//!   [`crate::StatsCounters::tls_handshakes_resumed`]).
 
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 /// The DNS name in the server certificate besides `localhost`.
 pub const SERVER_DNS_NAME: &str = "testbed.local";
+
+/// Which handshakes a node's TLS session tickets resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TicketScope {
+    /// One ticket key per node lifetime, shared by all its shards and TLS
+    /// ports: a ticket resumes on any shard of the node that issued it
+    /// (ScyllaDB since `enable_session_tickets` defaults to true).
+    #[default]
+    Node,
+    /// One ticket key per shard and node lifetime: a ticket resumes only on
+    /// the shard that issued it; elsewhere the handshake is a full one.
+    Shard,
+    /// No tickets: every handshake is a full one.
+    Off,
+}
+
+impl TicketScope {
+    /// The name used by the command line (`node`, `shard`, `off`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TicketScope::Node => "node",
+            TicketScope::Shard => "shard",
+            TicketScope::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for TicketScope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "node" => Ok(TicketScope::Node),
+            "shard" => Ok(TicketScope::Shard),
+            "off" => Ok(TicketScope::Off),
+            other => Err(format!(
+                "unknown ticket scope {other:?} (expected node, shard or off)"
+            )),
+        }
+    }
+}
 
 /// TLS settings of the test cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +94,16 @@ pub struct TlsOptions {
     pub port: u16,
     /// The TLS shard-aware port (default `Some(19142)`; `None`: none).
     pub shard_aware_port: Option<u16>,
+    /// Which handshakes the session tickets resume (default: any shard of
+    /// the issuing node, until it restarts).
+    pub tickets: TicketScope,
+    /// TLS 1.3 tickets sent after each handshake (default 2, as ScyllaDB).
+    pub tickets_per_handshake: usize,
+    /// Modelled server CPU time of a full handshake, spent on the shard
+    /// inside its handshake admission (default 1 ms).
+    pub full_handshake_cost: Duration,
+    /// Modelled server CPU time of a resumed handshake (default 100 us).
+    pub resumed_handshake_cost: Duration,
 }
 
 impl Default for TlsOptions {
@@ -43,6 +112,10 @@ impl Default for TlsOptions {
             require_client_cert: false,
             port: 9142,
             shard_aware_port: Some(19142),
+            tickets: TicketScope::Node,
+            tickets_per_handshake: 2,
+            full_handshake_cost: Duration::from_millis(1),
+            resumed_handshake_cost: Duration::from_micros(100),
         }
     }
 }
@@ -66,6 +139,28 @@ impl TlsOptions {
     #[must_use]
     pub fn shard_aware_port(mut self, port: Option<u16>) -> Self {
         self.shard_aware_port = port;
+        self
+    }
+
+    /// Which handshakes the session tickets resume.
+    #[must_use]
+    pub fn tickets(mut self, scope: TicketScope) -> Self {
+        self.tickets = scope;
+        self
+    }
+
+    /// TLS 1.3 tickets sent after each handshake.
+    #[must_use]
+    pub fn tickets_per_handshake(mut self, n: usize) -> Self {
+        self.tickets_per_handshake = n;
+        self
+    }
+
+    /// Modelled server CPU time of a full and of a resumed handshake.
+    #[must_use]
+    pub fn handshake_costs(mut self, full: Duration, resumed: Duration) -> Self {
+        self.full_handshake_cost = full;
+        self.resumed_handshake_cost = resumed;
         self
     }
 }
@@ -92,7 +187,9 @@ pub(crate) struct TlsMaterial {
     pub(crate) ca_pem: String,
     pub(crate) client_cert_pem: String,
     pub(crate) client_key_pem: String,
-    pub(crate) acceptor: TlsAcceptor,
+    /// The server configuration without tickets; each node lifetime derives
+    /// its own from it ([`TlsMaterial::node_acceptors`]).
+    base: Arc<ServerConfig>,
 }
 
 impl fmt::Debug for TlsMaterial {
@@ -177,15 +274,42 @@ impl TlsMaterial {
         };
         let chain: Vec<CertificateDer<'static>> = vec![server.der().clone(), ca.der().clone()];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der()));
-        let config = builder
+        let mut config = builder
             .with_single_cert(chain, key)
             .map_err(|e| TlsSetupError(format!("server certificate: {e}")))?;
+        // No server-side session cache (stateful TLS 1.2 session ids or
+        // TLS 1.3 tickets): resumption exists only through the ticket keys
+        // of a node lifetime, as with ScyllaDB's stateless tickets.
+        config.session_storage = Arc::new(NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
         Ok(TlsMaterial {
             options,
             ca_pem: ca.pem(),
             client_cert_pem: client.pem(),
             client_key_pem: client_key.serialize_pem(),
-            acceptor: TlsAcceptor::from(Arc::new(config)),
+            base: Arc::new(config),
+        })
+    }
+
+    /// The acceptors of one node lifetime, one per shard: fresh ticket keys
+    /// (so no ticket of an earlier lifetime resumes), shared by the shards
+    /// or not as [`TlsOptions::tickets`] says.
+    pub(crate) fn node_acceptors(&self, shards: u16) -> Result<Box<[TlsAcceptor]>, TlsSetupError> {
+        let with_new_key = || -> Result<TlsAcceptor, TlsSetupError> {
+            let mut c = (*self.base).clone();
+            c.ticketer = rustls::crypto::ring::Ticketer::new()
+                .map_err(|e| TlsSetupError(format!("ticket key: {e}")))?;
+            c.send_tls13_tickets = self.options.tickets_per_handshake;
+            Ok(TlsAcceptor::from(Arc::new(c)))
+        };
+        let n = usize::from(shards.max(1));
+        Ok(match self.options.tickets {
+            TicketScope::Off => vec![TlsAcceptor::from(self.base.clone()); n].into(),
+            TicketScope::Node => vec![with_new_key()?; n].into(),
+            TicketScope::Shard => (0..n)
+                .map(|_| with_new_key())
+                .collect::<Result<Vec<_>, _>>()?
+                .into(),
         })
     }
 }

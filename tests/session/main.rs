@@ -32,3 +32,4 @@ mod session_errors;
 mod session_failover;
 mod session_policies;
 mod session_v5;
+mod tls_tickets;

@@ -212,3 +212,204 @@ async fn plaintext_client_on_tls_port_is_closed() -> Result<(), BoxError> {
     cluster.shutdown().await;
     Ok(())
 }
+
+/// Opens a TLS connection to `shard` through the shard-aware TLS port (a
+/// source port from `ports` with the right remainder), reads SUPPORTED (so
+/// the tickets sent after the handshake arrive) and says whether the
+/// handshake resumed a session.
+async fn open_on_shard(
+    tls: &TlsConnector,
+    sa: SocketAddr,
+    shards: u16,
+    shard: u16,
+    ports: &mut impl Iterator<Item = u16>,
+) -> Result<bool, BoxError> {
+    // Bounded: the iterator is a finite window; ports in use are skipped.
+    for p in ports.by_ref() {
+        if p % shards != shard {
+            continue;
+        }
+        let Ok(mut s) = tls_connect(tls, sa, p).await else {
+            continue;
+        };
+        let resumed = s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let m = options(&mut s).await?;
+        assert_eq!(m["SCYLLA_SHARD"], vec![shard.to_string()], "port {p}");
+        return Ok(resumed);
+    }
+    Err("no usable source port left".into())
+}
+
+fn ticket_cluster(scope: scylla_testbed::TicketScope) -> scylla_testbed::TestClusterBuilder {
+    TestCluster::builder().nodes(1).shards(4).tls(
+        TlsOptions::default()
+            .tickets(scope)
+            .handshake_costs(Duration::from_micros(500), Duration::from_micros(50)),
+    )
+}
+
+#[tokio::test]
+async fn tickets_per_shard_resume_only_on_the_issuing_shard_and_never_after_a_restart(
+) -> Result<(), BoxError> {
+    let cluster = ticket_cluster(scylla_testbed::TicketScope::Shard)
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let ip = cluster.tls_addrs()[0].ip();
+    let sa = SocketAddr::new(ip, cluster.tls_shard_aware_port().ok_or("no port")?);
+    let mut ports = 51_200u16..51_600;
+    // First handshake: full; its tickets come from shard 0.
+    assert!(!open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    // Shard 0 again: resumed.
+    assert!(open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    // Shard 1 with a ticket of shard 0: full (its ticket key differs).
+    assert!(!open_on_shard(&tls, sa, 4, 1, &mut ports).await?);
+    // The newest tickets are shard 1's now: shard 0 does a full handshake,
+    // after which its own (newest) ticket resumes there again.
+    assert!(!open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    assert!(open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 3);
+    assert_eq!(st.node.tls_handshakes_resumed, 2);
+    assert_eq!(st.shards[0].tls_handshakes_resumed, 2);
+    assert_eq!(st.shards[0].tls_handshakes_full, 2);
+    assert_eq!(st.shards[1].tls_handshakes_full, 1);
+    assert_eq!(st.shards[1].tls_handshakes_resumed, 0);
+    // Each TLS handshake passed the admission once more than the CQL ones
+    // (none here: OPTIONS only), and none was shed.
+    assert_eq!(st.node.handshakes_shed, 0);
+
+    // After a restart no ticket resumes, even on the shard that issued it:
+    // the client offers its newest ticket, shard 0's of the last lifetime.
+    cluster.restart_node(0).await?;
+    assert!(!open_on_shard(&tls, sa, 4, 0, &mut ports).await?);
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 1);
+    assert_eq!(st.node.tls_handshakes_resumed, 0);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tickets_per_node_resume_on_every_shard_and_port() -> Result<(), BoxError> {
+    let cluster = ticket_cluster(scylla_testbed::TicketScope::Node)
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let addr = cluster.tls_addrs()[0];
+    let sa = SocketAddr::new(addr.ip(), cluster.tls_shard_aware_port().ok_or("no port")?);
+    let mut ports = 51_600u16..52_000;
+    // The regular TLS port first (full), then every shard through the
+    // shard-aware TLS port, each with a ticket of an earlier handshake.
+    let mut s = tls_connect(&tls, addr, 0).await?;
+    assert_eq!(
+        s.get_ref().1.handshake_kind(),
+        Some(rustls::HandshakeKind::Full)
+    );
+    options(&mut s).await?;
+    for shard in 0..4 {
+        assert!(
+            open_on_shard(&tls, sa, 4, shard, &mut ports).await?,
+            "shard {shard} did not resume"
+        );
+    }
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 1);
+    assert_eq!(st.node.tls_handshakes_resumed, 4);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tickets_off_means_full_handshakes_only() -> Result<(), BoxError> {
+    let cluster = ticket_cluster(scylla_testbed::TicketScope::Off)
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let ip = cluster.tls_addrs()[0].ip();
+    let sa = SocketAddr::new(ip, cluster.tls_shard_aware_port().ok_or("no port")?);
+    let mut ports = 52_000u16..52_400;
+    for _ in 0..3 {
+        assert!(!open_on_shard(&tls, sa, 4, 2, &mut ports).await?);
+    }
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 3);
+    assert_eq!(st.node.tls_handshakes_resumed, 0);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Sends QUERY "SELECT release_version FROM system.local" (v4, stream 2) and
+/// waits for its answer.
+async fn query_local(s: &mut TlsStream<TcpStream>) -> Result<(), BoxError> {
+    let q = b"SELECT release_version FROM system.local";
+    let mut body = Vec::new();
+    body.extend_from_slice(&(q.len() as u32).to_be_bytes());
+    body.extend_from_slice(q);
+    body.extend_from_slice(&[0x00, 0x01, 0x00]); // ONE, no flags
+    let mut frame = vec![0x04, 0, 0, 2, 0x07];
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    s.write_all(&frame).await?;
+    s.flush().await?;
+    let mut h = [0u8; 9];
+    tokio::time::timeout(TIMEOUT, s.read_exact(&mut h)).await??;
+    let len = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) as usize;
+    let mut rest = vec![0u8; len];
+    tokio::time::timeout(TIMEOUT, s.read_exact(&mut rest)).await??;
+    assert_eq!(h[4], 0x08, "expected RESULT, got opcode {:#x}", h[4]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_shard_busy_with_full_handshakes_answers_requests_after_them() -> Result<(), BoxError> {
+    // One shard, 50 ms per full handshake, no tickets.
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(1)
+        .tls(
+            TlsOptions::default()
+                .tickets(scylla_testbed::TicketScope::Off)
+                .handshake_costs(Duration::from_millis(50), Duration::ZERO),
+        )
+        .start()
+        .await?;
+    let tls = connector(&cluster, false)?;
+    let addr = cluster.tls_addrs()[0];
+    let mut first = tls_connect(&tls, addr, 0).await?;
+    // STARTUP, so that QUERY is served.
+    first
+        .write_all(&[
+            0x04, 0, 0, 1, 0x01, 0, 0, 0, 22, 0, 1, 0, 11, b'C', b'Q', b'L', b'_', b'V', b'E',
+            b'R', b'S', b'I', b'O', b'N', 0, 5, b'3', b'.', b'0', b'.', b'0',
+        ])
+        .await?;
+    let mut h = [0u8; 9];
+    tokio::time::timeout(TIMEOUT, first.read_exact(&mut h)).await??;
+    assert_eq!(h[4], 0x02, "expected READY");
+    let idle = std::time::Instant::now();
+    query_local(&mut first).await?;
+    let idle = idle.elapsed();
+    // Four more full handshakes charge the shard 200 ms; a request sent
+    // while they are being paid waits for them.
+    let mut others = Vec::new();
+    for _ in 0..4 {
+        let tls = tls.clone();
+        others.push(tokio::spawn(
+            async move { tls_connect(&tls, addr, 0).await },
+        ));
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let busy = std::time::Instant::now();
+    query_local(&mut first).await?;
+    let busy = busy.elapsed();
+    for o in others {
+        o.await??;
+    }
+    assert!(idle < Duration::from_millis(40), "idle shard: {idle:?}");
+    assert!(busy >= Duration::from_millis(100), "busy shard: {busy:?}");
+    let st = cluster.node_stats(0).ok_or("no stats")?;
+    assert_eq!(st.node.tls_handshakes_full, 5);
+    cluster.shutdown().await;
+    Ok(())
+}

@@ -60,6 +60,7 @@ mod stream_slots;
 pub mod tls;
 #[cfg(feature = "tls")]
 mod tls_records;
+pub mod tls_tickets;
 mod writer;
 
 pub use self::auth::{AuthError, AuthSession, Authenticator, PasswordAuthenticator};

@@ -97,6 +97,11 @@ pub struct TlsConfig {
     pub server_name: ServerName,
     /// Where the trust roots came from, for logs (paths only).
     pub description: String,
+    /// The session store installed in `client` by [`TlsConfigBuilder::build`]
+    /// (`None` for a `ClientConfig` made elsewhere): the pools read its
+    /// per-node ticket counts to open a node's connections so that they can
+    /// resume (see [`TicketStore`](crate::tls::TicketStore)).
+    pub tickets: Option<Arc<super::tls_tickets::TicketStore>>,
 }
 
 impl fmt::Debug for TlsConfig {
@@ -130,6 +135,7 @@ impl TlsConfig {
             client,
             server_name: ServerName::PeerIp,
             description: "custom rustls ClientConfig".to_owned(),
+            tickets: None,
         }
     }
 
@@ -486,10 +492,14 @@ impl TlsConfigBuilder {
         } else {
             format!("roots: {}", self.root_sources.join(", "))
         };
+        // A store with room for every node and per-node ticket counts.
+        let tickets = Arc::new(super::tls_tickets::TicketStore::default());
+        client.resumption = rustls::client::Resumption::store(tickets.clone());
         Ok(TlsConfig {
             client: Arc::new(client),
             server_name: self.server_name,
             description,
+            tickets: Some(tickets),
         })
     }
 

@@ -24,6 +24,8 @@
 //! - [`plan`]: the refill task's decisions (backoff, spread, what to wait
 //!   for), without sockets or clocks: also driven by the `storm_sim` tool.
 //! - `refill`: the task that opens what is missing.
+//! - `tickets` (feature `tls`): a node's TLS opens paced by the session
+//!   tickets held for it, so that they resume.
 
 pub mod backoff;
 pub mod nat;
@@ -31,6 +33,8 @@ pub mod plan;
 mod refill;
 pub mod shard_port;
 pub mod shed;
+#[cfg(feature = "tls")]
+mod tickets;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -86,6 +90,12 @@ pub struct PoolConfig {
     /// Where this pool's shard-aware connections go (set per node by the
     /// cluster layer).
     pub(crate) shard_aware_target: ShardAwareTarget,
+    /// Over TLS: pace a node's opens by the session tickets held for it, so
+    /// that each can resume instead of paying a full handshake (see
+    /// `docs/pools.md`, "TLS session tickets"). No effect without TLS, with a
+    /// node that sends no tickets, or with a `TlsConfig` made from a
+    /// `ClientConfig` elsewhere (its store is not the driver's).
+    pub tls_ticket_pacing: bool,
     /// Told whenever a pool learns (or its node changes) its sharding: the
     /// cluster layer then rebuilds the routing table with the node's shards.
     pub(crate) sharding_changed: Option<Arc<Notify>>,
@@ -109,6 +119,7 @@ impl Default for PoolConfig {
             coverage_interval: Duration::from_secs(1),
             route_proxy_protocol: false,
             shard_aware_target: ShardAwareTarget::Advertised,
+            tls_ticket_pacing: true,
             sharding_changed: None,
             connectivity_changed: None,
         }
@@ -184,6 +195,9 @@ struct PoolInner {
     /// instead of closing at once.
     retiring: AtomicBool,
     round_robin: AtomicUsize,
+    /// The pacing of TLS opens by the node's tickets, when it applies.
+    #[cfg(feature = "tls")]
+    tickets: Option<Arc<tickets::TicketGate>>,
 }
 
 /// Connections to every shard of one node.
@@ -215,6 +229,17 @@ impl NodePool {
     /// task starts connecting at once.
     pub fn new(addr: SocketAddr, config: PoolConfig, metrics: Arc<Metrics>) -> NodePool {
         let cancel = CancellationToken::new();
+        #[cfg(feature = "tls")]
+        let tickets = config
+            .connection
+            .tls
+            .as_ref()
+            .filter(|_| config.tls_ticket_pacing)
+            .and_then(|t| {
+                let store = t.tickets.clone()?;
+                let name = t.server_name.for_addr(addr).ok()?;
+                Some(Arc::new(tickets::TicketGate::new(store, name)))
+            });
         let inner = Arc::new(PoolInner {
             addr,
             labels: NodeLabels::new(addr, config.connection.uses_tls()),
@@ -230,6 +255,8 @@ impl NodePool {
             cancel: cancel.clone(),
             retiring: AtomicBool::new(false),
             round_robin: AtomicUsize::new(0),
+            #[cfg(feature = "tls")]
+            tickets,
         });
         tokio::spawn(refill::run(inner.clone()));
         NodePool {

@@ -25,6 +25,10 @@
 //! first, so a restarted node does not get every shard's handshake at the same
 //! instant.
 //!
+//! Over TLS each open also waits (briefly, bounded) for a session ticket of
+//! the node when others in flight are about to bring one (`super::tickets`),
+//! so that a node's shard connections after the first resume.
+//!
 //! A round that fails (or makes no progress) is followed by a full-jitter
 //! backoff delay ([`super::backoff`]); a handshake the node shed under load
 //! ([`super::shed`]) is such a failure, never evidence against the port. A
@@ -132,11 +136,19 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
     };
     loop {
         if slots.prune() > 0 {
+            // Connections broke: the node may have restarted, which makes
+            // the TLS tickets held for it useless.
+            new_ticket_epoch(inner);
             publish(inner, slots);
         }
         let first = slots.total() == 0;
         let round = if first {
-            open_first(inner, slots).await
+            new_ticket_epoch(inner);
+            let r = open_first(inner, slots).await;
+            if !matches!(r, Round::Failed) {
+                first_opened(inner);
+            }
+            r
         } else {
             let window = plan.fill_window();
             fill_missing(inner, slots, window, &mut plan, &mut coverage).await
@@ -186,6 +198,26 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
                 }
             }
         }
+    }
+}
+
+/// Connections broke, or a first connection is about to be opened: only TLS
+/// tickets that arrive from now on count for pacing the node's opens
+/// (feature `tls`; older ones may be of an earlier lifetime of the node).
+fn new_ticket_epoch(_inner: &PoolInner) {
+    #[cfg(feature = "tls")]
+    if let Some(g) = &_inner.tickets {
+        tracing::trace!(node = %_inner.addr, counted_before = g.available(), "new TLS ticket epoch");
+        g.new_epoch();
+    }
+}
+
+/// The first connection is open: from now on, a node that sent no TLS ticket
+/// since the epoch issues none (feature `tls`).
+fn first_opened(_inner: &PoolInner) {
+    #[cfg(feature = "tls")]
+    if let Some(g) = &_inner.tickets {
+        g.first_opened();
     }
 }
 
@@ -431,6 +463,13 @@ async fn fill_missing(
         set.spawn(async move {
             tokio::time::sleep(delay).await;
             let _permit = permits.acquire_owned().await;
+            // Over TLS: wait (bounded) for a ticket of the node while other
+            // opens are about to bring one; held until this open is done.
+            #[cfg(feature = "tls")]
+            let _pass = match &shared.tickets {
+                Some(g) => Some(g.enter().await),
+                None => None,
+            };
             let result = match (choice, sa) {
                 (PortChoice::ShardAware, Some((sharder, sa_addr)))
                     if background_via_shard_aware =>

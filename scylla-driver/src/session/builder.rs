@@ -454,6 +454,18 @@ impl SessionBuilder {
         self
     }
 
+    /// Over TLS, pace a node's connection opens by the session tickets the
+    /// driver holds for it (default on), so that each shard's connection
+    /// after the first resumes the TLS session instead of paying a full
+    /// handshake on the node. Off: every missing shard is opened at once
+    /// (still at most [`max_concurrent_opens`](Self::max_concurrent_opens)).
+    /// See `docs/pools.md`, "TLS session tickets".
+    #[must_use]
+    pub fn tls_ticket_pacing(mut self, on: bool) -> Self {
+        self.config.pool.tls_ticket_pacing = on;
+        self
+    }
+
     /// The window over which a returning node's connections are reopened,
     /// each at a random moment in it (default 1 s), so that thousands of
     /// clients do not reconnect in lockstep.

@@ -616,7 +616,7 @@ fn client_routes(ctx: &ConnCtx) -> View {
     )
 }
 
-const STATS_COLS: [(&str, &str); 24] = [
+const STATS_COLS: [(&str, &str); 26] = [
     ("node", "int"),
     ("shard", "int"),
     ("accepted_maintenance_socket", "bigint"),
@@ -639,6 +639,8 @@ const STATS_COLS: [(&str, &str); 24] = [
     ("requests_tablet_misrouted", "bigint"),
     ("requests_wrong_shard", "bigint"),
     ("segment_checksum_failures", "bigint"),
+    ("tls_handshakes_full", "bigint"),
+    ("tls_handshakes_resumed", "bigint"),
     ("up", "boolean"),
     ("version_refusals", "bigint"),
 ];
@@ -672,6 +674,8 @@ fn testbed_stats(ctx: &ConnCtx) -> View {
                 big(c.requests_tablet_misrouted),
                 big(c.requests_wrong_shard),
                 big(c.segment_checksum_failures),
+                big(c.tls_handshakes_full),
+                big(c.tls_handshakes_resumed),
                 Some(CqlValue::Boolean(node.up)),
                 big(c.version_refusals),
             ]);

@@ -1,0 +1,120 @@
+//! TLS session tickets and the pools: a node that accepts its tickets on
+//! every shard resumes all of a session's shard connections after the first
+//! (cold start and after a restart); a node whose tickets resume only on the
+//! issuing shard still gets every shard covered.
+
+use std::time::Duration;
+
+use scylla_driver::pool::backoff::ExponentialBackoff;
+use scylla_driver::tls::TlsConfig;
+use scylla_driver::{Session, SessionBuilder};
+use scylla_testbed::{StatsCounters, TestCluster, TicketScope, TlsOptions};
+
+const FULL: Duration = Duration::from_secs(20);
+const SHARDS: u16 = 8;
+
+async fn cluster(scope: TicketScope) -> TestCluster {
+    TestCluster::builder()
+        .nodes(2)
+        .shards(SHARDS)
+        .tls(TlsOptions::default().tickets(scope))
+        .start()
+        .await
+        .unwrap()
+}
+
+async fn session(cluster: &TestCluster, pacing: bool) -> Session {
+    let tls = TlsConfig::builder()
+        .ca_pem(cluster.tls_ca_pem().unwrap().as_bytes())
+        .unwrap()
+        .build()
+        .unwrap();
+    // The contact point is node 1: node 0 is the one restarted.
+    SessionBuilder::new()
+        .known_node(cluster.tls_addrs()[1].to_string())
+        .tls(tls)
+        .tls_ticket_pacing(pacing)
+        .reconnect_policy(std::sync::Arc::new(ExponentialBackoff::new(
+            Duration::from_millis(20),
+            Duration::from_millis(200),
+        )))
+        .reconnect_spread(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap()
+}
+
+fn node(cluster: &TestCluster, i: usize) -> StatsCounters {
+    cluster.node_stats(i).unwrap().node
+}
+
+/// Every accepted TLS connection was counted once, as full or resumed.
+fn counted_once(c: &StatsCounters) {
+    assert_eq!(
+        c.tls_handshakes_full + c.tls_handshakes_resumed,
+        c.accepted_tls,
+        "{c:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_node_tickets_resume_every_shard_connection_after_the_first() {
+    let cluster = cluster(TicketScope::Node).await;
+    let s = session(&cluster, true).await;
+    assert!(s.wait_for_all_shards(FULL).await);
+    let shards = u64::from(SHARDS);
+    for i in 0..2 {
+        let c = node(&cluster, i);
+        counted_once(&c);
+        assert!(
+            c.tls_handshakes_resumed >= shards - 1,
+            "node {i} at cold start: {} resumed of {} TLS handshakes",
+            c.tls_handshakes_resumed,
+            c.accepted_tls
+        );
+    }
+
+    // A restart: new ticket keys, so the first handshake is a full one, and
+    // the others resume with the tickets of the new lifetime.
+    cluster.restart_node(0).await.unwrap();
+    let reconnected = async {
+        // Bounded by FULL (the timeout around this block).
+        loop {
+            let c = node(&cluster, 0);
+            if c.connections >= shards && s.wait_for_all_shards(FULL).await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(FULL, reconnected).await.unwrap();
+    let c = node(&cluster, 0);
+    counted_once(&c);
+    assert!(c.tls_handshakes_full >= 1, "{c:?}");
+    assert!(
+        c.tls_handshakes_resumed >= shards - 1,
+        "after the restart: {} resumed of {} TLS handshakes",
+        c.tls_handshakes_resumed,
+        c.accepted_tls
+    );
+    s.close(Duration::from_secs(1)).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_shard_tickets_still_cover_every_shard() {
+    let cluster = cluster(TicketScope::Shard).await;
+    let s = session(&cluster, true).await;
+    assert!(s.wait_for_all_shards(FULL).await);
+    for i in 0..2 {
+        let c = node(&cluster, i);
+        counted_once(&c);
+        // One connection per shard, and the control connection on node 1.
+        assert!(c.connections >= u64::from(SHARDS), "node {i}: {c:?}");
+        // Tickets of one shard never resume on another: nearly every
+        // handshake is a full one.
+        assert!(c.tls_handshakes_full >= u64::from(SHARDS) - 1, "{c:?}");
+    }
+    s.close(Duration::from_secs(1)).await;
+    cluster.shutdown().await;
+}
