@@ -60,6 +60,7 @@ mod stream_slots;
 pub mod tls;
 #[cfg(feature = "tls")]
 mod tls_records;
+#[cfg(feature = "tls")]
 pub mod tls_tickets;
 mod writer;
 
