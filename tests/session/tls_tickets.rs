@@ -74,6 +74,16 @@ async fn per_node_tickets_resume_every_shard_connection_after_the_first() {
         );
     }
 
+    // The session counts its pool connections' handshakes as the nodes do
+    // (the nodes also count the control connection, the session's first
+    // connection: a full handshake, no ticket exists yet).
+    let m = s.metrics().snapshot();
+    let (full, resumed) = (0..2).map(|i| node(&cluster, i)).fold((0, 0), |(f, r), c| {
+        (f + c.tls_handshakes_full, r + c.tls_handshakes_resumed)
+    });
+    assert_eq!(m.tls_handshakes_resumed, resumed, "{m:?}");
+    assert_eq!(m.tls_handshakes_full + 1, full, "{m:?}");
+
     // A restart: new ticket keys, so the first handshake is a full one, and
     // the others resume with the tickets of the new lifetime.
     cluster.restart_node(0).await.unwrap();

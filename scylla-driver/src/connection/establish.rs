@@ -117,6 +117,7 @@ pub(super) async fn open_in(
             .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
         // Each half owns its direction's keys and buffer: no lock between
         // the reader and the writer.
+        let resumed = stream.resumed();
         let (rd, wr) = stream
             .into_split()
             .map_err(|source| ConnectionError::Io {
@@ -124,7 +125,15 @@ pub(super) async fn open_in(
                 source,
             })?;
         return Ok(start(
-            addr, local, server, leftover, rd, wr, None, true, config,
+            addr,
+            local,
+            server,
+            leftover,
+            rd,
+            wr,
+            None,
+            Encryption::Tls { resumed },
+            config,
         ));
     }
     let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
@@ -140,7 +149,7 @@ pub(super) async fn open_in(
         rd,
         writer::SharedWriteHalf(wr.clone()),
         Some(wr),
-        false,
+        Encryption::None,
         config,
     ))
 }
@@ -165,7 +174,15 @@ async fn open_unix_in(
     // the unspecified address.
     let local = super::UNIX_SOCKET_NODE_ADDRESS;
     Ok(start(
-        addr, local, server, leftover, rd, wr, None, false, config,
+        addr,
+        local,
+        server,
+        leftover,
+        rd,
+        wr,
+        None,
+        Encryption::None,
+        config,
     ))
 }
 
@@ -218,6 +235,16 @@ where
     }
 }
 
+/// How a connection is encrypted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Encryption {
+    /// Plaintext.
+    None,
+    /// TLS; `resumed`: the handshake resumed an earlier session.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    Tls { resumed: bool },
+}
+
 /// Spawns the connection's tasks on its read and write halves.
 // Each argument is a distinct part of the connection being started.
 #[allow(clippy::too_many_arguments)]
@@ -229,7 +256,7 @@ pub(super) fn start<R, W>(
     rd: R,
     wr: W,
     direct: Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
-    tls: bool,
+    encryption: Encryption,
     config: &ConnectionConfig,
 ) -> Connection
 where
@@ -307,7 +334,8 @@ where
                 peer: addr,
                 local,
                 server,
-                tls,
+                tls: encryption != Encryption::None,
+                tls_resumed: encryption == Encryption::Tls { resumed: true },
             },
             shared,
         }),

@@ -57,6 +57,10 @@ pub struct ConnectionInfo {
     pub server: ServerInfo,
     /// Whether the connection is encrypted (TLS).
     pub tls: bool,
+    /// Whether its TLS handshake resumed an earlier session (the node
+    /// accepted a session ticket) instead of running in full; `false`
+    /// without TLS.
+    pub tls_resumed: bool,
 }
 
 impl Connection {

@@ -573,6 +573,8 @@ pub(crate) struct TlsStream {
     /// `None` once split.
     parts: Option<(TcpStream, Recv, Send)>,
     kernel: Arc<Kernel>,
+    /// The handshake resumed an earlier session (a ticket was accepted).
+    resumed: bool,
 }
 
 fn split_already() -> io::Error {
@@ -595,6 +597,12 @@ pub(crate) struct TlsWriteHalf {
 }
 
 impl TlsStream {
+    /// Whether the handshake resumed an earlier session (the server accepted
+    /// a session ticket) rather than running in full.
+    pub(crate) fn resumed(&self) -> bool {
+        self.resumed
+    }
+
     /// The two halves, each with its own direction's buffer and keys: reads
     /// and writes need no lock between them.
     pub(crate) fn into_split(mut self) -> io::Result<(TlsReadHalf, TlsWriteHalf)> {
@@ -800,6 +808,7 @@ pub(crate) async fn handshake(
         tcp.write_all(&outgoing[..out_len]).await?;
     }
     let tls13 = conn.protocol_version() == Some(ProtocolVersion::TLSv1_3);
+    let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     let (secrets, kernel) = conn.dangerous_into_kernel_connection().map_err(tls_error)?;
     let limit = match kernel.negotiated_cipher_suite() {
         SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
@@ -834,6 +843,7 @@ pub(crate) async fn handshake(
             update_requested: AtomicBool::new(false),
             send_limit,
         }),
+        resumed,
     })
 }
 

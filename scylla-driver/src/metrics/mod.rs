@@ -32,6 +32,7 @@
 //! | `scylla_driver_reconnect_delay_seconds` | histogram | `node` | backoff delays waited before reconnecting |
 //! | `scylla_driver_tablet_misroutes_total` | counter | `outcome` | requests the server answered with a tablet's routing (v1: misrouted; v2: stale tablet version) (`error`: payload did not decode) |
 //! | `scylla_driver_tablets_known` | gauge | | tablets known, over all tables |
+//! | `scylla_driver_tls_handshakes_total` | counter | `node`, `kind` | TLS handshakes of pool connections: `full`, or `resumed` with a session ticket |
 //!
 //! Label values:
 //!
@@ -42,6 +43,7 @@
 //! | `shard` | the shard number; `none` for an unsharded node (Cassandra); `unknown` for a failed regular-port attempt |
 //! | `port` | `regular` (9042), `shard_aware` (19042), `regular_tls` (9142), `shard_aware_tls` (19142) |
 //! | `reason` | `shard_mismatch` (NAT rewriting source ports?), `refused`, `timed_out`, `ports_exhausted` |
+//! | `kind` | `full`, `resumed` (a TLS handshake with an accepted session ticket) |
 //!
 //! Connection and pool metrics are shared by every session of the process
 //! (a recorder is process-wide); install the recorder before building
@@ -100,6 +102,11 @@ pub struct Metrics {
     pub shard_fallback_requests: AtomicU64,
     /// Pool handshakes the node shed under load (answered with backoff).
     pub handshakes_shed: AtomicU64,
+    /// Pool connections whose TLS handshake ran in full.
+    pub tls_handshakes_full: AtomicU64,
+    /// Pool connections whose TLS handshake resumed an earlier session (the
+    /// node accepted a session ticket).
+    pub tls_handshakes_resumed: AtomicU64,
     /// Background attempts to cover a shard that has no connection (regular
     /// port, rate-limited; see `pool::refill`).
     pub coverage_attempts: AtomicU64,
@@ -159,6 +166,8 @@ pub struct MetricsSnapshot {
     pub reconnect_delay_micros_total: u64,
     pub shard_fallback_requests: u64,
     pub handshakes_shed: u64,
+    pub tls_handshakes_full: u64,
+    pub tls_handshakes_resumed: u64,
     pub coverage_attempts: u64,
     pub surplus_connections_retired: u64,
     pub requests: u64,
@@ -241,6 +250,8 @@ impl Metrics {
             reconnect_delay_micros_total: r(&self.reconnect_delay_micros_total),
             shard_fallback_requests: r(&self.shard_fallback_requests),
             handshakes_shed: r(&self.handshakes_shed),
+            tls_handshakes_full: r(&self.tls_handshakes_full),
+            tls_handshakes_resumed: r(&self.tls_handshakes_resumed),
             coverage_attempts: r(&self.coverage_attempts),
             surplus_connections_retired: r(&self.surplus_connections_retired),
             requests: r(&self.requests),

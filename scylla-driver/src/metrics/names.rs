@@ -46,6 +46,10 @@ pub const RECONNECT_DELAY: &str = "scylla_driver_reconnect_delay_seconds";
 pub const TABLET_MISROUTES: &str = "scylla_driver_tablet_misroutes_total";
 /// Gauge: tablets known, over all tables.
 pub const TABLETS_KNOWN: &str = "scylla_driver_tablets_known";
+/// Counter: TLS handshakes of pool connections that succeeded, by `node` and
+/// `kind` ([`KIND_FULL`] / [`KIND_RESUMED`]: the node accepted a session
+/// ticket). In a reconnect storm, full handshakes are what costs the nodes.
+pub const TLS_HANDSHAKES: &str = "scylla_driver_tls_handshakes_total";
 
 /// Label: the node's CQL address as `ip:port` (its regular port).
 pub const LABEL_NODE: &str = "node";
@@ -60,6 +64,13 @@ pub const LABEL_OUTCOME: &str = "outcome";
 /// Label: why the shard-aware port is not used: `shard_mismatch`, `refused`,
 /// `timed_out`, `ports_exhausted`.
 pub const LABEL_REASON: &str = "reason";
+
+/// Label: how a TLS handshake ran: [`KIND_FULL`] or [`KIND_RESUMED`].
+pub const LABEL_KIND: &str = "kind";
+/// `kind`: a full TLS handshake.
+pub const KIND_FULL: &str = "full";
+/// `kind`: a TLS handshake that resumed an earlier session.
+pub const KIND_RESUMED: &str = "resumed";
 
 /// `outcome`: succeeded.
 pub const OUTCOME_OK: &str = "ok";

@@ -67,6 +67,10 @@ pub(crate) fn describe() {
         "Requests the server reported misrouted for a tablet table."
     );
     describe_gauge!(TABLETS_KNOWN, "Tablets known, over all tables.");
+    describe_counter!(
+        TLS_HANDSHAKES,
+        "TLS handshakes of pool connections, by node and kind (full or resumed)."
+    );
 }
 
 /// Metadata of every metric the driver records.
@@ -221,6 +225,14 @@ impl NodeLabels {
             Label::from_static_parts(LABEL_OUTCOME, outcome),
         ];
         counter!(CONNECTION_ATTEMPTS, labels).increment(1);
+    }
+
+    /// A pool connection's TLS handshake succeeded (`resumed`: with a
+    /// session ticket).
+    pub(crate) fn tls_handshake(&self, resumed: bool) {
+        let kind = if resumed { KIND_RESUMED } else { KIND_FULL };
+        let labels = vec![self.node(), Label::from_static_parts(LABEL_KIND, kind)];
+        counter!(TLS_HANDSHAKES, labels).increment(1);
     }
 
     /// Sets the number of open connections of one shard through `kind`.

@@ -706,7 +706,25 @@ async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> 
     if r.as_ref().err().is_some_and(timed_out) {
         Metrics::inc(&inner.metrics.connect_timeouts);
     }
+    if let Ok(conn) = &r {
+        count_tls(inner, conn);
+    }
     r
+}
+
+/// Counts how an opened connection's TLS handshake ran (nothing without
+/// TLS): full, or resumed with a session ticket.
+fn count_tls(inner: &PoolInner, conn: &Connection) {
+    let info = conn.info();
+    if !info.tls {
+        return;
+    }
+    Metrics::inc(if info.tls_resumed {
+        &inner.metrics.tls_handshakes_resumed
+    } else {
+        &inner.metrics.tls_handshakes_full
+    });
+    inner.labels.tls_handshake(info.tls_resumed);
 }
 
 /// Whether a connection attempt failed by timing out.
@@ -728,6 +746,7 @@ async fn open_for_shard(
         Ok((conn, lease)) => {
             let landed = conn.shard().unwrap_or(shard);
             count_shard_aware(inner, ShardTag::Shard(landed), true);
+            count_tls(inner, &conn);
             let t = lock_health(inner).on_landed(shard, landed, Instant::now());
             report(inner, t);
             Ok((conn, Some(lease)))
@@ -774,6 +793,7 @@ async fn open_behind_nat(
     match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
         Ok((conn, lease)) => {
             count_shard_aware(inner, ShardTag::of(conn.shard()), true);
+            count_tls(inner, &conn);
             Ok((conn, Some(lease)))
         }
         Err(ShardAwareError::Fallback(..)) => open_regular(inner).await.map(|c| (c, None)),
