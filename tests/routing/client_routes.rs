@@ -351,3 +351,93 @@ async fn the_control_connection_follows_its_node_s_route() {
     session.close(Duration::from_secs(5)).await;
     cluster.shutdown().await;
 }
+
+/// The official crate's spelling (`client::client_routes`,
+/// `ClientRoutesSessionBuilder`) reaches every node through its route, and
+/// a proxy's overridden hostname replaces the address in the table: here
+/// every row names a host that does not resolve, and the override names
+/// the fronts' address (each node's front on its own port).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_routes_builder_with_an_overridden_hostname() {
+    use scylla_driver::client::client_routes::{ClientRoutesConfig, ClientRoutesProxy};
+    use scylla_driver::client::session_builder::ClientRoutesSessionBuilder;
+    use scylla_testbed::routes::ClientRoute;
+
+    let nodes = 2;
+    let cluster = routed_cluster(nodes, 2, false).await;
+    // Both nodes' fronts on one address, so one hostname serves them (the
+    // rows' ports tell them apart).
+    let ip = cluster.route_front(0).unwrap().address.ip();
+    let front1 = cluster.set_client_route(1, ip).await.unwrap();
+    assert_eq!(front1.address.ip(), ip);
+    for row in cluster.topology().client_routes().rows() {
+        cluster.topology().client_routes().upsert(ClientRoute {
+            address: "no-such-route.invalid".into(),
+            ..row
+        });
+    }
+    let proxy = ClientRoutesProxy::new_with_connection_id(DEFAULT_CONNECTION_ID.to_owned())
+        .with_overridden_hostname(ip.to_string());
+    let config = ClientRoutesConfig::new(vec![proxy]).unwrap();
+    let session = ClientRoutesSessionBuilder::new(config)
+        .known_node(cluster.route_front(0).unwrap().address.to_string())
+        .build()
+        .await
+        .unwrap();
+    // Every node reached through its route. (Without `proxy_protocol` the
+    // pools do not pick source ports per shard, and the fronts' PROXY v2
+    // listeners put a connection on `client port % shards`: which shards
+    // that covers is the kernel's choice, so it is not waited for here.)
+    let deadline = Instant::now() + FULL;
+    while session.cluster().nodes().iter().any(|n| n.connections == 0) {
+        assert!(Instant::now() < deadline, "{:?}", session.cluster().nodes());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in 0..nodes {
+        let f = cluster.route_front(i).unwrap();
+        let n = session
+            .cluster()
+            .nodes()
+            .into_iter()
+            .find(|n| n.host_id == cluster.nodes()[i].host_id)
+            .unwrap();
+        assert_eq!(n.address, f.address, "node {i}");
+        assert!(f.accepted >= 1, "node {i}: {f:?}");
+    }
+    // The official default: the routes' ports are not taken as shard-aware.
+    let m = session.metrics().snapshot();
+    assert_eq!(m.connects_shard_aware_ok, 0, "{m:?}");
+    assert_eq!(m.connects_shard_aware_failed, 0, "{m:?}");
+    let rows = session
+        .query_unpaged("SELECT key FROM system.local", &[])
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    assert_eq!(rows.rows_num(), 1);
+    session.close(Duration::from_secs(5)).await;
+
+    // Without the override the table's hostname is dialled: it does not
+    // resolve, so node 1 keeps its own (unreachable) address and gets no
+    // connection. (Node 0 is the contact point's node: its address is the
+    // one the session came in through.)
+    let config = ClientRoutesConfig::new(vec![ClientRoutesProxy::from(
+        DEFAULT_CONNECTION_ID.to_owned(),
+    )])
+    .unwrap();
+    let session = ClientRoutesSessionBuilder::new(config)
+        .known_node(cluster.route_front(0).unwrap().address.to_string())
+        .build()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let nodes_view = session.cluster().nodes();
+    let node1 = nodes_view
+        .iter()
+        .find(|n| n.host_id == cluster.nodes()[1].host_id)
+        .unwrap();
+    assert_ne!(node1.address.ip(), ip, "{nodes_view:?}");
+    assert_eq!(node1.connections, 0, "{nodes_view:?}");
+    session.close(Duration::from_secs(5)).await;
+    cluster.shutdown().await;
+}

@@ -61,6 +61,8 @@
 pub struct ClientRoutes {
     connection_ids: Vec<String>,
     proxy_protocol: bool,
+    /// Per connection id, an address dialled instead of the table's.
+    address_overrides: Vec<(String, String)>,
 }
 
 impl ClientRoutes {
@@ -75,7 +77,43 @@ impl ClientRoutes {
         ClientRoutes {
             connection_ids: connection_ids.into_iter().map(Into::into).collect(),
             proxy_protocol: false,
+            address_overrides: Vec::new(),
         }
+    }
+
+    /// Dials the routes of `connection_id` at `address` (a DNS name or an
+    /// IP) instead of the address their rows give; the rows' ports still
+    /// apply. For a link whose endpoint name is known on the client side
+    /// only (a private DNS zone, a test setup). A later call for the same
+    /// connection id replaces the earlier one.
+    ///
+    /// ```
+    /// use scylla_driver::ClientRoutes;
+    ///
+    /// let routes = ClientRoutes::new(["link-a", "link-b"])
+    ///     .override_address("link-a", "vpce-0a1b2c.example.internal");
+    /// assert_eq!(routes.address_override("link-a"), Some("vpce-0a1b2c.example.internal"));
+    /// assert_eq!(routes.address_override("link-b"), None);
+    /// ```
+    #[must_use]
+    pub fn override_address(
+        mut self,
+        connection_id: impl Into<String>,
+        address: impl Into<String>,
+    ) -> Self {
+        let (id, address) = (connection_id.into(), address.into());
+        self.address_overrides.retain(|(c, _)| *c != id);
+        self.address_overrides.push((id, address));
+        self
+    }
+
+    /// The address dialled instead of the table's for `connection_id`, if
+    /// [`override_address`](Self::override_address) set one.
+    pub fn address_override(&self, connection_id: &str) -> Option<&str> {
+        self.address_overrides
+            .iter()
+            .find(|(c, _)| c == connection_id)
+            .map(|(_, a)| a.as_str())
     }
 
     /// The load balancer behind the routes passes the client's source port

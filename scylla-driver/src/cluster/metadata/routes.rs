@@ -88,6 +88,10 @@ pub(crate) fn parse_routes(
             return;
         };
         if found.get(&host).is_none_or(|(r, _)| rank < *r) {
+            let address = match routes.address_override(&cid) {
+                Some(a) => a.to_owned(),
+                None => address,
+            };
             found.insert(host, (rank, Route { address, port }));
         }
     })?;
@@ -172,6 +176,27 @@ mod tests {
         assert!(parse_routes(&pages, &ClientRoutes::new(["none"]), false)
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn an_overridden_address_replaces_the_rows_address_and_keeps_their_ports() {
+        let pages = rows(&[
+            ("a", 1, "lb-a.example", Some(9042), Some(9142)),
+            ("a", 2, "10.0.0.2", Some(19042), Some(19142)),
+            ("b", 3, "lb-b.example", Some(9042), Some(9142)),
+        ]);
+        let cfg = ClientRoutes::new(["a", "b"])
+            .override_address("a", "wrong.example")
+            .override_address("a", "vpce.internal");
+        let plain = parse_routes(&pages, &cfg, false).unwrap();
+        assert_eq!(plain[&Uuid::from_u128(1)], route("vpce.internal", 9042));
+        assert_eq!(plain[&Uuid::from_u128(2)], route("vpce.internal", 19042));
+        assert_eq!(plain[&Uuid::from_u128(3)], route("lb-b.example", 9042));
+        let tls = parse_routes(&pages, &cfg, true).unwrap();
+        assert_eq!(tls[&Uuid::from_u128(2)], route("vpce.internal", 19142));
+        // An override for an id the session does not use adds no route.
+        let unused = ClientRoutes::new(["b"]).override_address("a", "vpce.internal");
+        assert_eq!(parse_routes(&pages, &unused, false).unwrap().len(), 1);
     }
 
     #[tokio::test]

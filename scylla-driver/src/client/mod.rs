@@ -1,8 +1,8 @@
 //! The official `scylla` crate's `client` paths, as aliases of this crate's
 //! types: [`session::Session`], [`session_builder::SessionBuilder`],
 //! [`execution_profile`] (the official builder and unnamed handles, over
-//! this crate's profiles), [`pager`] and [`SelfIdentity`] (for
-//! [`SessionBuilder::custom_identity`](crate::SessionBuilder::custom_identity)).
+//! this crate's profiles), [`pager`], [`client_routes`] and [`SelfIdentity`]
+//! (for [`SessionBuilder::custom_identity`](crate::SessionBuilder::custom_identity)).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -140,10 +140,15 @@ pub mod session {
     }
 }
 
-/// [`SessionBuilder`](session_builder::SessionBuilder).
+/// [`SessionBuilder`](session_builder::SessionBuilder), and
+/// [`ClientRoutesSessionBuilder`](session_builder::ClientRoutesSessionBuilder)
+/// for sessions through client routes.
 pub mod session_builder {
+    pub use super::client_routes::ClientRoutesSessionBuilder;
     pub use crate::session::SessionBuilder;
 }
+
+pub mod client_routes;
 
 /// Execution profiles as the official `scylla` crate builds them:
 /// [`ExecutionProfile::builder()`](execution_profile::ExecutionProfile::builder)
