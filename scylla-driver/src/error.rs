@@ -57,11 +57,14 @@ pub enum ExecutionError {
     Server(Box<ServerError>),
     /// No response within the request's deadline (the statement's timeout,
     /// or the stream's deadline for a page of a [`RowStream`](crate::session::RowStream)).
-    #[error("no response within {timeout:?} (the request timeout: check the nodes' load, or raise `request_timeout` on the session, profile or statement){attempts}")]
+    #[error("{}", TimeoutText(*.timeout, .attempts))]
     Timeout {
         /// The timeout that ran out.
         timeout: Duration,
-        /// The attempts that failed before the deadline passed.
+        /// The request's attempts, oldest first: those that failed before
+        /// the deadline and, last, the one it cut short while waiting on a
+        /// node (its error a [`RequestError::Timeout`]; the text names that
+        /// node as where no response came from).
         attempts: Attempts,
     },
     /// No node could take the request: all down, none connected yet, or
@@ -389,17 +392,53 @@ impl std::ops::Deref for Attempts {
 
 impl fmt::Display for Attempts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_empty() {
-            return Ok(());
+        write_attempts(f, self)
+    }
+}
+
+/// `" (after: node: error; ...)"`, or nothing for no attempts.
+fn write_attempts(f: &mut fmt::Formatter<'_>, attempts: &[Attempt]) -> fmt::Result {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    f.write_str(" (after: ")?;
+    for (i, a) in attempts.iter().enumerate() {
+        if i > 0 {
+            f.write_str("; ")?;
         }
-        f.write_str(" (after: ")?;
-        for (i, a) in self.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
+        write!(f, "{a}")?;
+    }
+    f.write_str(")")
+}
+
+/// [`ExecutionError::Timeout`]'s text: the attempt the deadline cut short
+/// (if it was waiting on a node) is named once, as where no response came
+/// from, rather than listed with its own "no response within" text; the
+/// attempts that failed before it follow as usual.
+struct TimeoutText<'a>(Duration, &'a Attempts);
+
+impl fmt::Display for TimeoutText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let TimeoutText(timeout, attempts) = *self;
+        let (waiting_on, earlier) = match attempts.split_last() {
+            Some((last, earlier))
+                if matches!(
+                    last.error,
+                    AttemptError::Connection(RequestError::Timeout(_))
+                ) =>
+            {
+                (Some(last.node), earlier)
             }
-            write!(f, "{a}")?;
+            _ => (None, &attempts[..]),
+        };
+        write!(f, "no response within {timeout:?}")?;
+        if let Some(node) = waiting_on {
+            write!(f, " from {node}")?;
         }
-        f.write_str(")")
+        f.write_str(
+            " (the request timeout: check the nodes' load, or raise `request_timeout` on the session, profile or statement)",
+        )?;
+        write_attempts(f, earlier)
     }
 }
 
@@ -583,6 +622,38 @@ mod tests {
             matches!(&e, ExecutionError::NoConnection { attempts } if attempts[0].node == addr(3)),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn a_timeout_names_the_node_it_waited_on_once() {
+        let ms = Duration::from_millis(300);
+        let cut = Attempt {
+            node: addr(2),
+            error: AttemptError::Connection(RequestError::Timeout(ms)),
+        };
+        let refused = Attempt {
+            node: addr(1),
+            error: AttemptError::NoConnection,
+        };
+        let text = ExecutionError::timeout(ms, vec![refused.clone(), cut.clone()]).to_string();
+        assert_eq!(text.matches("no response within").count(), 1, "{text}");
+        assert!(
+            text.starts_with("no response within 300ms from 127.0.0.2:9042 (the request timeout"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("(after: 127.0.0.1:9042: no open connection)"),
+            "{text}"
+        );
+        // Cut short while between attempts (a retry's pause): no node named.
+        let text = ExecutionError::timeout(ms, vec![refused]).to_string();
+        assert!(
+            text.starts_with("no response within 300ms (the request timeout"),
+            "{text}"
+        );
+        assert!(text.ends_with("(after: 127.0.0.1:9042: no open connection)"));
+        let text = ExecutionError::timeout(ms, Vec::new()).to_string();
+        assert!(text.ends_with("statement)"), "{text}");
     }
 
     #[test]

@@ -95,5 +95,11 @@ async fn common_failures_say_what_happened_once_and_what_to_check() {
     let all = check_chain("timeout", &anyhow::Error::new(err));
     assert!(all.contains("300ms"), "{all}");
     assert!(all.contains("request_timeout"), "{all}");
+    // The node waited on is named, and the deadline said once.
+    assert!(
+        all.contains(&format!("from {}", cluster.cql_addrs()[0])),
+        "{all}"
+    );
+    assert_eq!(all.matches("no response within").count(), 1, "{all}");
     cluster.shutdown().await;
 }
