@@ -821,12 +821,8 @@ pub(crate) async fn handshake(
         keys: Keys::new(tls13, secrets.tx.0, secrets.tx.1)?,
         close_sealed: false,
     };
-    // The receive buffer keeps what followed the handshake's last record,
-    // after any plaintext that came with it.
-    let mut buf = vec![0u8; RECV_CAP.max(early_plain.len() + filled)].into_boxed_slice();
     let p = early_plain.len();
-    buf[..p].copy_from_slice(&early_plain);
-    buf[p..p + filled].copy_from_slice(&incoming[..filled]);
+    let buf = receive_buffer(incoming, filled, &early_plain);
     let recv = Recv {
         buf,
         start: p,
@@ -845,6 +841,27 @@ pub(crate) async fn handshake(
         }),
         resumed,
     })
+}
+
+/// The connection's receive buffer: the plaintext that came with the
+/// handshake's last records, then the `filled` bytes of `incoming` that
+/// followed them (records not opened yet); at least [`RECV_CAP`] long. The
+/// handshake's buffer is reused when it has that size (it has, unless a
+/// handshake message over its size made it grow), saving an allocation and
+/// a copy per connection.
+fn receive_buffer(mut incoming: Vec<u8>, filled: usize, early_plain: &[u8]) -> Box<[u8]> {
+    let p = early_plain.len();
+    let size = RECV_CAP.max(p + filled);
+    let mut buf = if incoming.len() == size {
+        incoming.copy_within(..filled, p);
+        incoming.into_boxed_slice()
+    } else {
+        let mut fresh = vec![0u8; size].into_boxed_slice();
+        fresh[p..p + filled].copy_from_slice(&incoming[..filled]);
+        fresh
+    };
+    buf[..p].copy_from_slice(early_plain);
+    buf
 }
 
 /// After a handshake error, the alert rustls queued for the server (unknown
@@ -916,6 +933,35 @@ mod tests {
         let mut s = handshake(tcp, conn).await.unwrap();
         Arc::get_mut(&mut s.kernel).unwrap().send_limit = send_limit;
         (s, echo)
+    }
+
+    #[test]
+    fn the_receive_buffer_holds_early_plaintext_then_the_unread_records() {
+        // The handshake's buffer as it is (RECV_CAP), reused.
+        let mut incoming = vec![0u8; RECV_CAP];
+        incoming[..5].copy_from_slice(b"12345");
+        let ptr = incoming.as_ptr();
+        let buf = receive_buffer(incoming, 5, b"plain");
+        assert_eq!(buf.len(), RECV_CAP);
+        assert_eq!(buf.as_ptr(), ptr, "reused");
+        assert_eq!(&buf[..10], b"plain12345");
+        // No early plaintext, nothing left over.
+        let buf = receive_buffer(vec![7u8; RECV_CAP], 0, b"");
+        assert_eq!(buf.len(), RECV_CAP);
+        // A buffer grown past RECV_CAP by a large handshake message, holding
+        // little now: a fresh one of RECV_CAP.
+        let mut grown = vec![0u8; RECV_CAP * 2];
+        grown[..3].copy_from_slice(b"abc");
+        let buf = receive_buffer(grown, 3, b"xy");
+        assert_eq!(buf.len(), RECV_CAP);
+        assert_eq!(&buf[..5], b"xyabc");
+        // More than RECV_CAP to keep: as long as needed.
+        let mut full = vec![1u8; RECV_CAP];
+        full[RECV_CAP - 1] = 9;
+        let buf = receive_buffer(full, RECV_CAP, b"pp");
+        assert_eq!(buf.len(), RECV_CAP + 2);
+        assert_eq!(&buf[..3], b"pp\x01");
+        assert_eq!(buf[RECV_CAP + 1], 9);
     }
 
     /// Message `i` of a test: some span several records.
