@@ -27,8 +27,8 @@ fn ser<T: SerializeValue + ?Sized>(v: &T, typ: &ColumnType) -> Vec<u8> {
 }
 
 /// Type check, then deserialize `bytes` as `T`, keeping only the kind.
-fn de<'a, T: DeserializeValue<'a>>(
-    typ: &ColumnType,
+fn de<'a, 'm, T: DeserializeValue<'a, 'm>>(
+    typ: &'m ColumnType,
     bytes: Option<&'a [u8]>,
 ) -> Result<T, DeserializationErrorKind> {
     T::type_check(typ).map_err(|e| DeserializationErrorKind::TypeCheck(e.kind().clone()))?;
@@ -37,7 +37,7 @@ fn de<'a, T: DeserializeValue<'a>>(
 
 fn rt<T>(v: &T, typ: &ColumnType) -> T
 where
-    T: SerializeValue + for<'a> DeserializeValue<'a> + Debug,
+    T: SerializeValue + for<'a, 'm> DeserializeValue<'a, 'm> + Debug,
 {
     let bytes = ser(v, typ);
     de::<T>(typ, Some(&bytes)).expect("deserializes")
@@ -47,7 +47,7 @@ where
 /// mismatch.
 fn refuses<T>(v: &T, typ: &ColumnType)
 where
-    T: SerializeValue + for<'a> DeserializeValue<'a>,
+    T: SerializeValue + for<'a, 'm> DeserializeValue<'a, 'm>,
 {
     let e = T::type_check(typ).expect_err("type check must fail");
     assert_eq!(e.kind(), &TypeCheckErrorKind::Mismatch, "{typ}");
@@ -63,7 +63,7 @@ where
 /// The common byte-level failures of a fixed-size type: null, empty, short.
 fn rejects_bad_bytes<T>(typ: &ColumnType, len: usize)
 where
-    T: for<'a> DeserializeValue<'a> + Debug,
+    T: for<'a, 'm> DeserializeValue<'a, 'm> + Debug,
 {
     assert_eq!(
         de::<T>(typ, None).expect_err("null"),

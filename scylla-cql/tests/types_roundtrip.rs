@@ -40,7 +40,7 @@ fn ser<T: SerializeValue + ?Sized>(v: &T, typ: &ColumnType) -> Vec<u8> {
 
 fn rt<T>(v: &T, typ: &ColumnType) -> T
 where
-    T: SerializeValue + for<'a> DeserializeValue<'a> + Debug,
+    T: SerializeValue + for<'a, 'm> DeserializeValue<'a, 'm> + Debug,
 {
     T::type_check(typ).expect("type check");
     let bytes = ser(v, typ);

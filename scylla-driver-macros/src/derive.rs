@@ -27,13 +27,16 @@ fn skipped_inits(s: &Struct<'_>) -> Vec<TokenStream2> {
         .collect()
 }
 
-/// What both deserializing derives start from: the frame lifetime, the impl
-/// header (generics with that lifetime, the type's own generics, a where
-/// clause bounding every field by `DeserializeValue<'frame>`), and the
-/// non-skipped fields' idents, column names and types.
+/// What both deserializing derives start from: the frame lifetime, the
+/// metadata lifetime (a row's column specs live as long as its frame; a
+/// UDT's field types get a lifetime of their own, `'__metadata`), the impl
+/// header (generics with those lifetimes, the type's own generics, a where
+/// clause bounding every field by `DeserializeValue<'frame, 'metadata>`),
+/// and the non-skipped fields' idents, column names and types.
 struct Deserializing<'s> {
     m: TokenStream2,
     lt: syn::Lifetime,
+    meta: syn::Lifetime,
     impl_g: TokenStream2,
     ty_g: TokenStream2,
     wc: TokenStream2,
@@ -44,16 +47,27 @@ struct Deserializing<'s> {
     skipped: Vec<TokenStream2>,
 }
 
-fn deserializing<'s>(s: &'s Struct<'_>) -> syn::Result<Deserializing<'s>> {
+fn deserializing<'s>(s: &'s Struct<'_>, udt: bool) -> syn::Result<Deserializing<'s>> {
     let m = s.internal();
-    let (lt, generics) = s.frame_generics()?;
+    let (lt, mut generics) = s.frame_generics()?;
+    let meta = if udt {
+        let meta = syn::Lifetime::new("'__metadata", proc_macro2::Span::call_site());
+        // After the frame lifetime, before any type parameter.
+        generics.params.insert(
+            1,
+            syn::GenericParam::Lifetime(syn::LifetimeParam::new(meta.clone())),
+        );
+        meta
+    } else {
+        lt.clone()
+    };
     let (impl_g, _, _) = generics.split_for_impl();
     let (_, ty_g, _) = s.input.generics.split_for_impl();
     let bounds = s
         .bound()
         .map(|f| {
             let ty = f.ty;
-            quote!(#ty: #m::DeserializeValue<#lt>)
+            quote!(#ty: #m::DeserializeValue<#lt, #meta>)
         })
         .collect();
     let wc = where_clause(&generics, bounds);
@@ -68,6 +82,7 @@ fn deserializing<'s>(s: &'s Struct<'_>) -> syn::Result<Deserializing<'s>> {
         skipped: skipped_inits(s),
         m,
         lt,
+        meta,
     })
 }
 
@@ -75,6 +90,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     let Deserializing {
         m,
         lt,
+        meta: _,
         impl_g,
         ty_g,
         wc,
@@ -83,7 +99,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         names,
         tys,
         skipped,
-    } = deserializing(s)?;
+    } = deserializing(s, false)?;
     let n = idents.len();
 
     let (type_check, deserialize) = match s.flavor {
@@ -92,7 +108,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                 #(
                     match specs.iter().find(|s| s.name == #names) {
                         ::std::option::Option::Some(s) => {
-                            <#tys as #m::DeserializeValue<#lt>>::type_check(&s.typ)
+                            <#tys as #m::DeserializeValue<#lt, #lt>>::type_check(&s.typ)
                                 .map_err(|e| e.with_column(&s.name).with_rust_type::<Self>())?
                         }
                         ::std::option::Option::None => {
@@ -151,7 +167,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                                 #m::TypeCheckErrorKind::UnexpectedColumn(s.name.clone()),
                             ).with_column(#names).with_rust_type::<Self>());
                         }
-                        <#tys as #m::DeserializeValue<#lt>>::type_check(&s.typ)
+                        <#tys as #m::DeserializeValue<#lt, #lt>>::type_check(&s.typ)
                             .map_err(|e| e.with_column(&s.name).with_rust_type::<Self>())?;
                     )*
                     ::std::result::Result::Ok(())
@@ -293,6 +309,7 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     let Deserializing {
         m,
         lt,
+        meta,
         impl_g,
         ty_g,
         wc,
@@ -301,10 +318,10 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         names,
         tys,
         skipped,
-    } = deserializing(s)?;
+    } = deserializing(s, true)?;
     Ok(quote! {
         #[automatically_derived]
-        impl #impl_g #m::DeserializeValue<#lt> for #name #ty_g #wc {
+        impl #impl_g #m::DeserializeValue<#lt, #meta> for #name #ty_g #wc {
             fn type_check(typ: &#m::ColumnType) -> ::std::result::Result<(), #m::TypeCheckError> {
                 let #m::ColumnType::Udt { fields, .. } = typ else {
                     return ::std::result::Result::Err(#m::TypeCheckError::of::<Self>(
@@ -315,7 +332,7 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                 #(
                     match fields.iter().find(|(n, _)| n == #names) {
                         ::std::option::Option::Some((n, t)) => {
-                            <#tys as #m::DeserializeValue<#lt>>::type_check(t)
+                            <#tys as #m::DeserializeValue<#lt, #meta>>::type_check(t)
                                 .map_err(|e| e.with_column(n))?
                         }
                         ::std::option::Option::None => {
@@ -330,7 +347,7 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
             }
 
             fn deserialize(
-                typ: &#m::ColumnType,
+                typ: &#meta #m::ColumnType,
                 v: ::std::option::Option<&#lt [u8]>,
             ) -> ::std::result::Result<Self, #m::DeserializationError> {
                 #(let mut #idents: ::std::option::Option<#tys> = ::std::option::Option::None;)*
@@ -339,7 +356,7 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                     match fname {
                         #(#names => {
                             #idents = ::std::option::Option::Some(
-                                <#tys as #m::DeserializeValue<#lt>>::deserialize(ftype, fvalue)
+                                <#tys as #m::DeserializeValue<#lt, #meta>>::deserialize(ftype, fvalue)
                                     .map_err(|e| e.with_column(fname))?,
                             )
                         })*

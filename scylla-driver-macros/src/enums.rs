@@ -385,7 +385,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
             let names: Vec<_> = e.variants.iter().map(|v| v.name.as_str()).collect();
             (
                 quote!(#m::ColumnType::Text | #m::ColumnType::Ascii),
-                quote!(<&'__frame str as #m::DeserializeValue<'__frame>>::deserialize(typ, v)),
+                quote!(<&'__frame str as #m::DeserializeValue<'__frame, '__metadata>>::deserialize(typ, v)),
                 quote!(#(#names => ::std::result::Result::Ok(Self::#idents),)*),
                 // A name is cut: the error goes to logs, the value may be long.
                 quote!(other.chars().take(64).collect::<::std::string::String>()),
@@ -399,7 +399,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
                 .collect();
             (
                 quote!(#m::ColumnType::Int),
-                quote!(<i32 as #m::DeserializeValue<'__frame>>::deserialize(typ, v)),
+                quote!(<i32 as #m::DeserializeValue<'__frame, '__metadata>>::deserialize(typ, v)),
                 quote!(#(#numbers => ::std::result::Result::Ok(Self::#idents),)*),
                 quote!(::std::string::ToString::to_string(&other)),
             )
@@ -407,7 +407,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
     };
     Ok(quote! {
         #[automatically_derived]
-        impl<'__frame> #m::DeserializeValue<'__frame> for #name {
+        impl<'__frame, '__metadata> #m::DeserializeValue<'__frame, '__metadata> for #name {
             fn type_check(typ: &#m::ColumnType) -> ::std::result::Result<(), #m::TypeCheckError> {
                 if ::std::matches!(typ, #accepted) {
                     ::std::result::Result::Ok(())
@@ -420,7 +420,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
             }
 
             fn deserialize(
-                typ: &#m::ColumnType,
+                typ: &'__metadata #m::ColumnType,
                 v: ::std::option::Option<&'__frame [u8]>,
             ) -> ::std::result::Result<Self, #m::DeserializationError> {
                 // The stored name or number; its errors (null, bad UTF-8,

@@ -70,8 +70,8 @@ fn bytes_of<T: SerializeValue>(v: &T, typ: &ColumnType) -> Vec<u8> {
     out
 }
 
-fn read<'a, T: DeserializeValue<'a>>(
-    typ: &ColumnType,
+fn read<'a, 'm, T: DeserializeValue<'a, 'm>>(
+    typ: &'m ColumnType,
     v: Option<&'a [u8]>,
 ) -> Result<T, DeserializationErrorKind> {
     T::type_check(typ).map_err(|e| DeserializationErrorKind::TypeCheck(e.kind().clone()))?;

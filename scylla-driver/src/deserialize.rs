@@ -3,7 +3,7 @@
 //! ([`DeserializeRow`](crate::DeserializeRow),
 //! [`DeserializeValue`](crate::DeserializeValue)).
 
-pub use scylla_cql::types::deserialize::{ColumnIterator, RawColumn, RowIterator};
+pub use scylla_cql::types::deserialize::{ColumnIterator, FrameSlice, RawColumn, RowIterator};
 pub use scylla_cql::types::{
     DeserializationError, DeserializationErrorKind, ErrorContext, TypeCheckError,
     TypeCheckErrorKind,

@@ -12,6 +12,13 @@ pub mod response {
     /// The columns of a result: [`ColumnType`](result::ColumnType),
     /// [`ColumnSpec`](result::ColumnSpec).
     pub mod result {
-        pub use scylla_cql::types::{ColumnSpec, ColumnType};
+        pub use scylla_cql::types::ColumnSpec;
+
+        /// A column's CQL type: [`types::ColumnType`](crate::types::ColumnType)
+        /// under the official crate's name, which takes the lifetime of the
+        /// metadata it borrows from (`ColumnType<'metadata>`, or `&ColumnType`
+        /// with it elided). This crate's column types own their names, so the
+        /// lifetime is not used: any lifetime names the same type.
+        pub type ColumnType<'metadata> = scylla_cql::types::ColumnType;
     }
 }

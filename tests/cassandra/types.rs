@@ -43,7 +43,7 @@ impl SerializeValue for Address {
     }
 }
 
-impl<'f> DeserializeValue<'f> for Address {
+impl<'f, 'm> DeserializeValue<'f, 'm> for Address {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         match typ {
             ColumnType::Udt { fields, .. } if fields.iter().any(|(n, _)| n == "street") => Ok(()),

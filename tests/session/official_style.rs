@@ -22,6 +22,9 @@ use futures_core::Stream;
 use scylla_driver::client::execution_profile::ExecutionProfile;
 use scylla_driver::client::session::Session;
 use scylla_driver::client::session_builder::SessionBuilder;
+use scylla_driver::deserialize::value::DeserializeValue;
+use scylla_driver::deserialize::{DeserializationError, FrameSlice, TypeCheckError};
+use scylla_driver::frame::response::result::ColumnType;
 use scylla_driver::response::PagingState;
 use scylla_driver::statement::batch::Batch;
 use scylla_driver::statement::prepared::PreparedStatement;
@@ -45,6 +48,34 @@ struct NewEntry<'a> {
     id: i32,
     n: i32,
     label: &'a str,
+}
+
+/// A `text` value read by hand, borrowing from the response, written as for
+/// the official crate's two-lifetime trait.
+#[derive(Debug, PartialEq)]
+struct Label<'a>(&'a str);
+
+impl<'frame, 'metadata, 'a> DeserializeValue<'frame, 'metadata> for Label<'a>
+where
+    'frame: 'a,
+{
+    fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
+        <&str as DeserializeValue<'frame, 'metadata>>::type_check(typ)
+    }
+
+    fn deserialize(
+        typ: &'metadata ColumnType<'metadata>,
+        v: Option<FrameSlice<'frame>>,
+    ) -> Result<Self, DeserializationError> {
+        <&str as DeserializeValue<'frame, 'metadata>>::deserialize(typ, v).map(Label)
+    }
+}
+
+/// A row with the hand-written value in it.
+#[derive(Debug, DeserializeRow)]
+struct Labelled<'a> {
+    n: i32,
+    label: Label<'a>,
 }
 
 /// The next item of a stream (what `futures::StreamExt::next` does).
@@ -109,6 +140,20 @@ async fn everyday_code_in_the_official_crates_style() -> Result<(), Error> {
     session
         .batch(&batch, ((3, 1, "batched"), (3, 2, "batched"), ()))
         .await?;
+
+    // A hand-written value type inside a derived row, borrowing the text.
+    let result = session
+        .query_unpaged("SELECT n, label FROM compat.entries WHERE id = 2", &[])
+        .await?
+        .into_rows_result()?;
+    let labelled = result.single_row::<Labelled>()?;
+    assert_eq!((labelled.n, labelled.label), (0, Label("two")));
+    // The type check refuses a column of another type.
+    let swapped = session
+        .query_unpaged("SELECT label, n FROM compat.entries WHERE id = 2", &[])
+        .await?
+        .into_rows_result()?;
+    assert!(swapped.single_row::<(i32, Label)>().is_err());
 
     // A paged read as a typed stream: 10 rows in pages of 3.
     let mut select = Statement::new("SELECT id, n, label FROM compat.entries WHERE id = ?");

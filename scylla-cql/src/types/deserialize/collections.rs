@@ -93,8 +93,8 @@ impl<T: Ord> Sink<T> for BTreeSet<T> {
 }
 
 /// Reads a list or set (and, if `vector_ok`, a vector) of `T` into `out`.
-fn read_seq<'f, C: ?Sized, T: DeserializeValue<'f>>(
-    typ: &ColumnType,
+fn read_seq<'f, 'm, C: ?Sized, T: DeserializeValue<'f, 'm>>(
+    typ: &'m ColumnType,
     v: Option<&'f [u8]>,
     vector_ok: bool,
     out: &mut impl Sink<T>,
@@ -120,7 +120,7 @@ fn mismatch<C: ?Sized>(typ: &ColumnType) -> TypeCheckError {
     TypeCheckError::of::<C>(typ, super::TypeCheckErrorKind::Mismatch)
 }
 
-fn seq_type_check<'f, C: ?Sized, T: DeserializeValue<'f>>(
+fn seq_type_check<'f, 'm, C: ?Sized, T: DeserializeValue<'f, 'm>>(
     typ: &ColumnType,
     vector_ok: bool,
 ) -> Result<(), TypeCheckError> {
@@ -131,12 +131,14 @@ fn seq_type_check<'f, C: ?Sized, T: DeserializeValue<'f>>(
     }
 }
 
-impl<'frame, T: DeserializeValue<'frame>> DeserializeValue<'frame> for Vec<T> {
+impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata>> DeserializeValue<'frame, 'metadata>
+    for Vec<T>
+{
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         seq_type_check::<Self, T>(typ, true)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let mut out = Vec::new();
@@ -145,14 +147,18 @@ impl<'frame, T: DeserializeValue<'frame>> DeserializeValue<'frame> for Vec<T> {
     }
 }
 
-impl<'frame, T: DeserializeValue<'frame> + Eq + Hash, S: BuildHasher + Default>
-    DeserializeValue<'frame> for HashSet<T, S>
+impl<
+        'frame,
+        'metadata,
+        T: DeserializeValue<'frame, 'metadata> + Eq + Hash,
+        S: BuildHasher + Default,
+    > DeserializeValue<'frame, 'metadata> for HashSet<T, S>
 {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         seq_type_check::<Self, T>(typ, false)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let mut out = HashSet::default();
@@ -161,12 +167,14 @@ impl<'frame, T: DeserializeValue<'frame> + Eq + Hash, S: BuildHasher + Default>
     }
 }
 
-impl<'frame, T: DeserializeValue<'frame> + Ord> DeserializeValue<'frame> for BTreeSet<T> {
+impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata> + Ord>
+    DeserializeValue<'frame, 'metadata> for BTreeSet<T>
+{
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         seq_type_check::<Self, T>(typ, false)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let mut out = BTreeSet::new();
@@ -175,7 +183,7 @@ impl<'frame, T: DeserializeValue<'frame> + Ord> DeserializeValue<'frame> for BTr
     }
 }
 
-fn map_type_check<'f, C: ?Sized, K: DeserializeValue<'f>, V: DeserializeValue<'f>>(
+fn map_type_check<'f, 'm, C: ?Sized, K: DeserializeValue<'f, 'm>, V: DeserializeValue<'f, 'm>>(
     typ: &ColumnType,
 ) -> Result<(), TypeCheckError> {
     match typ {
@@ -188,8 +196,14 @@ fn map_type_check<'f, C: ?Sized, K: DeserializeValue<'f>, V: DeserializeValue<'f
 }
 
 /// Reads the entries of a map into `push`.
-pub(crate) fn read_map<'f, C: ?Sized, K: DeserializeValue<'f>, V: DeserializeValue<'f>>(
-    typ: &ColumnType,
+pub(crate) fn read_map<
+    'f,
+    'm,
+    C: ?Sized,
+    K: DeserializeValue<'f, 'm>,
+    V: DeserializeValue<'f, 'm>,
+>(
+    typ: &'m ColumnType,
     v: Option<&'f [u8]>,
     mut push: impl FnMut(K, V),
 ) -> Result<(), DeserializationError> {
@@ -205,17 +219,17 @@ pub(crate) fn read_map<'f, C: ?Sized, K: DeserializeValue<'f>, V: DeserializeVal
     end::<C>(typ, &r)
 }
 
-impl<'frame, K, V, S> DeserializeValue<'frame> for HashMap<K, V, S>
+impl<'frame, 'metadata, K, V, S> DeserializeValue<'frame, 'metadata> for HashMap<K, V, S>
 where
-    K: DeserializeValue<'frame> + Eq + Hash,
-    V: DeserializeValue<'frame>,
+    K: DeserializeValue<'frame, 'metadata> + Eq + Hash,
+    V: DeserializeValue<'frame, 'metadata>,
     S: BuildHasher + Default,
 {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         map_type_check::<Self, K, V>(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let mut out = HashMap::default();
@@ -226,14 +240,18 @@ where
     }
 }
 
-impl<'frame, K: DeserializeValue<'frame> + Ord, V: DeserializeValue<'frame>>
-    DeserializeValue<'frame> for BTreeMap<K, V>
+impl<
+        'frame,
+        'metadata,
+        K: DeserializeValue<'frame, 'metadata> + Ord,
+        V: DeserializeValue<'frame, 'metadata>,
+    > DeserializeValue<'frame, 'metadata> for BTreeMap<K, V>
 {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         map_type_check::<Self, K, V>(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let mut out = BTreeMap::new();

@@ -10,13 +10,13 @@ use crate::frame::wire::WireReader;
 use crate::types::column_type::ColumnType;
 use crate::types::value::CqlValue;
 
-impl<'frame> DeserializeValue<'frame> for CqlValue {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlValue {
     fn type_check(_: &ColumnType) -> Result<(), TypeCheckError> {
         Ok(())
     }
 
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let b = non_null::<Self>(typ, v)?;

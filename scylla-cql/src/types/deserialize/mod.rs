@@ -33,15 +33,54 @@ pub use super::error::{
 };
 
 /// A Rust type that can be built from a CQL value.
-pub trait DeserializeValue<'frame>: Sized {
+///
+/// `'frame` is the lifetime of the response's bytes (a value may borrow
+/// them: `&'frame str`), `'metadata` that of the column types (the official
+/// `scylla` crate's shape, so hand-written implementations carry over). An
+/// implementation is usually generic over both:
+///
+/// ```
+/// use scylla_driver_cql::types::{ColumnType, DeserializationError, DeserializeValue, TypeCheckError};
+///
+/// /// A CQL `text` that must not be empty.
+/// struct Name<'a>(&'a str);
+///
+/// impl<'frame, 'metadata, 'a> DeserializeValue<'frame, 'metadata> for Name<'a>
+/// where
+///     'frame: 'a,
+/// {
+///     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
+///         <&str as DeserializeValue<'frame, 'metadata>>::type_check(typ)
+///     }
+///
+///     fn deserialize(
+///         typ: &'metadata ColumnType,
+///         v: Option<&'frame [u8]>,
+///     ) -> Result<Self, DeserializationError> {
+///         let s = <&str as DeserializeValue<'frame, 'metadata>>::deserialize(typ, v)?;
+///         Ok(Name(s))
+///     }
+/// }
+///
+/// let name = <Name as DeserializeValue>::deserialize(&ColumnType::Text, Some(b"ada")).unwrap();
+/// assert_eq!(name.0, "ada");
+/// ```
+pub trait DeserializeValue<'frame, 'metadata>: Sized {
     /// Whether values of `typ` can be deserialized into `Self`.
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError>;
 
     /// Builds a value from `v` (`None` is null), a value of `typ`. Call
     /// [`type_check`](Self::type_check) first.
-    fn deserialize(typ: &ColumnType, v: Option<&'frame [u8]>)
-        -> Result<Self, DeserializationError>;
+    fn deserialize(
+        typ: &'metadata ColumnType,
+        v: Option<FrameSlice<'frame>>,
+    ) -> Result<Self, DeserializationError>;
 }
+
+/// The bytes of one value in a response: a plain slice of the frame here
+/// (the official `scylla` crate wraps it in a struct of this name; its
+/// methods are not offered, the slice is used directly).
+pub type FrameSlice<'frame> = &'frame [u8];
 
 /// Fails with a mismatch naming `T` and `typ` unless `ok`.
 pub(crate) fn check<T: ?Sized>(typ: &ColumnType, ok: bool) -> Result<(), TypeCheckError> {

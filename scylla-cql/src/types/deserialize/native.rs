@@ -22,11 +22,11 @@ use crate::types::varint::CqlVarint;
 /// Big-endian fixed-size numbers, accepted from the listed column types.
 macro_rules! impl_be {
     ($($t:ty => $($ct:ident)|+;)*) => {$(
-        impl<'frame> DeserializeValue<'frame> for $t {
+        impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for $t {
             fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
                 check::<Self>(typ, matches!(typ, $(ColumnType::$ct)|+))
             }
-            fn deserialize(typ: &ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
+            fn deserialize(typ: &'metadata ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
                 Ok(<$t>::from_be_bytes(fixed::<Self, { std::mem::size_of::<$t>() }>(typ, v)?))
             }
         }
@@ -45,11 +45,11 @@ impl_be! {
 /// Newtypes over a big-endian number, accepted from one column type.
 macro_rules! impl_newtype {
     ($($t:ident($inner:ty) => $ct:ident;)*) => {$(
-        impl<'frame> DeserializeValue<'frame> for $t {
+        impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for $t {
             fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
                 check::<Self>(typ, matches!(typ, ColumnType::$ct))
             }
-            fn deserialize(typ: &ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
+            fn deserialize(typ: &'metadata ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
                 Ok($t(<$inner>::from_be_bytes(fixed::<Self, { std::mem::size_of::<$inner>() }>(typ, v)?)))
             }
         }
@@ -62,12 +62,12 @@ impl_newtype! {
     CqlTimestamp(i64) => Timestamp;
 }
 
-impl<'frame> DeserializeValue<'frame> for CqlTime {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlTime {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Time))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let t = CqlTime(i64::from_be_bytes(fixed::<Self, 8>(typ, v)?));
@@ -81,12 +81,12 @@ impl<'frame> DeserializeValue<'frame> for CqlTime {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for bool {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for bool {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Boolean))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         Ok(fixed::<Self, 1>(typ, v)?[0] != 0)
@@ -109,24 +109,24 @@ pub(crate) fn text<'f, T: ?Sized>(
     std::str::from_utf8(b).map_err(|_| error::<T>(typ, DeserializationErrorKind::InvalidUtf8))
 }
 
-impl<'frame> DeserializeValue<'frame> for &'frame str {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for &'frame str {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         text_type_check::<Self>(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         text::<Self>(typ, v)
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for String {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for String {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         text_type_check::<Self>(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         text::<Self>(typ, v).map(str::to_owned)
@@ -137,24 +137,24 @@ fn blob_type_check<T: ?Sized>(typ: &ColumnType) -> Result<(), TypeCheckError> {
     check::<T>(typ, matches!(typ, ColumnType::Blob | ColumnType::Custom(_)))
 }
 
-impl<'frame> DeserializeValue<'frame> for &'frame [u8] {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for &'frame [u8] {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         blob_type_check::<Self>(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         non_null::<Self>(typ, v)
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for Vec<u8> {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Vec<u8> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         blob_type_check::<Self>(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         non_null::<Self>(typ, v).map(<[u8]>::to_vec)
@@ -162,36 +162,40 @@ impl<'frame> DeserializeValue<'frame> for Vec<u8> {
 }
 
 /// A copy (the frame is a borrowed slice here; borrow `&[u8]` to avoid it).
-impl<'frame> DeserializeValue<'frame> for Bytes {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Bytes {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         blob_type_check::<Self>(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         non_null::<Self>(typ, v).map(Bytes::copy_from_slice)
     }
 }
 
-impl<'frame, T: DeserializeValue<'frame>> DeserializeValue<'frame> for Option<T> {
+impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata>> DeserializeValue<'frame, 'metadata>
+    for Option<T>
+{
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         T::type_check(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         v.map(|b| T::deserialize(typ, Some(b))).transpose()
     }
 }
 
-impl<'frame, T: DeserializeValue<'frame>> DeserializeValue<'frame> for MaybeEmpty<T> {
+impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata>> DeserializeValue<'frame, 'metadata>
+    for MaybeEmpty<T>
+{
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         T::type_check(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         match v {
@@ -201,24 +205,24 @@ impl<'frame, T: DeserializeValue<'frame>> DeserializeValue<'frame> for MaybeEmpt
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for Uuid {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Uuid {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Uuid | ColumnType::Timeuuid))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         Ok(Uuid::from_bytes(fixed::<Self, 16>(typ, v)?))
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for IpAddr {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for IpAddr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Inet))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let b = non_null::<Self>(typ, v)?;
@@ -240,24 +244,24 @@ impl<'frame> DeserializeValue<'frame> for IpAddr {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for Ipv4Addr {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Ipv4Addr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Inet))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         Ok(Ipv4Addr::from(fixed::<Self, 4>(typ, v)?))
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for Ipv6Addr {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Ipv6Addr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Inet))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         Ok(Ipv6Addr::from(fixed::<Self, 16>(typ, v)?))
@@ -275,24 +279,24 @@ pub(crate) fn non_empty<'f, T: ?Sized>(
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for CqlVarint {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlVarint {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Varint))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         non_empty::<Self>(typ, v).map(CqlVarint::from_signed_bytes_be)
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for CqlDecimal {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlDecimal {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Decimal))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let b = non_empty::<Self>(typ, v)?;
@@ -305,12 +309,12 @@ impl<'frame> DeserializeValue<'frame> for CqlDecimal {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for CqlDuration {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlDuration {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Duration))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let b = non_empty::<Self>(typ, v)?;

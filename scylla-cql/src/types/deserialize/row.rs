@@ -46,7 +46,7 @@ pub struct RawColumn<'frame> {
 
 impl<'frame> RawColumn<'frame> {
     /// Deserializes the cell as a `T`, naming the column in errors.
-    pub fn get<T: DeserializeValue<'frame>>(&self) -> Result<T, DeserializationError> {
+    pub fn get<T: DeserializeValue<'frame, 'frame>>(&self) -> Result<T, DeserializationError> {
         T::deserialize(&self.spec.typ, self.value).map_err(|e| e.with_column(&self.spec.name))
     }
 }
@@ -150,7 +150,7 @@ pub fn check_column_count<T: ?Sized>(specs: &[ColumnSpec], n: usize) -> Result<(
 /// Implements [`DeserializeRow`] for one tuple arity.
 macro_rules! impl_row_tuple {
     ($n:expr; $($T:ident $idx:tt),+) => {
-        impl<'frame, $($T: DeserializeValue<'frame>),+> DeserializeRow<'frame> for ($($T,)+) {
+        impl<'frame, $($T: DeserializeValue<'frame, 'frame>),+> DeserializeRow<'frame> for ($($T,)+) {
             fn type_check(specs: &[ColumnSpec]) -> Result<(), TypeCheckError> {
                 check_column_count::<Self>(specs, $n)?;
                 $($T::type_check(&specs[$idx].typ).map_err(|e| e.with_column(&specs[$idx].name))?;)+
@@ -277,7 +277,7 @@ macro_rules! impl_deserialize_row {
                 use $crate::types::{DeserializeValue, TypeCheckError, TypeCheckErrorKind};
                 $(
                     match specs.iter().find(|s| s.name == stringify!($field)) {
-                        Some(s) => <$ty as DeserializeValue<'frame>>::type_check(&s.typ)
+                        Some(s) => <$ty as DeserializeValue<'frame, 'frame>>::type_check(&s.typ)
                             .map_err(|e| e.with_column(&s.name))?,
                         None => {
                             return Err(TypeCheckError::new(TypeCheckErrorKind::MissingColumn(

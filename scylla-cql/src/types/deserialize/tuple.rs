@@ -29,7 +29,7 @@ fn arity<C: ?Sized>(typ: &ColumnType, expected: usize, actual: usize) -> TypeChe
 /// Implements [`DeserializeValue`] for one tuple arity.
 macro_rules! impl_tuple {
     ($n:expr; $($T:ident $t:ident $idx:tt),+) => {
-        impl<'frame, $($T: DeserializeValue<'frame>),+> DeserializeValue<'frame> for ($($T,)+) {
+        impl<'frame, 'metadata, $($T: DeserializeValue<'frame, 'metadata>),+> DeserializeValue<'frame, 'metadata> for ($($T,)+) {
             fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
                 let ColumnType::Tuple(types) = typ else {
                     return check::<Self>(typ, false);
@@ -41,7 +41,7 @@ macro_rules! impl_tuple {
                 Ok(())
             }
 
-            fn deserialize(typ: &ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
+            fn deserialize(typ: &'metadata ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
                 let ColumnType::Tuple(types) = typ else {
                     return Err(TypeCheckError::of::<Self>(typ, TypeCheckErrorKind::Mismatch).into());
                 };

@@ -10,12 +10,12 @@
 //!
 //! struct Address { street: String, number: Option<i32> }
 //!
-//! impl<'f> DeserializeValue<'f> for Address {
+//! impl<'f, 'm> DeserializeValue<'f, 'm> for Address {
 //!     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
 //!         // Check that the UDT has the expected fields (omitted here).
 //!         Ok(())
 //!     }
-//!     fn deserialize(typ: &ColumnType, v: Option<&'f [u8]>) -> Result<Self, DeserializationError> {
+//!     fn deserialize(typ: &'m ColumnType, v: Option<&'f [u8]>) -> Result<Self, DeserializationError> {
 //!         let mut a = Address { street: String::new(), number: None };
 //!         for field in UdtIterator::new::<Self>(typ, v)? {
 //!             let (name, ftype, value) = field?;

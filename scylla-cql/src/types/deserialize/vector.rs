@@ -83,9 +83,9 @@ impl<'f> Iterator for VectorElems<'f> {
 
 /// Deserializes the elements of a vector value of type `typ` into `C`,
 /// element by element into `push`.
-pub(crate) fn read_vector<'f, C: ?Sized, T: DeserializeValue<'f>>(
+pub(crate) fn read_vector<'f, 'm, C: ?Sized, T: DeserializeValue<'f, 'm>>(
     typ: &ColumnType,
-    element: &ColumnType,
+    element: &'m ColumnType,
     dimension: u32,
     v: Option<&'f [u8]>,
     mut push: impl FnMut(T),
@@ -98,7 +98,9 @@ pub(crate) fn read_vector<'f, C: ?Sized, T: DeserializeValue<'f>>(
     Ok(())
 }
 
-impl<'frame, T: DeserializeValue<'frame>, const N: usize> DeserializeValue<'frame> for [T; N] {
+impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata>, const N: usize>
+    DeserializeValue<'frame, 'metadata> for [T; N]
+{
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         match typ {
             ColumnType::Vector { element, dimension } if *dimension as usize == N => {
@@ -116,7 +118,7 @@ impl<'frame, T: DeserializeValue<'frame>, const N: usize> DeserializeValue<'fram
     }
 
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let ColumnType::Vector { element, dimension } = typ else {

@@ -88,12 +88,12 @@ impl SerializeValue for BigDecimal {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for BigDecimal {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for BigDecimal {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         deserialize::check::<Self>(typ, matches!(typ, ColumnType::Decimal))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let b = non_empty::<Self>(typ, v)?;

@@ -113,12 +113,12 @@ impl SerializeValue for NaiveDate {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for NaiveDate {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for NaiveDate {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         deserialize::check::<Self>(typ, matches!(typ, ColumnType::Date))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let d = CqlDate(u32::from_be_bytes(fixed::<Self, 4>(typ, v)?));
@@ -153,12 +153,12 @@ impl SerializeValue for NaiveTime {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for NaiveTime {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for NaiveTime {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         deserialize::check::<Self>(typ, matches!(typ, ColumnType::Time))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let t = CqlTime(i64::from_be_bytes(fixed::<Self, 8>(typ, v)?));
@@ -185,12 +185,12 @@ impl SerializeValue for DateTime<Utc> {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for DateTime<Utc> {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for DateTime<Utc> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         deserialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let t = CqlTimestamp(i64::from_be_bytes(fixed::<Self, 8>(typ, v)?));

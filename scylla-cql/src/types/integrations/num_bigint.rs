@@ -51,12 +51,12 @@ macro_rules! impl_bigint {
             }
         }
 
-        impl<'frame> DeserializeValue<'frame> for $krate::BigInt {
+        impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for $krate::BigInt {
             fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
                 deserialize::check::<Self>(typ, matches!(typ, ColumnType::Varint))
             }
             fn deserialize(
-                typ: &ColumnType,
+                typ: &'metadata ColumnType,
                 v: Option<&'frame [u8]>,
             ) -> Result<Self, DeserializationError> {
                 non_empty::<Self>(typ, v).map($krate::BigInt::from_signed_bytes_be)

@@ -27,36 +27,38 @@ impl<T: SerializeValue + Zeroize + ?Sized> SerializeValue for SecretBox<T> {
     }
 }
 
-impl<'frame, T: DeserializeValue<'frame> + Zeroize> DeserializeValue<'frame> for SecretBox<T> {
+impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata> + Zeroize>
+    DeserializeValue<'frame, 'metadata> for SecretBox<T>
+{
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         T::type_check(typ)
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         T::deserialize(typ, v).map(|v| SecretBox::new(Box::new(v)))
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for SecretString {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for SecretString {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Text | ColumnType::Ascii))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         text::<Self>(typ, v).map(SecretString::from)
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for SecretSlice<u8> {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for SecretSlice<u8> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Blob | ColumnType::Custom(_)))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         non_null::<Self>(typ, v).map(|b| SecretSlice::from(b.to_vec()))

@@ -114,12 +114,12 @@ impl SerializeValue for Date {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for Date {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Date {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         deserialize::check::<Self>(typ, matches!(typ, ColumnType::Date))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let d = CqlDate(u32::from_be_bytes(fixed::<Self, 4>(typ, v)?));
@@ -148,12 +148,12 @@ impl SerializeValue for Time {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for Time {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Time {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         deserialize::check::<Self>(typ, matches!(typ, ColumnType::Time))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let t = CqlTime(i64::from_be_bytes(fixed::<Self, 8>(typ, v)?));
@@ -180,12 +180,12 @@ impl SerializeValue for OffsetDateTime {
     }
 }
 
-impl<'frame> DeserializeValue<'frame> for OffsetDateTime {
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for OffsetDateTime {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         deserialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))
     }
     fn deserialize(
-        typ: &ColumnType,
+        typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
         let t = CqlTimestamp(i64::from_be_bytes(fixed::<Self, 8>(typ, v)?));
