@@ -209,6 +209,42 @@ pub enum PortKind {
     MaintenanceSocket,
 }
 
+/// What a connection's TLS handshake agreed on, as ScyllaDB reports it in
+/// `system.clients`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSession {
+    /// `TLS1.2` or `TLS1.3` (ScyllaDB's `ssl_protocol`).
+    pub protocol: &'static str,
+    /// The cipher suite's IANA name, e.g. `TLS_AES_256_GCM_SHA384`
+    /// (`ssl_cipher_suite`).
+    pub cipher_suite: String,
+}
+
+impl TlsSession {
+    /// What `conn`'s handshake agreed on (`None` before it is done).
+    pub(crate) fn of(conn: &rustls::ServerConnection) -> Option<TlsSession> {
+        let protocol = match conn.protocol_version()? {
+            rustls::ProtocolVersion::TLSv1_3 => "TLS1.3",
+            rustls::ProtocolVersion::TLSv1_2 => "TLS1.2",
+            _ => return None,
+        };
+        let suite = conn.negotiated_cipher_suite()?.suite();
+        // rustls names TLS 1.3 suites `TLS13_...`; their IANA names are
+        // `TLS_...` (TLS 1.2 suites' names are the IANA ones already).
+        let name = suite
+            .as_str()
+            .map_or_else(|| format!("{suite:?}"), str::to_owned);
+        let cipher_suite = match name.strip_prefix("TLS13_") {
+            Some(rest) => format!("TLS_{rest}"),
+            None => name,
+        };
+        Some(TlsSession {
+            protocol,
+            cipher_suite,
+        })
+    }
+}
+
 /// Where a request arrived, and access to the cluster around it.
 pub struct ConnCtx {
     pub(crate) node: Arc<NodeInfo>,
@@ -220,6 +256,8 @@ pub struct ConnCtx {
     pub(crate) conn_id: u64,
     /// Whether the connection came through a TLS listener.
     pub(crate) tls: bool,
+    /// The TLS version and cipher suite, once the handshake is done.
+    pub(crate) tls_session: std::sync::OnceLock<TlsSession>,
     /// The node's open connections (for `system.clients`).
     pub(crate) clients: Arc<crate::clients::ClientRegistry>,
     /// The statements the node prepared since it started.
@@ -283,6 +321,11 @@ impl ConnCtx {
     /// Whether the connection is encrypted (accepted by a TLS listener).
     pub fn tls(&self) -> bool {
         self.tls
+    }
+
+    /// What the connection's TLS handshake agreed on (`None` without TLS).
+    pub fn tls_session(&self) -> Option<&TlsSession> {
+        self.tls_session.get()
     }
 
     /// The node's open client connections, this one included, in the order

@@ -34,7 +34,7 @@ use crate::connection;
 use crate::error::ClusterError;
 use crate::events::EventRegistry;
 use crate::faults::{FaultState, ShardAwarePortMode};
-use crate::handler::{ConnCtx, PortKind, SessionState};
+use crate::handler::{ConnCtx, PortKind, SessionState, TlsSession};
 use crate::node_shared::NodeShared;
 use crate::shard::{assign, ShardConnection};
 use crate::stats::{bump_both, NodeStats};
@@ -340,6 +340,7 @@ fn on_unix_accept(node: &Arc<NodeShared>, stream: tokio::net::UnixStream) {
         peer: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
         conn_id: node.next_conn_id.fetch_add(1, Ordering::Relaxed),
         tls: false,
+        tls_session: std::sync::OnceLock::new(),
         clients: node.clients.clone(),
         prepared: node.prepared.clone(),
         state: Mutex::new(SessionState::default()),
@@ -461,6 +462,7 @@ fn on_accept(
         peer: SocketAddr::new(peer.ip(), seen_port),
         conn_id: node.next_conn_id.fetch_add(1, Ordering::Relaxed),
         tls,
+        tls_session: std::sync::OnceLock::new(),
         clients: node.clients.clone(),
         prepared: node.prepared.clone(),
         state: Mutex::new(SessionState::default()),
@@ -501,6 +503,9 @@ fn on_accept(
         // Count the handshake and charge its CPU time inside the shard's
         // admission; a handshake shed there closes the connection.
         let idx = slot.shard() as usize;
+        if let Some(session) = TlsSession::of(tls_stream.get_ref().1) {
+            let _ = ctx.tls_session.set(session);
+        }
         let resumed = tls_stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
         let cost = match &n.config.tls {
             Some(o) if resumed => o.resumed_handshake_cost,

@@ -191,3 +191,60 @@ async fn custom_identity_and_the_defaults() {
     assert_eq!(json["consistency"], "LocalQuorum");
     assert_eq!(json["request_timeout_ms"], 12_000);
 }
+
+/// Over TLS, every connection's row says so, with the version and the
+/// cipher suite its handshake agreed on (ScyllaDB's `TLS1.3` / `TLS1.2`
+/// and the suite's IANA name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_clients_shows_each_connections_tls_version_and_cipher_suite() {
+    use scylla_driver::tls::TlsConfig;
+    use scylla_testbed::{TestCluster, TlsOptions};
+
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(SHARDS)
+        .tls(TlsOptions::default())
+        .start()
+        .await
+        .unwrap();
+    let tls = TlsConfig::builder()
+        .ca_pem(cluster.tls_ca_pem().unwrap().as_bytes())
+        .unwrap()
+        .build()
+        .unwrap();
+    let session = scylla_driver::SessionBuilder::new()
+        .known_node(cluster.tls_addrs()[0].to_string())
+        .tls(tls)
+        .build()
+        .await
+        .unwrap();
+    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    let rows = clients(&session).await;
+    assert_eq!(rows.len(), usize::from(SHARDS) + 1, "{rows:#?}");
+    for row in &rows {
+        assert_eq!(row.ssl_enabled, Some(true), "{row:?}");
+        // rustls on both sides: TLS 1.3, an AEAD suite by its IANA name.
+        assert_eq!(row.ssl_protocol.as_deref(), Some("TLS1.3"), "{row:?}");
+        let suite = row.ssl_cipher_suite.as_deref().unwrap_or_default();
+        assert!(
+            [
+                "TLS_AES_128_GCM_SHA256",
+                "TLS_AES_256_GCM_SHA384",
+                "TLS_CHACHA20_POLY1305_SHA256"
+            ]
+            .contains(&suite),
+            "{row:?}"
+        );
+    }
+    session.close(Duration::from_secs(5)).await;
+    cluster.shutdown().await;
+
+    // Without TLS the columns stay null.
+    let (cluster, session) = cluster_and_session(1, SHARDS, |b| b).await;
+    for row in clients(&session).await {
+        assert_eq!(row.ssl_enabled, Some(false), "{row:?}");
+        assert_eq!((row.ssl_protocol, row.ssl_cipher_suite), (None, None));
+    }
+    session.close(Duration::from_secs(5)).await;
+    cluster.shutdown().await;
+}

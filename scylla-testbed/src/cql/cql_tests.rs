@@ -39,6 +39,7 @@ fn ctx() -> ConnCtx {
         peer: SocketAddr::new(ip, 50000),
         conn_id: 0,
         tls: false,
+        tls_session: std::sync::OnceLock::new(),
         clients: Arc::default(),
         prepared: Arc::default(),
         state: Mutex::new(SessionState::default()),

@@ -545,7 +545,10 @@ fn system_clients(ctx: &ConnCtx) -> View {
     let mut conns: Vec<_> = ctx
         .node_clients()
         .into_iter()
-        .map(|c| (c.peer_addr(), c.shard(), c.tls(), c.session()))
+        .map(|c| {
+            let tls = c.tls().then(|| c.tls_session().cloned());
+            (c.peer_addr(), c.shard(), tls, c.session())
+        })
         .collect();
     conns.sort_by_key(|(peer, ..)| (peer.ip(), peer.port()));
     let rows = conns
@@ -569,9 +572,9 @@ fn system_clients(ctx: &ConnCtx) -> View {
                 Some(CqlValue::Int(i32::from(state.protocol_version.number()))),
                 Some(text("sl:default")),
                 Some(CqlValue::Int(i32::from(shard))),
-                None,
-                Some(CqlValue::Boolean(tls)),
-                None,
+                tls.clone().flatten().map(|t| text(&t.cipher_suite)),
+                Some(CqlValue::Boolean(tls.is_some())),
+                tls.flatten().map(|t| text(t.protocol)),
                 Some(text(state.user.as_deref().unwrap_or("anonymous"))),
             ]
         })
