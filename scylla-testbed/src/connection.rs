@@ -92,7 +92,7 @@ pub(crate) async fn serve(
     let (tx, rx) = mpsc::channel::<Outgoing>(OUT_QUEUE);
     let id = ctx.conn_id;
     // Listed in system.clients while this task serves it.
-    let _listed = node.clients.register(&ctx);
+    let _listed = node.clients.register(ctx.conn_id, &ctx);
     let mask = node.events.add(id, tx.clone());
     let mut writer = std::pin::pin!(write_loop(node.clone(), wr, rx));
     let mut conn = Conn {

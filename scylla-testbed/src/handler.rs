@@ -259,7 +259,7 @@ pub struct ConnCtx {
     /// The TLS version and cipher suite, once the handshake is done.
     pub(crate) tls_session: std::sync::OnceLock<TlsSession>,
     /// The node's open connections (for `system.clients`).
-    pub(crate) clients: Arc<crate::clients::ClientRegistry>,
+    pub(crate) clients: Arc<crate::clients::ClientRegistry<ConnCtx>>,
     /// The statements the node prepared since it started.
     pub(crate) prepared: Arc<crate::prepared_ids::PreparedIds>,
     pub(crate) state: Mutex<SessionState>,

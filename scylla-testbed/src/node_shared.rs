@@ -14,7 +14,7 @@ use crate::clients::ClientRegistry;
 use crate::config::ClusterConfig;
 use crate::events::EventRegistry;
 use crate::faults::FaultState;
-use crate::handler::RequestHandler;
+use crate::handler::{ConnCtx, RequestHandler};
 use crate::stats::NodeStats;
 use crate::topology::{NodeInfo, Topology};
 
@@ -28,7 +28,7 @@ pub(crate) struct NodeShared {
     pub(crate) handler: Arc<dyn RequestHandler>,
     pub(crate) events: EventRegistry,
     /// The node's open client connections (`system.clients`).
-    pub(crate) clients: Arc<ClientRegistry>,
+    pub(crate) clients: Arc<ClientRegistry<ConnCtx>>,
     /// The statements prepared on the node in this lifetime.
     pub(crate) prepared: Arc<crate::prepared_ids::PreparedIds>,
     /// The TLS server side of each shard, when the cluster serves TLS (made

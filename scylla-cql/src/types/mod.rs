@@ -1,7 +1,8 @@
 //! CQL data types: the [`ColumnType`] tree parsed from metadata, and how Rust
 //! values are serialized to and deserialized from their CQL encodings.
 //!
-//! - [`column_type`]: [`ColumnType`] and [`ColumnSpec`] (result metadata).
+//! - [`column_type`]: [`ColumnType`] and [`ColumnSpec`] (result metadata);
+//!   the `[option]` encoding of a type is in the private `type_option`.
 //! - [`custom_class`]: `org.apache.cassandra.db.marshal.*` class strings.
 //! - [`cql_syntax`]: CQL type syntax (`map<text, int>`) and `Display`.
 //! - [`value`]: [`CqlValue`], an owned value of any type.
@@ -37,6 +38,7 @@ pub mod error;
 pub mod integrations;
 pub mod serialize;
 pub mod serialized_values;
+mod type_option;
 pub mod value;
 pub mod varint;
 pub mod vint;

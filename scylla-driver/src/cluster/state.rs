@@ -60,6 +60,18 @@ pub struct ClusterState {
     host_index: HashMap<Uuid, NodeIdx>,
 }
 
+/// What the official metrics' open connection count reads: the pools of
+/// the session's current cluster state.
+impl crate::metrics::OpenConnections for arc_swap::ArcSwap<ClusterState> {
+    fn open_connections(&self) -> u64 {
+        self.load()
+            .nodes
+            .iter()
+            .map(|n| n.pool.snapshot().len() as u64)
+            .sum()
+    }
+}
+
 impl ClusterState {
     /// The node at `idx`.
     pub fn node(&self, idx: NodeIdx) -> Option<&Arc<Node>> {

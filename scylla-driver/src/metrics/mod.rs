@@ -58,6 +58,7 @@ pub mod names;
 pub(crate) mod record;
 mod stats;
 
+pub(crate) use self::stats::OpenConnections;
 pub use self::stats::{MetricsError, SessionMetrics, Snapshot};
 
 /// How a request pages, as [`SessionMetrics`] counts requests.

@@ -11,10 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
-
 use super::{LatencyHistogram, Metrics};
-use crate::cluster::state::ClusterState;
 
 /// Reading a latency statistic failed.
 #[derive(Debug, thiserror::Error)]
@@ -140,12 +137,19 @@ impl Rates {
 #[derive(Debug, Clone)]
 pub struct SessionMetrics {
     counters: Arc<Metrics>,
-    state: Weak<ArcSwap<ClusterState>>,
+    pools: Weak<dyn OpenConnections>,
+}
+
+/// Counts the pools' open connections (the session's cluster state does);
+/// what [`SessionMetrics::get_total_connections`] reads.
+pub(crate) trait OpenConnections: Send + Sync {
+    /// The pools' open connections now, over every node.
+    fn open_connections(&self) -> u64;
 }
 
 impl SessionMetrics {
-    pub(crate) fn new(counters: Arc<Metrics>, state: Weak<ArcSwap<ClusterState>>) -> Self {
-        SessionMetrics { counters, state }
+    pub(crate) fn new(counters: Arc<Metrics>, pools: Weak<dyn OpenConnections>) -> Self {
+        SessionMetrics { counters, pools }
     }
 
     fn load(c: &AtomicU64) -> u64 {
@@ -239,15 +243,7 @@ impl SessionMetrics {
     /// The pools' open connections now, over every node (the control
     /// connection is not counted); 0 once the session is gone.
     pub fn get_total_connections(&self) -> u64 {
-        let Some(state) = self.state.upgrade() else {
-            return 0;
-        };
-        let state = state.load();
-        state
-            .nodes
-            .iter()
-            .map(|n| n.pool.snapshot().len() as u64)
-            .sum()
+        self.pools.upgrade().map_or(0, |p| p.open_connections())
     }
 
     /// The mean latency, in milliseconds.

@@ -118,10 +118,8 @@ impl Session {
     /// rates, open connections and timeouts (see [`SessionMetrics`]). They
     /// read the session's live counters.
     pub fn get_metrics(&self) -> SessionMetrics {
-        SessionMetrics::new(
-            self.inner.metrics.clone(),
-            Arc::downgrade(&self.inner.cluster.state),
-        )
+        let pools = Arc::downgrade(&self.inner.cluster.state);
+        SessionMetrics::new(self.inner.metrics.clone(), pools)
     }
 
     /// The cluster as the session currently sees it (nodes, pools, routing;

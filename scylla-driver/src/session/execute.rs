@@ -524,7 +524,7 @@ async fn attempt_chain<'s>(
             // all share the request's deadline.
             let outcome = match inner.keyspace_switch(&conn) {
                 None => {
-                    let block = tablet_block(&conn, routing);
+                    let block = tablet_block(&conn, routing.tablets, routing.token);
                     attempt(
                         &inner.repreparations,
                         &conn,
@@ -544,7 +544,13 @@ async fn attempt_chain<'s>(
                         inner,
                         &conn,
                         want,
-                        (msg, (consistency, tablet_block(&conn, routing))),
+                        (
+                            msg,
+                            (
+                                consistency,
+                                tablet_block(&conn, routing.tablets, routing.token),
+                            ),
+                        ),
                         (now, deadline),
                         opts.tracing,
                     ))

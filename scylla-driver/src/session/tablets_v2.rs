@@ -26,33 +26,37 @@ use std::cell::Cell;
 
 use scylla_cql::frame::tablets::TabletVersionBlock;
 
-use super::execute::RoutingInfo;
 use crate::connection::Connection;
-use crate::routing::{RoutingRequest, TabletTable};
+use crate::routing::{RoutingRequest, TabletTable, Token};
 
-/// The tablet version block of an attempt on `conn`: `None` unless the
-/// connection negotiated tablets routing v2 (the byte is then part of every
-/// EXECUTE it sends).
+/// The tablet version block of an attempt on `conn` for the request's
+/// table's tablets (`tablets`) and `token`: `None` unless the connection
+/// negotiated tablets routing v2 (the byte is then part of every EXECUTE it
+/// sends).
 #[inline]
-pub(super) fn tablet_block(conn: &Connection, routing: &RoutingInfo<'_>) -> Option<u8> {
+pub(super) fn tablet_block(
+    conn: &Connection,
+    tablets: Option<&TabletTable>,
+    token: Option<Token>,
+) -> Option<u8> {
     if !conn.info().server.extensions.tablets_routing_v2 {
         return None;
     }
-    Some(block_for(routing))
+    Some(block_for(tablets, token))
 }
 
 /// A block of the version cached for the request's tablet, at a block
 /// index that advances with every v2 attempt of the thread: a stale version
 /// that agrees with the current one in some blocks is still found by the
 /// next ones.
-fn block_for(routing: &RoutingInfo<'_>) -> u8 {
+fn block_for(tablets: Option<&TabletTable>, token: Option<Token>) -> u8 {
     thread_local!(static TURN: Cell<u8> = const { Cell::new(0) });
     let turn = TURN.with(|t| {
         let n = t.get().wrapping_add(1);
         t.set(n);
         n
     });
-    let version = match (routing.tablets, routing.token) {
+    let version = match (tablets, token) {
         (Some(t), Some(token)) if t.uses_tablets() => t.version(token),
         _ => None,
     };
@@ -98,10 +102,9 @@ mod tests {
 
     #[test]
     fn blocks_rotate_over_every_index() {
-        let routing = RoutingInfo::default();
         let mut seen = [false; 16];
         for _ in 0..16 {
-            seen[usize::from(block_for(&routing) >> 4)] = true;
+            seen[usize::from(block_for(None, None) >> 4)] = true;
         }
         assert!(seen.iter().all(|&s| s));
     }

@@ -28,6 +28,7 @@ mod availability;
 mod ddl;
 mod dml;
 mod error;
+mod ids;
 mod index;
 mod lexer;
 mod parser;

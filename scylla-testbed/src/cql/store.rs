@@ -21,6 +21,7 @@ use scylla_cql::token::Token;
 use scylla_cql::types::ColumnType;
 use uuid::Uuid;
 
+use super::ids::random_uuid;
 use super::prepared::PreparedStatement;
 use super::traces::Traces;
 
@@ -340,13 +341,6 @@ impl Store {
             .unwrap_or_else(|e| e.into_inner())
             .insert(p.id.to_vec(), p);
     }
-}
-
-/// A random (v4) UUID, for schema versions and table ids.
-pub(crate) fn random_uuid() -> Uuid {
-    let mut b = [0u8; 16];
-    fastrand::fill(&mut b);
-    uuid::Builder::from_random_bytes(b).into_uuid()
 }
 
 /// The order-preserving encoding of a token (sign bit flipped, big-endian).

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use scylla_cql::types::{CqlTimestamp, CqlValue};
 use uuid::Uuid;
 
-use super::store::random_uuid;
+use super::ids::{random_uuid, time_uuid};
 
 /// How many traces are kept (the oldest go first).
 pub(crate) const KEPT: usize = 1000;
@@ -102,14 +102,6 @@ impl Recorder {
             events: self.events,
         }
     }
-}
-
-/// A random UUID with the time-based version (1) bits, for `event_id`
-/// (`timeuuid`) columns.
-fn time_uuid() -> Uuid {
-    let mut b = *random_uuid().as_bytes();
-    b[6] = (b[6] & 0x0f) | 0x10;
-    Uuid::from_bytes(b)
 }
 
 /// The traces kept, oldest first.

@@ -49,6 +49,16 @@ pub(crate) fn put_map<'a, C: ?Sized, K: SerializeValue + 'a, V: SerializeValue +
     Ok(Written::Value)
 }
 
+impl<T: SerializeValue, const N: usize> SerializeValue for [T; N] {
+    fn serialize<'b>(
+        &self,
+        typ: &ColumnType,
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| put_seq::<Self, T>(typ, self.iter(), out, true))
+    }
+}
+
 impl<T: SerializeValue> SerializeValue for [T] {
     fn serialize<'b>(
         &self,

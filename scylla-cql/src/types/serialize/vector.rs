@@ -3,7 +3,7 @@
 //! concatenated, elements of variable-length types are each prefixed with an
 //! `[unsigned vint]` length. Null elements are not allowed.
 
-use super::writers::{CellWriter, WrittenCellProof};
+use super::writers::CellWriter;
 use super::{SerializationError, SerializationErrorKind, SerializeValue, Written};
 use crate::types::column_type::ColumnType;
 use crate::types::vint;
@@ -90,14 +90,4 @@ pub(crate) fn put_vector<'a, C: ?Sized, T: SerializeValue + 'a>(
         }
     }
     Ok(Written::Value)
-}
-
-impl<T: SerializeValue, const N: usize> SerializeValue for [T; N] {
-    fn serialize<'b>(
-        &self,
-        typ: &ColumnType,
-        writer: CellWriter<'b>,
-    ) -> Result<WrittenCellProof<'b>, SerializationError> {
-        writer.write_with(|out| super::collections::put_seq::<Self, T>(typ, self.iter(), out, true))
-    }
 }
