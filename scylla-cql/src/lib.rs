@@ -28,8 +28,8 @@ pub mod _macro_internal {
     pub use crate::types::deserialize::udt::UdtIterator;
     pub use crate::types::deserialize::ColumnIterator;
     pub use crate::types::serialize::row::serialize_value_to;
-    pub use crate::types::serialize::serialize_udt;
     pub use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
+    pub use crate::types::serialize::{serialize_udt, serialize_udt_with, UdtRules};
     pub use crate::types::{
         ColumnSpec, ColumnType, DeserializationError, DeserializationErrorKind, DeserializeRow,
         DeserializeValue, SerializationError, SerializationErrorKind, SerializeRow, SerializeValue,

@@ -44,6 +44,10 @@ struct Deserializing<'s> {
     idents: Vec<&'s syn::Ident>,
     names: Vec<&'s str>,
     tys: Vec<&'s syn::Type>,
+    /// Per field: `default_when_null`.
+    null_default: Vec<bool>,
+    /// Per field: `allow_missing`.
+    allow_missing: Vec<bool>,
     skipped: Vec<TokenStream2>,
 }
 
@@ -79,6 +83,8 @@ fn deserializing<'s>(s: &'s Struct<'_>, udt: bool) -> syn::Result<Deserializing<
         idents: s.bound().map(|f| f.ident).collect(),
         names: s.bound().map(|f| f.name.as_str()).collect(),
         tys: s.bound().map(|f| f.ty).collect(),
+        null_default: s.bound().map(|f| f.default_when_null).collect(),
+        allow_missing: s.bound().map(|f| f.allow_missing.is_some()).collect(),
         skipped: skipped_inits(s),
         m,
         lt,
@@ -87,6 +93,7 @@ fn deserializing<'s>(s: &'s Struct<'_>, udt: bool) -> syn::Result<Deserializing<
 }
 
 pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+    s.no_udt_attributes("DeserializeRow")?;
     let Deserializing {
         m,
         lt,
@@ -98,9 +105,31 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         idents,
         names,
         tys,
+        null_default,
+        allow_missing: _,
         skipped,
     } = deserializing(s, false)?;
     let n = idents.len();
+    // Each field's value from its cell `col` (`default_when_null`: a null
+    // cell is the type's default).
+    let gets: Vec<TokenStream2> = tys
+        .iter()
+        .zip(&null_default)
+        .map(|(ty, &null_default)| {
+            if null_default {
+                quote! {
+                    if col.value.is_none() {
+                        ::std::default::Default::default()
+                    } else {
+                        col.get::<#ty>()?
+                    }
+                }
+            } else {
+                quote!(col.get::<#ty>()?)
+            }
+        })
+        .collect();
+    let check_names = s.skip_name_checks.is_none();
 
     let (type_check, deserialize) = match s.flavor {
         Flavor::MatchByName => (
@@ -132,7 +161,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                 for col in row {
                     let col = col?;
                     match col.spec.name.as_str() {
-                        #(#names => #idents = ::std::option::Option::Some(col.get::<#tys>()?),)*
+                        #(#names => #idents = ::std::option::Option::Some(#gets),)*
                         other => {
                             return ::std::result::Result::Err(#m::DeserializationError::new(
                                 #m::DeserializationErrorKind::TypeCheck(
@@ -162,7 +191,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                     }
                     #(
                         let s = &specs[#idx];
-                        if s.name != #names {
+                        if #check_names && s.name != #names {
                             return ::std::result::Result::Err(#m::TypeCheckError::new(
                                 #m::TypeCheckErrorKind::UnexpectedColumn(s.name.clone()),
                             ).with_column(#names).with_rust_type::<Self>());
@@ -174,7 +203,10 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                 },
                 quote! {
                     ::std::result::Result::Ok(#name {
-                        #(#idents: row.next_column()?.get::<#tys>()?,)*
+                        #(#idents: {
+                            let col = row.next_column()?;
+                            #gets
+                        },)*
                         #(#skipped,)*
                     })
                 },
@@ -200,6 +232,8 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
 }
 
 pub(crate) fn serialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
+    s.no_udt_attributes("SerializeRow")?;
+    let check_names = s.skip_name_checks.is_none();
     let m = s.internal();
     let name = &s.input.ident;
     let (impl_g, ty_g, _) = s.input.generics.split_for_impl();
@@ -247,7 +281,7 @@ pub(crate) fn serialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                 }
                 #(
                     let spec = &specs[#idx];
-                    if spec.name != #names {
+                    if #check_names && spec.name != #names {
                         return ::std::result::Result::Err(#m::SerializationError::new(
                             #m::SerializationErrorKind::NoMarkerForValue(::std::string::String::from(#names)),
                         ).with_column(&spec.name).with_rust_type::<Self>());
@@ -288,6 +322,12 @@ pub(crate) fn serialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     let fields: Vec<_> = s.bound().collect();
     let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
     let names: Vec<_> = fields.iter().map(|f| f.name.as_str()).collect();
+    let optional: Vec<_> = fields
+        .iter()
+        .filter(|f| f.allow_missing.is_some())
+        .map(|f| f.name.as_str())
+        .collect();
+    let forbid_excess = s.forbid_excess_udt_fields.is_some();
     Ok(quote! {
         #[automatically_derived]
         impl #impl_g #m::SerializeValue for #name #ty_g #wc {
@@ -296,9 +336,12 @@ pub(crate) fn serialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                 typ: &#m::ColumnType,
                 writer: #m::CellWriter<'__b>,
             ) -> ::std::result::Result<#m::WrittenCellProof<'__b>, #m::SerializationError> {
-                #m::serialize_udt::<Self, &dyn #m::SerializeValue>(typ, writer, [
+                #m::serialize_udt_with::<Self, &dyn #m::SerializeValue>(typ, writer, [
                     #((#names, &self.#idents as &dyn #m::SerializeValue),)*
-                ])
+                ], #m::UdtRules {
+                    optional: &[#(#optional),*],
+                    forbid_excess: #forbid_excess,
+                })
             }
         }
     })
@@ -317,8 +360,82 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         idents,
         names,
         tys,
+        null_default,
+        allow_missing,
         skipped,
     } = deserializing(s, true)?;
+    // A field the UDT lacks: an error, or none (`allow_missing`).
+    let when_missing: Vec<TokenStream2> = names
+        .iter()
+        .zip(&allow_missing)
+        .map(|(name, &allowed)| {
+            if allowed {
+                quote!({})
+            } else {
+                quote!({
+                    return ::std::result::Result::Err(#m::TypeCheckError::of::<Self>(
+                        typ,
+                        #m::TypeCheckErrorKind::MissingColumn(::std::string::String::from(#name)),
+                    ));
+                })
+            }
+        })
+        .collect();
+    let excess_check = if s.forbid_excess_udt_fields.is_some() {
+        quote! {
+            for (n, _) in fields {
+                if ![#(#names),*].contains(&n.as_str()) {
+                    return ::std::result::Result::Err(#m::TypeCheckError::of::<Self>(
+                        typ,
+                        #m::TypeCheckErrorKind::UnexpectedColumn(n.clone()),
+                    ));
+                }
+            }
+        }
+    } else {
+        quote!()
+    };
+    // Each field's value from its UDT field (`default_when_null`: a null is
+    // the type's default).
+    let reads: Vec<TokenStream2> = tys
+        .iter()
+        .zip(&null_default)
+        .map(|(ty, &null_default)| {
+            let read = quote! {
+                <#ty as #m::DeserializeValue<#lt, #meta>>::deserialize(ftype, fvalue)
+                    .map_err(|e| e.with_column(fname))?
+            };
+            if null_default {
+                quote! {
+                    match fvalue {
+                        ::std::option::Option::None => ::std::default::Default::default(),
+                        ::std::option::Option::Some(_) => #read,
+                    }
+                }
+            } else {
+                read
+            }
+        })
+        .collect();
+    // Each field at the end: an absent UDT field is its default
+    // (`allow_missing`), else an error (only without a type check).
+    let finals: Vec<TokenStream2> = idents
+        .iter()
+        .zip(names.iter().zip(&allow_missing))
+        .map(|(ident, (name, &allowed))| {
+            if allowed {
+                quote!(#ident.unwrap_or_default())
+            } else {
+                quote! {
+                    #ident.ok_or_else(|| {
+                        #m::DeserializationError::new(#m::DeserializationErrorKind::TypeCheck(
+                            #m::TypeCheckErrorKind::MissingColumn(::std::string::String::from(#name)),
+                        ))
+                    })?
+                }
+            }
+        })
+        .collect();
     Ok(quote! {
         #[automatically_derived]
         impl #impl_g #m::DeserializeValue<#lt, #meta> for #name #ty_g #wc {
@@ -335,14 +452,10 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                             <#tys as #m::DeserializeValue<#lt, #meta>>::type_check(t)
                                 .map_err(|e| e.with_column(n))?
                         }
-                        ::std::option::Option::None => {
-                            return ::std::result::Result::Err(#m::TypeCheckError::of::<Self>(
-                                typ,
-                                #m::TypeCheckErrorKind::MissingColumn(::std::string::String::from(#names)),
-                            ));
-                        }
+                        ::std::option::Option::None => #when_missing
                     }
                 )*
+                #excess_check
                 ::std::result::Result::Ok(())
             }
 
@@ -355,21 +468,13 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
                     let (fname, ftype, fvalue) = field?;
                     match fname {
                         #(#names => {
-                            #idents = ::std::option::Option::Some(
-                                <#tys as #m::DeserializeValue<#lt, #meta>>::deserialize(ftype, fvalue)
-                                    .map_err(|e| e.with_column(fname))?,
-                            )
+                            #idents = ::std::option::Option::Some(#reads)
                         })*
                         _ => {}
                     }
                 }
                 ::std::result::Result::Ok(#name {
-                    // Only without a type check: the UDT lacks the field.
-                    #(#idents: #idents.ok_or_else(|| {
-                        #m::DeserializationError::new(#m::DeserializationErrorKind::TypeCheck(
-                            #m::TypeCheckErrorKind::MissingColumn(::std::string::String::from(#names)),
-                        ))
-                    })?,)*
+                    #(#idents: #finals,)*
                     #(#skipped,)*
                 })
             }

@@ -14,8 +14,12 @@
 //! | struct | `crate = path` | the crate that provides `_macro_internal` (default `::scylla_driver`) |
 //! | struct | `flavor = "match_by_name"` | (default) columns / bind markers / UDT fields matched by name, in any order |
 //! | struct | `flavor = "enforce_order"` | rows only: columns / bind markers in field order, names checked |
+//! | struct | `skip_name_checks` | with `enforce_order`: names not checked, position only |
+//! | struct | `forbid_excess_udt_fields` | UDTs: a UDT field the struct lacks is an error (by default it is written as null and ignored when read) |
 //! | field | `rename = "name"` | the column / marker / UDT field name, if not the field's |
 //! | field | `skip` | ignored; deserialization fills it with `Default::default()` |
+//! | field | `allow_missing` | UDTs: a UDT without this field is no error: the field is not written, and reads as `Default::default()` |
+//! | field | `default_when_null` | deserialization: a null (or a UDT value written before the field existed) reads as `Default::default()`; serialization ignores it |
 //! | enum | `crate = path` | as for a struct |
 //! | enum | `repr = "text"` | (default) each variant is stored as its name, in a `text` or `ascii` column |
 //! | enum | `repr = "int"` | each variant is stored as its discriminant (every variant needs an explicit one, `Low = 1`), in an `int` column |
@@ -30,6 +34,7 @@
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::quote;
+use syn::spanned::Spanned;
 use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam, Lifetime, LitStr, Path};
 
 mod derive;
@@ -186,6 +191,11 @@ struct Field<'a> {
     /// The CQL name (column, marker or UDT field).
     name: String,
     skip: bool,
+    /// `allow_missing`: a UDT without this field is no error (the field is
+    /// not written, and reads as `Default::default()`); value derives only.
+    allow_missing: Option<Span>,
+    /// `default_when_null`: a null reads as `Default::default()`.
+    default_when_null: bool,
 }
 
 /// The parsed struct.
@@ -194,6 +204,12 @@ struct Struct<'a> {
     krate: Path,
     flavor: Flavor,
     flavor_span: Option<Span>,
+    /// `skip_name_checks` (with `flavor = "enforce_order"`): columns or
+    /// markers are matched by position only.
+    skip_name_checks: Option<Span>,
+    /// `forbid_excess_udt_fields`: a UDT field the struct lacks is an error
+    /// (value derives only).
+    forbid_excess_udt_fields: Option<Span>,
     fields: Vec<Field<'a>>,
 }
 
@@ -228,6 +244,8 @@ impl<'a> Struct<'a> {
         let mut krate: Path = syn::parse_quote!(::scylla_driver);
         let mut flavor = Flavor::MatchByName;
         let mut flavor_span = None;
+        let mut skip_name_checks = None;
+        let mut forbid_excess_udt_fields = None;
         for attr in input.attrs.iter().filter(|a| a.path().is_ident("scylla")) {
             attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("crate") {
@@ -246,10 +264,16 @@ impl<'a> Struct<'a> {
                         };
                     flavor_span = Some(lit.span());
                     Ok(())
+                } else if meta.path.is_ident("skip_name_checks") {
+                    skip_name_checks = Some(meta.path.span());
+                    Ok(())
+                } else if meta.path.is_ident("forbid_excess_udt_fields") {
+                    forbid_excess_udt_fields = Some(meta.path.span());
+                    Ok(())
                 } else {
                     Err(meta.error(
-                        "unknown scylla attribute on a struct: expected `crate = path` or \
-                         `flavor = \"...\"`",
+                        "unknown scylla attribute on a struct: expected `crate = path`, \
+                         `flavor = \"...\"`, `skip_name_checks` or `forbid_excess_udt_fields`",
                     ))
                 }
             })?;
@@ -265,6 +289,8 @@ impl<'a> Struct<'a> {
                 name = raw.to_owned();
             }
             let mut skip = false;
+            let mut allow_missing = None;
+            let mut default_when_null = false;
             for attr in f.attrs.iter().filter(|a| a.path().is_ident("scylla")) {
                 attr.parse_nested_meta(|meta| {
                     if meta.path.is_ident("rename") {
@@ -274,10 +300,16 @@ impl<'a> Struct<'a> {
                     } else if meta.path.is_ident("skip") {
                         skip = true;
                         Ok(())
+                    } else if meta.path.is_ident("allow_missing") {
+                        allow_missing = Some(meta.path.span());
+                        Ok(())
+                    } else if meta.path.is_ident("default_when_null") {
+                        default_when_null = true;
+                        Ok(())
                     } else {
                         Err(meta.error(
-                            "unknown scylla attribute on a field: expected `rename = \"...\"` \
-                             or `skip`",
+                            "unknown scylla attribute on a field: expected `rename = \"...\"`, \
+                             `skip`, `allow_missing` or `default_when_null`",
                         ))
                     }
                 })?;
@@ -287,6 +319,8 @@ impl<'a> Struct<'a> {
                 ty: &f.ty,
                 name,
                 skip,
+                allow_missing,
+                default_when_null,
             });
         }
         // Two fields of one name could never both be matched.
@@ -298,13 +332,42 @@ impl<'a> Struct<'a> {
                 ));
             }
         }
+        if let (Some(span), Flavor::MatchByName) = (skip_name_checks, flavor) {
+            return Err(syn::Error::new(
+                span,
+                "`skip_name_checks` needs `flavor = \"enforce_order\"` (fields are then matched \
+                 by position)",
+            ));
+        }
         Ok(Struct {
             input,
             krate,
             flavor,
             flavor_span,
+            skip_name_checks,
+            forbid_excess_udt_fields,
             fields,
         })
+    }
+
+    /// Fails when a UDT-only attribute (`allow_missing`,
+    /// `forbid_excess_udt_fields`) was given to a row derive.
+    fn no_udt_attributes(&self, derive: &str) -> syn::Result<()> {
+        let field = self.fields.iter().find_map(|f| f.allow_missing);
+        for (span, attr) in [
+            (field, "allow_missing"),
+            (self.forbid_excess_udt_fields, "forbid_excess_udt_fields"),
+        ] {
+            if let Some(span) = span {
+                return Err(syn::Error::new(
+                    span,
+                    format!(
+                        "`{attr}` is for UDTs (SerializeValue, DeserializeValue), not {derive}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The path of the generated code's imports.

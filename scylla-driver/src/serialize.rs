@@ -7,8 +7,8 @@
 //! type, `()` or `&[]` for none.
 
 pub use scylla_cql::types::serialize::{
-    serialize_bytes, serialize_udt, BatchValues, MaybeUnset, SerializationError,
-    SerializationErrorKind, Unset,
+    serialize_bytes, serialize_udt, serialize_udt_with, BatchValues, MaybeUnset,
+    SerializationError, SerializationErrorKind, UdtRules, Unset,
 };
 pub use scylla_cql::types::{SerializedValues, Written};
 

@@ -322,3 +322,204 @@ proptest! {
         prop_assert_eq!(got, vec![h]);
     }
 }
+
+/// `default_when_null` on rows: a null cell reads as the field type's
+/// default, by name and in order.
+#[derive(Debug, PartialEq, DeserializeRow)]
+struct Counted {
+    id: i32,
+    #[scylla(default_when_null)]
+    hits: i64,
+}
+
+#[derive(Debug, PartialEq, DeserializeRow)]
+#[scylla(flavor = "enforce_order")]
+struct CountedInOrder {
+    id: i32,
+    #[scylla(default_when_null)]
+    tags: Vec<String>,
+}
+
+#[test]
+fn default_when_null_reads_a_null_cell_as_the_default() {
+    let cells = |id: i32, v: Option<&[u8]>| {
+        let mut out = 4i32.to_be_bytes().to_vec();
+        out.extend_from_slice(&id.to_be_bytes());
+        match v {
+            Some(b) => {
+                out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                out.extend_from_slice(b);
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+        out
+    };
+    let specs = vec![
+        spec("id", ColumnType::Int),
+        spec("hits", ColumnType::BigInt),
+    ];
+    let rows = [cells(1, None), cells(2, Some(&7i64.to_be_bytes()))].concat();
+    let got: Vec<Counted> = RowIterator::<Counted>::new(&specs, &rows, 2)
+        .expect("type checks")
+        .collect::<Result<_, _>>()
+        .expect("deserializes");
+    assert_eq!(
+        got,
+        [Counted { id: 1, hits: 0 }, Counted { id: 2, hits: 7 }]
+    );
+
+    let specs = vec![
+        spec("id", ColumnType::Int),
+        spec("tags", ColumnType::List(Box::new(ColumnType::Text))),
+    ];
+    let rows = cells(3, None);
+    let got: Vec<CountedInOrder> = RowIterator::<CountedInOrder>::new(&specs, &rows, 1)
+        .expect("type checks")
+        .collect::<Result<_, _>>()
+        .expect("deserializes");
+    assert_eq!(
+        got,
+        [CountedInOrder {
+            id: 3,
+            tags: vec![]
+        }]
+    );
+    // Without the attribute a null is still an error.
+    #[derive(Debug, DeserializeRow)]
+    #[allow(dead_code)]
+    struct Strict {
+        id: i32,
+        hits: i64,
+    }
+    let specs = vec![
+        spec("id", ColumnType::Int),
+        spec("hits", ColumnType::BigInt),
+    ];
+    let rows = cells(1, None);
+    let e = RowIterator::<Strict>::new(&specs, &rows, 1)
+        .expect("type checks")
+        .next()
+        .expect("one row")
+        .unwrap_err();
+    assert_eq!(e.kind(), &DeserializationErrorKind::UnexpectedNull);
+}
+
+/// `skip_name_checks` with `enforce_order`: fields go by position whatever
+/// the columns' and markers' names; types are still checked.
+#[derive(Debug, PartialEq, SerializeRow, DeserializeRow)]
+#[scylla(flavor = "enforce_order", skip_name_checks)]
+struct Positional {
+    first: i32,
+    second: String,
+}
+
+#[test]
+fn skip_name_checks_matches_by_position_only() {
+    let specs = vec![spec("a", ColumnType::Int), spec("b", ColumnType::Text)];
+    let v = Positional {
+        first: 9,
+        second: "x".into(),
+    };
+    let bytes = row_bytes(&serialize(&v, &specs));
+    let got = RowIterator::<Positional>::new(&specs, &bytes, 1)
+        .expect("type checks")
+        .next()
+        .expect("one row")
+        .expect("deserializes");
+    assert_eq!(got, v);
+    let wrong_types = vec![spec("a", ColumnType::Text), spec("b", ColumnType::Text)];
+    assert!(<Positional as scylla_driver::DeserializeRow>::type_check(&wrong_types).is_err());
+    let e = <Positional as scylla_driver::DeserializeRow>::type_check(&specs[..1]).unwrap_err();
+    assert!(
+        matches!(e.kind(), TypeCheckErrorKind::WrongArity { .. }),
+        "{e}"
+    );
+}
+
+/// UDT attributes: `allow_missing` (a field the type lacks), a null field
+/// with `default_when_null`, and `forbid_excess_udt_fields`.
+#[derive(Debug, Clone, PartialEq, SerializeValue, DeserializeValue)]
+struct Contact {
+    email: String,
+    #[scylla(allow_missing)]
+    phone: Option<String>,
+    #[scylla(default_when_null)]
+    visits: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, SerializeValue, DeserializeValue)]
+#[scylla(forbid_excess_udt_fields)]
+struct StrictContact {
+    email: String,
+    visits: i32,
+}
+
+fn contact_type(fields: &[(&str, ColumnType)]) -> ColumnType {
+    ColumnType::Udt {
+        keyspace: "ks".into(),
+        name: "contact".into(),
+        fields: fields
+            .iter()
+            .map(|(n, t)| ((*n).to_owned(), t.clone()))
+            .collect(),
+    }
+}
+
+#[test]
+fn udt_allow_missing_default_when_null_and_forbid_excess() {
+    // The type without `phone`: no error either way; it reads as None and
+    // is not written.
+    let old = contact_type(&[("email", ColumnType::Text), ("visits", ColumnType::Int)]);
+    let c = Contact {
+        email: "a@b".into(),
+        phone: Some("123".into()),
+        visits: 4,
+    };
+    let mut buf = Vec::new();
+    scylla_driver::serialize::serialize_bytes(&c, &old, &mut buf).expect("serializes");
+    <Contact as scylla_driver::DeserializeValue>::type_check(&old).expect("type checks");
+    let got = <Contact as scylla_driver::DeserializeValue>::deserialize(&old, Some(&buf))
+        .expect("deserializes");
+    assert_eq!(
+        got,
+        Contact {
+            phone: None,
+            ..c.clone()
+        }
+    );
+    // A null `visits`, and a value written before `visits` existed: 0.
+    let new = contact_type(&[
+        ("email", ColumnType::Text),
+        ("phone", ColumnType::Text),
+        ("visits", ColumnType::Int),
+    ]);
+    let mut short = 3i32.to_be_bytes().to_vec();
+    short.extend_from_slice(b"x@y");
+    let got = <Contact as scylla_driver::DeserializeValue>::deserialize(&new, Some(&short))
+        .expect("deserializes");
+    assert_eq!((got.phone, got.visits), (None, 0));
+    let mut nulls = short.clone();
+    nulls.extend_from_slice(&(-1i32).to_be_bytes());
+    nulls.extend_from_slice(&(-1i32).to_be_bytes());
+    let got = <Contact as scylla_driver::DeserializeValue>::deserialize(&new, Some(&nulls))
+        .expect("deserializes");
+    assert_eq!(got.visits, 0);
+
+    // `forbid_excess_udt_fields`: the type's `phone` has no field.
+    assert!(<StrictContact as scylla_driver::DeserializeValue>::type_check(&old).is_ok());
+    let e = <StrictContact as scylla_driver::DeserializeValue>::type_check(&new).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &TypeCheckErrorKind::UnexpectedColumn("phone".into())
+    );
+    let s = StrictContact {
+        email: "a@b".into(),
+        visits: 1,
+    };
+    let e = scylla_driver::serialize::serialize_bytes(&s, &new, &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &SerializationErrorKind::NoValueForUdtField("phone".into())
+    );
+    scylla_driver::serialize::serialize_bytes(&s, &old, &mut Vec::new()).expect("serializes");
+}

@@ -210,6 +210,10 @@ pub enum SerializationErrorKind {
     /// A UDT value names a field its type does not have.
     #[error("the UDT has no field `{0}`")]
     UnknownUdtField(String),
+    /// A field of the UDT has no value in the Rust struct, which forbids
+    /// that (derived with `forbid_excess_udt_fields`).
+    #[error("no value for the UDT field `{0}`")]
+    NoValueForUdtField(String),
     /// A bind marker of the statement has no value of that name in the
     /// Rust struct (derived [`SerializeRow`](crate::types::SerializeRow)).
     #[error("no value for the bind marker `{0}`")]

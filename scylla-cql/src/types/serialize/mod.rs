@@ -61,7 +61,7 @@ pub mod writers;
 pub use batch::BatchValues;
 pub use native::{MaybeUnset, Unset};
 pub use row::SerializeRow;
-pub use udt::serialize_udt;
+pub use udt::{serialize_udt, serialize_udt_with, UdtRules};
 pub use writers::{CellWriter, WrittenCellProof};
 
 use super::column_type::ColumnType;
