@@ -5,7 +5,7 @@ use scylla_cql::frame::request::Options;
 use scylla_cql::frame::response::Response;
 use scylla_driver::connection::{open, Coalescing, ConnectionConfig, RequestOptions};
 use scylla_testbed::TestCluster;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_round_trips_and_coalesces() {
@@ -47,6 +47,14 @@ async fn options_round_trips_and_coalesces() {
     }
     for t in tasks {
         t.await.unwrap();
+    }
+    // The writer counts a frame after its write returns, and the answer can
+    // be read and returned first: wait (bounded) for the last counts.
+    let settled = Instant::now() + Duration::from_secs(2);
+    while conn.counters().snapshot().since(&before).frames_written < 512 * 20
+        && Instant::now() < settled
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let d = conn.counters().snapshot().since(&before);
     eprintln!(
