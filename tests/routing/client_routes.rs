@@ -53,6 +53,16 @@ async fn routed_session(cluster: &TestCluster, tls: bool) -> Session {
     session
 }
 
+/// Waits (up to [`FULL`]) until the session holds a connection to every
+/// node, whichever shards they are on.
+async fn every_node_connected(session: &Session) {
+    let deadline = Instant::now() + FULL;
+    while session.cluster().nodes().iter().any(|n| n.connections == 0) {
+        assert!(Instant::now() < deadline, "{:?}", session.cluster().nodes());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Every shard of every node is reached through its route, on the right
 /// shard, with nothing arriving at the nodes any other way.
 async fn every_shard_through_routes(tls: bool) {
@@ -283,11 +293,7 @@ async fn without_proxy_protocol_routed_pools_use_no_shard_aware_port() {
         .build()
         .await
         .unwrap();
-    let deadline = Instant::now() + FULL;
-    while session.cluster().nodes().iter().any(|n| n.connections == 0) {
-        assert!(Instant::now() < deadline, "{:?}", session.cluster().nodes());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    every_node_connected(&session).await;
     for _ in 0..20 {
         session
             .query_unpaged("SELECT release_version FROM system.local", ())
@@ -388,11 +394,7 @@ async fn the_official_client_routes_builder_with_an_overridden_hostname() {
     // pools do not pick source ports per shard, and the fronts' PROXY v2
     // listeners put a connection on `client port % shards`: which shards
     // that covers is the kernel's choice, so it is not waited for here.)
-    let deadline = Instant::now() + FULL;
-    while session.cluster().nodes().iter().any(|n| n.connections == 0) {
-        assert!(Instant::now() < deadline, "{:?}", session.cluster().nodes());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    every_node_connected(&session).await;
     for i in 0..nodes {
         let f = cluster.route_front(i).unwrap();
         let n = session
