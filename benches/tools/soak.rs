@@ -15,7 +15,10 @@
 //! of one partition, read back; paged reads of a 100-row partition whose
 //! values never change; lightweight transactions (a key deleted, then
 //! `INSERT ... IF NOT EXISTS` twice: applied, then not, and read back). Every operation ends exactly once, as a
-//! success or a failure: `issued = succeeded + failed` is checked per kind.
+//! success or a failure: `issued = succeeded + failed` is checked per kind,
+//! every operation must end within a deadline (60 s, far above the driver's
+//! request timeouts), and the workers must stop within 90 s of the load's
+//! end: an operation that never ends fails the run instead of hanging it.
 //! A value read back that is neither what was last written nor (after a
 //! failed write, whose effect is unknown) what that write tried, is wrong.
 //!
@@ -132,7 +135,21 @@ struct Shared {
     churn_stop: AtomicBool,
     /// Ends the workers.
     stop: AtomicBool,
+    /// Operations that took longer than [`OP_DEADLINE`]: (seconds since
+    /// start when it ended, operation, how long it took).
+    overdue: Mutex<Vec<(f64, Op, Duration)>>,
 }
+
+/// The longest an operation may take, from its first request to its last
+/// answer, before the run fails: well above what the driver's own request
+/// timeouts allow (an operation makes up to 4 requests, or a paged read's
+/// page fetches), so only an operation that hangs misses it.
+const OP_DEADLINE: Duration = Duration::from_secs(60);
+
+/// How long the workers get to stop once the load ends; one still running
+/// then holds an operation that never ended, and the run fails instead of
+/// waiting for it.
+const STOP_DEADLINE: Duration = Duration::from_secs(90);
 
 impl Shared {
     fn secs(&self) -> f64 {
@@ -148,6 +165,13 @@ impl Shared {
         self.tally(op).failed.fetch_add(1, Ordering::Relaxed);
         let kind = error_kind(e);
         lock(&self.failures).push((self.secs(), op, kind));
+    }
+
+    /// Notes an operation that took longer than [`OP_DEADLINE`].
+    fn ended(&self, op: Op, took: Duration) {
+        if took > OP_DEADLINE {
+            lock(&self.overdue).push((self.secs(), op, took));
+        }
     }
 
     fn wrong(&self, op: Op, what: String) {
@@ -268,8 +292,18 @@ async fn worker(w: usize, s: Session, st: Arc<Statements>, shared: Arc<Shared>) 
     // cluster keeps every row in memory).
     let mut lwt_next: i64 = 0;
     let mut i = w;
-    while !shared.stop.load(Ordering::Relaxed) {
+    // The operation in progress and when it started: it has ended when the
+    // loop comes round again (every branch ends at the loop's next turn).
+    let mut current: Option<(Op, Instant)> = None;
+    loop {
+        if let Some((op, started)) = current.take() {
+            shared.ended(op, started.elapsed());
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
         let op = OPS[i % OPS.len()];
+        current = Some((op, Instant::now()));
         i += 1;
         generation += 1;
         shared.tally(op).issued.fetch_add(1, Ordering::Relaxed);
@@ -654,6 +688,7 @@ async fn run(args: Args) -> bool {
         events: Mutex::new(Vec::new()),
         churn_stop: AtomicBool::new(false),
         stop: AtomicBool::new(false),
+        overdue: Mutex::new(Vec::new()),
     });
     println!(
         "soak: {} s of load ({} s warm-up without churn), {NODES} nodes x {SHARDS} shards, \
@@ -712,8 +747,16 @@ async fn run(args: Args) -> bool {
     let last = sample(&shared, &session);
     samples.push(last);
     shared.stop.store(true, Ordering::Relaxed);
-    while workers.join_next().await.is_some() {}
-    report(&args, &shared, &samples, baseline, last)
+    let stopping = async { while workers.join_next().await.is_some() {} };
+    let stuck = match tokio::time::timeout(STOP_DEADLINE, stopping).await {
+        Ok(()) => 0,
+        Err(_) => {
+            let stuck = workers.len();
+            workers.abort_all();
+            stuck
+        }
+    };
+    report(&args, &shared, &samples, baseline, last, stuck)
 }
 
 /// The checks and notes of the report.
@@ -749,8 +792,28 @@ fn report(
     samples: &[Sample],
     baseline: Option<Sample>,
     last: Sample,
+    stuck: usize,
 ) -> bool {
     let mut r = Summary::default();
+    r.check(
+        stuck == 0,
+        format!(
+            "every worker stopped within {} s of the load's end ({stuck} still inside an operation)",
+            STOP_DEADLINE.as_secs()
+        ),
+    );
+    let overdue = lock(&shared.overdue).clone();
+    r.check(
+        overdue.is_empty(),
+        format!(
+            "every operation ended within {} s ({} did not)",
+            OP_DEADLINE.as_secs(),
+            overdue.len()
+        ),
+    );
+    for (t, op, took) in overdue.iter().take(10) {
+        r.note(format!("overdue: {op:?} ended at {t:.1} s after {took:?}"));
+    }
     let _ = std::fs::create_dir_all(&args.out);
     let mut lines = String::from("op,issued,succeeded,failed,wrong\n");
     for (op, t) in &shared.tallies {
