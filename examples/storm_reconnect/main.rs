@@ -99,6 +99,11 @@ struct Cli {
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Exit with an error unless the baseline variant's headline holds:
+    /// at most 1.01x the ideal connections accepted at cold start and at
+    /// the restart, every shard covered in both phases, no failed request.
+    #[arg(long)]
+    check: bool,
     /// Where to write storm_timeline.csv and storm.svg.
     #[arg(long, value_name = "DIR", default_value = "target/storm")]
     out: PathBuf,
@@ -162,6 +167,7 @@ struct Cli {
 struct Args {
     variants: Vec<Variant>,
     json: bool,
+    check: bool,
     out: PathBuf,
     nodes: Option<Vec<String>>,
     duration: Duration,
@@ -182,6 +188,7 @@ fn parse_args() -> Args {
     Args {
         variants,
         json: cli.json,
+        check: cli.check,
         out: cli.out,
         nodes: cli
             .nodes
@@ -325,4 +332,52 @@ async fn main() {
         ),
         Err(e) => eprintln!("could not write to {}: {e}", args.out.display()),
     }
+    if args.check {
+        let failures = headline_failures(&results);
+        for f in &failures {
+            eprintln!("check failed: {f}");
+        }
+        if !failures.is_empty() {
+            std::process::exit(1);
+        }
+        eprintln!("check passed: the baseline's headline holds");
+    }
+}
+
+/// Most connections accepted per ideal one that `--check` lets through.
+const MAX_ACCEPTED_PER_IDEAL: f64 = 1.01;
+
+/// What `--check` finds wrong with the baseline variant's results (empty
+/// when its headline holds).
+fn headline_failures(results: &[scenario::VariantResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !results.iter().any(|r| r.variant.name == "baseline") {
+        out.push("the baseline variant did not run".to_owned());
+    }
+    for r in results.iter().filter(|r| r.variant.name == "baseline") {
+        let (c, x) = (&r.cold, &r.restart);
+        let cold_ideal = c.ideal + c.control;
+        if c.accepted as f64 > cold_ideal as f64 * MAX_ACCEPTED_PER_IDEAL {
+            out.push(format!(
+                "cold start: {} connections accepted for {} wanted (over {MAX_ACCEPTED_PER_IDEAL}x)",
+                c.accepted, cold_ideal
+            ));
+        }
+        if !c.covered {
+            out.push("cold start: not every shard was covered".to_owned());
+        }
+        if x.accepted as f64 > x.ideal as f64 * MAX_ACCEPTED_PER_IDEAL {
+            out.push(format!(
+                "restart: {} connections accepted by the restarted node for {} wanted (over {MAX_ACCEPTED_PER_IDEAL}x)",
+                x.accepted, x.ideal
+            ));
+        }
+        if !x.covered {
+            out.push("restart: the restarted node's shards were not all covered again".to_owned());
+        }
+        if x.failed_requests > 0 {
+            out.push(format!("restart: {} requests failed", x.failed_requests));
+        }
+    }
+    out
 }
