@@ -3,7 +3,9 @@
 //! Each chapter of the guide (the Markdown files of `docs/`) and the
 //! top-level `README.md` is the documentation of an empty module below that
 //! exists only under `cfg(doctest)`, so that `cargo test -p
-//! scylla-driver-suite --doc` (part of `cargo test --workspace`) compiles
+//! scylla-driver-guide --doc` (part of `cargo test --workspace`; CI also
+//! runs it alone, so that `scylla-driver` is built as a user's dependency
+//! is, without the `unstable-internals` the workspace's tests turn on) compiles
 //! every Rust code block they contain and runs those not marked `no_run`: a
 //! chapter whose code no longer compiles, or whose runnable example fails
 //! against the in-process test cluster, fails the test suite. The one item,
@@ -12,7 +14,7 @@
 #[doc(hidden)]
 pub mod guide {
     //! Set-up shared by the guide's runnable examples, hidden in their code
-    //! (`# let (_cluster, session) = scylla_driver_suite::guide::users().await?;`)
+    //! (`# let (_cluster, session) = scylla_driver_guide::guide::users().await?;`)
     //! so that a reader on GitHub sees one hidden line instead of ten.
 
     use scylla_driver::{Session, SessionBuilder};
