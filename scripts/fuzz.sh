@@ -40,7 +40,7 @@ for t in "${targets[@]}"; do
         -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1
     status=$?
     set -e
-    grep -E '^#[0-9]+ +(INITED|DONE)|^stat::|ERROR|panicked|Test unit written|^SUMMARY' "$log" || true
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|panicked|Test unit written|^SUMMARY' "$log" || true
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     if [[ -z "$runs" ]]; then
         runs=$(grep -oE '^#[0-9]+' "$log" | tail -n 1 | tr -d '#')
