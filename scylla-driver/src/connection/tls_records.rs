@@ -1,4 +1,6 @@
-//! TLS records sealed and opened in the connection's own buffers.
+//! TLS records sealed and opened in the connection's own buffers: the
+//! opt-in `RecordLayer::Driver` (the default is rustls' own record layer,
+//! through tokio-rustls; see `tls.rs`).
 //!
 //! rustls runs the handshake (its unbuffered API, `UnbufferedClientConnection`)
 //! and then hands the traffic keys over through its kernel API
@@ -925,6 +927,7 @@ mod tests {
         });
         let tls = super::super::tls::TlsConfig::builder()
             .danger_accept_invalid_certs()
+            .record_layer(super::super::tls::RecordLayer::Driver)
             .build()
             .unwrap();
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
