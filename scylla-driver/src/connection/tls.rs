@@ -63,8 +63,9 @@ use super::error::{ConnectionError, SetupStep, TlsErrorKind};
 /// | maintained by | the rustls project | this project |
 ///
 /// The opt-in saves about 2 allocations and about 15 % of the client's
-/// instructions per request at concurrency 1 over TLS, under 4 % at
-/// concurrency 64 (where many requests share a record), at the price of a
+/// instructions per request at concurrency 1 over TLS, 2 to 5 % at
+/// concurrency 64 (where many requests share a record; the cost gate's
+/// `tls-*` and `rustls-*` cells, 2026-11-28), at the price of a
 /// record layer that this project maintains and that has not had rustls'
 /// review and fuzzing. Pick it only when that difference matters and your
 /// security review accepts it.
