@@ -5,8 +5,10 @@
 # fails when a cell costs more than 3 % over its baseline.
 #
 # Cells: INSERT and SELECT (prepared, typed rows), at concurrency 1 and 64,
-# over plaintext and over TLS, against one test cluster node with 2 shards
-# (protocol v5, negotiated). Each cell is the marginal cost of a request:
+# over plaintext (plain-*), over TLS with the driver's record layer
+# (tls-*: RecordLayer::Driver, the opt-in) and over TLS with rustls' record
+# layer (rustls-*: the default), against one test cluster node with 2
+# shards (protocol v5, negotiated). Each cell is the marginal cost of a request:
 # (instructions(3N) - instructions(N)) / 2N, so start-up, connection set-up
 # and preparation drop out; at concurrency 64 the least of 3 such
 # measurements (how many requests share a write or a read there varies with
@@ -16,12 +18,15 @@
 # more, and fails only if it is over again.
 #
 # The baseline moves only in a commit that says why: run with --update and
-# commit benches/baseline/instructions.tsv with the reason.
+# commit benches/baseline/instructions.tsv with the reason. With --only
+# PREFIX only the cells whose names start with PREFIX (plain, tls, rustls)
+# are measured, and --update replaces (or adds) just their rows.
 #
 # Allocations per request are gated by tests/session_allocations.rs (cargo
-# test): 0 per request in steady state, plaintext, LZ4 and TLS, v4 and v5.
+# test): 0 per request in steady state, plaintext, LZ4 and TLS with the
+# driver's record layer, v4 and v5; rustls' record layer is bounded there.
 #
-# usage: scripts/cost-gate.sh [--update] [--no-build] [--threshold PCT]
+# usage: scripts/cost-gate.sh [--update] [--only PREFIX] [--no-build] [--threshold PCT]
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,12 +34,14 @@ baseline="$repo/benches/baseline/instructions.tsv"
 update=0
 build=1
 threshold=3
+only=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --update) update=1; shift ;;
+        --only) only="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
         --threshold) threshold="$2"; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "cost-gate: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -83,12 +90,15 @@ tls_port="$(grep -oP '^tls: port \K[0-9]+' "$work/tls.out" || true)"
 [[ -n "$tls_port" ]] || { echo "cost-gate: the TLS testbed reported no TLS port" >&2; exit 1; }
 tls_addr="${tls_node%:*}:$tls_port"
 tls_args=(--tls-ca "$work/tls/ca.pem")
+# Who seals and opens the TLS records (comparisons/ours reads it): the
+# tls-* cells take the driver's record layer, the rustls-* cells rustls'.
+tls_records=rustls
 
 key_base=77000000
 populate() { # address [tls args...]
     local addr="$1"
     shift
-    "$client" --node "$addr" "$@" --workload insert --concurrency 64 \
+    OURS_TLS_RECORDS="$tls_records" "$client" --node "$addr" "$@" --workload insert --concurrency 64 \
         --requests 33000 --warmup 0 --key-base "$key_base" --json > /dev/null 2>&1
 }
 populate "$plain"
@@ -99,7 +109,7 @@ count() { # address workload concurrency requests [tls args...] -> instructions
     shift 4
     local extra=()
     [[ "$w" == select ]] && extra=(--no-populate --key-base "$key_base")
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+    OURS_TLS_RECORDS="$tls_records" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         "$client" --node "$addr" "$@" --workload "$w" \
         --concurrency "$c" --requests "$n" --warmup 2000 "${extra[@]}" --json \
         2>&1 >/dev/null </dev/null | grep -oP 'Collected : \K[0-9]+'
@@ -124,19 +134,21 @@ measure_cell() { # cell name -> instructions per request
     local transport w c
     IFS=- read -r transport w c <<< "$1"
     c="${c#c}"
-    if [[ "$transport" == plain ]]; then
-        marginal "$plain" "$w" "$c"
-    else
-        marginal "$tls_addr" "$w" "$c" "${tls_args[@]}"
-    fi
+    case "$transport" in
+        plain) marginal "$plain" "$w" "$c" ;;
+        tls) tls_records=driver marginal "$tls_addr" "$w" "$c" "${tls_args[@]}" ;;
+        rustls) tls_records=rustls marginal "$tls_addr" "$w" "$c" "${tls_args[@]}" ;;
+        *) echo "cost-gate: unknown cell $1" >&2; exit 2 ;;
+    esac
 }
 
 measured="$work/measured.tsv"
 printf 'cell\tinstructions_per_request\n' > "$measured"
-for transport in plain tls; do
+for transport in plain tls rustls; do
     for w in insert select; do
         for c in 1 64; do
             cell="$transport-$w-c$c"
+            [[ "$cell" == "$only"* ]] || continue
             v="$(measure_cell "$cell")"
             printf '%s\t%s\n' "$cell" "$v" >> "$measured"
             printf '%-20s %8s\n' "$cell" "$v"
@@ -144,11 +156,26 @@ for transport in plain tls; do
     done
 done
 
+stamp="$(date -u +%Y-%m-%d), commit $(git -C "$repo" rev-parse --short HEAD), load $(cut -d' ' -f1 /proc/loadavg)"
+if [[ "$update" == 1 && -n "$only" && -f "$baseline" ]]; then
+    # Only the measured rows move: replaced in place, or added at the end,
+    # under a comment that says when they were measured.
+    merged="$work/merged.tsv"
+    awk -F'\t' -v m="$measured" -v note="# $only* rows: scripts/cost-gate.sh --only $only, $stamp." '
+        BEGIN { while ((getline line < m) > 0) { split(line, f, "\t"); if (f[1] != "cell") { v[f[1]] = f[2]; order[++n] = f[1] } } }
+        $1 == "cell" { print note; print; next }
+        ($1 in v) { print $1 "\t" v[$1]; done[$1] = 1; next }
+        { print }
+        END { for (i = 1; i <= n; i++) if (!(order[i] in done)) print order[i] "\t" v[order[i]] }
+    ' "$baseline" > "$merged"
+    mv "$merged" "$baseline"
+    echo "cost-gate: the $only* rows of ${baseline#"$repo"/} updated"
+    exit 0
+fi
 if [[ "$update" == 1 ]]; then
     mkdir -p "$(dirname "$baseline")"
     {
-        echo "# Instructions per request (scripts/cost-gate.sh), $(date -u +%Y-%m-%d)," \
-            "commit $(git -C "$repo" rev-parse --short HEAD), load $(cut -d' ' -f1 /proc/loadavg)."
+        echo "# Instructions per request (scripts/cost-gate.sh), $stamp."
         echo "# Moves only in a commit that says why."
         cat "$measured"
     } > "$baseline"

@@ -18,7 +18,9 @@
 
 use std::sync::Arc;
 
-pub use crate::connection::tls::{ServerName, TlsConfig, TlsConfigBuilder, TlsConfigError};
+pub use crate::connection::tls::{
+    RecordLayer, ServerName, TlsConfig, TlsConfigBuilder, TlsConfigError,
+};
 pub use crate::connection::tls_tickets::TicketStore;
 pub use rustls::ClientConfig;
 

@@ -20,7 +20,7 @@ use scylla_cql::frame::envelope::{decode_envelope, encode_frame, frame_len, Fram
 use scylla_cql::frame::request::{Options, Request};
 use scylla_cql::frame::response::{Ready, Response, Supported};
 use scylla_cql::frame::{Direction, HEADER_LEN};
-use scylla_driver::connection::tls::{ServerName, TlsConfig, TlsConfigError};
+use scylla_driver::connection::tls::{RecordLayer, ServerName, TlsConfig, TlsConfigError};
 use scylla_driver::connection::{
     open, ConnectionConfig, ConnectionError, RequestOptions, SetupStep, TlsErrorKind,
 };
@@ -210,13 +210,22 @@ async fn plain_server() -> SocketAddr {
 }
 
 fn client(ca: &Ca) -> ConnectionConfig {
+    client_with(ca, RecordLayer::Rustls)
+}
+
+/// [`client`] with records sealed by `layer`.
+fn client_with(ca: &Ca, layer: RecordLayer) -> ConnectionConfig {
     let tls = TlsConfig::builder()
         .ca_pem(ca.pem().as_bytes())
         .unwrap()
+        .record_layer(layer)
         .build()
         .unwrap();
+    assert_eq!(tls.record_layer(), layer);
     with_tls(tls)
 }
+
+const RECORD_LAYERS: [RecordLayer; 2] = [RecordLayer::Rustls, RecordLayer::Driver];
 
 fn with_tls(tls: TlsConfig) -> ConnectionConfig {
     let mut c = {
@@ -679,9 +688,9 @@ async fn exchange(conn: &scylla_driver::connection::Connection, large: bool) {
     }
 }
 
-/// The driver seals and opens records itself after the handshake: every
-/// version and AEAD rustls offers carries requests and multi-record
-/// responses both ways.
+/// Both record layers (rustls', the default, and the driver's opt-in):
+/// every version and AEAD rustls offers carries requests and multi-record
+/// responses both ways, and the connection ends with a close_notify.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tls_version_and_cipher_suite_carries_requests() {
     use rustls::crypto::ring::cipher_suite as cs;
@@ -705,7 +714,10 @@ async fn every_tls_version_and_cipher_suite_carries_requests() {
         ),
     ];
     for (version, suite) in cases {
-        for large in [false, true] {
+        for (large, layer) in [false, true]
+            .into_iter()
+            .flat_map(|l| RECORD_LAYERS.map(|r| (l, r)))
+        {
             let supported = if large {
                 large_supported()
             } else {
@@ -714,7 +726,7 @@ async fn every_tls_version_and_cipher_suite_carries_requests() {
             let (addr, mut ends) =
                 hooked_tls_server(server_config_with(&leaf, version, suite), supported, |_| {})
                     .await;
-            let conn = open(addr, None, &client(&ca)).await.unwrap();
+            let conn = open(addr, None, &client_with(&ca, layer)).await.unwrap();
             exchange(&conn, large).await;
             drop(conn);
             // The connection ends with a close_notify: a clean TLS close.
@@ -722,7 +734,7 @@ async fn every_tls_version_and_cipher_suite_carries_requests() {
                 .await
                 .expect("the server sees the end of the connection")
                 .unwrap();
-            end.unwrap_or_else(|e| panic!("{suite:?}: not a clean TLS close: {e}"));
+            end.unwrap_or_else(|e| panic!("{suite:?} ({layer}): not a clean TLS close: {e}"));
         }
     }
 }
@@ -733,19 +745,22 @@ async fn every_tls_version_and_cipher_suite_carries_requests() {
 async fn key_updates_from_the_server_are_followed() {
     let ca = Ca::new("test CA");
     let leaf = ca.issue(&["127.0.0.1"], false, false);
-    let (addr, mut ends) = hooked_tls_server(server_config(&leaf, None), large_supported(), |s| {
-        s.get_mut().1.refresh_traffic_keys().unwrap()
-    })
-    .await;
-    let conn = open(addr, None, &client(&ca)).await.unwrap();
-    exchange(&conn, true).await;
-    exchange(&conn, true).await;
-    drop(conn);
-    let (_, end) = tokio::time::timeout(Duration::from_secs(5), ends.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    end.unwrap();
+    for layer in RECORD_LAYERS {
+        let (addr, mut ends) =
+            hooked_tls_server(server_config(&leaf, None), large_supported(), |s| {
+                s.get_mut().1.refresh_traffic_keys().unwrap()
+            })
+            .await;
+        let conn = open(addr, None, &client_with(&ca, layer)).await.unwrap();
+        exchange(&conn, true).await;
+        exchange(&conn, true).await;
+        drop(conn);
+        let (_, end) = tokio::time::timeout(Duration::from_secs(5), ends.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        end.unwrap_or_else(|e| panic!("{layer}: {e}"));
+    }
 }
 
 /// TLS 1.3 session tickets that arrive after the handshake reach the
@@ -754,21 +769,31 @@ async fn key_updates_from_the_server_are_followed() {
 async fn session_tickets_are_stored_and_resume_later_connections() {
     let ca = Ca::new("test CA");
     let leaf = ca.issue(&["127.0.0.1"], false, false);
-    let (addr, mut ends) = hooked_tls_server(server_config(&leaf, None), supported(), |_| {}).await;
-    let config = client(&ca);
-    for expected in [
-        rustls::HandshakeKind::Full,
-        rustls::HandshakeKind::Resumed,
-        rustls::HandshakeKind::Resumed,
-    ] {
-        let conn = open(addr, None, &config).await.unwrap();
-        conn.request(&Options, &opts()).await.unwrap();
-        drop(conn);
-        let (kind, _) = tokio::time::timeout(Duration::from_secs(5), ends.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(kind, Some(expected));
+    for layer in RECORD_LAYERS {
+        let (addr, mut ends) =
+            hooked_tls_server(server_config(&leaf, None), supported(), |_| {}).await;
+        let config = client_with(&ca, layer);
+        for expected in [
+            rustls::HandshakeKind::Full,
+            rustls::HandshakeKind::Resumed,
+            rustls::HandshakeKind::Resumed,
+        ] {
+            let conn = open(addr, None, &config).await.unwrap();
+            conn.request(&Options, &opts()).await.unwrap();
+            // The client's view (what the metrics' full/resumed counts
+            // read) agrees. (The first open may take two connections, the
+            // second resuming: v5 is offered first, and this server answers
+            // in v4.)
+            if expected == rustls::HandshakeKind::Resumed {
+                assert!(conn.info().tls_resumed, "{layer}");
+            }
+            drop(conn);
+            let (kind, _) = tokio::time::timeout(Duration::from_secs(5), ends.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(kind, Some(expected), "{layer}");
+        }
     }
 }
 

@@ -1,13 +1,14 @@
 //! The driver over TLS against the in-process test cluster's TLS listeners:
 //! shard-aware pools through `SCYLLA_SHARD_AWARE_PORT_SSL` with exactly one
 //! attempt per shard (judged by the cluster's accounting and the driver's
-//! metrics), shard-exact routing of prepared requests, and mutual TLS.
+//! metrics), shard-exact routing of prepared requests (on both record
+//! layers: rustls', the default, and the driver's opt-in), and mutual TLS.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use scylla_driver::connection::tls::TlsConfig;
+use scylla_driver::connection::tls::{RecordLayer, TlsConfig};
 use scylla_driver::connection::ConnectionConfig;
 use scylla_driver::metrics::Metrics;
 use scylla_driver::pool::backoff::ExponentialBackoff;
@@ -30,9 +31,14 @@ async fn tls_cluster(nodes: usize, shards: u16, require_client_cert: bool) -> Te
 }
 
 fn client_tls(cluster: &TestCluster, with_cert: bool) -> TlsConfig {
+    client_tls_with(cluster, with_cert, RecordLayer::default())
+}
+
+fn client_tls_with(cluster: &TestCluster, with_cert: bool, layer: RecordLayer) -> TlsConfig {
     let mut b = TlsConfig::builder()
         .ca_pem(cluster.tls_ca_pem().unwrap().as_bytes())
-        .unwrap();
+        .unwrap()
+        .record_layer(layer);
     if with_cert {
         b = b
             .client_cert_pem(
@@ -112,9 +118,15 @@ async fn every_shard_of_every_node_through_the_tls_shard_aware_port_in_one_attem
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_requests_over_tls_land_on_their_shard() {
     let cluster = tls_cluster(3, 8, false).await;
+    for layer in [RecordLayer::Rustls, RecordLayer::Driver] {
+        prepared_requests_land_on_their_shard(&cluster, layer).await;
+    }
+}
+
+async fn prepared_requests_land_on_their_shard(cluster: &TestCluster, layer: RecordLayer) {
     let session = SessionBuilder::new()
         .known_node(cluster.tls_addrs()[0].to_string())
-        .tls(client_tls(&cluster, false))
+        .tls(client_tls_with(cluster, false, layer))
         .build()
         .await
         .unwrap();
@@ -124,21 +136,24 @@ async fn prepared_requests_over_tls_land_on_their_shard() {
     assert_eq!(m.connects_shard_aware_failed, 0, "{m:?}");
     session
         .query_unpaged(
-            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            format!("CREATE KEYSPACE ks_{layer} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
             (),
         )
         .await
         .unwrap();
     session
-        .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v text)", ())
+        .query_unpaged(
+            format!("CREATE TABLE ks_{layer}.t (pk bigint PRIMARY KEY, v text)"),
+            (),
+        )
         .await
         .unwrap();
     let insert = session
-        .prepare("INSERT INTO ks.t (pk, v) VALUES (?, ?)")
+        .prepare(format!("INSERT INTO ks_{layer}.t (pk, v) VALUES (?, ?)"))
         .await
         .unwrap();
     let select = session
-        .prepare("SELECT pk, v FROM ks.t WHERE pk = ?")
+        .prepare(format!("SELECT pk, v FROM ks_{layer}.t WHERE pk = ?"))
         .await
         .unwrap();
     let before = cluster.stats();
@@ -159,11 +174,11 @@ async fn prepared_requests_over_tls_land_on_their_shard() {
         s.nodes.iter().map(|n| f(&n.node)).sum::<u64>()
     };
     let served = total(&after, |c| c.requests_served) - total(&before, |c| c.requests_served);
-    assert!(served >= 400, "served {served}");
+    assert!(served >= 400, "{layer}: served {served}");
     assert_eq!(
         total(&after, |c| c.requests_wrong_shard) - total(&before, |c| c.requests_wrong_shard),
         0,
-        "wrong shard"
+        "{layer}: wrong shard"
     );
     assert_eq!(session.metrics().snapshot().shard_fallback_requests, 0);
 }

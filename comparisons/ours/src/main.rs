@@ -1,14 +1,15 @@
 //! The comparison workload (see `comparisons/common`) on this workspace's
 //! `scylla-driver`, with its default settings (token- and shard-aware
 //! routing, LOCAL_QUORUM), over TLS (rustls with `ring`) when `--tls-ca` is
-//! given. Only connecting, the schema and the two request closures live
+//! given: rustls' record layer (the default), or the driver's with
+//! `OURS_TLS_RECORDS=driver`. Only connecting, the schema and the two request closures live
 //! here; all timing is in `bench-common`, shared with the official driver's
 //! binary.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use scylla_driver::tls::TlsConfig;
+use scylla_driver::tls::{RecordLayer, TlsConfig};
 use scylla_driver::Coalescing;
 use scylla_driver::ProtocolVersion;
 use scylla_driver::{PreparedStatement, Session, SessionBuilder};
@@ -68,7 +69,19 @@ async fn setup(args: &bench_common::Args) -> Result<Setup, Box<dyn std::error::E
         if let Some((cert, key)) = &tls.client {
             config = config.client_cert_pem_files(cert, key)?;
         }
-        builder = builder.tls(config.build()?);
+        // OURS_TLS_RECORDS=rustls|driver picks who seals and opens the
+        // records (scripts/cost-gate.sh measures both; default: rustls).
+        if let Ok(v) = std::env::var("OURS_TLS_RECORDS") {
+            let layer = match v.as_str() {
+                "rustls" => RecordLayer::Rustls,
+                "driver" => RecordLayer::Driver,
+                _ => return Err(format!("OURS_TLS_RECORDS={v}: expected rustls or driver").into()),
+            };
+            config = config.record_layer(layer);
+        }
+        let config = config.build()?;
+        eprintln!("ours: TLS records: {}", config.record_layer());
+        builder = builder.tls(config);
     }
     // OURS_PROTOCOL=4|5 pins the protocol version (compare-drivers.sh
     // --ours-protocol); by default the session negotiates.

@@ -202,6 +202,9 @@ pub enum TlsErrorKind {
     HandshakeTimeout(Duration),
     /// The configured server name is not a valid DNS name or IP address.
     InvalidServerName,
+    /// The driver's record layer (`RecordLayer::Driver`) was asked for with
+    /// a configuration it cannot serve (FIPS, or cipher suites not `ring`'s).
+    DriverRecordLayerUnsupported,
     /// Another TLS alert or protocol error.
     Other,
 }
@@ -237,6 +240,10 @@ impl fmt::Display for TlsErrorKind {
                 write!(f, "the TLS handshake did not finish within {d:?}")
             }
             TlsErrorKind::InvalidServerName => f.write_str("invalid TLS server name"),
+            TlsErrorKind::DriverRecordLayerUnsupported => f.write_str(
+                "the driver's TLS record layer (RecordLayer::Driver) cannot serve this ClientConfig \
+                 (FIPS, or a crypto provider other than ring): use RecordLayer::Rustls",
+            ),
             TlsErrorKind::Other => f.write_str("TLS failed"),
         }
     }

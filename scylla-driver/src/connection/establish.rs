@@ -108,33 +108,47 @@ pub(super) async fn open_in(
     })?;
     #[cfg(feature = "tls")]
     if let Some(tls) = &config.tls {
-        let mut stream = tls
+        let stream = tls
             .connect(addr, stream, config.socket.connect_timeout)
             .await?;
         let offered_cert = tls.client.client_auth_cert_resolver.has_certs();
-        let (server, leftover) = cql_handshake(&mut stream, config, version)
-            .await
-            .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
-        // Each half owns its direction's keys and buffer: no lock between
-        // the reader and the writer.
         let resumed = stream.resumed();
-        let (rd, wr) = stream
-            .into_split()
-            .map_err(|source| ConnectionError::Io {
-                step: SetupStep::Options,
-                source,
-            })?;
-        return Ok(start(
-            addr,
-            local,
-            server,
-            leftover,
-            rd,
-            wr,
-            None,
-            Encryption::Tls { resumed },
-            config,
-        ));
+        let encryption = Encryption::Tls { resumed };
+        match stream {
+            tls::TlsStream::Rustls(mut stream) => {
+                let (server, leftover) = match cql_handshake(&mut stream, config, version).await {
+                    Ok(done) => done,
+                    Err(e) => {
+                        // A close_notify (the driver's record layer sends
+                        // it when its stream drops; rustls' does not).
+                        writer::shutdown_once(&mut stream).await;
+                        return Err(tls::closed_after_handshake(e, offered_cert));
+                    }
+                };
+                // rustls' connection is one state for both directions: the
+                // halves share it behind tokio's lock.
+                let (rd, wr) = tokio::io::split(stream);
+                return Ok(start(
+                    addr, local, server, leftover, rd, wr, None, encryption, config,
+                ));
+            }
+            tls::TlsStream::Driver(mut stream) => {
+                let (server, leftover) = cql_handshake(&mut stream, config, version)
+                    .await
+                    .map_err(|e| tls::closed_after_handshake(e, offered_cert))?;
+                // Each half owns its direction's keys and buffer: no lock
+                // between the reader and the writer.
+                let (rd, wr) = (*stream)
+                    .into_split()
+                    .map_err(|source| ConnectionError::Io {
+                        step: SetupStep::Options,
+                        source,
+                    })?;
+                return Ok(start(
+                    addr, local, server, leftover, rd, wr, None, encryption, config,
+                ));
+            }
+        }
     }
     let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
     // The owned halves of a TCP stream: no lock between reader and writer.

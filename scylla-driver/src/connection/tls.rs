@@ -1,5 +1,4 @@
-//! Client encryption (TLS) of a connection, through rustls with the `ring`
-//! crypto provider.
+//! Client encryption (TLS) of a connection, through rustls.
 //!
 //! A [`TlsConfig`] holds a ready [`rustls::ClientConfig`] and how to name each
 //! node for certificate verification ([`ServerName`]). Build it from a
@@ -9,10 +8,15 @@
 //! The TLS handshake runs right after the TCP connect (from the chosen source
 //! port, so shard-aware routing is unchanged) and before the CQL handshake; it
 //! is bounded by the connect timeout. Failures are classified into a
-//! [`TlsErrorKind`] that says what to fix. After the handshake the driver
-//! seals and opens the records itself, in each connection's own buffers
-//! (AES-GCM and ChaCha20-Poly1305 through `ring`; session tickets and key
-//! updates still through rustls), so a request over TLS allocates nothing.
+//! [`TlsErrorKind`] that says what to fix.
+//!
+//! After the handshake the records are sealed and opened by rustls (through
+//! tokio-rustls), with the configuration's own crypto provider: the default,
+//! [`RecordLayer::Rustls`]. [`RecordLayer::Driver`] is an opt-in where the
+//! driver seals and opens the records itself, in each connection's own
+//! buffers (AES-GCM and ChaCha20-Poly1305 through `ring`; session tickets
+//! and key updates still through rustls), so that a request over TLS
+//! allocates nothing; see [`RecordLayer`] for the trade-off.
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,7 +48,108 @@ use tokio::net::TcpStream;
 
 use super::error::{ConnectionError, SetupStep, TlsErrorKind};
 
-pub(crate) use super::tls_records::TlsStream;
+/// Who seals and opens a TLS connection's records after the handshake.
+///
+/// Both run rustls' handshake with your [`ClientConfig`] (certificates,
+/// key exchange, session tickets, the handshake timeout and the error
+/// classification are the same); they differ in what encrypts the traffic.
+///
+/// | | [`Rustls`](RecordLayer::Rustls) (default) | [`Driver`](RecordLayer::Driver) (opt-in) |
+/// | --- | --- | --- |
+/// | record encryption | rustls, with the `ClientConfig`'s crypto provider | the driver's record layer, with `ring` |
+/// | `ClientConfig` | used as given | cloned with secret extraction enabled |
+/// | FIPS provider, other providers | yes | refused ([`TlsConfigError::DriverRecordLayerUnsupported`]) |
+/// | allocations per request | about 2 (rustls' record buffers) | 0 |
+/// | maintained by | the rustls project | this project |
+///
+/// The opt-in saves about 2 allocations and about 15 % of the client's
+/// instructions per request at concurrency 1 over TLS, 2 to 5 % at
+/// concurrency 64 (where many requests share a record; the cost gate's
+/// `tls-*` and `rustls-*` cells, 2026-11-28), at the price of a
+/// record layer that this project maintains and that has not had rustls'
+/// review and fuzzing. Pick it only when that difference matters and your
+/// security review accepts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordLayer {
+    /// rustls seals and opens the records (tokio-rustls), with the
+    /// configuration's crypto provider. The default.
+    #[default]
+    Rustls,
+    /// The driver seals and opens the records in each connection's own
+    /// buffers, with `ring` (AES-GCM and ChaCha20-Poly1305); rustls still
+    /// runs the handshake and handles session tickets and key updates. Needs
+    /// a configuration whose cipher suites are `ring`'s own and that is not
+    /// FIPS ([`ClientConfig::fips`]): the records would not be encrypted by
+    /// its provider.
+    Driver,
+}
+
+impl fmt::Display for RecordLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RecordLayer::Rustls => "rustls",
+            RecordLayer::Driver => "driver",
+        })
+    }
+}
+
+/// Why `client` cannot have its records sealed by the driver's record
+/// layer (`ring`), if it cannot.
+fn driver_record_layer_refusal(client: &ClientConfig) -> Option<String> {
+    if client.fips() {
+        return Some(
+            "the ClientConfig is FIPS (ClientConfig::fips()): its records must be encrypted by \
+             its own provider, not by the driver's record layer with ring; use \
+             RecordLayer::Rustls"
+                .to_owned(),
+        );
+    }
+    let ring_suites = rustls::crypto::ring::ALL_CIPHER_SUITES;
+    let is_ring = |s: &rustls::SupportedCipherSuite| {
+        ring_suites.iter().any(|r| match (s, r) {
+            (rustls::SupportedCipherSuite::Tls13(a), rustls::SupportedCipherSuite::Tls13(b)) => {
+                std::ptr::eq(*a, *b)
+            }
+            (rustls::SupportedCipherSuite::Tls12(a), rustls::SupportedCipherSuite::Tls12(b)) => {
+                std::ptr::eq(*a, *b)
+            }
+            _ => false,
+        })
+    };
+    let provider = client.crypto_provider();
+    if let Some(other) = provider.cipher_suites.iter().find(|s| !is_ring(s)) {
+        return Some(format!(
+            "the ClientConfig's crypto provider offers the cipher suite {:?}, which is not \
+             ring's own: the driver's record layer would encrypt its records with ring instead \
+             of that provider; use RecordLayer::Rustls, or a ClientConfig built on \
+             rustls::crypto::ring::default_provider()",
+            other.suite()
+        ));
+    }
+    None
+}
+
+/// A TLS connection after its handshake, on either record layer.
+pub(crate) enum TlsStream {
+    /// rustls' records (tokio-rustls).
+    Rustls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// The driver's records.
+    Driver(Box<super::tls_records::TlsStream>),
+}
+
+impl TlsStream {
+    /// Whether the handshake resumed an earlier session (the server accepted
+    /// a session ticket) rather than running in full.
+    pub(crate) fn resumed(&self) -> bool {
+        match self {
+            TlsStream::Rustls(s) => {
+                s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+            }
+            TlsStream::Driver(s) => s.resumed(),
+        }
+    }
+}
 
 /// How a node is named when its certificate is verified.
 #[derive(Clone, Default)]
@@ -102,6 +207,9 @@ pub struct TlsConfig {
     /// per-node ticket counts to open a node's connections so that they can
     /// resume (see [`TicketStore`](crate::tls::TicketStore)).
     pub tickets: Option<Arc<super::tls_tickets::TicketStore>>,
+    /// Who seals and opens the records (see [`RecordLayer`]); set with
+    /// [`TlsConfig::with_record_layer`] or [`TlsConfigBuilder::record_layer`].
+    record_layer: RecordLayer,
 }
 
 impl fmt::Debug for TlsConfig {
@@ -109,6 +217,7 @@ impl fmt::Debug for TlsConfig {
         f.debug_struct("TlsConfig")
             .field("server_name", &self.server_name)
             .field("description", &self.description)
+            .field("record_layer", &self.record_layer)
             .finish_non_exhaustive()
     }
 }
@@ -123,20 +232,36 @@ impl TlsConfig {
     /// certificate and verifier). Nodes are named by IP address unless
     /// [`TlsConfig::with_server_name`] says otherwise.
     ///
-    /// The configuration's crypto provider runs the handshake (key exchange,
-    /// signatures, certificate checks); the records after it are sealed and
-    /// opened by the driver with `ring`'s AES-GCM and ChaCha20-Poly1305, so
-    /// that requests allocate nothing. A configuration that must use one
-    /// provider for everything (a FIPS-validated module, say) is therefore
-    /// not fully served: its record encryption is `ring`'s. Cipher suites
-    /// other than those two AEADs fail the connection with a clear error.
+    /// The configuration is used as given, for the handshake and for the
+    /// records (its crypto provider, a FIPS-validated one included, encrypts
+    /// everything): the default [`RecordLayer::Rustls`].
     pub fn from_client_config(client: Arc<ClientConfig>) -> TlsConfig {
         TlsConfig {
             client,
             server_name: ServerName::PeerIp,
             description: "custom rustls ClientConfig".to_owned(),
             tickets: None,
+            record_layer: RecordLayer::Rustls,
         }
+    }
+
+    /// Sets who seals and opens the records (see [`RecordLayer`]).
+    /// [`RecordLayer::Driver`] is refused
+    /// ([`TlsConfigError::DriverRecordLayerUnsupported`]) when the
+    /// configuration is FIPS or its cipher suites are not `ring`'s own.
+    pub fn with_record_layer(mut self, layer: RecordLayer) -> Result<TlsConfig, TlsConfigError> {
+        if layer == RecordLayer::Driver {
+            if let Some(reason) = driver_record_layer_refusal(&self.client) {
+                return Err(TlsConfigError::DriverRecordLayerUnsupported(reason));
+            }
+        }
+        self.record_layer = layer;
+        Ok(self)
+    }
+
+    /// Who seals and opens the records.
+    pub fn record_layer(&self) -> RecordLayer {
+        self.record_layer
     }
 
     /// Sets how nodes are named for verification.
@@ -145,10 +270,12 @@ impl TlsConfig {
         self
     }
 
-    /// The configuration the handshake runs with: this one, with secret
-    /// extraction enabled (after the handshake the driver seals and opens
-    /// the records itself: `tls_records`). A clone shares the original's
-    /// session store, certificate resolver and verifier.
+    /// The configuration the driver's record layer runs the handshake with:
+    /// this one, with secret extraction enabled (after the handshake the
+    /// driver seals and opens the records itself: `tls_records`). A clone
+    /// shares the original's session store, certificate resolver and
+    /// verifier. Not used on the default path, which leaves the
+    /// configuration as it is.
     fn engine_config(&self) -> Arc<ClientConfig> {
         if self.client.enable_secret_extraction {
             return self.client.clone();
@@ -174,13 +301,38 @@ impl TlsConfig {
                 kind: TlsErrorKind::InvalidServerName,
                 source: Some(Box::new(e)),
             })?;
-        let conn = rustls::client::UnbufferedClientConnection::new(self.engine_config(), name)
-            .map_err(|e| ConnectionError::Tls {
-                step,
-                kind: classify(&e),
-                source: Some(Box::new(io::Error::new(io::ErrorKind::InvalidInput, e))),
-            })?;
-        match tokio::time::timeout(timeout, super::tls_records::handshake(tcp, conn)).await {
+        let outcome = match self.record_layer {
+            RecordLayer::Rustls => {
+                let connector = tokio_rustls::TlsConnector::from(self.client.clone());
+                tokio::time::timeout(timeout, connector.connect(name, tcp))
+                    .await
+                    .map(|r| r.map(|s| TlsStream::Rustls(Box::new(s))))
+            }
+            RecordLayer::Driver => {
+                // The `client` field is public: checked again here, as it
+                // may have changed since `with_record_layer`.
+                if let Some(reason) = driver_record_layer_refusal(&self.client) {
+                    return Err(ConnectionError::Tls {
+                        step,
+                        kind: TlsErrorKind::DriverRecordLayerUnsupported,
+                        source: Some(Box::new(TlsConfigError::DriverRecordLayerUnsupported(
+                            reason,
+                        ))),
+                    });
+                }
+                let conn =
+                    rustls::client::UnbufferedClientConnection::new(self.engine_config(), name)
+                        .map_err(|e| ConnectionError::Tls {
+                            step,
+                            kind: classify(&e),
+                            source: Some(Box::new(io::Error::new(io::ErrorKind::InvalidInput, e))),
+                        })?;
+                tokio::time::timeout(timeout, super::tls_records::handshake(tcp, conn))
+                    .await
+                    .map(|r| r.map(|s| TlsStream::Driver(Box::new(s))))
+            }
+        };
+        match outcome {
             Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => Err(handshake_error(step, e)),
             Err(_) => Err(ConnectionError::Tls {
@@ -344,6 +496,11 @@ pub enum TlsConfigError {
     /// The server name is not a valid DNS name or IP address.
     #[error("invalid TLS server name {0:?}")]
     InvalidServerName(String),
+    /// [`RecordLayer::Driver`] was asked for with a configuration whose
+    /// records it cannot encrypt as the configuration requires (a FIPS
+    /// configuration, or cipher suites of a provider other than `ring`).
+    #[error("the driver's TLS record layer (RecordLayer::Driver) cannot serve this configuration: {0}")]
+    DriverRecordLayerUnsupported(String),
 }
 
 /// Builds a [`TlsConfig`] from PEM files or the system trust store.
@@ -359,6 +516,7 @@ pub struct TlsConfigBuilder {
     )>,
     server_name: ServerName,
     accept_invalid: bool,
+    record_layer: RecordLayer,
 }
 
 impl TlsConfigBuilder {
@@ -441,6 +599,13 @@ impl TlsConfigBuilder {
         self
     }
 
+    /// Who seals and opens the records after the handshake (default:
+    /// [`RecordLayer::Rustls`]; see [`RecordLayer`] for the trade-off).
+    pub fn record_layer(mut self, layer: RecordLayer) -> Self {
+        self.record_layer = layer;
+        self
+    }
+
     /// **Disables server certificate verification.** Any certificate is
     /// accepted, so the connection is open to interception: for tests only.
     pub fn danger_accept_invalid_certs(mut self) -> Self {
@@ -484,9 +649,9 @@ impl TlsConfigBuilder {
                 })?,
             None => with_verifier.with_no_client_auth(),
         };
-        // The driver seals and opens records itself once rustls' handshake
-        // is done (see `TlsConfig::engine_config`).
-        client.enable_secret_extraction = true;
+        // The driver's record layer takes the traffic secrets over once
+        // rustls' handshake is done; the default path never extracts them.
+        client.enable_secret_extraction = self.record_layer == RecordLayer::Driver;
         let description = if self.accept_invalid {
             "certificate verification disabled".to_owned()
         } else {
@@ -495,12 +660,14 @@ impl TlsConfigBuilder {
         // A store with room for every node and per-node ticket counts.
         let tickets = Arc::new(super::tls_tickets::TicketStore::default());
         client.resumption = rustls::client::Resumption::store(tickets.clone());
-        Ok(TlsConfig {
+        TlsConfig {
             client: Arc::new(client),
             server_name: self.server_name,
             description,
             tickets: Some(tickets),
-        })
+            record_layer: RecordLayer::Rustls,
+        }
+        .with_record_layer(self.record_layer)
     }
 
     fn add_ca_pem(&mut self, pem: &[u8], path: &Path) -> Result<(), TlsConfigError> {
@@ -615,6 +782,76 @@ mod tests {
         assert!(ServerName::Fixed("bad name!".into())
             .for_addr(addr)
             .is_err());
+    }
+
+    /// The opt-in record layer takes `ring`'s own suites only: a provider
+    /// whose suites are other implementations (here: copies of ring's, as
+    /// another provider's would be) is refused, at configuration and again
+    /// at connect time; the default path takes any.
+    #[tokio::test]
+    async fn the_driver_record_layer_refuses_other_providers() {
+        let ring = rustls::crypto::ring::default_provider();
+        let copies = ring
+            .cipher_suites
+            .iter()
+            .map(|s| match s {
+                rustls::SupportedCipherSuite::Tls13(s) => {
+                    let copy: &'static rustls::Tls13CipherSuite =
+                        Box::leak(Box::new(rustls::Tls13CipherSuite {
+                            common: rustls::crypto::CipherSuiteCommon { ..s.common },
+                            hkdf_provider: s.hkdf_provider,
+                            aead_alg: s.aead_alg,
+                            quic: s.quic,
+                        }));
+                    rustls::SupportedCipherSuite::Tls13(copy)
+                }
+                other => *other,
+            })
+            .collect();
+        let other = Arc::new(CryptoProvider {
+            cipher_suites: copies,
+            ..ring
+        });
+        let client = ClientConfig::builder_with_provider(other)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))))
+            .with_no_client_auth();
+        let tls = TlsConfig::from_client_config(Arc::new(client));
+        assert_eq!(tls.record_layer(), RecordLayer::Rustls);
+        let e = tls
+            .clone()
+            .with_record_layer(RecordLayer::Driver)
+            .unwrap_err();
+        assert!(matches!(e, TlsConfigError::DriverRecordLayerUnsupported(_)));
+        let text = e.to_string();
+        assert!(text.contains("not ring's own") && text.contains("RecordLayer::Rustls"), "{text}");
+        // A configuration changed after the check is refused at connect.
+        let mut sneaky = TlsConfig::builder()
+            .danger_accept_invalid_certs()
+            .record_layer(RecordLayer::Driver)
+            .build()
+            .unwrap();
+        assert_eq!(sneaky.record_layer(), RecordLayer::Driver);
+        sneaky.client = tls.client.clone();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let Err(e) = sneaky.connect(addr, tcp, Duration::from_secs(1)).await else {
+            panic!("connected");
+        };
+        assert_eq!(e.tls_kind(), Some(TlsErrorKind::DriverRecordLayerUnsupported));
+        assert!(e.to_string().contains("RecordLayer::Rustls"), "{e}");
+        // ring's own provider is accepted.
+        let ring_config = TlsConfig::builder()
+            .danger_accept_invalid_certs()
+            .build()
+            .unwrap();
+        assert!(!ring_config.client.enable_secret_extraction);
+        assert!(ring_config.with_record_layer(RecordLayer::Driver).is_ok());
     }
 
     #[test]

@@ -45,7 +45,20 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
     if let Err(e) = write_loop(&shared, &mut socket, policy, &mut bufs).await {
         shared.fail(BrokenReason::Io(e));
     }
-    // Dropping the write half sends FIN.
+    // Over TLS the close_notify (rustls' write half sends nothing when
+    // dropped). Dropping the write half sends FIN.
+    shutdown_once(&mut socket).await;
+}
+
+/// A goodbye that never waits: one attempt at a shutdown, which over TLS
+/// sends the close_notify if the socket takes it at once.
+pub(super) async fn shutdown_once<W: AsyncWrite + Unpin>(socket: &mut W) {
+    let mut goodbye = std::pin::pin!(tokio::io::AsyncWriteExt::shutdown(socket));
+    std::future::poll_fn(|cx| {
+        let _ = std::future::Future::poll(goodbye.as_mut(), cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
 }
 
 /// The writer's side of the swap with [`super::Pending`], and the v5
