@@ -106,13 +106,26 @@ fn driver_record_layer_refusal(client: &ClientConfig) -> Option<String> {
         );
     }
     let ring_suites = rustls::crypto::ring::ALL_CIPHER_SUITES;
+    // A suite is ring's when it is one of ring's suite values, or has the
+    // same identifier and ring's own hash and AEAD implementations (named
+    // statics in rustls' ring module, so their addresses identify them).
+    // The suite values alone are not enough: a TLS 1.2 suite's description
+    // is a reference made in a static's initializer, and a copy of it was
+    // seen to point elsewhere (TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 taken
+    // from rustls::crypto::ring::cipher_suite was refused).
     let is_ring = |s: &rustls::SupportedCipherSuite| {
         ring_suites.iter().any(|r| match (s, r) {
             (rustls::SupportedCipherSuite::Tls13(a), rustls::SupportedCipherSuite::Tls13(b)) => {
                 std::ptr::eq(*a, *b)
+                    || (a.common.suite == b.common.suite
+                        && std::ptr::addr_eq(a.common.hash_provider, b.common.hash_provider)
+                        && std::ptr::addr_eq(a.aead_alg, b.aead_alg))
             }
             (rustls::SupportedCipherSuite::Tls12(a), rustls::SupportedCipherSuite::Tls12(b)) => {
                 std::ptr::eq(*a, *b)
+                    || (a.common.suite == b.common.suite
+                        && std::ptr::addr_eq(a.common.hash_provider, b.common.hash_provider)
+                        && std::ptr::addr_eq(a.aead_alg, b.aead_alg))
             }
             _ => false,
         })
@@ -784,10 +797,30 @@ mod tests {
             .is_err());
     }
 
+    /// A hash implementation of another provider (here: ring's behind a
+    /// wrapper, at another address).
+    struct OtherHash(&'static dyn rustls::crypto::hash::Hash);
+
+    impl rustls::crypto::hash::Hash for OtherHash {
+        fn start(&self) -> Box<dyn rustls::crypto::hash::Context> {
+            self.0.start()
+        }
+        fn hash(&self, data: &[u8]) -> rustls::crypto::hash::Output {
+            self.0.hash(data)
+        }
+        fn output_len(&self) -> usize {
+            self.0.output_len()
+        }
+        fn algorithm(&self) -> rustls::crypto::hash::HashAlgorithm {
+            self.0.algorithm()
+        }
+    }
+
     /// The opt-in record layer takes `ring`'s own suites only: a provider
-    /// whose suites are other implementations (here: copies of ring's, as
-    /// another provider's would be) is refused, at configuration and again
-    /// at connect time; the default path takes any.
+    /// whose suites are other implementations (here: ring's suites with
+    /// another hash implementation, as another provider's would be) is
+    /// refused, at configuration and again at connect time; the default
+    /// path takes any.
     #[tokio::test]
     async fn the_driver_record_layer_refuses_other_providers() {
         let ring = rustls::crypto::ring::default_provider();
@@ -798,7 +831,12 @@ mod tests {
                 rustls::SupportedCipherSuite::Tls13(s) => {
                     let copy: &'static rustls::Tls13CipherSuite =
                         Box::leak(Box::new(rustls::Tls13CipherSuite {
-                            common: rustls::crypto::CipherSuiteCommon { ..s.common },
+                            common: rustls::crypto::CipherSuiteCommon {
+                                hash_provider: Box::leak(Box::new(OtherHash(
+                                    s.common.hash_provider,
+                                ))),
+                                ..s.common
+                            },
                             hkdf_provider: s.hkdf_provider,
                             aead_alg: s.aead_alg,
                             quic: s.quic,
@@ -852,6 +890,40 @@ mod tests {
             .unwrap();
         assert!(!ring_config.client.enable_secret_extraction);
         assert!(ring_config.with_record_layer(RecordLayer::Driver).is_ok());
+    }
+
+    /// ring's provider narrowed to any one of its suites is ring's own: the
+    /// TLS 1.2 suites taken from `rustls::crypto::ring::cipher_suite` were
+    /// once refused (their descriptions are not at one address).
+    #[test]
+    fn each_of_rings_suites_alone_is_accepted_by_the_driver_record_layer() {
+        use rustls::crypto::ring::cipher_suite as s;
+        let suites = [
+            (&rustls::version::TLS13, s::TLS13_AES_128_GCM_SHA256),
+            (&rustls::version::TLS13, s::TLS13_AES_256_GCM_SHA384),
+            (&rustls::version::TLS13, s::TLS13_CHACHA20_POLY1305_SHA256),
+            (&rustls::version::TLS12, s::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256),
+            (&rustls::version::TLS12, s::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384),
+            (&rustls::version::TLS12, s::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256),
+            (&rustls::version::TLS12, s::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+            (&rustls::version::TLS12, s::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384),
+            (&rustls::version::TLS12, s::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256),
+        ];
+        for (version, suite) in suites {
+            let mut provider = rustls::crypto::ring::default_provider();
+            provider.cipher_suites = vec![suite];
+            let client = ClientConfig::builder_with_provider(Arc::new(provider))
+                .with_protocol_versions(&[version])
+                .unwrap()
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAny(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))))
+                .with_no_client_auth();
+            let r = TlsConfig::from_client_config(Arc::new(client))
+                .with_record_layer(RecordLayer::Driver);
+            assert!(r.is_ok(), "{:?}: {:?}", suite.suite(), r.err());
+        }
     }
 
     #[test]
