@@ -13,6 +13,9 @@
 //! client encryption.)
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+use common::create_keyspace;
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -141,16 +144,9 @@ fn name(
     format!("{:?} {:?} over {layer}", version.version, suite.suite())
 }
 
-/// Schema, then values from a few bytes to 200 KB written and read back.
+/// A table in keyspace `interop`, then values from a few bytes to 200 KB
+/// written and read back.
 async fn exchange(session: &Session, table: &str) {
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE IF NOT EXISTS interop WITH replication = \
-             {'class': 'SimpleStrategy', 'replication_factor': 1}",
-            (),
-        )
-        .await
-        .unwrap();
     session
         .query_unpaged(
             format!("CREATE TABLE interop.{table} (k int PRIMARY KEY, v blob)"),
@@ -222,6 +218,9 @@ async fn openssl_server_every_version_suite_and_record_layer() {
                 .build()
                 .await
                 .unwrap_or_else(|e| panic!("{cell}: {e}"));
+            if n == 0 {
+                create_keyspace(&session, "interop", 1).await;
+            }
             n += 1;
             exchange(&session, &format!("t{n}")).await;
             eprintln!("OpenSSL (socat): {cell}: ok");
