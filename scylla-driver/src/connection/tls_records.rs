@@ -1254,6 +1254,26 @@ mod tests {
     use super::*;
     use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
+    /// A rustls server configuration for `version` with a fresh
+    /// self-signed certificate for "localhost".
+    fn server_config(version: &'static rustls::SupportedProtocolVersion) -> rustls::ServerConfig {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap()
+    }
+
     /// An echoing rustls server speaking `version` on loopback, and a
     /// stream of ours connected to it (after the handshake), with our send
     /// limit set to `send_limit` records; the server task ends with how the
@@ -1262,21 +1282,7 @@ mod tests {
         version: &'static rustls::SupportedProtocolVersion,
         send_limit: u64,
     ) -> (TlsStream, tokio::task::JoinHandle<io::Result<()>>) {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let server = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[version])
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .unwrap();
+        let server = server_config(version);
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
@@ -1399,21 +1405,7 @@ mod tests {
     async fn crafted_pair(
         version: &'static rustls::SupportedProtocolVersion,
     ) -> (TlsStream, TcpStream, Keys, Keys, Arc<crate::connection::tls_tickets::TicketStore>) {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let mut server = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[version])
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .unwrap();
+        let mut server = server_config(version);
         server.enable_secret_extraction = true;
         server.send_tls13_tickets = 0;
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
