@@ -26,7 +26,7 @@
 //! on. So a permit is never lost and never counted twice, whatever the
 //! interleaving: the loom model at the end of this file checks that for
 //! hand-over, cancellation and close racing each other
-//! (`RUSTFLAGS="--cfg scylla_loom" cargo test -p scylla-driver --lib limiter::loom_model`).
+//! (`SCYLLA_LOOM=1 cargo test -p scylla-driver --lib limiter::loom_model`, see `build.rs`).
 //!
 //! Closing (for [`Session::close`](crate::Session::close)) sets the
 //! [`CLOSED`] bit: the fast path, which only acts below the bound, then
