@@ -33,6 +33,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/release-build.sh
+source "$repo/scripts/lib/release-build.sh"
 node=""
 rounds=3
 concurrencies="1 64 512"
@@ -134,8 +136,7 @@ if [[ "$build" == 1 ]]; then
             CARGO_TARGET_DIR="$cmp_target" timeout 1800 cargo build --release --quiet)
     done
     if [[ -z "$node" ]]; then
-        (cd "$repo" && CARGO_TARGET_DIR="$main_target" timeout 1800 \
-            cargo build --release --quiet -p scylla-testbed --bin testbed)
+        CARGO_TARGET_DIR="$main_target" timeout 1800 release_build
     fi
 fi
 

@@ -37,6 +37,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/release-build.sh
+source "$repo/scripts/lib/release-build.sh"
 requests=""
 concurrency=64
 workloads="insert select"
@@ -87,7 +89,7 @@ if [[ "$build" == 1 ]]; then
     for d in "${drivers[@]}"; do
         (cd "$repo/comparisons/$d" && CARGO_TARGET_DIR="$cmp_target" cargo build --release --quiet)
     done
-    (cd "$repo" && cargo build --release --quiet -p scylla-testbed --bin testbed)
+    release_build
 fi
 if [[ ${#revs[@]} -eq 0 ]]; then
     labels=(ours official)

@@ -31,6 +31,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/release-build.sh
+source "$repo/scripts/lib/release-build.sh"
 workload=insert
 concurrency=64
 rounds=20
@@ -68,7 +70,7 @@ trap cleanup EXIT
 if [[ -z "$node" ]]; then
     testbed_bin="${CARGO_TARGET_DIR:-$repo/target}/release/testbed"
     if [[ ! -x "$testbed_bin" ]]; then
-        (cd "$repo" && cargo build --release --quiet -p scylla-testbed --bin testbed)
+        release_build
     fi
     cp "$testbed_bin" "$work/testbed"
     # Bounded: about two seconds per run is plenty.

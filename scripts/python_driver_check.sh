@@ -13,6 +13,8 @@
 # testbed stops by itself (--duration-secs) and is killed on exit anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/release-build.sh
+source scripts/lib/release-build.sh
 
 DRIVER_VERSION="3.29.3"
 NODES=3
@@ -30,7 +32,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import cassandra, lz4
 fi
 
 echo "== python_driver_check: building the testbed"
-cargo build --release -p scylla-testbed --bin testbed
+release_build
 
 LOG=$(mktemp)
 cleanup() {

@@ -12,6 +12,8 @@
 #        chart.svg are written to DIR.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/release-build.sh
+source "$repo/scripts/lib/release-build.sh"
 minutes=2
 out="$repo/target/soak"
 while [[ $# -gt 0 ]]; do
@@ -23,5 +25,5 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 cd "$repo"
-cargo build --release --quiet --example soak
+release_build
 "${CARGO_TARGET_DIR:-target}/release/examples/soak" --minutes "$minutes" --out "$out"
