@@ -24,11 +24,18 @@ fail() {
     failed=1
 }
 
-# Tracked and new (not ignored) files: never target/ or other build output.
+# Tracked and new (not ignored) files: never target/ or other build output
+# (outside a git checkout: every file but target/ and .git/).
 files() {
-    git ls-files --cached --others --exclude-standard -- "$@" 2>/dev/null | while read -r f; do
-        [[ -f "$f" ]] && echo "$f"
-    done
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files --cached --others --exclude-standard -- "$@" | while read -r f; do
+            [[ -f "$f" ]] && echo "$f"
+        done
+    else
+        local args=() pattern
+        for pattern in "$@"; do args+=(${args[@]:+-o} -path "./$pattern"); done
+        find . \( -path ./target -o -path ./.git \) -prune -o -type f \( "${args[@]}" \) -print | sed 's|^\./||'
+    fi
 }
 
 docs=(README.md docs/*.md)
@@ -98,7 +105,8 @@ for doc in "${checked_docs[@]}"; do
         for p in "${expanded[@]}"; do
             # Build output and other ignored paths (comparisons/target/...,
             # fuzz/artifacts/) exist only after a run.
-            if git check-ignore -q "$p" 2>/dev/null; then
+            if git check-ignore -q "$p" 2>/dev/null ||
+                [[ "$p" == */target/* || "$p" == fuzz/artifacts* ]]; then
                 continue
             elif [[ "$p" == *"*"* ]]; then
                 compgen -G "$p" >/dev/null || fail "$doc:$line: $p matches no file"
