@@ -564,6 +564,14 @@ impl Conn {
     }
 
     async fn startup(&mut self, stream: i16, body: &[u8]) -> Next {
+        if self.node.faults.take_withheld_startup() {
+            tracing::debug!(
+                node = self.node.info.index,
+                conn = self.ctx.conn_id,
+                "leaving STARTUP unanswered (fault)"
+            );
+            return Next::Continue;
+        }
         let opts = match WireReader::new(body).read_string_map("STARTUP options") {
             Ok(o) => o,
             Err(e) => {

@@ -18,6 +18,9 @@
 //! - **overload**: the node answers its next N statements (QUERY, EXECUTE,
 //!   BATCH) with OVERLOADED, or with ScyllaDB's rate-limit error, without
 //!   running them.
+//! - **a lost STARTUP answer**: the node reads the STARTUP of its next N
+//!   connections and never answers it, keeping the connection open (one
+//!   lost message of a connection's setup: the client's setup stalls).
 //! - **closing during authentication**: the node closes its next N
 //!   connections that answer AUTHENTICATE, on their AUTH_RESPONSE, without
 //!   answering it (a node that crashes or restarts mid-login, or a proxy
@@ -103,6 +106,11 @@ pub struct Faults {
     /// its authentication step. Armed like [`Faults::overloaded`];
     /// `u32::MAX` never runs out.
     pub close_during_auth: u32,
+    /// Leave the STARTUP of the node's next this many connections
+    /// unanswered: the request is read and dropped, the connection stays
+    /// open and silent (a setup that stalls on one lost message). Armed like
+    /// [`Faults::overloaded`]; `u32::MAX` never runs out.
+    pub withhold_startup: u32,
 }
 
 impl Faults {
@@ -177,6 +185,14 @@ impl Faults {
         self.close_during_auth = n;
         self
     }
+
+    /// Leave the STARTUP of the next `n` connections unanswered (see
+    /// [`Faults::withhold_startup`]).
+    #[must_use]
+    pub fn with_withheld_startup(mut self, n: u32) -> Self {
+        self.withhold_startup = n;
+        self
+    }
 }
 
 const NAT_OFF: u8 = 0;
@@ -203,6 +219,8 @@ pub(crate) struct FaultState {
     rate_limited: AtomicU32,
     /// Connections still to close on their AUTH_RESPONSE.
     close_during_auth: AtomicU32,
+    /// Connections whose STARTUP is still to leave unanswered.
+    withhold_startup: AtomicU32,
     /// Random ports for [`NatMode::Random`]; a lock is fine here, it is taken
     /// once per accepted connection and only while that fault is on.
     rng: Mutex<fastrand::Rng>,
@@ -224,6 +242,7 @@ impl FaultState {
             overloaded: AtomicU32::new(0),
             rate_limited: AtomicU32::new(0),
             close_during_auth: AtomicU32::new(0),
+            withhold_startup: AtomicU32::new(0),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             current: Mutex::new(Faults::none()),
         }
@@ -255,6 +274,8 @@ impl FaultState {
         self.rate_limited.store(f.rate_limited, Ordering::Relaxed);
         self.close_during_auth
             .store(f.close_during_auth, Ordering::Relaxed);
+        self.withhold_startup
+            .store(f.withhold_startup, Ordering::Relaxed);
         if let Ok(mut cur) = self.current.lock() {
             *cur = f.clone();
         }
@@ -285,6 +306,7 @@ impl FaultState {
         f.overloaded = self.overloaded.load(Ordering::Relaxed);
         f.rate_limited = self.rate_limited.load(Ordering::Relaxed);
         f.close_during_auth = self.close_during_auth.load(Ordering::Relaxed);
+        f.withhold_startup = self.withhold_startup.load(Ordering::Relaxed);
         f
     }
 
@@ -367,6 +389,12 @@ impl FaultState {
     pub(crate) fn take_close_during_auth(&self) -> bool {
         take_one_or_endless(&self.close_during_auth)
     }
+
+    /// Whether to leave the STARTUP that just came unanswered, taking one
+    /// from the armed count.
+    pub(crate) fn take_withheld_startup(&self) -> bool {
+        take_one_or_endless(&self.withhold_startup)
+    }
 }
 
 /// [`take_one`], except that `u32::MAX` is never used up.
@@ -446,6 +474,16 @@ mod tests {
             assert_eq!(s.take_overload(), Some(OverloadAnswer::Overloaded));
         }
         assert_eq!(s.get().overloaded, u32::MAX);
+    }
+
+    #[test]
+    fn withheld_startups_count_down() {
+        let s = FaultState::new(1);
+        assert!(!s.take_withheld_startup());
+        s.set(&Faults::none().with_withheld_startup(1));
+        assert!(s.take_withheld_startup());
+        assert_eq!(s.get().withhold_startup, 0);
+        assert!(!s.take_withheld_startup());
     }
 
     #[test]

@@ -111,6 +111,14 @@ pub struct Metrics {
     /// Background attempts to cover a shard that has no connection (regular
     /// port, rate-limited; see `pool::refill`).
     pub coverage_attempts: AtomicU64,
+    /// First connections to a node raced by a second attempt because the
+    /// first had not completed its setup in time (a stalled setup).
+    pub setup_races: AtomicU64,
+    /// The slowest recent connection setup of the session's pools, in
+    /// microseconds, decaying by 1/8 with each setup (0: none yet): a first
+    /// connection still setting up after 4 times this (at least 100 ms) is
+    /// raced by a second one.
+    pub slowest_recent_setup_micros: AtomicU64,
     /// Surplus connections closed because a new one covered a missing shard.
     pub surplus_connections_retired: AtomicU64,
     /// Requests started.
@@ -170,6 +178,7 @@ pub struct MetricsSnapshot {
     pub tls_handshakes_full: u64,
     pub tls_handshakes_resumed: u64,
     pub coverage_attempts: u64,
+    pub setup_races: u64,
     pub surplus_connections_retired: u64,
     pub requests: u64,
     pub request_errors: u64,
@@ -254,6 +263,7 @@ impl Metrics {
             tls_handshakes_full: r(&self.tls_handshakes_full),
             tls_handshakes_resumed: r(&self.tls_handshakes_resumed),
             coverage_attempts: r(&self.coverage_attempts),
+            setup_races: r(&self.setup_races),
             surplus_connections_retired: r(&self.surplus_connections_retired),
             requests: r(&self.requests),
             request_errors: r(&self.request_errors),

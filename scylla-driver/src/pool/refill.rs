@@ -20,6 +20,13 @@
 //!    requests are done). Requests for an uncovered shard meanwhile use the
 //!    node's least loaded connection ([`super::NodePool::connection_for`]).
 //!
+//! A first connection whose setup has not completed after a delay that
+//! follows the setup times seen (four times the slowest recent one, at least
+//! 100 ms) is raced by a second one: one lost message of a setup would
+//! otherwise leave the node without a connection for the whole handshake
+//! timeout. The slower of the two is kept if its shard still lacks a
+//! connection when it completes, closed otherwise.
+//!
 //! At most `max_concurrent_opens` connections are opened at a time. After the
 //! node was unreachable, each waits a random delay within `reconnect_spread`
 //! first, so a restarted node does not get every shard's handshake at the same
@@ -51,7 +58,7 @@ use super::nat::{FallbackReason, PortChoice, Transition};
 use super::shard_port::{PortLease, SourcePortAllocator};
 use super::shed::OpenFailure;
 use super::{PoolInner, PoolSnapshot, ShardAwareTarget};
-use crate::connection::{self, Connection, ConnectionError};
+use crate::connection::{self, Connection, ConnectionError, SetupStep};
 use crate::metrics::record::{PortKind, ShardTag};
 use crate::metrics::Metrics;
 
@@ -66,6 +73,11 @@ struct Held {
 struct Slots {
     shards: Vec<Vec<Held>>,
     sharding: Option<ShardingInfo>,
+    /// First-connection setups still running, tagged with their race
+    /// ([`race_first`]); aborted when the pool stops.
+    late: JoinSet<(u64, Result<Connection, ConnectionError>)>,
+    /// The last race's tag.
+    race: u64,
 }
 
 impl Slots {
@@ -89,6 +101,8 @@ pub(super) async fn run(inner: Arc<PoolInner>) {
     let mut slots = Slots {
         shards: Vec::new(),
         sharding: None,
+        late: JoinSet::new(),
+        race: 0,
     };
     tokio::select! {
         _ = cancel.cancelled() => {}
@@ -141,6 +155,9 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
             new_ticket_epoch(inner);
             publish(inner, slots);
         }
+        if adopt_late(inner, slots) {
+            publish(inner, slots);
+        }
         let first = slots.total() == 0;
         let round = if first {
             new_ticket_epoch(inner);
@@ -185,6 +202,12 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
                     tokio::select! {
                         _ = tokio::time::sleep_until(until) => break,
                         _ = inner.wake.notified() => {
+                            // A raced setup that completed late ends the
+                            // backoff: the node answers.
+                            if adopt_late(inner, slots) {
+                                publish(inner, slots);
+                                break;
+                            }
                             if plan.wake_ends_backoff(inner.up_hint.load(Ordering::Relaxed)) {
                                 break;
                             }
@@ -295,8 +318,146 @@ fn watch_close(inner: &Arc<PoolInner>, conn: &Connection) {
     });
 }
 
+/// Without a setup time seen yet, a first connection is raced after this long.
+const RACE_UNSEEN: Duration = Duration::from_millis(500);
+/// The least delay before a race: setups of a healthy node take far less.
+const RACE_MIN: Duration = Duration::from_millis(100);
+/// A race starts after this many times the slowest recent setup.
+const RACE_FACTOR: u32 = 4;
+
+/// How long a first connection's setup may run before a second one races
+/// it: [`RACE_FACTOR`] times the slowest recent setup of the session, at
+/// least [`RACE_MIN`], at most half the handshake timeout. A client whose
+/// cores are starved sees its setups slow down and races later.
+fn race_delay(inner: &PoolInner) -> Duration {
+    let seen = inner
+        .metrics
+        .slowest_recent_setup_micros
+        .load(Ordering::Relaxed);
+    let delay = if seen == 0 {
+        RACE_UNSEEN
+    } else {
+        Duration::from_micros(seen)
+            .saturating_mul(RACE_FACTOR)
+            .max(RACE_MIN)
+    };
+    delay.min(inner.config.connection.handshake_timeout / 2)
+}
+
+/// Records how long a successful setup took (see [`race_delay`]).
+fn note_setup(inner: &PoolInner, took: Duration) {
+    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    // `fetch_update` with a closure that always returns `Some` cannot fail.
+    let _ = inner.metrics.slowest_recent_setup_micros.fetch_update(
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+        |old| Some(us.max(old - old / 8)),
+    );
+}
+
+/// Starts one setup of a first connection, tagged with its race.
+fn spawn_setup(inner: &Arc<PoolInner>, late: &mut JoinSet<(u64, Result<Connection, ConnectionError>)>, race: u64) {
+    let inner = inner.clone();
+    late.spawn(async move {
+        let r = open_regular(&inner).await;
+        // The refill task may be idle or backing off: wake it to adopt or
+        // close what a lost race brings (a spurious wake-up costs a round
+        // that finds nothing to do).
+        inner.wake.notify_one();
+        (race, r)
+    });
+}
+
+/// Opens the node's first connection through the regular port. A setup
+/// still running after [`race_delay`] is raced by a second one, and the
+/// first of them to succeed (or of an earlier race still running) is the
+/// connection; the other stays in `slots.late` for [`adopt_late`]. Fails
+/// when every setup of this race failed; with no race, at the first failure.
+async fn race_first(
+    inner: &Arc<PoolInner>,
+    slots: &mut Slots,
+) -> Result<Connection, ConnectionError> {
+    slots.race += 1;
+    let race = slots.race;
+    spawn_setup(inner, &mut slots.late, race);
+    let race_at = tokio::time::Instant::now() + race_delay(inner);
+    let mut running = 1u32;
+    let mut raced = false;
+    let mut failure = None;
+    loop {
+        let next = if raced {
+            slots.late.join_next().await
+        } else {
+            tokio::select! {
+                next = slots.late.join_next() => next,
+                _ = tokio::time::sleep_until(race_at) => {
+                    raced = true;
+                    running += 1;
+                    Metrics::inc(&inner.metrics.setup_races);
+                    tracing::debug!(node = %inner.addr, "a connection setup is still running; racing a second one");
+                    spawn_setup(inner, &mut slots.late, race);
+                    continue;
+                }
+            }
+        };
+        match next {
+            Some(Ok((_, Ok(conn)))) => return Ok(conn),
+            Some(Ok((tag, Err(e)))) if tag == race => {
+                running -= 1;
+                if running == 0 {
+                    return Err(e);
+                }
+                failure = Some(e);
+            }
+            // An earlier race's setup failed: nothing to learn here.
+            Some(Ok(_)) => {}
+            // The tasks return their result and are aborted only with the
+            // set: a join error or an empty set means this race's setups
+            // are gone.
+            Some(Err(_)) | None => {
+                if slots.late.is_empty() {
+                    return Err(failure.unwrap_or_else(setup_lost));
+                }
+            }
+        }
+    }
+}
+
+/// The error of a setup whose task ended without a result.
+fn setup_lost() -> ConnectionError {
+    ConnectionError::Io {
+        step: SetupStep::Connect,
+        source: std::io::Error::other("the connection setup ended without a result"),
+    }
+}
+
+/// Takes the first-connection setups that completed after their race was
+/// decided: a connection is kept if its shard still lacks one, closed
+/// otherwise. Whether one was kept.
+fn adopt_late(inner: &Arc<PoolInner>, slots: &mut Slots) -> bool {
+    let want = inner.config.connections_per_shard.max(1);
+    let mut kept = false;
+    while let Some(done) = slots.late.try_join_next() {
+        let Ok((_, Ok(conn))) = done else { continue };
+        let shard = slot_of(slots, &conn) as usize;
+        match slots.shards.get_mut(shard) {
+            Some(held) if held.len() < want && conn.is_usable() => {
+                tracing::debug!(node = %inner.addr, shard, "a raced setup completed late; kept");
+                watch_close(inner, &conn);
+                held.push(Held { conn, lease: None });
+                kept = true;
+            }
+            _ => {
+                Metrics::inc(&inner.metrics.excess_connections_closed);
+                conn.close();
+            }
+        }
+    }
+    kept
+}
+
 async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
-    match open_regular(inner).await {
+    match race_first(inner, slots).await {
         Ok(conn) => {
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
@@ -690,7 +851,11 @@ const RETIRE_GRACE: Duration = Duration::from_millis(100);
 const RETIRE_DRAIN: Duration = Duration::from_secs(10);
 
 async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> {
+    let started = Instant::now();
     let r = connection::open(inner.addr, None, &inner.config.connection).await;
+    if r.is_ok() {
+        note_setup(inner, started.elapsed());
+    }
     let shard = match &r {
         Ok(conn) => ShardTag::of(conn.shard()),
         Err(_) => ShardTag::Unknown,
@@ -742,8 +907,10 @@ async fn open_for_shard(
     sa_addr: SocketAddr,
     seed: u64,
 ) -> Result<(Connection, Option<PortLease>), ConnectionError> {
+    let started = Instant::now();
     match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
         Ok((conn, lease)) => {
+            note_setup(inner, started.elapsed());
             let landed = conn.shard().unwrap_or(shard);
             count_shard_aware(inner, ShardTag::Shard(landed), true);
             count_tls(inner, &conn);
