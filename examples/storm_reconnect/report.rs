@@ -307,6 +307,7 @@ pub(crate) fn json(p: &Params, results: &[VariantResult]) -> String {
                     "control_connections": c.control,
                     "wrong_shard_landings": c.driver.wrong_shard_landings,
                     "excess_closed": c.driver.excess_connections_closed,
+                    "setup_races": c.driver.setup_races,
                     "shard_aware_fallbacks": c.driver.shard_aware_fallbacks,
                     "accepted_when_filled": c.accepted_filled,
                     "time_to_filled_ms": c.filled_ms,

@@ -268,6 +268,7 @@ pub(crate) fn driver_metrics(sessions: &[Session]) -> MetricsSnapshot {
         t.connects_shard_aware_failed += m.connects_shard_aware_failed;
         t.wrong_shard_landings += m.wrong_shard_landings;
         t.excess_connections_closed += m.excess_connections_closed;
+        t.setup_races += m.setup_races;
         t.shard_aware_fallbacks += m.shard_aware_fallbacks;
         t.reconnect_delays += m.reconnect_delays;
         t.requests += m.requests;

@@ -277,6 +277,10 @@ async fn storm_of_pools_needs_almost_no_extra_connections() {
         })
         .sum();
     let m = metrics.snapshot();
+    println!(
+        "cold start: {total} accepted for {ideal} wanted ({})",
+        open_outcomes(&m)
+    );
     assert!(
         total as f64 / ideal <= 1.01,
         "cold start: {total} accepted for {ideal} wanted ({})",
@@ -292,6 +296,11 @@ async fn storm_of_pools_needs_almost_no_extra_connections() {
     let (r, s) = accepted(&cluster, 1);
     let ideal_node = (SESSIONS * SHARDS as usize) as f64;
     let m = metrics.snapshot();
+    println!(
+        "after restart: {} accepted for {ideal_node} wanted ({})",
+        r + s,
+        open_outcomes(&m)
+    );
     assert!(
         (r + s) as f64 / ideal_node <= 1.01,
         "after restart: {} accepted for {ideal_node} ({})",
@@ -304,7 +313,7 @@ async fn storm_of_pools_needs_almost_no_extra_connections() {
 fn open_outcomes(m: &scylla_driver::metrics::MetricsSnapshot) -> String {
     format!(
         "driver: {} shard-aware ok, {} failed; {} regular ok, {} failed; {} connect timeouts; \
-         {} wrong-shard landings; {} excess closed; {} fallbacks; {} shed",
+         {} wrong-shard landings; {} excess closed; {} fallbacks; {} shed; {} setup races",
         m.connects_shard_aware_ok,
         m.connects_shard_aware_failed,
         m.connects_regular_ok,
@@ -313,6 +322,7 @@ fn open_outcomes(m: &scylla_driver::metrics::MetricsSnapshot) -> String {
         m.wrong_shard_landings,
         m.excess_connections_closed,
         m.shard_aware_fallbacks,
-        m.handshakes_shed
+        m.handshakes_shed,
+        m.setup_races
     )
 }
