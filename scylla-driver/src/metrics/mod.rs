@@ -119,6 +119,8 @@ pub struct Metrics {
     /// connection still setting up after 4 times this (at least 100 ms) is
     /// raced by a second one.
     pub slowest_recent_setup_micros: AtomicU64,
+    /// Connection setups of the session's pools in flight now.
+    pub setups_in_flight: AtomicU64,
     /// Surplus connections closed because a new one covered a missing shard.
     pub surplus_connections_retired: AtomicU64,
     /// Requests started.

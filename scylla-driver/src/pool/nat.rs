@@ -9,7 +9,11 @@
 //! - a wrong-shard landing counts; one can be a server-side fluke, so only
 //!   `threshold` in a row disable the port;
 //! - a refused or timed-out connect disables it at once (that connection goes
-//!   to the regular port straight away).
+//!   to the regular port straight away), except a refusal within
+//!   [`RESTART_GRACE`] of the pool losing connections to the node: a node
+//!   that stops closes its listeners one after another, so a reconnect that
+//!   falls into that moment finds the shard-aware port refusing while the
+//!   regular port still accepts, which says nothing about the port.
 //!
 //! While disabled, the pool uses the regular port. After a probation period
 //! one probe through the shard-aware port decides: success re-enables it,
@@ -18,6 +22,10 @@
 //! once so it can be logged and counted.
 
 use std::time::{Duration, Instant};
+
+/// How long after the pool lost connections to its node a refusal of the
+/// shard-aware port is not held against the port (see the module doc).
+pub const RESTART_GRACE: Duration = Duration::from_secs(2);
 
 /// Why the shard-aware port is not used for a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,6 +122,8 @@ pub struct ShardAwareHealth {
     config: FallbackConfig,
     mismatches_in_row: u32,
     disabled: Option<Disabled>,
+    /// When the pool last lost connections to the node.
+    lost_at: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +141,7 @@ impl ShardAwareHealth {
             config,
             mismatches_in_row: 0,
             disabled: None,
+            lost_at: None,
         }
     }
 
@@ -187,8 +198,27 @@ impl ShardAwareHealth {
         }
     }
 
-    /// Connecting to the shard-aware port failed for `reason`.
+    /// The pool lost connections to the node (it may be restarting).
+    pub fn on_connections_lost(&mut self, now: Instant) {
+        self.lost_at = Some(now);
+    }
+
+    /// Whether the pool lost connections to the node less than
+    /// [`RESTART_GRACE`] ago: a refused shard-aware port then most likely
+    /// means the node is stopping, and the regular port is no better.
+    pub fn in_restart_grace(&self, now: Instant) -> bool {
+        self.lost_at
+            .is_some_and(|at| now.saturating_duration_since(at) < RESTART_GRACE)
+    }
+
+    /// Connecting to the shard-aware port failed for `reason` (while the
+    /// regular port answered). A refusal within [`RESTART_GRACE`] of lost
+    /// connections is not held against the port, except by a probe.
     pub fn on_failure(&mut self, reason: FallbackReason, now: Instant) -> Option<Transition> {
+        let probing = self.disabled.is_some_and(|d| d.probing);
+        if reason == FallbackReason::Refused && self.in_restart_grace(now) && !probing {
+            return None;
+        }
         self.disable(reason, now)
     }
 }
@@ -249,6 +279,33 @@ mod tests {
         assert_eq!(h.choose(t2), PortChoice::Probe);
         assert_eq!(h.on_landed(4, 4, t2), Some(Transition::Restored));
         assert_eq!(h.choose(t2), PortChoice::ShardAware);
+    }
+
+    #[test]
+    fn a_refusal_right_after_lost_connections_is_not_evidence() {
+        let t0 = Instant::now();
+        let mut h = ShardAwareHealth::new(cfg());
+        h.on_connections_lost(t0);
+        // The node is stopping: its shard-aware listener closed first.
+        assert_eq!(h.on_failure(FallbackReason::Refused, t0), None);
+        assert_eq!(
+            h.on_failure(FallbackReason::Refused, t0 + Duration::from_millis(1999)),
+            None
+        );
+        assert_eq!(h.choose(t0), PortChoice::ShardAware);
+        assert!(h.in_restart_grace(t0 + Duration::from_millis(1999)));
+        assert!(!h.in_restart_grace(t0 + RESTART_GRACE));
+        // A timeout is evidence whenever it comes (the grace is for refusals).
+        let mut timed_out = h.clone();
+        assert!(timed_out.on_failure(FallbackReason::TimedOut, t0).is_some());
+        // After the grace, a refusal disables the port (a firewall).
+        assert_eq!(
+            h.on_failure(FallbackReason::Refused, t0 + RESTART_GRACE),
+            Some(Transition::Disabled {
+                reason: FallbackReason::Refused,
+                probation: Duration::from_secs(10)
+            })
+        );
     }
 
     #[test]

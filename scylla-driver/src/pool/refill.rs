@@ -24,8 +24,12 @@
 //! follows the setup times seen (four times the slowest recent one, at least
 //! 100 ms) is raced by a second one: one lost message of a setup would
 //! otherwise leave the node without a connection for the whole handshake
-//! timeout. The slower of the two is kept if its shard still lacks a
-//! connection when it completes, closed otherwise.
+//! timeout. While other setups of the session are in flight and none has
+//! completed since this one started, the race waits (a client whose cores
+//! are starved slows every setup; racing them would only add connections).
+//! The slower of
+//! the two is kept if its shard still lacks a connection when it completes,
+//! closed otherwise.
 //!
 //! At most `max_concurrent_opens` connections are opened at a time. After the
 //! node was unreachable, each waits a random delay within `reconnect_spread`
@@ -151,8 +155,10 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
     loop {
         if slots.prune() > 0 {
             // Connections broke: the node may have restarted, which makes
-            // the TLS tickets held for it useless.
+            // the TLS tickets held for it useless, and may be stopping, when
+            // a refused shard-aware port says nothing about the port.
             new_ticket_epoch(inner);
+            lock_health(inner).on_connections_lost(Instant::now());
             publish(inner, slots);
         }
         if adopt_late(inner, slots) {
@@ -325,11 +331,23 @@ const RACE_MIN: Duration = Duration::from_millis(100);
 /// A race starts after this many times the slowest recent setup.
 const RACE_FACTOR: u32 = 4;
 
-/// How long a first connection's setup may run before a second one races
-/// it: [`RACE_FACTOR`] times the slowest recent setup of the session, at
-/// least [`RACE_MIN`], at most half the handshake timeout. A client whose
-/// cores are starved sees its setups slow down and races later.
-fn race_delay(inner: &PoolInner) -> Duration {
+/// How often a running first setup checks whether to race it.
+const RACE_CHECK: Duration = Duration::from_millis(25);
+
+/// Whether a first connection's setup running for `running` is raced now.
+/// Its delay is [`RACE_FACTOR`] times the slowest recent setup of the session
+/// (at least [`RACE_MIN`]; [`RACE_UNSEEN`] before any), read afresh at each
+/// check so that setups slowing down for everyone push the race back. Once
+/// the delay has passed, the setup is raced if it is the only one in flight
+/// or if another setup completed since it started (the node and the client
+/// make progress; this one does not); while other setups are in flight and
+/// none completes, the client or the network is slow for all of them, and
+/// racing would only add connections. In any case at half the handshake
+/// timeout.
+fn race_due(inner: &PoolInner, running: Duration, completed_at_start: u64) -> bool {
+    if running >= inner.config.connection.handshake_timeout / 2 {
+        return true;
+    }
     let seen = inner
         .metrics
         .slowest_recent_setup_micros
@@ -341,10 +359,34 @@ fn race_delay(inner: &PoolInner) -> Duration {
             .saturating_mul(RACE_FACTOR)
             .max(RACE_MIN)
     };
-    delay.min(inner.config.connection.handshake_timeout / 2)
+    running >= delay
+        && (inner.metrics.setups_in_flight.load(Ordering::Relaxed) <= 1
+            || setups_completed(inner) > completed_at_start)
 }
 
-/// Records how long a successful setup took (see [`race_delay`]).
+/// Successful connection setups of the session so far.
+fn setups_completed(inner: &PoolInner) -> u64 {
+    inner.metrics.connects_regular_ok.load(Ordering::Relaxed)
+        + inner.metrics.connects_shard_aware_ok.load(Ordering::Relaxed)
+}
+
+/// Counts a setup in flight (see [`race_due`]) until dropped.
+struct InFlight<'a>(&'a Metrics);
+
+impl<'a> InFlight<'a> {
+    fn new(metrics: &'a Metrics) -> Self {
+        metrics.setups_in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.setups_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Records how long a successful setup took (see [`race_due`]).
 fn note_setup(inner: &PoolInner, took: Duration) {
     let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
     // `fetch_update` with a closure that always returns `Some` cannot fail.
@@ -369,7 +411,7 @@ fn spawn_setup(inner: &Arc<PoolInner>, late: &mut JoinSet<(u64, Result<Connectio
 }
 
 /// Opens the node's first connection through the regular port. A setup
-/// still running after [`race_delay`] is raced by a second one, and the
+/// still running when [`race_due`] says so is raced by a second one, and the
 /// first of them to succeed (or of an earlier race still running) is the
 /// connection; the other stays in `slots.late` for [`adopt_late`]. Fails
 /// when every setup of this race failed; with no race, at the first failure.
@@ -379,8 +421,9 @@ async fn race_first(
 ) -> Result<Connection, ConnectionError> {
     slots.race += 1;
     let race = slots.race;
+    let completed_at_start = setups_completed(inner);
     spawn_setup(inner, &mut slots.late, race);
-    let race_at = tokio::time::Instant::now() + race_delay(inner);
+    let started = tokio::time::Instant::now();
     let mut running = 1u32;
     let mut raced = false;
     let mut failure = None;
@@ -390,7 +433,10 @@ async fn race_first(
         } else {
             tokio::select! {
                 next = slots.late.join_next() => next,
-                _ = tokio::time::sleep_until(race_at) => {
+                _ = tokio::time::sleep(RACE_CHECK) => {
+                    if !race_due(inner, started.elapsed(), completed_at_start) {
+                        continue;
+                    }
                     raced = true;
                     running += 1;
                     Metrics::inc(&inner.metrics.setup_races);
@@ -852,7 +898,9 @@ const RETIRE_DRAIN: Duration = Duration::from_secs(10);
 
 async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> {
     let started = Instant::now();
+    let in_flight = InFlight::new(&inner.metrics);
     let r = connection::open(inner.addr, None, &inner.config.connection).await;
+    drop(in_flight);
     if r.is_ok() {
         note_setup(inner, started.elapsed());
     }
@@ -908,7 +956,10 @@ async fn open_for_shard(
     seed: u64,
 ) -> Result<(Connection, Option<PortLease>), ConnectionError> {
     let started = Instant::now();
-    match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
+    let in_flight = InFlight::new(&inner.metrics);
+    let opened = open_shard_aware(inner, sharder, shard, sa_addr, seed).await;
+    drop(in_flight);
+    match opened {
         Ok((conn, lease)) => {
             note_setup(inner, started.elapsed());
             let landed = conn.shard().unwrap_or(shard);
@@ -917,6 +968,18 @@ async fn open_for_shard(
             let t = lock_health(inner).on_landed(shard, landed, Instant::now());
             report(inner, t);
             Ok((conn, Some(lease)))
+        }
+        Err(ShardAwareError::Fallback(FallbackReason::Refused, Some(error)))
+            if lock_health(inner).in_restart_grace(Instant::now()) =>
+        {
+            // Refused right after the pool lost its connections: the node
+            // is most likely stopping (its listeners close one after
+            // another), so the regular port would give at best a connection
+            // about to break, or one to the restarted node on a shard of
+            // its choosing. A failed attempt; the round backs off.
+            count_shard_aware(inner, ShardTag::Shard(shard), false);
+            tracing::debug!(node = %inner.addr, error = %error, "shard-aware port refused right after lost connections; not falling back");
+            Err(error)
         }
         Err(ShardAwareError::Fallback(reason, error)) => {
             if reason != FallbackReason::PortsExhausted {
