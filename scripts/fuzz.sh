@@ -3,7 +3,7 @@
 # (target cql_frame) and of the driver's TLS record layer (tls_records):
 # runs each fuzz target in turn for N seconds from the seed corpus in
 # fuzz/corpus/<target>, prints how many inputs ran, and exits non-zero if
-# any input made a check fail (the input is saved under
+# any input made a check fail or ran over 10 s (the input is saved under
 # fuzz/artifacts/<target>/; replay it with `cargo +nightly fuzz run
 # --fuzz-dir fuzz <target> <file>`).
 #
@@ -40,7 +40,7 @@ for t in "${targets[@]}"; do
     set +e
     cargo +nightly fuzz run --fuzz-dir fuzz --target-dir "$target_dir" "$t" \
         "$work" "fuzz/corpus/$t" -- \
-        -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1
+        -max_total_time="$seconds" -timeout=10 -print_final_stats=1 >"$log" 2>&1
     status=$?
     set -e
     grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|panicked|Test unit written|^SUMMARY' "$log" || true
