@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the protocol decoders (fuzz/, `cargo fuzz`):
-# runs each fuzz target for N seconds from the seed corpus in
+# Coverage-guided fuzzing (fuzz/, `cargo fuzz`) of the protocol decoders
+# (target cql_frame) and of the driver's TLS record layer (tls_records):
+# runs each fuzz target in turn for N seconds from the seed corpus in
 # fuzz/corpus/<target>, prints how many inputs ran, and exits non-zero if
-# any input made a decoder panic (the input is saved under
+# any input made a check fail or ran over 10 s (the input is saved under
 # fuzz/artifacts/<target>/; replay it with `cargo +nightly fuzz run
 # --fuzz-dir fuzz <target> <file>`).
 #
-# usage: scripts/fuzz.sh [--seconds N]   (default 60 per target)
+# usage: scripts/fuzz.sh [--seconds N]   (N seconds for EACH target, so the
+#                                         run takes about 2 x N plus builds;
+#                                         default 60)
 # Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
 # Builds into ${CARGO_TARGET_DIR:-target}/fuzz; inputs found while fuzzing
 # go to ${CARGO_TARGET_DIR:-target}/fuzz/corpus/<target>, not into the
@@ -14,11 +17,11 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds=60
-targets=(cql_frame)
+targets=(cql_frame tls_records)
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "fuzz: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -37,7 +40,7 @@ for t in "${targets[@]}"; do
     set +e
     cargo +nightly fuzz run --fuzz-dir fuzz --target-dir "$target_dir" "$t" \
         "$work" "fuzz/corpus/$t" -- \
-        -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1
+        -max_total_time="$seconds" -timeout=10 -print_final_stats=1 >"$log" 2>&1
     status=$?
     set -e
     grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|panicked|Test unit written|^SUMMARY' "$log" || true

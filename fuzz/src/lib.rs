@@ -17,6 +17,9 @@
 //!
 //! Nothing may panic. Whatever decodes and has an encoder is encoded again
 //! and must decode to the same value.
+//!
+//! The checks of the `tls_records` target (the driver's TLS record layer)
+//! are in [`records`].
 
 use bytes::{Bytes, BytesMut};
 use scylla_cql::compression::{Compression, Compressor, Decompressor};
@@ -31,6 +34,9 @@ use scylla_cql::frame::{
     decode_envelope, encode_frame, frame_len, Direction, FrameExtras, MessageBody, Opcode,
     ProtocolVersion, HEADER_LEN,
 };
+
+pub mod records;
+pub use records::tls_records;
 
 /// Body and envelope limit: small, so that no planted length makes a case
 /// slow, large enough for every seed.

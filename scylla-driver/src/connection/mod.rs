@@ -62,6 +62,10 @@ pub mod tls;
 mod tls_records;
 #[cfg(feature = "tls")]
 pub mod tls_tickets;
+// For the `tls_records` fuzz target only (see the function).
+#[cfg(all(feature = "tls", feature = "unstable-internals"))]
+#[doc(hidden)]
+pub use self::tls_records::fuzz_receiver;
 mod writer;
 
 pub use self::auth::{AuthError, AuthSession, Authenticator, PasswordAuthenticator};

@@ -67,8 +67,9 @@ use super::error::{ConnectionError, SetupStep, TlsErrorKind};
 /// concurrency 64 (where many requests share a record; the cost gate's
 /// `tls-*` and `rustls-*` cells, 2026-11-28), at the price of a
 /// record layer that this project maintains and that has not had rustls'
-/// review and fuzzing. Pick it only when that difference matters and your
-/// security review accepts it.
+/// review (its coverage-guided fuzzing, the `tls_records` target of the
+/// repository's `fuzz/`, is this project's own and young). Pick it only
+/// when that difference matters and your security review accepts it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RecordLayer {

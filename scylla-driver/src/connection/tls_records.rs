@@ -1095,8 +1095,22 @@ impl Drop for TlsWriteHalf {
 /// classification.
 pub(crate) async fn handshake(
     mut tcp: TcpStream,
-    mut conn: UnbufferedClientConnection,
+    conn: UnbufferedClientConnection,
 ) -> io::Result<TlsStream> {
+    let (recv, send, kernel, resumed) = handshake_on(&mut tcp, conn).await?;
+    Ok(TlsStream {
+        parts: Some((tcp, recv, send)),
+        kernel: Arc::new(kernel),
+        resumed,
+    })
+}
+
+/// [`handshake`] on any byte stream: the two directions' state, rustls'
+/// part, and whether the session was resumed.
+async fn handshake_on<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    mut conn: UnbufferedClientConnection,
+) -> io::Result<(Recv, Send, Kernel, bool)> {
     let mut incoming = vec![0u8; RECV_CAP];
     let mut filled = 0usize;
     let mut outgoing: Vec<u8> = Vec::new();
@@ -1110,7 +1124,7 @@ pub(crate) async fn handshake(
         let state = match state {
             Ok(state) => state,
             Err(e) => {
-                send_alert(&mut conn, &mut tcp).await;
+                send_alert(&mut conn, stream).await;
                 return Err(tls_error(e));
             }
         };
@@ -1131,7 +1145,7 @@ pub(crate) async fn handshake(
                 false
             }
             ConnectionState::TransmitTlsData(t) => {
-                tcp.write_all(&outgoing[..out_len]).await?;
+                stream.write_all(&outgoing[..out_len]).await?;
                 out_len = 0;
                 t.done();
                 false
@@ -1143,7 +1157,7 @@ pub(crate) async fn handshake(
                     }
                     incoming.resize(incoming.len() * 2, 0);
                 }
-                let n = tcp.read(&mut incoming[filled..]).await?;
+                let n = stream.read(&mut incoming[filled..]).await?;
                 if n == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -1176,7 +1190,7 @@ pub(crate) async fn handshake(
         }
     }
     if out_len > 0 {
-        tcp.write_all(&outgoing[..out_len]).await?;
+        stream.write_all(&outgoing[..out_len]).await?;
     }
     let tls13 = conn.protocol_version() == Some(ProtocolVersion::TLSv1_3);
     let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
@@ -1201,17 +1215,54 @@ pub(crate) async fn handshake(
         (0, p),
         Keys::new(tls13, secrets.rx.0, secrets.rx.1)?,
     );
-    Ok(TlsStream {
-        parts: Some((tcp, recv, send)),
-        kernel: Arc::new(Kernel {
-            conn: Mutex::new(kernel),
-            tls13,
-            update_requested: AtomicBool::new(false),
-            send_limit,
-            failure: OnceLock::new(),
-        }),
-        resumed,
+    let kernel = Kernel {
+        conn: Mutex::new(kernel),
+        tls13,
+        update_requested: AtomicBool::new(false),
+        send_limit,
+        failure: OnceLock::new(),
+    };
+    Ok((recv, send, kernel, resumed))
+}
+
+/// The receiving half of the driver's record layer over any byte stream,
+/// after rustls' handshake on it. It exists for the `tls_records` fuzz
+/// target (`fuzz/`), which runs the handshake in memory against a rustls
+/// server holding the traffic keys and then feeds crafted records to the
+/// reader; it is no API of the driver (hidden, `unstable-internals` only).
+/// The sending half is dropped: nothing is written after the handshake.
+#[cfg(feature = "unstable-internals")]
+#[doc(hidden)]
+pub async fn fuzz_receiver<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    conn: UnbufferedClientConnection,
+) -> io::Result<impl AsyncRead + Unpin> {
+    let (recv, _send, kernel, _resumed) = handshake_on(&mut stream, conn).await?;
+    Ok(FuzzReceiver {
+        stream,
+        recv,
+        kernel,
     })
+}
+
+/// What [`fuzz_receiver`] returns: the stream and the receiving state.
+#[cfg(feature = "unstable-internals")]
+struct FuzzReceiver<S> {
+    stream: S,
+    recv: Recv,
+    kernel: Kernel,
+}
+
+#[cfg(feature = "unstable-internals")]
+impl<S: AsyncRead + Unpin> AsyncRead for FuzzReceiver<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        me.recv.poll_read(&mut me.stream, &me.kernel, cx, buf)
+    }
 }
 
 /// The connection's receive buffer: the plaintext that came with the
@@ -1238,14 +1289,14 @@ fn receive_buffer(mut incoming: Vec<u8>, filled: usize, early_plain: &[u8]) -> B
 /// After a handshake error, the alert rustls queued for the server (unknown
 /// CA, bad certificate...), if any: best effort, as the error is what
 /// counts.
-async fn send_alert(conn: &mut UnbufferedClientConnection, tcp: &mut TcpStream) {
+async fn send_alert<S: AsyncWrite + Unpin>(conn: &mut UnbufferedClientConnection, stream: &mut S) {
     let mut alert = [0u8; 64];
     let n = match conn.process_tls_records(&mut []).state {
         Ok(ConnectionState::EncodeTlsData(mut enc)) => enc.encode(&mut alert).unwrap_or(0),
         _ => 0,
     };
     if n > 0 {
-        let _ = tcp.write_all(&alert[..n]).await;
+        let _ = stream.write_all(&alert[..n]).await;
     }
 }
 
