@@ -175,7 +175,7 @@ impl<'a> Enum<'a> {
                 "a derived fieldless enum takes no generic parameters",
             ));
         }
-        let mut krate: Path = syn::parse_quote!(::scylla_driver);
+        let mut krate: Path = crate::default_crate_path();
         let mut repr = Repr::Text;
         let mut rename_all: Option<(Case, Span)> = None;
         for attr in input.attrs.iter().filter(|a| a.path().is_ident("scylla")) {

@@ -3,15 +3,17 @@
 //!
 //! Use them through `scylla_driver` (`use scylla_driver::DeserializeRow;`),
 //! which re-exports each macro next to the trait of the same name. The
-//! generated code names the traits through `::scylla_driver::_macro_internal`;
-//! a crate that depends on `scylla-driver-cql` only writes
+//! generated code names the traits through `::scylla_driver::_macro_internal`,
+//! or under the name the deriving crate's `Cargo.toml` gives the driver
+//! (`::scylla::_macro_internal` after `scylla = { package = "scylla-driver",
+//! .. }`); a crate that depends on `scylla-driver-cql` only writes
 //! `#[scylla(crate = ::scylla_driver_cql)]`.
 //!
 //! Attributes (all under `#[scylla(...)]`):
 //!
 //! | where | attribute | meaning |
 //! | --- | --- | --- |
-//! | struct | `crate = path` | the crate that provides `_macro_internal` (default `::scylla_driver`) |
+//! | struct | `crate = path` | the crate that provides `_macro_internal` (default: the driver, by the name `Cargo.toml` gives it) |
 //! | struct | `flavor = "match_by_name"` | (default) columns / bind markers / UDT fields matched by name, in any order |
 //! | struct | `flavor = "enforce_order"` | rows only: columns / bind markers in field order, names checked |
 //! | struct | `skip_name_checks` | with `enforce_order`: names not checked, position only |
@@ -39,6 +41,22 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam, Lifetime, 
 
 mod derive;
 mod enums;
+
+/// The path generated code names the driver by, when no `#[scylla(crate =
+/// ..)]` is given: the name the deriving crate's `Cargo.toml` gives
+/// `scylla-driver` (`::scylla` after `scylla = { package = "scylla-driver",
+/// .. }`), `::scylla_driver` when it is not a dependency by any name (or is
+/// the crate itself: its tests and examples link it as `scylla_driver`).
+fn default_crate_path() -> Path {
+    use proc_macro_crate::{crate_name, FoundCrate};
+    match crate_name("scylla-driver") {
+        Ok(FoundCrate::Name(name)) => {
+            let ident = syn::Ident::new(&name, Span::call_site());
+            syn::parse_quote!(::#ident)
+        }
+        Ok(FoundCrate::Itself) | Err(_) => syn::parse_quote!(::scylla_driver),
+    }
+}
 
 /// Derives `DeserializeRow`: builds the struct from one row of a result.
 ///
@@ -241,7 +259,7 @@ impl<'a> Struct<'a> {
                 ))
             }
         };
-        let mut krate: Path = syn::parse_quote!(::scylla_driver);
+        let mut krate: Path = default_crate_path();
         let mut flavor = Flavor::MatchByName;
         let mut flavor_span = None;
         let mut skip_name_checks = None;

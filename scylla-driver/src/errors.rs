@@ -5,7 +5,7 @@
 
 pub use crate::cluster::{ContactError, ContactFailure, MetadataError, TranslationError};
 pub use crate::connection::{
-    AuthError, BrokenReason, OpenError, OpenStep, SetupStep, TlsErrorKind,
+    AuthenticationFailed, BrokenReason, OpenError, OpenStep, SetupStep, TlsErrorKind,
 };
 pub use crate::error::*;
 pub use crate::response::query_result::{

@@ -18,6 +18,7 @@ macro_rules! internal_mods {
     )+};
 }
 
+pub mod authentication;
 pub mod cluster;
 internal_mods!(connection);
 internal_mods!(pool);
@@ -45,7 +46,7 @@ pub mod value;
 pub use cluster::client_routes::ClientRoutes;
 pub use cluster::view::{ClusterView, NodeInfo, Replica};
 pub use cluster::TabletWarmup;
-pub use connection::{AuthError, AuthSession, Authenticator, Coalescing, PasswordAuthenticator};
+pub use connection::Coalescing;
 pub use error::{ExecutionError, NewSessionError, PrepareError};
 pub use pool::backoff::{Backoff, ExponentialBackoff, Jitter, ReconnectPolicy, ReconnectSchedule};
 pub use pool::shard_port::PortRange;

@@ -19,7 +19,7 @@ use scylla_cql::frame::response::{
 };
 use scylla_cql::frame::Flags;
 use scylla_driver::connection::{
-    open, BrokenReason, Connection, ConnectionConfig, ConnectionError, PasswordAuthenticator,
+    open, BrokenReason, Connection, ConnectionConfig, ConnectionError, PlainTextAuthenticator,
     RequestError, RequestOptions, SetupStep,
 };
 use tokio::sync::Notify;
@@ -205,7 +205,10 @@ async fn password_authentication_sends_sasl_plain() {
     let server = auth_server(l);
     let cfg = {
         let mut built = config();
-        built.authenticator = Some(Arc::new(PasswordAuthenticator::new("user", "pass")));
+        built.authenticator = Some(Arc::new(PlainTextAuthenticator::new(
+            "user".into(),
+            "pass".into(),
+        )));
         built
     };
     let conn = open(addr, None, &cfg).await.unwrap();
@@ -221,7 +224,10 @@ async fn bad_credentials_are_a_server_error_at_authentication() {
     let server = auth_server(l);
     let cfg = {
         let mut built = config();
-        built.authenticator = Some(Arc::new(PasswordAuthenticator::new("user", "wrong")));
+        built.authenticator = Some(Arc::new(PlainTextAuthenticator::new(
+            "user".into(),
+            "wrong".into(),
+        )));
         built
     };
     let e = open(addr, None, &cfg).await.unwrap_err();

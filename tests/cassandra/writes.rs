@@ -321,7 +321,7 @@ async fn use_and_switch_keyspaces() {
     let session = session(&uri).await;
     let ks1 = create_keyspace(&session, "use_a", 1).await;
     let ks2 = create_keyspace(&session, "use_b", 1).await;
-    session.use_keyspace(&ks1).await.unwrap();
+    session.use_keyspace(&ks1, false).await.unwrap();
     assert_eq!(
         session.keyspace().as_deref().map(String::as_str),
         Some(ks1.as_str())
@@ -333,7 +333,7 @@ async fn use_and_switch_keyspaces() {
             .await
             .unwrap();
     }
-    session.use_keyspace(&ks2).await.unwrap();
+    session.use_keyspace(&ks2, false).await.unwrap();
     ddl(&session, "CREATE TABLE t (k int PRIMARY KEY, v text)").await;
     session
         .query_unpaged("INSERT INTO t (k, v) VALUES (?, ?)", (0, "two"))
@@ -367,7 +367,7 @@ async fn use_and_switch_keyspaces() {
     }
     // An unknown keyspace: a clear server error, and the session stays where it was.
     let err = session
-        .use_keyspace("no_such_keyspace_here")
+        .use_keyspace("no_such_keyspace_here", false)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no_such_keyspace_here"), "{err}");
@@ -377,7 +377,7 @@ async fn use_and_switch_keyspaces() {
     );
     // A session built with a keyspace.
     let other = crate::builder(&uri)
-        .use_keyspace(&ks2)
+        .use_keyspace(&ks2, false)
         .build()
         .await
         .unwrap();

@@ -49,7 +49,7 @@ pub async fn tablet_session(
         .known_node(cluster.cql_addrs()[0].to_string())
         .tablet_warmup(warmup);
     if let Some(ks) = keyspace {
-        b = b.use_keyspace(ks);
+        b = b.use_keyspace(ks, true);
     }
     let s = b.build().await.unwrap();
     assert!(s.wait_for_all_shards(Duration::from_secs(20)).await);

@@ -1,7 +1,8 @@
 //! The session API against the in-process test cluster: queries, prepared
 //! statements, paging, batches, errors, profiles, policies, failover, the
-//! cluster view, the official crate's paths, address translation, metadata,
-//! credentials kept out of logs and errors.
+//! cluster view, address translation, metadata, credentials kept out of logs
+//! and errors. (The official crate's paths, as programs written for it use
+//! them, are tested in `as-scylla/`.)
 //!
 //! One test binary for these modules (each was a binary of its own): fewer
 //! links, and one process that runs their tests side by side.
@@ -22,7 +23,6 @@ mod execution_profiles;
 mod future_sizes;
 mod maintenance_socket;
 mod node_events;
-mod official_style;
 mod quiet_metadata;
 mod reprepare_storm;
 mod request_history;

@@ -139,7 +139,7 @@ async fn paging_batches_and_errors() {
 async fn use_keyspace_switches_every_connection() {
     let (_cluster, session) = cluster_and_session(2, 2, |b| b).await;
     create_keyspace(&session, "u", 2).await;
-    session.use_keyspace("u").await.unwrap();
+    session.use_keyspace("u", false).await.unwrap();
     session
         .query_unpaged("CREATE TABLE t (k int PRIMARY KEY, v int)", ())
         .await

@@ -80,7 +80,7 @@ async fn a_failed_use_is_an_error_not_silence() {
         .await
         .unwrap();
     create_keyspace(&session, "ks1", 1).await;
-    session.use_keyspace("ks1").await.unwrap();
+    session.use_keyspace("ks1", false).await.unwrap();
     session
         .query_unpaged("DROP KEYSPACE ks1", ())
         .await

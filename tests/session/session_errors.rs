@@ -95,7 +95,7 @@ async fn unknown_keyspace_syntax_error_and_timeout() {
     let cluster = cluster(false).await;
     // Unknown keyspace at session start: the USE's server error.
     let err = builder(&cluster)
-        .use_keyspace("no_such_keyspace")
+        .use_keyspace("no_such_keyspace", false)
         .build()
         .await
         .unwrap_err();

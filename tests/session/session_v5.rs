@@ -174,7 +174,7 @@ async fn reprepare_after_use(
             .await
             .unwrap();
     }
-    session.use_keyspace("ks1").await.unwrap();
+    session.use_keyspace("ks1", false).await.unwrap();
     let select = session
         .prepare("SELECT v FROM t WHERE pk = ?")
         .await
@@ -183,7 +183,7 @@ async fn reprepare_after_use(
     let r = session.execute_unpaged(&select, (1i64,)).await.unwrap();
     assert_eq!(r.single_row::<(&str,)>().unwrap().0, "one");
 
-    session.use_keyspace("ks2").await.unwrap();
+    session.use_keyspace("ks2", false).await.unwrap();
     let r = session
         .query_unpaged("SELECT v FROM t WHERE pk = 1", ())
         .await

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::cluster::client_routes::ClientRoutes;
 use crate::cluster::{HostFilter, TabletWarmup};
-use crate::connection::{Authenticator, Coalescing};
+use crate::connection::{AuthenticatorProvider, Coalescing};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
 use crate::pool::backoff::ReconnectPolicy;
@@ -196,9 +196,9 @@ impl ClientRoutesSessionBuilder {
 
     forward! {
         known_node(addr: impl Into<String>);
-        use_keyspace(keyspace: impl Into<String>);
+        use_keyspace(keyspace_name: impl Into<String>, case_sensitive: bool);
         user(username: impl Into<String>, password: impl Into<String>);
-        authenticator(a: Arc<dyn Authenticator>);
+        authenticator_provider(a: Arc<dyn AuthenticatorProvider>);
         application_name(name: impl Into<String>);
         application_version(version: impl Into<String>);
         client_id(id: impl Into<String>);
@@ -206,6 +206,11 @@ impl ClientRoutesSessionBuilder {
         compression(c: Option<Compression>);
         protocol_version(version: ProtocolVersion);
         connections_per_shard(n: usize);
+        pool_size(size: crate::pool::PoolSize);
+        tcp_nodelay(nodelay: bool);
+        tcp_keepalive_interval(interval: Duration);
+        keepalive_interval(interval: Duration);
+        keepalive_timeout(timeout: Duration);
         coalescing(c: Coalescing);
         connect_timeout(d: Duration);
         connection_timeout(d: Duration);

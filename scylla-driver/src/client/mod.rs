@@ -16,6 +16,8 @@
 
 use std::borrow::Cow;
 
+pub use crate::pool::PoolSize;
+
 /// The application's and driver's identity sent in STARTUP, as the official
 /// `scylla` crate builds it for
 /// [`SessionBuilder::custom_identity`](crate::SessionBuilder::custom_identity).

@@ -28,7 +28,7 @@ pub struct ConnectionConfig {
     /// back to v4 once per session when a server refuses it) or pinned.
     pub protocol: ProtocolChoice,
     /// Credentials, for servers that require authentication.
-    pub authenticator: Option<Arc<dyn Authenticator>>,
+    pub authenticator: Option<Arc<dyn AuthenticatorProvider>>,
     /// Keyspace to `USE` after the handshake.
     pub keyspace: Option<String>,
     /// Events to REGISTER for (control connection only).

@@ -16,7 +16,7 @@ use scylla_cql::frame::segment::SegmentError;
 use scylla_cql::frame::ProtocolVersion;
 use scylla_cql::{DecodeError, EncodeError};
 
-use super::auth::AuthError;
+use super::auth::AuthenticationFailed;
 use super::open::OpenError;
 
 /// A step of connection set-up.
@@ -145,7 +145,7 @@ pub enum ConnectionError {
     },
     /// The authenticator failed.
     #[error(transparent)]
-    Auth(#[from] AuthError),
+    Auth(#[from] AuthenticationFailed),
     /// TLS failed: a certificate problem, a TLS/plaintext mismatch, or a
     /// handshake that did not finish.
     #[error("TLS error during {step}: {kind}")]

@@ -28,6 +28,7 @@ use scylla_cql::frame::segment_stream::{SegmentDecoder, SegmentEncoder};
 use scylla_cql::frame::{Direction, FrameHeader, MessageBody, ProtocolVersion, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::auth::AuthenticationFailed;
 use super::error::{looks_like_tls_record, ConnectionError, SetupStep, TlsErrorKind};
 use super::ConnectionConfig;
 
@@ -159,8 +160,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
             authenticator = %auth.authenticator,
             "the server requires authentication"
         );
-        let mut session = authenticator.start(&auth.authenticator)?;
-        let mut token = session.initial_response()?;
+        let (mut token, mut session) = authenticator
+            .start_authentication_session(&auth.authenticator)
+            .await
+            .map_err(AuthenticationFailed)?;
         // A SASL exchange has a handful of steps; bound it anyway.
         for _ in 0..16 {
             let msg = AuthResponse {
@@ -168,10 +171,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
             };
             match self.round_trip(SetupStep::Authenticate, &msg).await? {
                 Response::AuthChallenge(c) => {
-                    token = session.evaluate_challenge(c.token.as_deref())?;
+                    token = session
+                        .evaluate_challenge(c.token.as_deref())
+                        .await
+                        .map_err(AuthenticationFailed)?;
                 }
                 Response::AuthSuccess(s) => {
-                    session.success(s.token.as_deref())?;
+                    session
+                        .success(s.token.as_deref())
+                        .await
+                        .map_err(AuthenticationFailed)?;
                     tracing::debug!("authentication succeeded");
                     return Ok(Response::Ready(scylla_cql::frame::response::ready::Ready));
                 }

@@ -68,7 +68,10 @@ pub mod tls_tickets;
 pub use self::tls_records::fuzz_receiver;
 mod writer;
 
-pub use self::auth::{AuthError, AuthSession, Authenticator, PasswordAuthenticator};
+pub use self::auth::{
+    AuthError, AuthenticationFailed, AuthenticatorProvider, AuthenticatorSession,
+    PlainTextAuthenticator,
+};
 pub use self::coalescing::Coalescing;
 pub use self::error::{
     BrokenConnection, BrokenReason, ConnectionError, RequestError, SetupStep, TlsErrorKind,

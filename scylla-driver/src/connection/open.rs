@@ -28,7 +28,8 @@ use tokio::net::{TcpSocket, TcpStream};
 pub struct SocketConfig {
     /// Disable Nagle's algorithm (the writer does its own coalescing).
     pub nodelay: bool,
-    /// TCP keepalive idle time, if any.
+    /// TCP keepalive: probes after this idle time and then at this
+    /// interval, if set.
     pub keepalive: Option<Duration>,
     /// Bound on the TCP connect.
     pub connect_timeout: Duration,
@@ -215,7 +216,7 @@ pub(super) async fn open_socket(
         .map_err(io_err(OpenStep::Configure))?;
     if let Some(idle) = cfg.keepalive {
         socket
-            .set_tcp_keepalive(&TcpKeepalive::new().with_time(idle))
+            .set_tcp_keepalive(&TcpKeepalive::new().with_time(idle).with_interval(idle))
             .map_err(io_err(OpenStep::Configure))?;
     }
     if let Some(src) = source {

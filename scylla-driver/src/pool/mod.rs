@@ -37,6 +37,7 @@ pub mod shed;
 mod tickets;
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -55,14 +56,55 @@ use self::backoff::{ExponentialBackoff, ReconnectPolicy};
 use self::nat::{FallbackConfig, FallbackReason, ShardAwareHealth};
 use self::shard_port::PortRange;
 
+/// How many connections a node's pool keeps (the official `scylla` crate's
+/// `PoolSize`, given to
+/// [`SessionBuilder::pool_size`](crate::SessionBuilder::pool_size)).
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use scylla_driver::client::PoolSize;
+///
+/// let five = NonZeroUsize::new(5).unwrap();
+/// // 5 per node: on a node of 4 shards, 2 per shard.
+/// assert_eq!(PoolSize::PerHost(five).per_shard(4), 2);
+/// assert_eq!(PoolSize::PerShard(five).per_shard(4), 5);
+/// assert_eq!(PoolSize::default().per_shard(4), 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolSize {
+    /// This many connections to every shard (to the node, for a server that
+    /// does not shard). The default: one.
+    PerShard(NonZeroUsize),
+    /// At least this many connections to every node, spread evenly over its
+    /// shards: `ceil(n / shards)` per shard, so that every shard has one.
+    PerHost(NonZeroUsize),
+}
+
+impl Default for PoolSize {
+    fn default() -> Self {
+        PoolSize::PerShard(NonZeroUsize::MIN)
+    }
+}
+
+impl PoolSize {
+    /// The connections kept per shard on a node of `shards` shards (1 for a
+    /// node that does not shard).
+    pub fn per_shard(self, shards: usize) -> usize {
+        match self {
+            PoolSize::PerShard(n) => n.get(),
+            PoolSize::PerHost(n) => n.get().div_ceil(shards.max(1)),
+        }
+    }
+}
+
 /// How a node pool opens and keeps its connections.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PoolConfig {
     /// How each connection is opened.
     pub connection: ConnectionConfig,
-    /// Connections kept per shard (per node, for servers that do not shard).
-    pub connections_per_shard: usize,
+    /// Connections kept per shard, or per node.
+    pub size: PoolSize,
     /// Use ScyllaDB's shard-aware port when the node advertises one.
     pub shard_aware_port: bool,
     /// Local ports to choose shard-aware source ports from.
@@ -108,7 +150,7 @@ impl Default for PoolConfig {
     fn default() -> Self {
         Self {
             connection: ConnectionConfig::default(),
-            connections_per_shard: 1,
+            size: PoolSize::default(),
             shard_aware_port: true,
             source_ports: PortRange::system_default(),
             max_source_port_attempts: 32,
@@ -376,8 +418,9 @@ impl NodePool {
 
     /// Waits until every shard has its connections (or `timeout` passes).
     pub async fn wait_until_full(&self, timeout: Duration) -> bool {
-        let per_shard = self.inner.config.connections_per_shard;
+        let size = self.inner.config.size;
         self.wait_for(timeout, |s| {
+            let per_shard = size.per_shard(s.shards.len());
             !s.shards.is_empty() && s.shards.iter().all(|c| c.len() >= per_shard)
         })
         .await

@@ -481,7 +481,7 @@ fn setup_lost() -> ConnectionError {
 /// decided: a connection is kept if its shard still lacks one, closed
 /// otherwise. Whether one was kept.
 fn adopt_late(inner: &Arc<PoolInner>, slots: &mut Slots) -> bool {
-    let want = inner.config.connections_per_shard.max(1);
+    let want = inner.config.size.per_shard(slots.shards.len());
     let mut kept = false;
     while let Some(done) = slots.late.try_join_next() {
         let Ok((_, Ok(conn))) = done else { continue };
@@ -563,7 +563,7 @@ fn slot_of(slots: &Slots, conn: &Connection) -> Shard {
 
 /// One entry per missing connection: the shard it is for.
 fn missing(inner: &PoolInner, slots: &Slots) -> Vec<Shard> {
-    let want = inner.config.connections_per_shard.max(1);
+    let want = inner.config.size.per_shard(slots.shards.len());
     slots
         .shards
         .iter()
@@ -586,7 +586,7 @@ async fn fill_missing(
     plan: &mut RefillPlan,
     coverage: &mut Coverage,
 ) -> Round {
-    let want = inner.config.connections_per_shard.max(1);
+    let want = inner.config.size.per_shard(slots.shards.len());
     let target = slots.shards.len() * want;
     let deficit = missing(inner, slots);
     if deficit.is_empty() {

@@ -16,7 +16,16 @@ use crate::metrics::{Metrics, SessionMetrics};
 use super::*;
 
 impl Session {
-    /// Switches the session to `keyspace` (every connection follows).
+    /// Switches the session to the keyspace `keyspace_name` (every
+    /// connection follows). With `case_sensitive` the name means itself
+    /// (`"MyKs"` is the keyspace `MyKs`); without, it is taken as CQL takes
+    /// an unquoted name, in lowercase (`"MyKs"` is `myks`).
+    ///
+    /// ```no_run
+    /// # async fn f(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// session.use_keyspace("shop", false).await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancellation
     ///
@@ -27,8 +36,13 @@ impl Session {
     /// that connection runs unqualified statements in the new keyspace until
     /// it is switched again: do not abandon a `USE` on v4, or qualify table
     /// names.
-    pub async fn use_keyspace(&self, keyspace: &str) -> Result<(), ExecutionError> {
-        let q = Query::use_keyspace(keyspace).contents.into_owned();
+    pub async fn use_keyspace(
+        &self,
+        keyspace_name: impl Into<String>,
+        case_sensitive: bool,
+    ) -> Result<(), ExecutionError> {
+        let name = keyspace_name_as_given(keyspace_name.into(), case_sensitive);
+        let q = Query::use_keyspace(&name).contents.into_owned();
         self.query_unpaged(q, ()).await.map(|_| ())
     }
 
@@ -297,3 +311,14 @@ const REBUILD_WAIT: Duration = Duration::from_secs(5);
 /// How long [`Session::close`] waits for the pools to close their
 /// connections once told to (they only have to close sockets).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The keyspace `name` means: itself when `case_sensitive`, otherwise in
+/// lowercase, as CQL reads an unquoted name (the `USE` then quotes any name
+/// that is not a plain lowercase identifier).
+pub(crate) fn keyspace_name_as_given(name: String, case_sensitive: bool) -> String {
+    if case_sensitive {
+        name
+    } else {
+        name.to_lowercase()
+    }
+}

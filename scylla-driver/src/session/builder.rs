@@ -3,7 +3,7 @@
 //! connection to every node are up.
 
 use std::collections::HashMap;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,14 +17,14 @@ use crate::cluster::control::{ControlHandle, ControlOptions};
 use crate::cluster::runtime::Cluster;
 use crate::cluster::TabletWarmup;
 use crate::cluster::{AddressTranslator, HostFilter};
-use crate::connection::{Authenticator, Coalescing, PasswordAuthenticator};
+use crate::connection::{AuthenticatorProvider, Coalescing, PlainTextAuthenticator};
 use crate::error::NewSessionError;
 use crate::metrics::Metrics;
 use crate::policy::retry::{DefaultRetryPolicy, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
 use crate::pool::backoff::ReconnectPolicy;
 use crate::pool::shard_port::PortRange;
-use crate::pool::PoolConfig;
+use crate::pool::{PoolConfig, PoolSize};
 use crate::statement::{ExecutionProfile, ExecutionProfileHandle};
 
 /// A session's configuration.
@@ -188,22 +188,32 @@ impl SessionBuilder {
         self
     }
 
-    /// Uses `keyspace` once connected.
+    /// Uses the keyspace `keyspace_name` once connected, taken as
+    /// [`Session::use_keyspace`] takes it (`case_sensitive: false` reads the
+    /// name in lowercase).
     #[must_use]
-    pub fn use_keyspace(mut self, keyspace: impl Into<String>) -> Self {
-        self.config.keyspace = Some(keyspace.into());
+    pub fn use_keyspace(mut self, keyspace_name: impl Into<String>, case_sensitive: bool) -> Self {
+        self.config.keyspace = Some(super::admin::keyspace_name_as_given(
+            keyspace_name.into(),
+            case_sensitive,
+        ));
         self
     }
 
-    /// Username and password (SASL PLAIN, for `PasswordAuthenticator`).
+    /// Username and password (SASL PLAIN, for the server's
+    /// `PasswordAuthenticator`): a [`PlainTextAuthenticator`].
     #[must_use]
     pub fn user(self, username: impl Into<String>, password: impl Into<String>) -> Self {
-        self.authenticator(Arc::new(PasswordAuthenticator::new(username, password)))
+        self.authenticator_provider(Arc::new(PlainTextAuthenticator::new(
+            username.into(),
+            password.into(),
+        )))
     }
 
-    /// A custom authenticator.
+    /// A custom authenticator: any SASL-style mechanism (see
+    /// [`AuthenticatorProvider`](crate::authentication::AuthenticatorProvider)).
     #[must_use]
-    pub fn authenticator(mut self, a: Arc<dyn Authenticator>) -> Self {
+    pub fn authenticator_provider(mut self, a: Arc<dyn AuthenticatorProvider>) -> Self {
         self.config.pool.connection.authenticator = Some(a);
         self
     }
@@ -317,10 +327,53 @@ impl SessionBuilder {
         self
     }
 
-    /// Connections per shard (per node for servers that do not shard).
+    /// Connections per shard (per node for servers that do not shard); the
+    /// same as `pool_size(PoolSize::PerShard(n))`, 0 taken as 1.
     #[must_use]
-    pub fn connections_per_shard(mut self, n: usize) -> Self {
-        self.config.pool.connections_per_shard = n.max(1);
+    pub fn connections_per_shard(self, n: usize) -> Self {
+        self.pool_size(PoolSize::PerShard(NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN)))
+    }
+
+    /// How many connections each node's pool keeps: per shard (default:
+    /// one) or per node (spread over its shards). See [`PoolSize`].
+    #[must_use]
+    pub fn pool_size(mut self, size: PoolSize) -> Self {
+        self.config.pool.size = size;
+        self
+    }
+
+    /// Nagle's algorithm off (`true`, the default) or on. The connection's
+    /// writer coalesces frames itself, so `false` only adds delay.
+    #[must_use]
+    pub fn tcp_nodelay(mut self, nodelay: bool) -> Self {
+        self.config.pool.connection.socket.nodelay = nodelay;
+        self
+    }
+
+    /// TCP keepalive on every connection: probes after `interval` idle, then
+    /// every `interval` (default: off; the CQL heartbeat, [`keepalive_interval`](Self::keepalive_interval),
+    /// finds dead connections without it).
+    #[must_use]
+    pub fn tcp_keepalive_interval(mut self, interval: Duration) -> Self {
+        self.config.pool.connection.socket.keepalive = Some(interval);
+        self
+    }
+
+    /// The CQL heartbeat: an OPTIONS request after `interval` without a
+    /// write (default 30 s). The same as the first argument of
+    /// [`heartbeat`](Self::heartbeat).
+    #[must_use]
+    pub fn keepalive_interval(mut self, interval: Duration) -> Self {
+        self.config.pool.connection.heartbeat_interval = Some(interval);
+        self
+    }
+
+    /// How long a heartbeat may go unanswered before its connection is
+    /// replaced (default 10 s). The same as the second argument of
+    /// [`heartbeat`](Self::heartbeat).
+    #[must_use]
+    pub fn keepalive_timeout(mut self, timeout: Duration) -> Self {
+        self.config.pool.connection.heartbeat_timeout = timeout;
         self
     }
 
@@ -940,7 +993,7 @@ impl SessionBuilder {
         let session = Session::from_parts(cluster, config, metrics);
         if let Some(ks) = keyspace {
             session
-                .use_keyspace(&ks)
+                .use_keyspace(ks, true)
                 .await
                 .map_err(|e| NewSessionError::Keyspace(Box::new(e)))?;
         }
@@ -956,6 +1009,10 @@ impl SessionBuilder {
 fn client_options_json(config: &SessionConfig) -> String {
     let c = &config.pool.connection;
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let (pool_size_key, pool_size) = match config.pool.size {
+        PoolSize::PerShard(n) => ("connections_per_shard", n.get()),
+        PoolSize::PerHost(n) => ("connections_per_host", n.get()),
+    };
     let protocol = match c.protocol.pinned_version() {
         Some(v) => v.to_string(),
         None => "negotiated".to_owned(),
@@ -971,10 +1028,7 @@ fn client_options_json(config: &SessionConfig) -> String {
         .bool("tls", c.uses_tls())
         .bool("authentication", c.authenticator.is_some())
         .bool("shard_aware_port", config.pool.shard_aware_port)
-        .num(
-            "connections_per_shard",
-            u64::try_from(config.pool.connections_per_shard).unwrap_or(u64::MAX),
-        )
+        .num(pool_size_key, u64::try_from(pool_size).unwrap_or(u64::MAX))
         .num("connect_timeout_ms", ms(c.socket.connect_timeout))
         .num("request_timeout_ms", ms(request_timeout))
         .opt_num("heartbeat_interval_ms", c.heartbeat_interval.map(ms))

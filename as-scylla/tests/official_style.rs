@@ -7,31 +7,28 @@
 //! batch of prepared and unprepared statements, and an execution profile
 //! handle on a statement and as a session's default.
 //!
-//! Apart from the test cluster (`scylla_testbed`), the file names the driver
-//! only through paths the official crate has too, with the same signatures:
-//! replacing `scylla_driver::` by `scylla::` is all it takes to build it
-//! against that crate.
+//! The driver is the dependency `scylla` here (see `Cargo.toml`): apart from
+//! the test cluster (`scylla_testbed`), the file is a program for the
+//! official crate, built unchanged.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::future::poll_fn;
 use std::ops::ControlFlow;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use futures_core::Stream;
-use scylla_driver::client::execution_profile::ExecutionProfile;
-use scylla_driver::client::session::Session;
-use scylla_driver::client::session_builder::SessionBuilder;
-use scylla_driver::deserialize::value::DeserializeValue;
-use scylla_driver::deserialize::{DeserializationError, FrameSlice, TypeCheckError};
-use scylla_driver::frame::response::result::ColumnType;
-use scylla_driver::response::PagingState;
-use scylla_driver::statement::batch::Batch;
-use scylla_driver::statement::prepared::PreparedStatement;
-use scylla_driver::statement::unprepared::Statement;
-use scylla_driver::statement::{Consistency, SerialConsistency};
-use scylla_driver::value::{CqlValue, Row};
-use scylla_driver::{DeserializeRow, SerializeRow};
+use futures::TryStreamExt;
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::deserialize::value::DeserializeValue;
+use scylla::deserialize::{DeserializationError, FrameSlice, TypeCheckError};
+use scylla::frame::response::result::ColumnType;
+use scylla::response::PagingState;
+use scylla::statement::batch::Batch;
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::unprepared::Statement;
+use scylla::statement::{Consistency, SerialConsistency};
+use scylla::value::{CqlValue, Row};
+use scylla::{DeserializeRow, SerializeRow};
 use scylla_testbed::{Faults, TestCluster};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -76,11 +73,6 @@ where
 struct Labelled<'a> {
     n: i32,
     label: Label<'a>,
-}
-
-/// The next item of a stream (what `futures::StreamExt::next` does).
-async fn next<S: Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
-    poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx)).await
 }
 
 /// The text in column `i` of an untyped row.
@@ -163,8 +155,7 @@ async fn everyday_code_in_the_official_crates_style() -> Result<(), Error> {
         .await?
         .rows_stream::<(i32, i32, String)>()?;
     let mut seen = Vec::new();
-    while let Some(row) = next(&mut rows).await {
-        let (id, n, label) = row?;
+    while let Some((id, n, label)) = rows.try_next().await? {
         assert_eq!((id, label), (1, format!("row {n}")));
         seen.push(n);
     }
