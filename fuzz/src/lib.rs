@@ -98,7 +98,7 @@ pub fn cql_frame(data: &[u8]) {
         1 => segments(rest, lz4, &ctx),
         2 => built_segments(rest, lz4, &ctx),
         3 => one_segment(rest, lz4),
-        4 => lz4_body(rest),
+        4 => compressed_body(rest),
         5 => {
             let Some((&op, body)) = rest.split_first() else {
                 return;
@@ -370,11 +370,17 @@ fn one_segment(data: &[u8], compressed: bool) {
     assert_eq!(back.payload, seg.payload);
 }
 
-/// An LZ4 body (4-byte length, then a block): both decompressors agree,
-/// and what decompresses survives a compression round trip.
-fn lz4_body(data: &[u8]) {
-    let plain = Compression::Lz4.decompress(data, MAX_BODY);
-    let mut d = Decompressor::new(Compression::Lz4);
+/// A compressed body, LZ4 (4-byte length, then a block) and Snappy alike:
+/// both decompressors agree, and what decompresses survives a compression
+/// round trip.
+fn compressed_body(data: &[u8]) {
+    compressed_body_in(Compression::Lz4, data);
+    compressed_body_in(Compression::Snappy, data);
+}
+
+fn compressed_body_in(algorithm: Compression, data: &[u8]) {
+    let plain = algorithm.decompress(data, MAX_BODY);
+    let mut d = Decompressor::new(algorithm);
     let shared = d.decompress(data, MAX_BODY);
     assert_eq!(plain, shared, "the decompressors disagree");
     // Twice through the reused buffer.
@@ -383,11 +389,11 @@ fn lz4_body(data: &[u8]) {
         return;
     };
     assert!(out.len() <= MAX_BODY);
-    let mut c = Compressor::new(Compression::Lz4);
+    let mut c = Compressor::new(algorithm);
     let mut packed = BytesMut::new();
     c.compress_into(&out, &mut packed)
         .expect("a decompressed body compresses");
-    let back = Compression::Lz4
+    let back = algorithm
         .decompress(&packed, MAX_BODY)
         .expect("a compressed body decompresses");
     assert_eq!(back, out);

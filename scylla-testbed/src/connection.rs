@@ -540,7 +540,7 @@ impl Conn {
             (Opcode::Register, Phase::Ready) => {
                 // After a STARTUP with compression, REGISTER may come compressed.
                 let max = self.node.config.max_body_len;
-                let comp = self.ctx.compression().map(wire_compression);
+                let comp = self.ctx.compression().map(Compression::wire);
                 match decode_envelope(&h, body, comp, max) {
                     Ok(env) => self.register(h.stream, &env.body).await,
                     Err(e) => {
@@ -583,6 +583,14 @@ impl Conn {
         let compression = match opts.get("COMPRESSION").map(String::as_str) {
             None => None,
             Some(c) if c.eq_ignore_ascii_case("lz4") => Some(Compression::Lz4),
+            Some(c) if c.eq_ignore_ascii_case("snappy") && !self.version().uses_segments() => {
+                Some(Compression::Snappy)
+            }
+            Some(c) if c.eq_ignore_ascii_case("snappy") => {
+                let msg = "Snappy compression is not supported in protocol v5 (segments are LZ4 or uncompressed)";
+                self.protocol_error_keep(stream, msg).await;
+                return Next::Continue;
+            }
             Some(other) => {
                 let msg = format!("Unknown compression algorithm: {other}");
                 self.protocol_error_keep(stream, &msg).await;
@@ -648,7 +656,7 @@ impl Conn {
         if !self.version().uses_segments() || self.deframer.is_some() {
             return;
         }
-        let compressed = self.ctx.compression().is_some();
+        let compressed = self.ctx.compression() == Some(Compression::Lz4);
         let _ = self.out.send(Outgoing::StartSegments { compressed }).await;
         let max_envelope = self.node.config.max_body_len.saturating_add(HEADER_LEN);
         self.deframer = Some(SegmentDecoder::new(compressed, max_envelope));
@@ -878,13 +886,6 @@ fn overload_response(answer: crate::faults::OverloadAnswer) -> Response {
     }
 }
 
-/// The protocol crate's name for the negotiated algorithm.
-fn wire_compression(c: Compression) -> scylla_cql::Compression {
-    match c {
-        Compression::Lz4 => scylla_cql::Compression::Lz4,
-    }
-}
-
 /// `r` with its body compressed if the (v4) connection negotiated
 /// compression (and the body is not already compressed). On the impossible
 /// failure of compressing an in-memory body, it goes out uncompressed (a
@@ -900,7 +901,7 @@ fn compressed(ctx: &ConnCtx, version: ProtocolVersion, mut r: Response) -> Respo
     if r.flags.contains(Flags::COMPRESSION) {
         return r;
     }
-    let c = wire_compression(c);
+    let c = c.wire();
     let mut out = BytesMut::with_capacity(c.max_compressed_len(r.body.len()));
     if c.compress_into(&r.body, &mut out).is_ok() {
         r.body = out.freeze();

@@ -136,8 +136,20 @@ impl From<Response> for Reply {
 /// Compression negotiated at STARTUP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compression {
-    /// LZ4 (the only algorithm the testbed advertises).
+    /// LZ4 (v4 bodies, v5 segments).
     Lz4,
+    /// Snappy (v4 bodies only).
+    Snappy,
+}
+
+impl Compression {
+    /// The protocol crate's name for the algorithm.
+    pub fn wire(self) -> scylla_cql::Compression {
+        match self {
+            Compression::Lz4 => scylla_cql::Compression::Lz4,
+            Compression::Snappy => scylla_cql::Compression::Snappy,
+        }
+    }
 }
 
 /// Per-connection state the CQL layer may read and change.

@@ -82,7 +82,7 @@ pub fn supported_options_for(
     let one = |s: String| vec![s];
     let mut v = vec![
         ("CQL_VERSION", one(CQL_VERSION.into())),
-        ("COMPRESSION", one("lz4".into())),
+        ("COMPRESSION", vec!["lz4".into(), "snappy".into()]),
         ("PROTOCOL_VERSIONS", protocol_versions(max_version)),
         ("SCYLLA_SHARD", one(shard.to_string())),
         ("SCYLLA_NR_SHARDS", one(nr_shards.to_string())),

@@ -226,3 +226,68 @@ async fn lz4_without_authentication() {
     let (_, mine) = opts.get(&conn.info().local.port()).unwrap();
     assert_eq!(mine.get("COMPRESSION").map(String::as_str), Some("lz4"));
 }
+
+/// Snappy: compresses v4 bodies both ways (large compressible rows round
+/// trip), and on v5, whose segments know LZ4 only, the connection runs
+/// uncompressed instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
+async fn snappy_on_v4_and_not_on_v5() {
+    use scylla_cql::frame::ProtocolVersion;
+    let uri = require!("SCYLLA_URI");
+    let v4 = builder(&uri)
+        .protocol_version(ProtocolVersion::V4)
+        .compression(Some(Compression::Snappy))
+        .build()
+        .await
+        .unwrap();
+    let conn = v4.cluster_state().nodes[0]
+        .pool
+        .connection_for(None)
+        .expect("a pool connection");
+    assert_eq!(conn.info().server.compression, Some(Compression::Snappy));
+    let opts = client_options(&v4).await;
+    let (_, mine) = opts.get(&conn.info().local.port()).unwrap();
+    assert_eq!(mine.get("COMPRESSION").map(String::as_str), Some("snappy"));
+
+    let ks = create_keyspace(&v4, "snappy", 1).await;
+    ddl(&v4, &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)")).await;
+    let big = "compressible ".repeat(2000);
+    let insert = v4
+        .prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)"))
+        .await
+        .unwrap();
+    for k in 0..20 {
+        v4.execute_unpaged(&insert, (k, format!("{k}{big}")))
+            .await
+            .unwrap();
+    }
+    let rows: Vec<(i32, String)> = v4
+        .query_unpaged(format!("SELECT k, v FROM {ks}.t"), ())
+        .await
+        .unwrap()
+        .into_rows()
+        .unwrap();
+    assert_eq!(rows.len(), 20);
+    assert!(rows.iter().all(|(k, v)| *v == format!("{k}{big}")));
+
+    let v5 = builder(&uri)
+        .protocol_version(ProtocolVersion::V5)
+        .compression(Some(Compression::Snappy))
+        .build()
+        .await
+        .unwrap();
+    let conn = v5.cluster_state().nodes[0]
+        .pool
+        .connection_for(None)
+        .expect("a pool connection");
+    assert_eq!(conn.info().server.compression, None);
+    let rows: Vec<(i32, String)> = v5
+        .query_unpaged(format!("SELECT k, v FROM {ks}.t"), ())
+        .await
+        .unwrap()
+        .into_rows()
+        .unwrap();
+    assert_eq!(rows.len(), 20);
+    drop_keyspace(&v4, &ks).await;
+}

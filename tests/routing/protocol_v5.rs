@@ -43,10 +43,11 @@ fn accepted(cluster: &TestCluster, nodes: usize) -> u64 {
 }
 
 /// A v5 cluster: every connection speaks v5, none is refused, and queries
-/// work with and without LZ4.
+/// work with and without LZ4 (and with Snappy asked for, which v5 segments
+/// do not know: uncompressed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v5_cluster_gets_v5_on_every_connection() {
-    for compression in [None, Some(Compression::Lz4)] {
+    for compression in [None, Some(Compression::Lz4), Some(Compression::Snappy)] {
         let cluster = cluster(3, 2, ProtocolVersion::V5).await;
         let session = SessionBuilder::new()
             .known_node(cluster.cql_addrs()[0].to_string())
@@ -89,6 +90,50 @@ async fn a_v5_cluster_gets_v5_on_every_connection() {
             .sum();
         assert_eq!(refusals(&cluster, 3), 0);
         assert_eq!(v5, accepted, "{compression:?}: every connection speaks v5");
+    }
+}
+
+/// Snappy compresses v4 bodies (both ways: large compressible values
+/// round-trip); a v5 connection asked for Snappy runs uncompressed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snappy_compresses_v4_and_v5_runs_uncompressed() {
+    for (version, expect) in [
+        (ProtocolVersion::V4, Some(Compression::Snappy)),
+        (ProtocolVersion::V5, None),
+    ] {
+        let cluster = cluster(1, 2, version).await;
+        let session = SessionBuilder::new()
+            .known_node(cluster.cql_addrs()[0].to_string())
+            .compression(Some(Compression::Snappy))
+            .build()
+            .await
+            .unwrap();
+        assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+        let conn = session.cluster_state().nodes[0]
+            .pool
+            .connection_for(None)
+            .expect("a pool connection");
+        assert_eq!(conn.info().server.compression, expect, "{version:?}");
+        create_keyspace(&session, "ks", 1).await;
+        session
+            .query_unpaged("CREATE TABLE ks.t (k int PRIMARY KEY, v text)", ())
+            .await
+            .unwrap();
+        let big = "compressible ".repeat(3000);
+        for k in 0..10i32 {
+            session
+                .query_unpaged("INSERT INTO ks.t (k, v) VALUES (?, ?)", (k, format!("{k}{big}")))
+                .await
+                .unwrap();
+        }
+        let rows: Vec<(i32, String)> = session
+            .query_unpaged("SELECT k, v FROM ks.t", ())
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap();
+        assert_eq!(rows.len(), 10, "{version:?}");
+        assert!(rows.iter().all(|(k, v)| *v == format!("{k}{big}")));
     }
 }
 

@@ -240,7 +240,7 @@ async fn shard_aware_port_uses_the_source_port() {
             vec!["biased-token-round-robin"]
         );
         assert_eq!(opts["SCYLLA_SHARDING_IGNORE_MSB"], vec!["12"]);
-        assert_eq!(opts["COMPRESSION"], vec!["lz4"]);
+        assert_eq!(opts["COMPRESSION"], vec!["lz4", "snappy"]);
         assert_eq!(opts["PROTOCOL_VERSIONS"], vec!["4/v4", "5/v5"]);
     }
     let st = c.stats();

@@ -100,6 +100,14 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
 
     // STARTUP
     let compression = config.compression.filter(|c| {
+        if version.uses_segments() && !c.in_segments() {
+            tracing::info!(
+                compression = c.name(),
+                "protocol v5 compresses its segments with LZ4 only; not compressing \
+                 (pin protocol v4 to use this compression)"
+            );
+            return false;
+        }
         let offered = extensions
             .compression
             .iter()

@@ -203,9 +203,7 @@ fn page_opts(p: &QueryParameters<'_>) -> PageOpts {
 impl CqlHandler {
     fn serve(&self, ctx: &ConnCtx, req: &Request) -> Response {
         let version = ctx.protocol_version();
-        let comp = ctx.compression().map(|c| match c {
-            Compression::Lz4 => scylla_cql::Compression::Lz4,
-        });
+        let comp = ctx.compression().map(Compression::wire);
         let env = match decode_envelope(&req.header, req.body.clone(), comp, DEFAULT_MAX_BODY_LEN) {
             Ok(e) => e,
             Err(e) => {

@@ -197,6 +197,11 @@ fn payload() -> impl Strategy<Value = Option<CustomPayload>> {
     ))
 }
 
+/// No compression, LZ4 or Snappy.
+fn compression() -> impl Strategy<Value = Option<Compression>> {
+    proptest::option::of(prop_oneof![Just(Compression::Lz4), Just(Compression::Snappy)])
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -207,18 +212,20 @@ proptest! {
         tracing in any::<bool>(),
         beta in any::<bool>(),
         payload in payload(),
-        lz4 in any::<bool>(),
+        compression in compression(),
         prefix in proptest::collection::vec(any::<u8>(), 0..8),
     ) {
         // v5 envelopes are never compressed (their segments are).
-        let lz4 = lz4 && ctx.version == ProtocolVersion::V4;
+        let compression = compression.filter(|_| ctx.version == ProtocolVersion::V4);
+        let lz4 = compression.is_some();
+        let algorithm = compression.unwrap_or(Compression::Lz4);
         let extras = FrameExtras {
             tracing,
             custom_payload: payload.as_ref(),
             beta,
             ..FrameExtras::NONE
         };
-        let mut compressor = Compressor::new(Compression::Lz4);
+        let mut compressor = Compressor::new(algorithm);
         let mut buf = BytesMut::from(&prefix[..]);
         encode_frame(&mut buf, ctx.version, Direction::Request, stream, &req, &extras, lz4.then_some(&mut compressor))
             .unwrap();
@@ -232,7 +239,7 @@ proptest! {
         let compressed = lz4 && !matches!(req, Request::Startup(_) | Request::Options(_));
         prop_assert_eq!(h.flags.contains(Flags::COMPRESSION), compressed);
         let body = Bytes::copy_from_slice(&frame[HEADER_LEN..]);
-        let env = decode_envelope(&h, body, Some(Compression::Lz4), 1 << 20).unwrap();
+        let env = decode_envelope(&h, body, Some(algorithm), 1 << 20).unwrap();
         prop_assert_eq!(env.tracing_requested(), tracing);
         prop_assert_eq!(env.tracing_id, None);
         prop_assert!(env.warnings.is_empty());
@@ -273,8 +280,10 @@ proptest! {
         warnings in proptest::collection::vec("\\PC{0,10}", 0..3),
         payload in payload(),
         body in proptest::collection::vec(any::<u8>(), 0..50),
-        lz4 in any::<bool>(),
+        compression in compression(),
     ) {
+        let lz4 = compression.is_some();
+        let algorithm = compression.unwrap_or(Compression::Lz4);
         struct Raw(Vec<u8>);
         impl MessageBody for Raw {
             fn opcode(&self) -> Opcode { Opcode::Result }
@@ -290,12 +299,12 @@ proptest! {
             custom_payload: payload.as_ref(),
             ..FrameExtras::NONE
         };
-        let mut compressor = Compressor::new(Compression::Lz4);
+        let mut compressor = Compressor::new(algorithm);
         let mut buf = BytesMut::new();
         encode_frame(&mut buf, ProtocolVersion::V4, Direction::Response, -1, &Raw(body.clone()), &extras, lz4.then_some(&mut compressor))
             .unwrap();
         let (h, _) = frame_len(&buf, 1 << 20).unwrap().unwrap();
-        let env = decode_envelope(&h, buf.freeze().slice(HEADER_LEN..), Some(Compression::Lz4), 1 << 20).unwrap();
+        let env = decode_envelope(&h, buf.freeze().slice(HEADER_LEN..), Some(algorithm), 1 << 20).unwrap();
         prop_assert_eq!(env.tracing_id, tracing_id);
         prop_assert_eq!(env.warnings, warnings);
         prop_assert_eq!(env.custom_payload, payload);
