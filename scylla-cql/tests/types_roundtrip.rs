@@ -108,6 +108,11 @@ proptest! {
         let uuid = Uuid::from_u128(u);
         prop_assert_eq!(rt(&uuid, &ColumnType::Uuid), uuid);
         prop_assert_eq!(rt(&uuid, &ColumnType::Timeuuid), uuid);
+        // A timeuuid is for timeuuid columns only, and reads back unchanged.
+        let timeuuid = scylla_driver_cql::types::CqlTimeuuid::from(uuid);
+        prop_assert_eq!(rt(&timeuuid, &ColumnType::Timeuuid), timeuuid);
+        prop_assert_eq!(ser(&uuid, &ColumnType::Uuid), ser(&timeuuid, &ColumnType::Timeuuid));
+        prop_assert!(scylla_driver_cql::types::serialize::serialize_bytes(&timeuuid, &ColumnType::Uuid, &mut Vec::new()).is_err());
         prop_assert_eq!(rt(&Some(c), &ColumnType::Int), Some(c));
         prop_assert_eq!(rt(&Counter(d), &ColumnType::Counter), Counter(d));
         let ip = IpAddr::from(u.to_be_bytes());

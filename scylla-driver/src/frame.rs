@@ -10,9 +10,14 @@ pub mod response {
     pub use scylla_cql::frame::response::error::{DbError, OperationType, WriteType};
 
     /// The columns of a result: [`ColumnType`](result::ColumnType),
-    /// [`ColumnSpec`](result::ColumnSpec).
+    /// [`ColumnSpec`](result::ColumnSpec), [`TableSpec`](result::TableSpec).
     pub mod result {
-        pub use scylla_cql::types::ColumnSpec;
+        pub use scylla_cql::types::TableSpec;
+
+        /// A column's name, table and type: [`types::ColumnSpec`](crate::types::ColumnSpec)
+        /// under the official crate's name, which takes the lifetime of the
+        /// frame it borrows from (unused here, as for [`ColumnType`]).
+        pub type ColumnSpec<'frame> = scylla_cql::types::ColumnSpec;
 
         /// A column's CQL type: [`types::ColumnType`](crate::types::ColumnType)
         /// under the official crate's name, which takes the lifetime of the
@@ -21,4 +26,9 @@ pub mod response {
         /// lifetime is not used: any lifetime names the same type.
         pub type ColumnType<'metadata> = scylla_cql::types::ColumnType;
     }
+}
+
+/// Protocol-level types under the official crate's `frame::types` path.
+pub mod types {
+    pub use crate::statement::{Consistency, SerialConsistency};
 }

@@ -13,6 +13,7 @@
 //! ```
 
 pub use scylla_cql::types::{
-    Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint,
+    Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlTimeuuid, CqlValue,
+    CqlVarint,
     MaybeEmpty, MaybeUnset, Row, Unset,
 };

@@ -38,12 +38,13 @@ pub mod error;
 pub mod integrations;
 pub mod serialize;
 pub mod serialized_values;
+pub mod timeuuid;
 mod type_option;
 pub mod value;
 pub mod varint;
 pub mod vint;
 
-pub use column_type::{ColumnSpec, ColumnType};
+pub use column_type::{ColumnSpec, ColumnSpecs, ColumnType, TableSpec};
 pub use counter::Counter;
 pub use cql_syntax::CqlTypeParseError;
 pub use cql_time::{CqlDate, CqlTime, CqlTimestamp};
@@ -56,5 +57,6 @@ pub use error::{
 };
 pub use serialize::{MaybeUnset, SerializeRow, SerializeValue, Unset, Written};
 pub use serialized_values::SerializedValues;
+pub use timeuuid::CqlTimeuuid;
 pub use value::{CqlValue, MaybeEmpty};
 pub use varint::CqlVarint;

@@ -17,8 +17,9 @@
 //! # Ok(()) }
 //! ```
 
+pub use scylla_cql::types::ColumnSpecs;
 use scylla_cql::types::{
-    ColumnSpec, DeserializationError, DeserializeRow, RowIterator, TypeCheckError,
+    DeserializationError, DeserializeRow, RowIterator, TypeCheckError,
 };
 use uuid::Uuid;
 
@@ -69,9 +70,7 @@ impl QueryRowsResult {
 
     /// The columns of the rows.
     pub fn column_specs(&self) -> ColumnSpecs<'_> {
-        ColumnSpecs {
-            specs: self.result.columns(),
-        }
+        ColumnSpecs::new(self.result.columns())
     }
 
     /// The rows as `R`, borrowing from the result; fails at once if the
@@ -147,53 +146,6 @@ impl QueryRowsResult {
     /// The whole result, owned.
     pub fn into_query_result(self) -> QueryResult {
         self.result
-    }
-}
-
-/// The columns of a [`QueryRowsResult`], looked up by position or name.
-#[derive(Debug, Clone, Copy)]
-pub struct ColumnSpecs<'r> {
-    specs: &'r [ColumnSpec],
-}
-
-impl<'r> ColumnSpecs<'r> {
-    /// Number of columns.
-    pub fn len(&self) -> usize {
-        self.specs.len()
-    }
-
-    /// Whether there are no columns.
-    pub fn is_empty(&self) -> bool {
-        self.specs.is_empty()
-    }
-
-    /// The column at `index`.
-    pub fn get_by_index(&self, index: usize) -> Option<&'r ColumnSpec> {
-        self.specs.get(index)
-    }
-
-    /// The first column named `name`, with its position.
-    pub fn get_by_name(&self, name: &str) -> Option<(usize, &'r ColumnSpec)> {
-        self.specs.iter().enumerate().find(|(_, s)| s.name == name)
-    }
-
-    /// The columns in order.
-    pub fn iter(&self) -> std::slice::Iter<'r, ColumnSpec> {
-        self.specs.iter()
-    }
-
-    /// The columns as a slice.
-    pub fn as_slice(&self) -> &'r [ColumnSpec] {
-        self.specs
-    }
-}
-
-impl<'r> IntoIterator for ColumnSpecs<'r> {
-    type Item = &'r ColumnSpec;
-    type IntoIter = std::slice::Iter<'r, ColumnSpec>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.specs.iter()
     }
 }
 

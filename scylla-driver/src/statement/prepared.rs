@@ -7,7 +7,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use scylla_cql::frame::response::result::PreparedMetadata;
 use scylla_cql::token::Token;
-use scylla_cql::types::{ColumnSpec, SerializeRow};
+use scylla_cql::types::{ColumnSpec, ColumnSpecs, SerializeRow, TableSpec};
 
 use super::{option_setters, Consistency, StatementOptions};
 
@@ -100,9 +100,54 @@ impl PreparedStatement {
         self.contents()
     }
 
+    /// The server's id of the statement, as shared bytes (the official
+    /// crate's accessor).
+    pub fn get_id(&self) -> &Bytes {
+        &self.shared.id
+    }
+
     /// The bind markers, in order.
     pub fn bind_markers(&self) -> &[ColumnSpec] {
         &self.shared.metadata.col_specs
+    }
+
+    /// The bind markers, looked up by position or name (the official
+    /// crate's view of [`bind_markers`](Self::bind_markers)).
+    pub fn get_variable_col_specs(&self) -> ColumnSpecs<'_> {
+        ColumnSpecs::new(self.bind_markers())
+    }
+
+    /// Whether the statement binds the whole partition key, so that the
+    /// session can route it by token.
+    pub fn is_token_aware(&self) -> bool {
+        !self.pk_indexes().is_empty()
+    }
+
+    /// Whether the server marked it as a lightweight transaction (ScyllaDB's
+    /// LWT extension); [`is_lwt`](Self::is_lwt) also counts a serial
+    /// consistency.
+    pub fn is_confirmed_lwt(&self) -> bool {
+        self.shared.is_lwt
+    }
+
+    /// The keyspace and table of its first bind marker, if it has one.
+    pub fn get_table_spec(&self) -> Option<TableSpec<'_>> {
+        self.bind_markers().first().map(ColumnSpec::table_spec)
+    }
+
+    /// The keyspace of the table it binds, if known.
+    pub fn get_keyspace_name(&self) -> Option<&str> {
+        self.keyspace()
+    }
+
+    /// The table it binds, if known.
+    pub fn get_table_name(&self) -> Option<&str> {
+        self.table()
+    }
+
+    /// The ids of the traces of its preparation (with tracing on).
+    pub fn get_prepare_tracing_ids(&self) -> &[uuid::Uuid] {
+        &self.prepare_tracing_ids
     }
 
     /// For each partition-key column, the index of its bind marker (empty if

@@ -217,6 +217,18 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Uuid {
     }
 }
 
+impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for crate::types::CqlTimeuuid {
+    fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
+        check::<Self>(typ, matches!(typ, ColumnType::Timeuuid))
+    }
+    fn deserialize(
+        typ: &'metadata ColumnType,
+        v: Option<&'frame [u8]>,
+    ) -> Result<Self, DeserializationError> {
+        Ok(Self::from_bytes(fixed::<Self, 16>(typ, v)?))
+    }
+}
+
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for IpAddr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Inet))

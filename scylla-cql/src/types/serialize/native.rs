@@ -212,6 +212,20 @@ impl SerializeValue for Uuid {
     }
 }
 
+impl SerializeValue for crate::types::CqlTimeuuid {
+    fn serialize<'b>(
+        &self,
+        typ: &ColumnType,
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        writer.write_with(|out| {
+            check::<Self>(typ, matches!(typ, ColumnType::Timeuuid))?;
+            out.extend_from_slice(self.as_bytes());
+            Ok(Written::Value)
+        })
+    }
+}
+
 impl SerializeValue for IpAddr {
     fn serialize<'b>(
         &self,
