@@ -387,7 +387,7 @@ async fn worker(w: usize, s: Session, st: Arc<Statements>, shared: Arc<Shared>) 
             }
             Op::Paged => {
                 let p = w as i64;
-                let stream = s.execute_iter::<(i32, i64)>(&st.paged_read, (p,));
+                let stream = s.execute_iter::<(i32, i64)>(&st.paged_read, (p,)).await;
                 let mut stream = match stream {
                     Ok(stream) => stream,
                     Err(e) => {

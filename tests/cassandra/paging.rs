@@ -111,6 +111,7 @@ async fn ten_thousand_rows_in_pages() {
         let mut seen = vec![false; ROWS as usize];
         let mut rows = session
             .execute_iter::<(i32, i32, String)>(&prepared, ())
+            .await
             .unwrap();
         while let Some(row) = rows.next().await {
             let (p, c, v) = row.unwrap();

@@ -87,6 +87,7 @@ async fn a_session_through_one_nodes_maintenance_socket() {
         .unwrap();
     let mut rows = session
         .execute_iter::<(i64, String)>(&select, (7_i64,))
+        .await
         .unwrap();
     let mut seen = Vec::new();
     while let Some(row) = rows.next().await {

@@ -152,6 +152,11 @@ pub mod session_builder {
 
 pub mod client_routes;
 
+/// A session that prepares every statement it runs, in a bounded cache.
+pub mod caching_session {
+    pub use crate::session::caching::{CachingSession, CachingSessionBuilder};
+}
+
 /// Execution profiles as the official `scylla` crate builds them:
 /// [`ExecutionProfile::builder()`](execution_profile::ExecutionProfile::builder)
 /// `...build().into_handle()`.

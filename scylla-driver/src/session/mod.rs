@@ -17,6 +17,7 @@
 mod admin;
 mod batch;
 pub mod builder;
+pub mod caching;
 mod execute;
 mod inner;
 mod limiter;
@@ -364,7 +365,9 @@ impl Session {
             // unless the user opted out. With ids (v5, or v4 with
             // SCYLLA_USE_METADATA_ID) the server reports changed columns, and
             // skipping is the default (see `ExecuteMessage::skips_metadata`).
-            skip_without_id: inner.config.skip_result_metadata && shape.specs.is_some(),
+            skip_without_id: (inner.config.skip_result_metadata
+                || prepared.get_use_cached_result_metadata())
+                && shape.specs.is_some(),
         };
         // Borrowed by the request's future (moved twice on its way to
         // being polled), not copied into it.
@@ -475,27 +478,43 @@ impl Session {
         }
         let mut prepared = self.prepare(statement.contents.as_str()).await?;
         prepared.options = statement.options;
-        self.execute_iter(&prepared, values)
+        self.execute_iter(prepared, values).await
     }
 
-    /// Pages through a prepared statement's result as a stream of typed rows.
+    /// Pages through a prepared statement's result as a stream of typed rows
+    /// (`&prepared` or an owned one).
     ///
     /// The statement's request timeout covers the whole stream (see
-    /// [`query_iter`](Self::query_iter)).
+    /// [`query_iter`](Self::query_iter)). The values are serialized before
+    /// this returns; awaiting it does no I/O (the first page is fetched when
+    /// the stream is first polled), so the future holds no borrow of them.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// let by_owner = session.prepare("SELECT id, name FROM ks.pets WHERE owner = ?").await?;
+    /// let mut pets = session.execute_iter::<(i32, String)>(&by_owner, ("ann",)).await?;
+    /// while let Some(pet) = pets.next().await {
+    ///     let (id, name) = pet?;
+    ///     println!("{id}: {name}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn execute_iter<R>(
         &self,
-        prepared: &PreparedStatement,
+        prepared: impl Into<PreparedStatement>,
         values: impl SerializeRow,
-    ) -> Result<RowStream<R>, ExecutionError>
+    ) -> std::future::Ready<Result<RowStream<R>, ExecutionError>>
     where
         R: for<'r> scylla_cql::types::DeserializeRow<'r> + Send + 'static,
     {
-        let serialized = values::serialize(prepared, &values)?;
-        Ok(RowStream::new(
-            self.clone(),
-            pager::Source::Prepared(prepared.clone()),
-            serialized.into_inner(),
-        ))
+        let prepared = prepared.into();
+        std::future::ready(values::serialize(&prepared, &values).map(|serialized| {
+            RowStream::new(
+                self.clone(),
+                pager::Source::Prepared(prepared),
+                serialized.into_inner(),
+            )
+        }))
     }
 
     pub(crate) async fn fetch_page(

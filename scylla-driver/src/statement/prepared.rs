@@ -28,6 +28,9 @@ pub struct PreparedStatement {
     /// statements later returned from the session's cache (no request was
     /// sent for them).
     pub prepare_tracing_ids: Vec<uuid::Uuid>,
+    /// Skip the result metadata in responses even without a metadata id
+    /// (see [`set_use_cached_result_metadata`](Self::set_use_cached_result_metadata)).
+    use_cached_result_metadata: bool,
 }
 
 #[derive(Debug)]
@@ -81,6 +84,7 @@ impl PreparedStatement {
             shared: Arc::new(shared),
             options: StatementOptions::default(),
             prepare_tracing_ids: Vec::new(),
+            use_cached_result_metadata: false,
         }
     }
 
@@ -143,6 +147,21 @@ impl PreparedStatement {
     /// The table it binds, if known.
     pub fn get_table_name(&self) -> Option<&str> {
         self.table()
+    }
+
+    /// Asks the server to leave the result metadata out of responses and
+    /// reads rows with the columns known from the preparation, on
+    /// connections without result-metadata ids (plain protocol v4; with ids
+    /// this is the default and always safe). Without ids it is unsafe
+    /// across `ALTER TABLE` of the tables it reads; the session-wide switch
+    /// is [`SessionBuilder::skip_result_metadata`](crate::SessionBuilder::skip_result_metadata).
+    pub fn set_use_cached_result_metadata(&mut self, use_cached: bool) {
+        self.use_cached_result_metadata = use_cached;
+    }
+
+    /// Whether [`set_use_cached_result_metadata`](Self::set_use_cached_result_metadata) is on.
+    pub fn get_use_cached_result_metadata(&self) -> bool {
+        self.use_cached_result_metadata
     }
 
     /// The ids of the traces of its preparation (with tracing on).
@@ -230,4 +249,12 @@ impl PreparedStatement {
     }
 
     option_setters!();
+}
+
+/// A clone (cheap: the statement's shared part is reference-counted), so
+/// that methods taking `impl Into<PreparedStatement>` take `&prepared` too.
+impl From<&PreparedStatement> for PreparedStatement {
+    fn from(p: &PreparedStatement) -> Self {
+        p.clone()
+    }
 }
