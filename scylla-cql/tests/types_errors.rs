@@ -253,7 +253,7 @@ fn udt_by_name_and_unknown_fields() {
     let v = CqlValue::deserialize(&udt, Some(buf)).unwrap();
     assert_eq!(
         v,
-        CqlValue::Udt {
+        CqlValue::UserDefinedType {
             keyspace: "ks".into(),
             name: "addr".into(),
             fields: vec![
@@ -264,7 +264,7 @@ fn udt_by_name_and_unknown_fields() {
     );
     // A value shorter than its type: the missing fields are null.
     let short = CqlValue::deserialize(&udt, Some(&[0xFF, 0xFF, 0xFF, 0xFF])).unwrap();
-    assert!(matches!(short, CqlValue::Udt { ref fields, .. } if fields[1].1.is_none()));
+    assert!(matches!(short, CqlValue::UserDefinedType { ref fields, .. } if fields[1].1.is_none()));
     let err = serialize_udt::<(), &dyn SerializeValue>(
         &udt,
         CellWriter::new(&mut Vec::new()),
@@ -275,4 +275,55 @@ fn udt_by_name_and_unknown_fields() {
         err.kind(),
         &SerializationErrorKind::UnknownUdtField("zip".into())
     );
+}
+
+/// `new` takes a kind, or any error of an implementation's own (the official
+/// crate's constructor): the kind is kept as such, another error is held
+/// with its source chain.
+#[test]
+fn new_takes_a_kind_or_any_error() {
+    use scylla_driver_cql::types::{
+        DeserializationError, DeserializationErrorKind, SerializationError,
+        SerializationErrorKind, TypeCheckError, TypeCheckErrorKind,
+    };
+
+    #[derive(Debug)]
+    struct Inner;
+    impl std::fmt::Display for Inner {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("the inner cause")
+        }
+    }
+    impl std::error::Error for Inner {}
+
+    #[derive(Debug)]
+    struct Mine(Inner);
+    impl std::fmt::Display for Mine {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("my schema parser refused the type")
+        }
+    }
+    impl std::error::Error for Mine {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    let kept = DeserializationError::new(DeserializationErrorKind::UnexpectedNull);
+    assert_eq!(kept.kind(), &DeserializationErrorKind::UnexpectedNull);
+    let kept = TypeCheckError::new(TypeCheckErrorKind::Mismatch);
+    assert_eq!(kept.kind(), &TypeCheckErrorKind::Mismatch);
+
+    let mine = DeserializationError::new(Mine(Inner));
+    assert!(matches!(mine.kind(), DeserializationErrorKind::Other(_)));
+    assert!(mine.to_string().ends_with("my schema parser refused the type"), "{mine}");
+    let source = std::error::Error::source(&mine).expect("the inner cause");
+    assert_eq!(source.to_string(), "the inner cause");
+    assert_eq!(mine.clone(), mine, "a clone shares the error");
+    assert_ne!(DeserializationError::new(Mine(Inner)), mine);
+
+    let mine = TypeCheckError::new(Mine(Inner));
+    assert!(matches!(mine.kind(), TypeCheckErrorKind::Other(_)));
+    let mine = SerializationError::new(Mine(Inner));
+    assert!(matches!(mine.kind(), SerializationErrorKind::Other(_)));
 }

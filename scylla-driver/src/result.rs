@@ -86,9 +86,9 @@ impl QueryResult {
         self.extras.tracing_id()
     }
 
-    /// The server's warnings about the request (empty for most results).
-    pub fn warnings(&self) -> &[String] {
-        self.extras.warnings()
+    /// The server's warnings about the request (none for most results).
+    pub fn warnings(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
+        self.extras.warnings().iter().map(String::as_str)
     }
 
     /// The custom payload the server sent with the result, if any.

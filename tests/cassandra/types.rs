@@ -156,7 +156,7 @@ fn huge_varint() -> CqlVarint {
     bytes[0] = 0xfe;
     bytes[24] = 0xcf;
     bytes[25] = 0xc7;
-    CqlVarint::from_signed_bytes_be(&bytes)
+    CqlVarint::from_signed_bytes_be_slice(&bytes)
 }
 
 fn sample(k: i32) -> AllTypes {
@@ -168,7 +168,7 @@ fn sample(k: i32) -> AllTypes {
         bo: true,
         d: CqlDate::from_unix_days(-719_162), // 0001-01-01
         de: CqlDecimal {
-            unscaled: CqlVarint::from_signed_bytes_be(&[
+            unscaled: CqlVarint::from_signed_bytes_be_slice(&[
                 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x12,
             ]),
             scale: 17,
@@ -190,7 +190,7 @@ fn sample(k: i32) -> AllTypes {
         tu: Uuid::parse_str("d2177dd0-eaa2-11de-a572-001b779c76e6").unwrap(),
         ti: -128,
         u: Uuid::parse_str("7c9e6679-7425-40de-944b-e07fc1f90ae7").unwrap(),
-        vi: CqlVarint::from_signed_bytes_be(&[0x7f, 0xff]),
+        vi: CqlVarint::from_signed_bytes_be_slice(&[0x7f, 0xff]),
         vh: huge_varint(),
         l: vec![3, 1, 2, 1],
         s: ["b".to_string(), "a".to_string(), "ć".to_string()].into(),
@@ -224,7 +224,7 @@ fn bind(r: &AllTypes) -> Vec<&dyn SerializeValue> {
 /// What `SELECT *` must return for `sample(k)` as `CqlValue`s, by column.
 fn expected_cql_values(r: &AllTypes, ks: &str) -> Vec<(&'static str, CqlValue)> {
     let text = |s: &str| CqlValue::Text(s.to_owned());
-    let udt = |a: &Address| CqlValue::Udt {
+    let udt = |a: &Address| CqlValue::UserDefinedType {
         keyspace: ks.to_owned(),
         name: "address".into(),
         fields: vec![
@@ -260,7 +260,7 @@ fn expected_cql_values(r: &AllTypes, ks: &str) -> Vec<(&'static str, CqlValue)> 
         ("t", text(&r.t)),
         ("tm", CqlValue::Time(r.tm)),
         ("ts", CqlValue::Timestamp(r.ts)),
-        ("tu", CqlValue::Timeuuid(r.tu)),
+        ("tu", CqlValue::Timeuuid(r.tu.into())),
         ("ti", CqlValue::TinyInt(r.ti)),
         ("u", CqlValue::Uuid(r.u)),
         ("vi", CqlValue::Varint(r.vi.clone())),
@@ -399,7 +399,7 @@ async fn every_type_round_trips() {
         let have = got.get(name).cloned().flatten();
         if name == "addr2" {
             // The empty `zips` of addr2: null or an empty list are both fine.
-            let CqlValue::Udt { fields, .. } = have.clone().unwrap() else {
+            let CqlValue::UserDefinedType { fields, .. } = have.clone().unwrap() else {
                 panic!("addr2 is not a UDT: {have:?}");
             };
             assert_eq!(

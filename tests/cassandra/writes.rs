@@ -130,7 +130,7 @@ async fn server_warnings_reach_the_result() {
         .await
         .unwrap();
     let r = session.execute_unpaged(&insert, (0, 0, "x")).await.unwrap();
-    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    assert_eq!(r.warnings().len(), 0, "{:?}", r.warnings().collect::<Vec<_>>());
 
     let mut batch = Batch::new(BatchType::Unlogged);
     let rows: Vec<(i32, i32, &str)> = (1..=12).map(|k| (k, 0, "x")).collect();
@@ -138,13 +138,13 @@ async fn server_warnings_reach_the_result() {
         batch.append(insert.clone());
     }
     let r = session.batch(&batch, &rows).await.unwrap();
-    println!("warnings: {:?}", r.warnings());
+    let warnings: Vec<&str> = r.warnings().collect();
+    println!("warnings: {warnings:?}");
     assert!(
-        r.warnings()
+        warnings
             .iter()
             .any(|w| w.contains("Unlogged batch covering 12 partitions")),
-        "{:?}",
-        r.warnings()
+        "{warnings:?}"
     );
     assert_eq!(r.tracing_id(), None);
     drop_keyspace(&session, &ks).await;

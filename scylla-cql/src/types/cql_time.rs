@@ -53,6 +53,62 @@ impl CqlTime {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CqlTimestamp(pub i64);
 
+impl CqlTimestamp {
+    /// The earliest timestamp.
+    pub const MIN: CqlTimestamp = CqlTimestamp(i64::MIN);
+    /// The latest timestamp.
+    pub const MAX: CqlTimestamp = CqlTimestamp(i64::MAX);
+
+    /// The current time of the system clock, in whole milliseconds (the
+    /// epoch if the clock reads earlier than it).
+    pub fn now() -> Self {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        CqlTimestamp(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// How long after `earlier` this is; `None` if it is before `earlier`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use scylla_driver_cql::types::CqlTimestamp;
+    ///
+    /// let t = CqlTimestamp(1_000);
+    /// assert_eq!((t + Duration::from_secs(2)).checked_duration_since(t), Some(Duration::from_secs(2)));
+    /// assert_eq!(t.checked_duration_since(CqlTimestamp(1_001)), None);
+    /// assert_eq!(CqlTimestamp::MAX + Duration::from_millis(1), CqlTimestamp::MAX);
+    /// ```
+    pub fn checked_duration_since(self, earlier: CqlTimestamp) -> Option<std::time::Duration> {
+        let millis = self.0.checked_sub(earlier.0)?;
+        u64::try_from(millis)
+            .ok()
+            .map(std::time::Duration::from_millis)
+    }
+}
+
+/// Later by a duration (whole milliseconds), saturating at
+/// [`CqlTimestamp::MAX`].
+impl std::ops::Add<std::time::Duration> for CqlTimestamp {
+    type Output = CqlTimestamp;
+
+    fn add(self, d: std::time::Duration) -> CqlTimestamp {
+        let millis = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        CqlTimestamp(self.0.saturating_add(millis))
+    }
+}
+
+/// Earlier by a duration (whole milliseconds), saturating at
+/// [`CqlTimestamp::MIN`].
+impl std::ops::Sub<std::time::Duration> for CqlTimestamp {
+    type Output = CqlTimestamp;
+
+    fn sub(self, d: std::time::Duration) -> CqlTimestamp {
+        let millis = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        CqlTimestamp(self.0.saturating_sub(millis))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

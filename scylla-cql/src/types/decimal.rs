@@ -21,10 +21,38 @@ impl CqlDecimal {
         }
     }
 
+    /// `unscaled * 10^(-scale)`, the unscaled value as big-endian two's
+    /// complement bytes (any padding; empty means 0).
+    pub fn from_signed_be_bytes_and_exponent(unscaled: Vec<u8>, scale: i32) -> Self {
+        CqlDecimal {
+            unscaled: CqlVarint::from_signed_bytes_be(unscaled),
+            scale,
+        }
+    }
+
+    /// As [`from_signed_be_bytes_and_exponent`](Self::from_signed_be_bytes_and_exponent),
+    /// from a slice.
+    pub fn from_signed_be_bytes_slice_and_exponent(unscaled: &[u8], scale: i32) -> Self {
+        CqlDecimal {
+            unscaled: CqlVarint::from_signed_bytes_be_slice(unscaled),
+            scale,
+        }
+    }
+
+    /// The unscaled value's bytes (big-endian two's complement) and the scale.
+    pub fn as_signed_be_bytes_slice_and_exponent(&self) -> (&[u8], i32) {
+        (self.unscaled.as_signed_bytes_be_slice(), self.scale)
+    }
+
+    /// The unscaled value's bytes and the scale, consuming the value.
+    pub fn into_signed_be_bytes_and_exponent(self) -> (Vec<u8>, i32) {
+        (self.unscaled.into_signed_bytes_be(), self.scale)
+    }
+
     /// Appends the encoding (scale, then the varint bytes; no length).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.scale.to_be_bytes());
-        out.extend_from_slice(self.unscaled.as_signed_bytes_be());
+        out.extend_from_slice(self.unscaled.as_signed_bytes_be_slice());
     }
 
     /// Decodes a whole value; `None` if shorter than the scale plus one byte.
@@ -34,7 +62,7 @@ impl CqlDecimal {
             return None;
         }
         Some(CqlDecimal {
-            unscaled: CqlVarint::from_signed_bytes_be(unscaled),
+            unscaled: CqlVarint::from_signed_bytes_be_slice(unscaled),
             scale: i32::from_be_bytes(*scale),
         })
     }

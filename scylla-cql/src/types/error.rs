@@ -7,7 +7,9 @@
 //! boxed: these errors travel through `Result`s on the hot path, where a small
 //! `Err` keeps the `Ok` path cheap.
 
+use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
 
 use super::column_type::ColumnType;
 use crate::error::{DecodeError, EncodeError};
@@ -54,8 +56,22 @@ macro_rules! define_error {
         pub struct $name(Box<(ErrorContext, $kind)>);
 
         impl $name {
-            /// An error of `kind` without context.
-            pub fn new(kind: $kind) -> Self {
+            /// An error without context: of `err`'s kind when `err` is a
+            #[doc = concat!("[`", stringify!($kind), "`],")]
+            /// otherwise of the kind `Other` holding `err` (the official
+            /// crate's constructor, for errors of an implementation's own).
+            pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+                let mut slot = Some(err);
+                let kind = match (&mut slot as &mut dyn Any).downcast_mut::<Option<$kind>>() {
+                    Some(kind) => kind.take(),
+                    None => None,
+                };
+                let kind = match (kind, slot) {
+                    (Some(kind), _) => kind,
+                    (None, Some(err)) => $kind::Other(SharedError(Arc::new(err))),
+                    // `slot` is emptied only when it held a kind.
+                    (None, None) => $kind::Custom(String::new()),
+                };
                 Self(Box::new((ErrorContext::default(), kind)))
             }
 
@@ -136,6 +152,31 @@ define_error!(
     DeserializationErrorKind
 );
 
+/// An error of a user implementation's own type, shared (so that the
+/// errors holding it stay `Clone`); equal only to itself.
+#[derive(Debug, Clone)]
+pub struct SharedError(pub Arc<dyn std::error::Error + Send + Sync>);
+
+impl PartialEq for SharedError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedError {}
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for SharedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// Why a type check failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -165,6 +206,13 @@ pub enum TypeCheckErrorKind {
     /// A column has no field of that name in the Rust struct.
     #[error("unexpected column `{0}`")]
     UnexpectedColumn(String),
+    /// A user implementation's own reason.
+    #[error("{0}")]
+    Custom(String),
+    /// A user implementation's own error (made by `new` from an error of
+    /// another type).
+    #[error(transparent)]
+    Other(SharedError),
 }
 
 /// Why serialization failed.
@@ -231,6 +279,10 @@ pub enum SerializationErrorKind {
     /// A user implementation's own reason.
     #[error("{0}")]
     Custom(String),
+    /// A user implementation's own error (made by `new` from an error of
+    /// another type).
+    #[error(transparent)]
+    Other(SharedError),
 }
 
 /// Why deserialization failed.
@@ -290,6 +342,10 @@ pub enum DeserializationErrorKind {
     /// A user implementation's own reason.
     #[error("{0}")]
     Custom(String),
+    /// A user implementation's own error (made by `new` from an error of
+    /// another type).
+    #[error(transparent)]
+    Other(SharedError),
 }
 
 impl From<EncodeError> for SerializationError {

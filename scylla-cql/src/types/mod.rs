@@ -53,7 +53,7 @@ pub use deserialize::{DeserializeRow, DeserializeValue, Row, RowIterator};
 pub use duration::CqlDuration;
 pub use error::{
     DeserializationError, DeserializationErrorKind, ErrorContext, SerializationError,
-    SerializationErrorKind, TypeCheckError, TypeCheckErrorKind,
+    SerializationErrorKind, SharedError, TypeCheckError, TypeCheckErrorKind,
 };
 pub use serialize::{MaybeUnset, SerializeRow, SerializeValue, Unset, Written};
 pub use serialized_values::SerializedValues;

@@ -21,6 +21,7 @@ use super::counter::Counter;
 use super::cql_time::{CqlDate, CqlTime, CqlTimestamp};
 use super::decimal::CqlDecimal;
 use super::duration::CqlDuration;
+use super::timeuuid::CqlTimeuuid;
 use super::varint::CqlVarint;
 
 /// An owned CQL value of any type.
@@ -66,7 +67,7 @@ pub enum CqlValue {
     /// `set<T>`, in wire order.
     Set(Vec<CqlValue>),
     /// A user-defined type value.
-    Udt {
+    UserDefinedType {
         /// Keyspace of the type.
         keyspace: String,
         /// Name of the type.
@@ -81,7 +82,7 @@ pub enum CqlValue {
     /// `time`
     Time(CqlTime),
     /// `timeuuid`
-    Timeuuid(Uuid),
+    Timeuuid(CqlTimeuuid),
     /// `tuple<...>`; `None` elements are null.
     Tuple(Vec<Option<CqlValue>>),
     /// `uuid`
@@ -128,7 +129,7 @@ impl CqlValue {
     }
 
     /// The bytes of `blob` values.
-    pub fn as_blob(&self) -> Option<&[u8]> {
+    pub fn as_blob(&self) -> Option<&Vec<u8>> {
         match self {
             CqlValue::Blob(v) => Some(v),
             _ => None,
@@ -138,7 +139,8 @@ impl CqlValue {
     /// The UUID of `uuid` and `timeuuid` values.
     pub fn as_uuid(&self) -> Option<Uuid> {
         match self {
-            CqlValue::Uuid(v) | CqlValue::Timeuuid(v) => Some(*v),
+            CqlValue::Uuid(v) => Some(*v),
+            CqlValue::Timeuuid(v) => Some((*v).into()),
             _ => None,
         }
     }
@@ -152,9 +154,185 @@ impl CqlValue {
     }
 
     /// The entries of `map` values.
-    pub fn as_map(&self) -> Option<&[(CqlValue, CqlValue)]> {
+    pub fn as_map(&self) -> Option<&Vec<(CqlValue, CqlValue)>> {
         match self {
             CqlValue::Map(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The text of `ascii` values.
+    pub fn as_ascii(&self) -> Option<&String> {
+        match self {
+            CqlValue::Ascii(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The text of `text` and `ascii` values, taken.
+    pub fn into_string(self) -> Option<String> {
+        match self {
+            CqlValue::Text(s) | CqlValue::Ascii(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bytes of `blob` values, taken.
+    pub fn into_blob(self) -> Option<Vec<u8>> {
+        match self {
+            CqlValue::Blob(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The value of `tinyint` values.
+    pub fn as_tinyint(&self) -> Option<i8> {
+        match self {
+            CqlValue::TinyInt(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `smallint` values.
+    pub fn as_smallint(&self) -> Option<i16> {
+        match self {
+            CqlValue::SmallInt(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `double` values.
+    pub fn as_double(&self) -> Option<f64> {
+        match self {
+            CqlValue::Double(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `float` values.
+    pub fn as_float(&self) -> Option<f32> {
+        match self {
+            CqlValue::Float(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `counter` values.
+    pub fn as_counter(&self) -> Option<Counter> {
+        match self {
+            CqlValue::Counter(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `timeuuid` values.
+    pub fn as_timeuuid(&self) -> Option<CqlTimeuuid> {
+        match self {
+            CqlValue::Timeuuid(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The address of `inet` values.
+    pub fn as_inet(&self) -> Option<IpAddr> {
+        match self {
+            CqlValue::Inet(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `date` values.
+    pub fn as_cql_date(&self) -> Option<CqlDate> {
+        match self {
+            CqlValue::Date(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `timestamp` values.
+    pub fn as_cql_timestamp(&self) -> Option<CqlTimestamp> {
+        match self {
+            CqlValue::Timestamp(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `time` values.
+    pub fn as_cql_time(&self) -> Option<CqlTime> {
+        match self {
+            CqlValue::Time(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of `duration` values.
+    pub fn as_cql_duration(&self) -> Option<CqlDuration> {
+        match self {
+            CqlValue::Duration(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The elements of `list` values.
+    pub fn as_list(&self) -> Option<&Vec<CqlValue>> {
+        match self {
+            CqlValue::List(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The elements of `set` values.
+    pub fn as_set(&self) -> Option<&Vec<CqlValue>> {
+        match self {
+            CqlValue::Set(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The fields of user-defined type values.
+    pub fn as_udt(&self) -> Option<&Vec<(String, Option<CqlValue>)>> {
+        match self {
+            CqlValue::UserDefinedType { fields, .. } => Some(fields),
+            _ => None,
+        }
+    }
+
+    /// The elements of `list`, `set` and `vector` values, taken.
+    pub fn into_vec(self) -> Option<Vec<CqlValue>> {
+        match self {
+            CqlValue::List(v) | CqlValue::Set(v) | CqlValue::Vector(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The entries of `map` values, taken.
+    pub fn into_pair_vec(self) -> Option<Vec<(CqlValue, CqlValue)>> {
+        match self {
+            CqlValue::Map(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The fields of user-defined type values, taken.
+    pub fn into_udt_pair_vec(self) -> Option<Vec<(String, Option<CqlValue>)>> {
+        match self {
+            CqlValue::UserDefinedType { fields, .. } => Some(fields),
+            _ => None,
+        }
+    }
+
+    /// The value of `varint` values, taken.
+    pub fn into_cql_varint(self) -> Option<CqlVarint> {
+        match self {
+            CqlValue::Varint(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The value of `decimal` values, taken.
+    pub fn into_cql_decimal(self) -> Option<CqlDecimal> {
+        match self {
+            CqlValue::Decimal(v) => Some(v),
             _ => None,
         }
     }

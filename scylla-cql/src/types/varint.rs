@@ -31,7 +31,7 @@ fn redundant_prefix(b: &[u8]) -> usize {
 
 impl CqlVarint {
     /// From big-endian two's complement bytes (any padding; empty means 0).
-    pub fn from_signed_bytes_be(bytes: &[u8]) -> Self {
+    pub fn from_signed_bytes_be_slice(bytes: &[u8]) -> Self {
         if bytes.is_empty() {
             return CqlVarint(vec![0]);
         }
@@ -39,7 +39,7 @@ impl CqlVarint {
     }
 
     /// From an owned byte vector (any padding; empty means 0).
-    pub fn from_signed_bytes_be_vec(mut bytes: Vec<u8>) -> Self {
+    pub fn from_signed_bytes_be(mut bytes: Vec<u8>) -> Self {
         if bytes.is_empty() {
             bytes.push(0);
         }
@@ -49,7 +49,7 @@ impl CqlVarint {
     }
 
     /// The normalised big-endian two's complement bytes (never empty).
-    pub fn as_signed_bytes_be(&self) -> &[u8] {
+    pub fn as_signed_bytes_be_slice(&self) -> &[u8] {
         &self.0
     }
 
@@ -77,13 +77,13 @@ impl CqlVarint {
 
 impl From<i64> for CqlVarint {
     fn from(v: i64) -> Self {
-        CqlVarint::from_signed_bytes_be(&v.to_be_bytes())
+        CqlVarint::from_signed_bytes_be_slice(&v.to_be_bytes())
     }
 }
 
 impl From<i128> for CqlVarint {
     fn from(v: i128) -> Self {
-        CqlVarint::from_signed_bytes_be(&v.to_be_bytes())
+        CqlVarint::from_signed_bytes_be_slice(&v.to_be_bytes())
     }
 }
 
@@ -130,9 +130,9 @@ mod tests {
             (i64::MIN, &[0x80, 0, 0, 0, 0, 0, 0, 0]),
         ];
         for &(n, bytes) in cases {
-            assert_eq!(CqlVarint::from(n).as_signed_bytes_be(), bytes, "{n}");
+            assert_eq!(CqlVarint::from(n).as_signed_bytes_be_slice(), bytes, "{n}");
             assert_eq!(
-                i64::try_from(&CqlVarint::from_signed_bytes_be(bytes)),
+                i64::try_from(&CqlVarint::from_signed_bytes_be_slice(bytes)),
                 Ok(n)
             );
         }
@@ -141,16 +141,16 @@ mod tests {
     #[test]
     fn normalises_padding() {
         assert_eq!(
-            CqlVarint::from_signed_bytes_be(&[0, 0, 0x7F]),
+            CqlVarint::from_signed_bytes_be_slice(&[0, 0, 0x7F]),
             CqlVarint::from(127)
         );
         assert_eq!(
-            CqlVarint::from_signed_bytes_be(&[0xFF, 0xFF, 0x80]),
+            CqlVarint::from_signed_bytes_be_slice(&[0xFF, 0xFF, 0x80]),
             CqlVarint::from(-128)
         );
-        assert_eq!(CqlVarint::from_signed_bytes_be(&[]), CqlVarint::from(0));
+        assert_eq!(CqlVarint::from_signed_bytes_be_slice(&[]), CqlVarint::from(0));
         assert_eq!(
-            CqlVarint::from_signed_bytes_be_vec(vec![0, 0x80]).as_signed_bytes_be(),
+            CqlVarint::from_signed_bytes_be(vec![0, 0x80]).as_signed_bytes_be_slice(),
             [0, 0x80]
         );
     }
@@ -160,7 +160,7 @@ mod tests {
         let big = CqlVarint::from(i128::from(i64::MAX) + 1);
         assert!(i64::try_from(&big).is_err());
         assert_eq!(i128::try_from(&big), Ok(i128::from(i64::MAX) + 1));
-        let huge = CqlVarint::from_signed_bytes_be(&[1; 17]);
+        let huge = CqlVarint::from_signed_bytes_be_slice(&[1; 17]);
         assert!(i128::try_from(&huge).is_err());
     }
 
@@ -172,9 +172,9 @@ mod tests {
 
         #[test]
         fn bytes_normalise_idempotently(b in proptest::collection::vec(any::<u8>(), 0..20)) {
-            let v = CqlVarint::from_signed_bytes_be(&b);
-            prop_assert_eq!(CqlVarint::from_signed_bytes_be(v.as_signed_bytes_be()), v.clone());
-            prop_assert_eq!(CqlVarint::from_signed_bytes_be_vec(b), v);
+            let v = CqlVarint::from_signed_bytes_be_slice(&b);
+            prop_assert_eq!(CqlVarint::from_signed_bytes_be_slice(v.as_signed_bytes_be_slice()), v.clone());
+            prop_assert_eq!(CqlVarint::from_signed_bytes_be(b), v);
         }
     }
 }

@@ -93,7 +93,7 @@ fn duration() -> impl Strategy<Value = CqlDuration> {
 }
 
 fn varint() -> impl Strategy<Value = CqlVarint> {
-    prop::collection::vec(any::<u8>(), 1..20).prop_map(|b| CqlVarint::from_signed_bytes_be(&b))
+    prop::collection::vec(any::<u8>(), 1..20).prop_map(|b| CqlVarint::from_signed_bytes_be_slice(&b))
 }
 
 fn inet() -> impl Strategy<Value = IpAddr> {
@@ -149,7 +149,7 @@ fn regular_value(t: &ColumnType) -> BoxedStrategy<CqlValue> {
             .prop_map(|u| V::Uuid(Uuid::from_u128(u)))
             .boxed(),
         ColumnType::Timeuuid => any::<u128>()
-            .prop_map(|u| V::Timeuuid(Uuid::from_u128(u)))
+            .prop_map(|u| V::Timeuuid(Uuid::from_u128(u).into()))
             .boxed(),
         ColumnType::Varint => varint().prop_map(V::Varint).boxed(),
         ColumnType::Inet => inet().prop_map(V::Inet).boxed(),
@@ -187,7 +187,7 @@ fn regular_value(t: &ColumnType) -> BoxedStrategy<CqlValue> {
                 .iter()
                 .map(|(n, t)| (Just(n.clone()), prop::option::of(value_for(t, true))))
                 .collect::<Vec<_>>()
-                .prop_map(move |fields| V::Udt {
+                .prop_map(move |fields| V::UserDefinedType {
                     keyspace: keyspace.clone(),
                     name: name.clone(),
                     fields,
@@ -238,12 +238,12 @@ pub(crate) fn same(a: &CqlValue, b: &CqlValue) -> bool {
         }
         (V::Tuple(x), V::Tuple(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| opt(p, q)),
         (
-            V::Udt {
+            V::UserDefinedType {
                 keyspace: k1,
                 name: n1,
                 fields: f1,
             },
-            V::Udt {
+            V::UserDefinedType {
                 keyspace: k2,
                 name: n2,
                 fields: f2,

@@ -127,7 +127,7 @@ impl QueryRowsResult {
     }
 
     /// The server's warnings about the request.
-    pub fn warnings(&self) -> &[String] {
+    pub fn warnings(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
         self.result.warnings()
     }
 

@@ -137,7 +137,7 @@ fn address_type() -> ColumnType {
 }
 
 fn address(street: &str, city: Option<&str>) -> CqlValue {
-    CqlValue::Udt {
+    CqlValue::UserDefinedType {
         keyspace: "ks".into(),
         name: "address".into(),
         fields: vec![

@@ -187,7 +187,7 @@ pub(crate) fn event_rows(traces: &[Trace]) -> Vec<Vec<Option<CqlValue>>> {
         for e in &t.events {
             rows.push(vec![
                 Some(CqlValue::Uuid(t.id)),
-                Some(CqlValue::Timeuuid(e.id)),
+                Some(CqlValue::Timeuuid(e.id.into())),
                 Some(CqlValue::Text(e.activity.clone())),
                 Some(CqlValue::Inet(e.source)),
                 Some(micros(e.elapsed)),

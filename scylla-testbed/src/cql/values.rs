@@ -65,7 +65,7 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
             CqlValue::Uuid(uuid::Uuid::parse_str(s).map_err(|_| e())?)
         }
         (Literal::Uuid(u), ColumnType::Uuid) => CqlValue::Uuid(*u),
-        (Literal::Uuid(u), ColumnType::Timeuuid) => CqlValue::Timeuuid(*u),
+        (Literal::Uuid(u), ColumnType::Timeuuid) => CqlValue::Timeuuid((*u).into()),
         (Literal::Blob(b), ColumnType::Blob) => CqlValue::Blob(b.clone()),
         (Literal::Bool(b), ColumnType::Boolean) => CqlValue::Boolean(*b),
         (Literal::List(v), ColumnType::List(t)) => CqlValue::List(elements(v, t)?),
@@ -103,7 +103,7 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
                 };
                 values.push((f.clone(), v));
             }
-            CqlValue::Udt {
+            CqlValue::UserDefinedType {
                 keyspace: keyspace.clone(),
                 name: name.clone(),
                 fields: values,

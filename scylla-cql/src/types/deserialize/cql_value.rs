@@ -70,7 +70,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlValue {
                     let value = Option::<CqlValue>::deserialize(ftype, fv)?;
                     fields.push((fname.to_owned(), value));
                 }
-                CqlValue::Udt {
+                CqlValue::UserDefinedType {
                     keyspace: keyspace.clone(),
                     name: name.clone(),
                     fields,

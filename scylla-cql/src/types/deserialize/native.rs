@@ -299,7 +299,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlVarint {
         typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
-        non_empty::<Self>(typ, v).map(CqlVarint::from_signed_bytes_be)
+        non_empty::<Self>(typ, v).map(CqlVarint::from_signed_bytes_be_slice)
     }
 }
 

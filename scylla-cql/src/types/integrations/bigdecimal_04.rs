@@ -27,7 +27,7 @@ const SCALE_OUT_OF_RANGE: OutOfRange = OutOfRange {
 impl From<CqlDecimal> for BigDecimal {
     fn from(d: CqlDecimal) -> Self {
         BigDecimal::new(
-            BigInt::from_signed_bytes_be(d.unscaled.as_signed_bytes_be()),
+            BigInt::from_signed_bytes_be(d.unscaled.as_signed_bytes_be_slice()),
             i64::from(d.scale),
         )
     }
@@ -36,7 +36,7 @@ impl From<CqlDecimal> for BigDecimal {
 impl From<&CqlDecimal> for BigDecimal {
     fn from(d: &CqlDecimal) -> Self {
         BigDecimal::new(
-            BigInt::from_signed_bytes_be(d.unscaled.as_signed_bytes_be()),
+            BigInt::from_signed_bytes_be(d.unscaled.as_signed_bytes_be_slice()),
             i64::from(d.scale),
         )
     }
@@ -47,7 +47,7 @@ impl TryFrom<BigDecimal> for CqlDecimal {
     fn try_from(d: BigDecimal) -> Result<Self, OutOfRange> {
         let (unscaled, scale) = d.into_bigint_and_exponent();
         Ok(CqlDecimal {
-            unscaled: CqlVarint::from_signed_bytes_be_vec(unscaled.to_signed_bytes_be()),
+            unscaled: CqlVarint::from_signed_bytes_be(unscaled.to_signed_bytes_be()),
             scale: i32::try_from(scale).map_err(|_| SCALE_OUT_OF_RANGE)?,
         })
     }
@@ -58,7 +58,7 @@ impl TryFrom<&BigDecimal> for CqlDecimal {
     fn try_from(d: &BigDecimal) -> Result<Self, OutOfRange> {
         let (unscaled, scale) = d.as_bigint_and_scale();
         Ok(CqlDecimal {
-            unscaled: CqlVarint::from_signed_bytes_be_vec(unscaled.to_signed_bytes_be()),
+            unscaled: CqlVarint::from_signed_bytes_be(unscaled.to_signed_bytes_be()),
             scale: i32::try_from(scale).map_err(|_| SCALE_OUT_OF_RANGE)?,
         })
     }

@@ -14,25 +14,25 @@ macro_rules! impl_bigint {
     ($krate:ident) => {
         impl From<$krate::BigInt> for CqlVarint {
             fn from(v: $krate::BigInt) -> Self {
-                CqlVarint::from_signed_bytes_be_vec(v.to_signed_bytes_be())
+                CqlVarint::from_signed_bytes_be(v.to_signed_bytes_be())
             }
         }
 
         impl From<&$krate::BigInt> for CqlVarint {
             fn from(v: &$krate::BigInt) -> Self {
-                CqlVarint::from_signed_bytes_be_vec(v.to_signed_bytes_be())
+                CqlVarint::from_signed_bytes_be(v.to_signed_bytes_be())
             }
         }
 
         impl From<CqlVarint> for $krate::BigInt {
             fn from(v: CqlVarint) -> Self {
-                $krate::BigInt::from_signed_bytes_be(v.as_signed_bytes_be())
+                $krate::BigInt::from_signed_bytes_be(v.as_signed_bytes_be_slice())
             }
         }
 
         impl From<&CqlVarint> for $krate::BigInt {
             fn from(v: &CqlVarint) -> Self {
-                $krate::BigInt::from_signed_bytes_be(v.as_signed_bytes_be())
+                $krate::BigInt::from_signed_bytes_be(v.as_signed_bytes_be_slice())
             }
         }
 

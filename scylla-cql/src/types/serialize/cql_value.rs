@@ -37,9 +37,10 @@ impl SerializeValue for CqlValue {
             CqlValue::SmallInt(v) => return v.serialize(typ, writer),
             CqlValue::TinyInt(v) => return v.serialize(typ, writer),
             CqlValue::Time(v) => return v.serialize(typ, writer),
-            CqlValue::Uuid(v) | CqlValue::Timeuuid(v) => return v.serialize(typ, writer),
+            CqlValue::Uuid(v) => return v.serialize(typ, writer),
+            CqlValue::Timeuuid(v) => return v.as_uuid().serialize(typ, writer),
             CqlValue::Varint(v) => return v.serialize(typ, writer),
-            CqlValue::Udt { fields, .. } => {
+            CqlValue::UserDefinedType { fields, .. } => {
                 return serialize_udt::<Self, &Option<CqlValue>>(
                     typ,
                     writer,

@@ -353,7 +353,7 @@ impl SerializeValue for CqlVarint {
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
             check::<Self>(typ, matches!(typ, ColumnType::Varint))?;
-            out.extend_from_slice(self.as_signed_bytes_be());
+            out.extend_from_slice(self.as_signed_bytes_be_slice());
             Ok(Written::Value)
         })
     }
