@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use scylla_driver::policy::{AddressTranslator, DatacenterFilter, MapTranslator, TranslationError};
+use scylla_driver::policy::{
+    AddressTranslator, DatacenterFilter, MapTranslator, TranslationError, UntranslatedPeer,
+};
 use scylla_driver::SessionBuilder;
 use scylla_testbed::TestCluster;
 
@@ -37,10 +39,15 @@ struct Counting {
     calls: AtomicUsize,
 }
 
+#[async_trait::async_trait]
 impl AddressTranslator for Counting {
-    fn translate(&self, advertised: SocketAddr) -> Result<SocketAddr, TranslationError> {
+    async fn translate_address(
+        &self,
+        peer: &UntranslatedPeer<'_>,
+    ) -> Result<SocketAddr, TranslationError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        self.map.translate(advertised)
+        assert_eq!(peer.datacenter(), Some("datacenter1"), "{peer:?}");
+        self.map.translate(peer.untranslated_address())
     }
 }
 
@@ -89,6 +96,14 @@ async fn translated_nodes_are_reached_on_every_shard_through_the_shard_aware_por
         let mut want = cluster.cql_addrs();
         want.sort();
         assert_eq!(addrs, want, "peers_v2={peers_v2}");
+        // STATUS_CHANGE events name nodes by their advertised address: the
+        // latest read's translations map each peer's to where it listens
+        // (the control connection's own node is known by the address it
+        // reached, and is not a peer).
+        for (n, addr) in cluster.nodes().iter().zip(cluster.cql_addrs()).skip(1) {
+            let reported = SocketAddr::new(n.advertised, addr.port());
+            assert_eq!(node_opts.translated(reported), addr, "peers_v2={peers_v2}");
+        }
         assert!(
             t.calls.load(Ordering::Relaxed) >= 2,
             "the translator was not used"

@@ -74,5 +74,7 @@ mod internal {
     pub use super::host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
     pub use super::metadata::{KeyspaceMeta, Metadata, NodeMeta, NodeOptions, TableMeta};
     pub use super::tablets::TabletStore;
-    pub use super::translation::{AddressTranslator, IdentityTranslator, MapTranslator};
+    pub use super::translation::{
+        AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer,
+    };
 }

@@ -10,7 +10,8 @@
 //! - every peer read from `system.peers(_v2)`: the translated address is the
 //!   node's [`NodeMeta::address`](super::NodeMeta::address), so pools, routing
 //!   and control-connection reconnects all use it;
-//! - STATUS_CHANGE events, before they are matched to a known node;
+//! - STATUS_CHANGE events, before they are matched to a known node (through
+//!   the translations of the latest read: the translator is not called);
 //! - not the contact points (used as given), and not the node the control
 //!   connection is on (it is known by the address the connection reached).
 //!
@@ -24,6 +25,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 
+use async_trait::async_trait;
+use uuid::Uuid;
+
 /// Why an address could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot translate {address}: {reason}")]
@@ -34,24 +38,121 @@ pub struct TranslationError {
     pub reason: String,
 }
 
-/// Maps the address a node reports to the address to connect to.
+/// Maps the address a node reports to the address to connect to (the
+/// official `scylla` crate's trait, declared with `async_trait` as there, so
+/// an implementation written for it compiles here unchanged).
 ///
-/// Called on every metadata read (for each peer) and on every STATUS_CHANGE
-/// event: keep it cheap and non-blocking. A node whose address fails to
-/// translate is left out of the topology (with a warning) until it
-/// translates again.
-pub trait AddressTranslator: fmt::Debug + Send + Sync {
-    /// The address to connect to for a node that reports `advertised`.
-    fn translate(&self, advertised: SocketAddr) -> Result<SocketAddr, TranslationError>;
+/// Called for each peer on every metadata read: a node whose address fails
+/// to translate is left out of the topology (with a warning) until it
+/// translates again. STATUS_CHANGE events, which name a node by the address
+/// it reports, are matched through the translations of the latest read.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use async_trait::async_trait;
+/// use scylla_driver::policy::{AddressTranslator, TranslationError, UntranslatedPeer};
+///
+/// /// Every node through one proxy.
+/// #[derive(Debug)]
+/// struct Proxy(SocketAddr);
+///
+/// #[async_trait]
+/// impl AddressTranslator for Proxy {
+///     async fn translate_address(
+///         &self,
+///         _peer: &UntranslatedPeer<'_>,
+///     ) -> Result<SocketAddr, TranslationError> {
+///         Ok(self.0)
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait AddressTranslator: Send + Sync {
+    /// The address to connect to for `untranslated_peer`.
+    async fn translate_address(
+        &self,
+        untranslated_peer: &UntranslatedPeer<'_>,
+    ) -> Result<SocketAddr, TranslationError>;
+}
+
+impl fmt::Debug for dyn AddressTranslator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AddressTranslator")
+    }
+}
+
+/// A node as its peers describe it, before translation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UntranslatedPeer<'a> {
+    host_id: Uuid,
+    untranslated_address: SocketAddr,
+    datacenter: Option<&'a str>,
+    rack: Option<&'a str>,
+}
+
+impl<'a> UntranslatedPeer<'a> {
+    /// A peer (datacenter and rack `None` when the node reports none).
+    pub fn new(
+        host_id: Uuid,
+        untranslated_address: SocketAddr,
+        datacenter: Option<&'a str>,
+        rack: Option<&'a str>,
+    ) -> Self {
+        Self {
+            host_id,
+            untranslated_address,
+            datacenter,
+            rack,
+        }
+    }
+
+    /// The node's host id.
+    pub fn host_id(&self) -> Uuid {
+        self.host_id
+    }
+
+    /// The address the node reports (its native-transport address and port).
+    pub fn untranslated_address(&self) -> SocketAddr {
+        self.untranslated_address
+    }
+
+    /// Its datacenter, if reported.
+    pub fn datacenter(&self) -> Option<&'a str> {
+        self.datacenter
+    }
+
+    /// Its rack, if reported.
+    pub fn rack(&self) -> Option<&'a str> {
+        self.rack
+    }
 }
 
 /// The default translator: connects to the address the node reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IdentityTranslator;
 
+#[async_trait]
 impl AddressTranslator for IdentityTranslator {
-    fn translate(&self, advertised: SocketAddr) -> Result<SocketAddr, TranslationError> {
-        Ok(advertised)
+    async fn translate_address(
+        &self,
+        peer: &UntranslatedPeer<'_>,
+    ) -> Result<SocketAddr, TranslationError> {
+        Ok(peer.untranslated_address())
+    }
+}
+
+/// Exact addresses (IP and port); any other address is an error.
+#[async_trait]
+impl AddressTranslator for HashMap<SocketAddr, SocketAddr> {
+    async fn translate_address(
+        &self,
+        peer: &UntranslatedPeer<'_>,
+    ) -> Result<SocketAddr, TranslationError> {
+        let from = peer.untranslated_address();
+        self.get(&from).copied().ok_or_else(|| TranslationError {
+            address: from,
+            reason: "not in the translation table".into(),
+        })
     }
 }
 
@@ -93,8 +194,9 @@ impl MapTranslator {
     }
 }
 
-impl AddressTranslator for MapTranslator {
-    fn translate(&self, advertised: SocketAddr) -> Result<SocketAddr, TranslationError> {
+impl MapTranslator {
+    /// The translation of `advertised`.
+    pub fn translate(&self, advertised: SocketAddr) -> Result<SocketAddr, TranslationError> {
         if let Some(&to) = self.by_addr.get(&advertised) {
             return Ok(to);
         }
@@ -108,6 +210,16 @@ impl AddressTranslator for MapTranslator {
             address: advertised,
             reason: "not in the translation table".into(),
         })
+    }
+}
+
+#[async_trait]
+impl AddressTranslator for MapTranslator {
+    async fn translate_address(
+        &self,
+        peer: &UntranslatedPeer<'_>,
+    ) -> Result<SocketAddr, TranslationError> {
+        self.translate(peer.untranslated_address())
     }
 }
 
@@ -130,6 +242,18 @@ mod tests {
         assert_eq!(t.translate(unknown).unwrap_err().address, unknown);
         let t = t.pass_through_unknown(true);
         assert_eq!(t.translate(unknown).unwrap(), unknown);
-        assert_eq!(IdentityTranslator.translate(unknown).unwrap(), unknown);
+        let peer = UntranslatedPeer::new(uuid::Uuid::nil(), unknown, Some("dc1"), None);
+        let identity = block_on(IdentityTranslator.translate_address(&peer));
+        assert_eq!(identity.unwrap(), unknown);
+        let exact: HashMap<SocketAddr, SocketAddr> = [(unknown, a)].into();
+        assert_eq!(block_on(exact.translate_address(&peer)).unwrap(), a);
+    }
+
+    /// Runs a future that never waits (the translators here do not).
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(f)
     }
 }

@@ -6,7 +6,7 @@
 
 pub use crate::cluster::host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
 pub use crate::cluster::translation::{
-    AddressTranslator, IdentityTranslator, MapTranslator, TranslationError,
+    AddressTranslator, IdentityTranslator, MapTranslator, TranslationError, UntranslatedPeer,
 };
 
 pub mod load_balancing;

@@ -170,16 +170,11 @@ impl ControlTask {
                 schema: false, ..Default::default() }),
             Event::StatusChange { change, addr } => {
                 let up = change == StatusChangeType::Up;
-                // Events name nodes by the address they report: translate it
-                // as the peers' addresses are (an untranslatable address
-                // stays as it is and matches no known node).
-                let addr = match self.shared.options.nodes.translator.translate(addr) {
-                    Ok(a) => a,
-                    Err(error) => {
-                        tracing::debug!(%error, "STATUS_CHANGE address does not translate");
-                        addr
-                    }
-                };
+                // Events name nodes by the address they report: use the
+                // translation the latest metadata read made of it (an
+                // address not seen there stays as it is: the control
+                // connection's own node, or one not known yet).
+                let addr = self.shared.options.nodes.translated(addr);
                 let metadata = self.shared.metadata.load();
                 let known = metadata.node_by_ip(addr.ip());
                 {

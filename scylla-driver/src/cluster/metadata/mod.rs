@@ -46,7 +46,7 @@ pub(crate) use self::query::for_each_page;
 pub use self::query::QueryOptions;
 
 use super::host_filter::{HostFilter, HostInfo};
-use super::translation::{AddressTranslator, IdentityTranslator};
+use super::translation::{AddressTranslator, IdentityTranslator, UntranslatedPeer};
 use crate::connection::{Connection, RequestError};
 use crate::routing::{NodeInfo, ReplicationStrategy, TopologyInput};
 
@@ -253,6 +253,22 @@ pub struct NodeOptions {
     /// resolves to another IP of the same endpoint at each read must not
     /// replace the node's pool every time) and is not resolved again.
     resolved_routes: Arc<ArcSwap<HashMap<Uuid, (routes::Route, SocketAddr)>>>,
+    /// Each peer's reported address and its translation, as of the latest
+    /// read: STATUS_CHANGE events name nodes by the reported address.
+    translations: Arc<ArcSwap<HashMap<SocketAddr, SocketAddr>>>,
+}
+
+impl NodeOptions {
+    /// The address the driver uses for a node that reports `reported`, as
+    /// translated at the latest metadata read (`reported` itself for an
+    /// address not seen there).
+    pub fn translated(&self, reported: SocketAddr) -> SocketAddr {
+        self.translations
+            .load()
+            .get(&reported)
+            .copied()
+            .unwrap_or(reported)
+    }
 }
 
 impl Default for NodeOptions {
@@ -266,6 +282,7 @@ impl Default for NodeOptions {
             peers_v2_missing: Arc::new(AtomicBool::new(false)),
             rejected: Arc::new(ArcSwap::from_pointee(HashSet::new())),
             resolved_routes: Arc::new(ArcSwap::from_pointee(HashMap::new())),
+            translations: Arc::new(ArcSwap::from_pointee(HashMap::new())),
         }
     }
 }
@@ -341,22 +358,31 @@ pub(crate) async fn read_topology(
             topology::parse_peers(&pages, address.port())?
         }
     };
-    let peers = peers
-        .into_iter()
-        .filter_map(|mut node| match node_opts.translator.translate(node.address) {
+    let mut translated = Vec::with_capacity(peers.len());
+    let mut translations = HashMap::with_capacity(peers.len());
+    for mut node in peers {
+        let peer = UntranslatedPeer::new(
+            node.host_id,
+            node.address,
+            Some(node.datacenter.as_str()).filter(|s| !s.is_empty()),
+            Some(node.rack.as_str()).filter(|s| !s.is_empty()),
+        );
+        match node_opts.translator.translate_address(&peer).await {
             Ok(to) => {
                 if to != node.address {
                     tracing::trace!(host_id = %node.host_id, from = %node.address, %to, "address translated");
                 }
+                translations.insert(node.address, to);
                 node.address = to;
-                Some(node)
+                translated.push(node);
             }
             Err(error) => {
                 tracing::warn!(host_id = %node.host_id, %error, "peer left out: its address does not translate");
-                None
             }
-        })
-        .collect();
+        }
+    }
+    node_opts.translations.store(Arc::new(translations));
+    let peers = translated;
     let local_id = local.host_id;
     let mut local_rejected = false;
     let mut rejected = HashSet::new();
