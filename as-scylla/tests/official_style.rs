@@ -56,7 +56,7 @@ impl<'frame, 'metadata, 'a> DeserializeValue<'frame, 'metadata> for Label<'a>
 where
     'frame: 'a,
 {
-    fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
+    fn type_check(typ: &scylla::cluster::metadata::ColumnType) -> Result<(), TypeCheckError> {
         <&str as DeserializeValue<'frame, 'metadata>>::type_check(typ)
     }
 

@@ -8,7 +8,7 @@
 //! its [`Node`]s and [`NodeAddr`]s. The submodules below are the driver's
 //! internals, public only with the `unstable-internals` feature.
 //!
-//! - `metadata`: the immutable `Metadata` snapshot and how it is read
+//! - `system_tables`: the immutable `Metadata` snapshot and how it is read
 //!   from the system tables (topology, schema, schema agreement).
 //! - `state`: the `state::ClusterState` requests see: nodes
 //!   with their pools and the routing table, swapped atomically.
@@ -37,7 +37,7 @@ pub mod client_routes;
 internal_mods!(control);
 pub mod events;
 internal_mods!(host_filter);
-internal_mods!(metadata);
+internal_mods!(system_tables);
 #[cfg_attr(
     not(feature = "unstable-internals"),
     allow(unreachable_pub, dead_code, unused_imports)
@@ -48,13 +48,20 @@ internal_mods!(tablets);
 internal_mods!(translation);
 pub mod view;
 
+/// The official `scylla` crate's `cluster::metadata` path: the column type
+/// ([`ColumnType`](metadata::ColumnType), as hand-written
+/// `DeserializeValue` implementations name it).
+pub mod metadata {
+    pub use crate::frame::response::result::ColumnType;
+}
+
 pub use tablets::TabletWarmup;
 pub use view::{
     ClusterState, ClusterStateTokenError, ClusterView, Node, NodeAddr, NodeInfo, Replica,
 };
 // Errors applications see (also at `crate::errors`).
 pub use control::{ContactError, ContactFailure, ControlError};
-pub use metadata::MetadataError;
+pub use system_tables::MetadataError;
 pub use translation::TranslationError;
 // The address of the node of a session through ScyllaDB's maintenance socket
 // (`SessionBuilder::maintenance_socket`), as the cluster view shows it.
@@ -72,7 +79,7 @@ pub(crate) use internal::*;
 mod internal {
     pub use super::control::{ControlHandle, ControlOptions, NodeEvent};
     pub use super::host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
-    pub use super::metadata::{KeyspaceMeta, Metadata, NodeMeta, NodeOptions, TableMeta};
+    pub use super::system_tables::{KeyspaceMeta, Metadata, NodeMeta, NodeOptions, TableMeta};
     pub use super::tablets::TabletStore;
     pub use super::translation::{
         AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer,

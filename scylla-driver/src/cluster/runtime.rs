@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::control::{ControlHandle, NodeEvent};
 use super::events::{NodeEvent as AppNodeEvent, NodeEventKind};
-use super::metadata::Metadata;
+use super::system_tables::Metadata;
 use super::state::ClusterState;
 use super::tablets::{TabletStore, TabletWarmup};
 use crate::metrics::Metrics;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::metadata::Metadata;
+use super::system_tables::Metadata;
 use crate::metrics::Metrics;
 use crate::pool::{NodePool, PoolConfig, ShardAwareTarget};
 use crate::routing::{DcId, NodeIdx, NodeLoad, RackId, RoutingTable};

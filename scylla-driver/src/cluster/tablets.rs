@@ -31,8 +31,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::control::ControlHandle;
-use super::metadata::tablets::{TabletRowsReader, TABLETS_QUERY};
-use super::metadata::{Metadata, MetadataError, NodeOptions, QueryOptions};
+use super::system_tables::tablets::{TabletRowsReader, TABLETS_QUERY};
+use super::system_tables::{Metadata, MetadataError, NodeOptions, QueryOptions};
 use super::state::ClusterState;
 use crate::metrics::Metrics;
 use crate::routing::tablets::{ResolvedTablets, TabletTable};
@@ -372,7 +372,7 @@ pub(crate) async fn warm_up(
     };
     let keep = |ks: &str| wanted.contains(ks);
     let mut reader = TabletRowsReader::new(&keep);
-    super::metadata::for_each_page(&conn, TABLETS_QUERY, query, |page| reader.page(&page)).await?;
+    super::system_tables::for_each_page(&conn, TABLETS_QUERY, query, |page| reader.page(&page)).await?;
     let rows = reader.rows;
     let tables = reader.tables;
     store
@@ -437,7 +437,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::cluster::metadata::{KeyspaceMeta, NodeMeta, TableMeta};
+    use crate::cluster::system_tables::{KeyspaceMeta, NodeMeta, TableMeta};
     use crate::pool::PoolConfig;
     use crate::routing::{NodeIdx, ReplicationStrategy};
 

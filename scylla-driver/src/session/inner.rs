@@ -500,8 +500,8 @@ impl SessionInner {
         let state = self.state();
         let node = state.nodes.iter().find(|n| n.address == addr)?;
         let conn = node.pool.connection_for(None)?;
-        let query = crate::cluster::metadata::QueryOptions::default();
-        match crate::cluster::metadata::local_schema_version(&conn, &query).await {
+        let query = crate::cluster::system_tables::QueryOptions::default();
+        match crate::cluster::system_tables::local_schema_version(&conn, &query).await {
             Ok(v) => v,
             Err(e) => {
                 tracing::debug!(node = %addr, error = %e, "cannot read the coordinator's schema version");

@@ -45,7 +45,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
-use super::metadata::{
+use super::system_tables::{
     check_schema_agreement, read_schema, read_topology, wait_for_schema_agreement,
     AgreementOptions, Metadata, MetadataError, NodeOptions, QueryOptions,
 };

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{connect_and_read, Command, ControlError, NodeEvent, Refresh, Shared};
-use crate::cluster::metadata::{read_schema, read_topology, Metadata, MetadataError, NodeMeta};
+use crate::cluster::system_tables::{read_schema, read_topology, Metadata, MetadataError, NodeMeta};
 use crate::connection::{Connection, ConnectionConfig};
 use crate::pool::backoff::ReconnectSchedule;
 

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::task::ControlTask;
 use super::{ControlOptions, NodeEvent, Refresh, Shared};
-use crate::cluster::metadata::{Metadata, NodeMeta};
+use crate::cluster::system_tables::{Metadata, NodeMeta};
 use crate::connection::ConnectionConfig;
 
 fn addr(s: &str) -> SocketAddr {
