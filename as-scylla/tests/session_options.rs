@@ -196,3 +196,27 @@ async fn use_keyspace_case_sensitive_or_not() -> Result<(), Error> {
     assert_eq!(session.get_keyspace().as_deref().map(String::as_str), Some("shop"));
     Ok(())
 }
+
+/// `Session::node_events()` is a `futures::Stream`: `StreamExt` works on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_events_are_a_stream() -> Result<(), Error> {
+    use futures::StreamExt;
+    use scylla::cluster::events::NodeEventKind;
+
+    let cluster = TestCluster::builder().nodes(2).shards(1).start().await?;
+    let session: Session = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .build()
+        .await?;
+    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    let stopped = cluster.node(1).unwrap().host_id;
+    let mut downs = session
+        .node_events()
+        .filter(|e| std::future::ready(e.kind == NodeEventKind::Down));
+    cluster.stop_node(1).await?;
+    let event = tokio::time::timeout(Duration::from_secs(20), downs.next())
+        .await?
+        .expect("the session is open");
+    assert_eq!(event.host_id, stopped);
+    Ok(())
+}

@@ -14,8 +14,12 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::ReusableBoxFuture;
 use uuid::Uuid;
 
 /// What happened to a node.
@@ -67,18 +71,36 @@ pub struct NodeEvent {
 /// }
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct NodeEvents {
-    rx: broadcast::Receiver<NodeEvent>,
+    /// The pending receive, which owns the receiver while it waits and
+    /// hands it back with the result (a broadcast receive borrows its
+    /// receiver, and a stream must keep it across polls).
+    recv: ReusableBoxFuture<'static, Received>,
     missed: u64,
     /// Per node, the pool flips made before the subscription.
     seen: HashMap<Uuid, u64>,
 }
 
+/// A receive's result, and the receiver back.
+type Received = (Result<NodeEvent, RecvError>, broadcast::Receiver<NodeEvent>);
+
+async fn receive(mut rx: broadcast::Receiver<NodeEvent>) -> Received {
+    let result = rx.recv().await;
+    (result, rx)
+}
+
+impl std::fmt::Debug for NodeEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeEvents")
+            .field("missed", &self.missed)
+            .finish_non_exhaustive()
+    }
+}
+
 impl NodeEvents {
     pub(crate) fn new(rx: broadcast::Receiver<NodeEvent>, seen: HashMap<Uuid, u64>) -> Self {
         NodeEvents {
-            rx,
+            recv: ReusableBoxFuture::new(receive(rx)),
             missed: 0,
             seen,
         }
@@ -99,34 +121,48 @@ impl NodeEvents {
         }
     }
 
-    /// The next event; `None` once the session is closed or dropped. A
-    /// subscriber that falls more than the buffer behind (256 events) skips
-    /// the oldest ones: [`missed`](Self::missed) counts them.
-    pub async fn next(&mut self) -> Option<NodeEvent> {
+    /// The next event, or `None` once the session is closed or dropped
+    /// (what [`next`](Self::next) and the `Stream` implementation poll).
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<NodeEvent>> {
         loop {
-            match self.rx.recv().await {
-                Ok(event) if self.news(&event) => return Some(event),
+            let (result, rx) = std::task::ready!(self.recv.poll(cx));
+            self.recv.set(receive(rx));
+            match result {
+                Ok(event) if self.news(&event) => return Poll::Ready(Some(event)),
                 Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(n)) => self.missed += n,
-                Err(broadcast::error::RecvError::Closed) => return None,
+                Err(RecvError::Lagged(n)) => self.missed += n,
+                Err(RecvError::Closed) => return Poll::Ready(None),
             }
         }
     }
 
+    /// The next event; `None` once the session is closed or dropped. A
+    /// subscriber that falls more than the buffer behind (256 events) skips
+    /// the oldest ones: [`missed`](Self::missed) counts them. (`NodeEvents`
+    /// is also a `futures::Stream` of the same events.)
+    pub async fn next(&mut self) -> Option<NodeEvent> {
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
     /// The next event if one is waiting, without waiting.
     pub fn try_next(&mut self) -> Option<NodeEvent> {
-        loop {
-            match self.rx.try_recv() {
-                Ok(event) if self.news(&event) => return Some(event),
-                Ok(_) => {}
-                Err(broadcast::error::TryRecvError::Lagged(n)) => self.missed += n,
-                Err(_) => return None,
-            }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.poll_event(&mut cx) {
+            Poll::Ready(event) => event,
+            Poll::Pending => None,
         }
     }
 
     /// Events skipped because this subscriber fell behind.
     pub fn missed(&self) -> u64 {
         self.missed
+    }
+}
+
+impl futures_core::Stream for NodeEvents {
+    type Item = NodeEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<NodeEvent>> {
+        self.get_mut().poll_event(cx)
     }
 }
