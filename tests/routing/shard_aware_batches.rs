@@ -9,6 +9,7 @@
 use crate::common;
 
 use scylla_driver::statement::BatchType;
+use scylla_driver::session::ShardGroupLimits;
 use scylla_driver::{PreparedStatement, Session, TabletWarmup};
 use scylla_testbed::TestCluster;
 
@@ -40,23 +41,39 @@ async fn compare(
         s.batch(&batch, chunk).await.unwrap();
     }
     let (r1, m1) = misplaced(cluster);
-    let groups = s.group_by_replica_shard(insert, rows.clone()).unwrap();
+    let limits = ShardGroupLimits::default().max_rows(MIXED_BATCH);
+    let groups = s
+        .group_by_replica_shard_within(insert, rows.clone(), limits)
+        .unwrap();
     assert_eq!(
         groups.iter().map(|g| g.rows.len()).sum::<usize>(),
         rows.len(),
         "every row in exactly one group"
     );
     assert!(groups.iter().all(|g| !g.replicas.is_empty()));
+    assert!(groups.iter().all(|g| g.rows.len() <= MIXED_BATCH));
+    // Two bigints per row: 2 x (4-byte length + 8 bytes).
+    assert!(groups.iter().all(|g| g.bytes == g.rows.len() * 24));
     for group in groups {
-        for chunk in group.rows.chunks(MIXED_BATCH) {
-            let (batch, chunk) = scylla_driver::ShardGroup {
-                replicas: group.replicas.clone(),
-                rows: chunk.to_vec(),
-            }
-            .into_batch(BatchType::Unlogged, insert);
-            s.batch(&batch, chunk).await.unwrap();
-        }
+        let (batch, rows) = group.into_batch(BatchType::Unlogged, insert);
+        s.batch(&batch, &rows).await.unwrap();
     }
+
+    // A byte bound: 100 bytes hold 4 rows of 24.
+    let small = ShardGroupLimits::default().max_bytes(100);
+    let groups = s
+        .group_by_replica_shard_within(insert, rows.clone(), small)
+        .unwrap();
+    assert!(groups.iter().all(|g| g.bytes <= 100 && g.rows.len() <= 4));
+    let mut all: Vec<(i64, i64)> = groups.into_iter().flat_map(|g| g.rows).collect();
+    all.sort_unstable();
+    assert_eq!(all, rows, "every row in exactly one group");
+    // A row larger than the bound is a group of its own.
+    let tiny = ShardGroupLimits::default().max_bytes(10);
+    let groups = s
+        .group_by_replica_shard_within(insert, rows[..5].to_vec(), tiny)
+        .unwrap();
+    assert_eq!(groups.len(), 5);
     let (r2, m2) = misplaced(cluster);
     ((r1 - r0, m1 - m0), (r2 - r1, m2 - m1))
 }

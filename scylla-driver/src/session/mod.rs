@@ -42,7 +42,7 @@ use scylla_cql::types::{SerializeRow, SerializedValues};
 
 pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::{RowStream, RowsStreamError};
-pub use self::shard_groups::ShardGroup;
+pub use self::shard_groups::{ShardGroup, ShardGroupLimits};
 pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo};
 
 use self::execute::{RoutingInfo, RunOptions};

@@ -21,6 +21,62 @@ use crate::statement::{Batch, BatchType, PreparedStatement};
 
 use super::Session;
 
+/// How large a group may grow before another group of the same replicas is
+/// started, so that each group sent as one batch stays within what servers
+/// accept: Cassandra refuses a batch above `batch_size_fail_threshold`
+/// (50 KiB by default, of mutations a little larger than their values),
+/// ScyllaDB above 1 MiB by default, and a BATCH message holds at most 65,535
+/// statements.
+///
+/// ```
+/// use scylla_driver::session::ShardGroupLimits;
+///
+/// let limits = ShardGroupLimits::default().max_rows(100).max_bytes(16 * 1024);
+/// assert_eq!((limits.rows(), limits.bytes()), (100, 16 * 1024));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardGroupLimits {
+    max_rows: usize,
+    max_bytes: usize,
+}
+
+impl Default for ShardGroupLimits {
+    /// At most 1,000 rows and 32 KiB of bound values per group.
+    fn default() -> Self {
+        Self {
+            max_rows: 1000,
+            max_bytes: 32 * 1024,
+        }
+    }
+}
+
+impl ShardGroupLimits {
+    /// At most `n` rows per group (at least 1; at most 65,535).
+    #[must_use]
+    pub fn max_rows(mut self, n: usize) -> Self {
+        self.max_rows = n.clamp(1, usize::from(u16::MAX));
+        self
+    }
+
+    /// At most `n` bytes of serialized values per group (a single row
+    /// larger than this is a group of its own).
+    #[must_use]
+    pub fn max_bytes(mut self, n: usize) -> Self {
+        self.max_bytes = n;
+        self
+    }
+
+    /// The row bound.
+    pub fn rows(&self) -> usize {
+        self.max_rows
+    }
+
+    /// The byte bound.
+    pub fn bytes(&self) -> usize {
+        self.max_bytes
+    }
+}
+
 /// Rows whose partitions have the same replicas, on the same shards: one
 /// batch's worth (see [`Session::group_by_replica_shard`]).
 #[derive(Debug, Clone)]
@@ -32,6 +88,8 @@ pub struct ShardGroup<R> {
     pub replicas: Vec<Replica>,
     /// The rows, in their input order.
     pub rows: Vec<R>,
+    /// The size of the rows' serialized values.
+    pub bytes: usize,
 }
 
 impl<R> ShardGroup<R> {
@@ -71,7 +129,9 @@ impl Session {
     /// ([`ShardGroup::into_batch`]) is applied by one shard of one replica,
     /// instead of being forwarded piecemeal. Groups come in the order of
     /// their first row. Fails if a row does not fit the statement's bind
-    /// markers.
+    /// markers. Groups are bounded by [`ShardGroupLimits::default`] (see
+    /// [`group_by_replica_shard_within`](Self::group_by_replica_shard_within)):
+    /// rows of one replica set beyond a bound start another group.
     ///
     /// For a table with tablets, rows of tablets the session has not learned
     /// yet share one group with no replicas; the session learns a tablet
@@ -81,6 +141,17 @@ impl Session {
         &self,
         statement: &PreparedStatement,
         rows: impl IntoIterator<Item = R>,
+    ) -> Result<Vec<ShardGroup<R>>, ExecutionError> {
+        self.group_by_replica_shard_within(statement, rows, ShardGroupLimits::default())
+    }
+
+    /// As [`group_by_replica_shard`](Self::group_by_replica_shard), each
+    /// group within `limits`.
+    pub fn group_by_replica_shard_within<R: SerializeRow>(
+        &self,
+        statement: &PreparedStatement,
+        rows: impl IntoIterator<Item = R>,
+        limits: ShardGroupLimits,
     ) -> Result<Vec<ShardGroup<R>>, ExecutionError> {
         let view = self.cluster();
         let table = statement.keyspace().zip(statement.table());
@@ -98,13 +169,23 @@ impl Session {
             let mut key: Vec<(Uuid, Option<u16>)> =
                 replicas.iter().map(|r| (r.host_id, r.shard)).collect();
             key.sort_unstable();
-            match index.get(&key).and_then(|&at| groups.get_mut(at)) {
-                Some(group) => group.rows.push(row),
+            let size = values.as_bytes().len();
+            let open = index.get(&key).and_then(|&at| groups.get_mut(at)).filter(|g| {
+                g.rows.len() < limits.max_rows && g.bytes.saturating_add(size) <= limits.max_bytes
+            });
+            match open {
+                Some(group) => {
+                    group.rows.push(row);
+                    group.bytes += size;
+                }
                 None => {
+                    // The first group of these replicas, or the previous one
+                    // is full: this one takes the replicas' next rows.
                     index.insert(key, groups.len());
                     groups.push(ShardGroup {
                         replicas,
                         rows: vec![row],
+                        bytes: size,
                     });
                 }
             }
