@@ -21,6 +21,15 @@ pub enum Consistency {
     LocalOne = 0x000A,
 }
 
+/// From a wire code (`Consistency::try_from(0x0006)` is `LocalQuorum`).
+impl TryFrom<u16> for Consistency {
+    type Error = DecodeError;
+
+    fn try_from(code: u16) -> Result<Self, DecodeError> {
+        Self::from_code(code)
+    }
+}
+
 impl Consistency {
     /// The wire code.
     pub fn code(self) -> u16 {
@@ -74,5 +83,20 @@ impl Consistency {
 impl std::fmt::Display for Consistency {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_unknown_codes_are_errors() {
+        for code in 0..=0x000A_u16 {
+            let c = Consistency::try_from(code).unwrap();
+            assert_eq!(c.code(), code);
+        }
+        assert!(Consistency::try_from(0x000B).is_err());
+        assert_eq!(Consistency::try_from(0x0006).unwrap(), Consistency::LocalQuorum);
     }
 }

@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 
 pub use crate::pool::PoolSize;
+pub use scylla_cql::compression::Compression;
 
 /// The application's and driver's identity sent in STARTUP, as the official
 /// `scylla` crate builds it for
