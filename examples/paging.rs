@@ -83,9 +83,7 @@ async fn main() -> Result<(), common::BoxError> {
                 .with_page_size(PAGE),
         )
         .await?;
-    let mut rows = session
-        .execute_iter::<(i32, f64)>(&by_sensor, (7,))
-        .await?;
+    let mut rows = session.execute_iter::<(i32, f64)>(&by_sensor, (7,)).await?;
     let mut last_seq = -1;
     while let Some(row) = rows.next().await {
         let (seq, _) = row?;

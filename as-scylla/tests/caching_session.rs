@@ -33,7 +33,10 @@ async fn statements_run_prepared_once_per_text_within_the_bound() -> Result<(), 
         )
         .await?;
     session
-        .query_unpaged("CREATE TABLE ks.t (k int, c int, v text, PRIMARY KEY (k, c))", &[])
+        .query_unpaged(
+            "CREATE TABLE ks.t (k int, c int, v text, PRIMARY KEY (k, c))",
+            &[],
+        )
         .await?;
     let session = CachingSession::from(session, 2);
     assert_eq!(session.get_max_capacity(), 2);
@@ -41,7 +44,9 @@ async fn statements_run_prepared_once_per_text_within_the_bound() -> Result<(), 
     let insert = "INSERT INTO ks.t (k, c, v) VALUES (?, ?, ?)";
     let before = prepares(&cluster);
     for c in 0..10 {
-        session.execute_unpaged(insert, (1, c, format!("v{c}"))).await?;
+        session
+            .execute_unpaged(insert, (1, c, format!("v{c}")))
+            .await?;
     }
     // One PREPARE (per node: one node here) for ten executions.
     assert_eq!(prepares(&cluster) - before, 1);
@@ -78,9 +83,7 @@ async fn statements_run_prepared_once_per_text_within_the_bound() -> Result<(), 
     let mut batch = Batch::default();
     batch.append_statement(insert);
     batch.append_statement(insert);
-    session
-        .batch(&batch, ((2, 0, "a"), (2, 1, "b")))
-        .await?;
+    session.batch(&batch, ((2, 0, "a"), (2, 1, "b"))).await?;
     let (n,): (i64,) = session
         .execute_unpaged(count, (2,))
         .await?
@@ -95,7 +98,10 @@ async fn statements_run_prepared_once_per_text_within_the_bound() -> Result<(), 
         .build();
     let prepared = session.add_prepared_statement(by_key).await?;
     assert!(prepared.get_use_cached_result_metadata());
-    let rows = session.execute_unpaged(by_key, (1,)).await?.into_rows_result()?;
+    let rows = session
+        .execute_unpaged(by_key, (1,))
+        .await?
+        .into_rows_result()?;
     assert_eq!(rows.rows_num(), 11);
     Ok(())
 }

@@ -57,7 +57,10 @@ impl AuthenticatorProvider for CountingPlain {
         &self,
         authenticator_name: &str,
     ) -> Result<(Option<Vec<u8>>, Box<dyn AuthenticatorSession>), AuthError> {
-        assert!(authenticator_name.ends_with("PasswordAuthenticator"), "{authenticator_name}");
+        assert!(
+            authenticator_name.ends_with("PasswordAuthenticator"),
+            "{authenticator_name}"
+        );
         self.started.fetch_add(1, Ordering::SeqCst);
         let token = format!("\0{USER}\0{}", self.password).into_bytes();
         let session = CountingSession {
@@ -104,11 +107,16 @@ async fn a_custom_authenticator_provider_authenticates_every_connection() -> Res
         .authenticator_provider(Arc::new(provider))
         .build()
         .await?;
-    session.query_unpaged("SELECT * FROM system.local", &[]).await?;
+    session
+        .query_unpaged("SELECT * FROM system.local", &[])
+        .await?;
     // The control connection and one connection per shard.
     assert_eq!(total_connections(&session, 2).await, 2);
     assert!(started.load(Ordering::SeqCst) >= 3);
-    assert_eq!(started.load(Ordering::SeqCst), succeeded.load(Ordering::SeqCst));
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        succeeded.load(Ordering::SeqCst)
+    );
 
     // A wrong password: the session does not start, and says why.
     let wrong = CountingPlain {
@@ -139,7 +147,9 @@ async fn plain_text_authenticator_as_a_provider() -> Result<(), Error> {
         )))
         .build()
         .await?;
-    session.query_unpaged("SELECT * FROM system.local", &[]).await?;
+    session
+        .query_unpaged("SELECT * FROM system.local", &[])
+        .await?;
     Ok(())
 }
 
@@ -162,7 +172,11 @@ async fn pool_size_per_host_and_per_shard() -> Result<(), Error> {
         assert_eq!(total_connections(&session, want).await, want, "{size:?}");
         // And no more than that, once the pool has settled.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(session.get_metrics().get_total_connections(), want, "{size:?}");
+        assert_eq!(
+            session.get_metrics().get_total_connections(),
+            want,
+            "{size:?}"
+        );
     }
     Ok(())
 }
@@ -182,10 +196,16 @@ async fn use_keyspace_case_sensitive_or_not() -> Result<(), Error> {
         .await?;
     // Not case-sensitive: `Shop` is `shop`.
     session.use_keyspace("Shop", false).await?;
-    assert_eq!(session.get_keyspace().as_deref().map(String::as_str), Some("shop"));
+    assert_eq!(
+        session.get_keyspace().as_deref().map(String::as_str),
+        Some("shop")
+    );
     // Case-sensitive: `Shop` is another keyspace, which does not exist.
     assert!(session.use_keyspace("Shop", true).await.is_err());
-    assert_eq!(session.get_keyspace().as_deref().map(String::as_str), Some("shop"));
+    assert_eq!(
+        session.get_keyspace().as_deref().map(String::as_str),
+        Some("shop")
+    );
 
     // The builder takes the same two arguments.
     let session: Session = SessionBuilder::new()
@@ -193,7 +213,10 @@ async fn use_keyspace_case_sensitive_or_not() -> Result<(), Error> {
         .use_keyspace("SHOP", false)
         .build()
         .await?;
-    assert_eq!(session.get_keyspace().as_deref().map(String::as_str), Some("shop"));
+    assert_eq!(
+        session.get_keyspace().as_deref().map(String::as_str),
+        Some("shop")
+    );
     Ok(())
 }
 

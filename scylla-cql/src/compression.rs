@@ -513,7 +513,9 @@ mod tests {
         // Truncated and garbled bodies are typed errors.
         let cut = &out[2..out.len() - 3];
         assert!(Compression::Snappy.decompress(cut, 5000).is_err());
-        assert!(Compression::Snappy.decompress(&[5, 0xff, 0xff], 100).is_err());
+        assert!(Compression::Snappy
+            .decompress(&[5, 0xff, 0xff], 100)
+            .is_err());
         let mut d = Decompressor::new(Compression::Snappy);
         assert!(d.decompress(cut, 5000).is_err());
         assert_eq!(&d.decompress(&out[2..], 5000).unwrap()[..], &data[..]);

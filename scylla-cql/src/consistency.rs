@@ -97,6 +97,9 @@ mod tests {
             assert_eq!(c.code(), code);
         }
         assert!(Consistency::try_from(0x000B).is_err());
-        assert_eq!(Consistency::try_from(0x0006).unwrap(), Consistency::LocalQuorum);
+        assert_eq!(
+            Consistency::try_from(0x0006).unwrap(),
+            Consistency::LocalQuorum
+        );
     }
 }

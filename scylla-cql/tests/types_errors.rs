@@ -283,8 +283,8 @@ fn udt_by_name_and_unknown_fields() {
 #[test]
 fn new_takes_a_kind_or_any_error() {
     use scylla_driver_cql::types::{
-        DeserializationError, DeserializationErrorKind, SerializationError,
-        SerializationErrorKind, TypeCheckError, TypeCheckErrorKind,
+        DeserializationError, DeserializationErrorKind, SerializationError, SerializationErrorKind,
+        TypeCheckError, TypeCheckErrorKind,
     };
 
     #[derive(Debug)]
@@ -316,7 +316,11 @@ fn new_takes_a_kind_or_any_error() {
 
     let mine = DeserializationError::new(Mine(Inner));
     assert!(matches!(mine.kind(), DeserializationErrorKind::Other(_)));
-    assert!(mine.to_string().ends_with("my schema parser refused the type"), "{mine}");
+    assert!(
+        mine.to_string()
+            .ends_with("my schema parser refused the type"),
+        "{mine}"
+    );
     let source = std::error::Error::source(&mine).expect("the inner cause");
     assert_eq!(source.to_string(), "the inner cause");
     assert_eq!(mine.clone(), mine, "a clone shares the error");

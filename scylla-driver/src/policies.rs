@@ -137,5 +137,7 @@ pub mod host_filter {
 /// Translating the addresses nodes advertise into addresses to connect to.
 pub mod address_translator {
     pub use crate::policy::TranslationError;
-    pub use crate::policy::{AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer};
+    pub use crate::policy::{
+        AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer,
+    };
 }

@@ -14,6 +14,5 @@
 
 pub use scylla_cql::types::{
     Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlTimeuuid, CqlValue,
-    CqlVarint,
-    MaybeEmpty, MaybeUnset, Row, Unset,
+    CqlVarint, MaybeEmpty, MaybeUnset, Row, Unset,
 };

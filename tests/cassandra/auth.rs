@@ -251,7 +251,11 @@ async fn snappy_on_v4_and_not_on_v5() {
     assert_eq!(mine.get("COMPRESSION").map(String::as_str), Some("snappy"));
 
     let ks = create_keyspace(&v4, "snappy", 1).await;
-    ddl(&v4, &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)")).await;
+    ddl(
+        &v4,
+        &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)"),
+    )
+    .await;
     let big = "compressible ".repeat(2000);
     let insert = v4
         .prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)"))

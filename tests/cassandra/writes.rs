@@ -130,7 +130,12 @@ async fn server_warnings_reach_the_result() {
         .await
         .unwrap();
     let r = session.execute_unpaged(&insert, (0, 0, "x")).await.unwrap();
-    assert_eq!(r.warnings().len(), 0, "{:?}", r.warnings().collect::<Vec<_>>());
+    assert_eq!(
+        r.warnings().len(),
+        0,
+        "{:?}",
+        r.warnings().collect::<Vec<_>>()
+    );
 
     let mut batch = Batch::new(BatchType::Unlogged);
     let rows: Vec<(i32, i32, &str)> = (1..=12).map(|k| (k, 0, "x")).collect();

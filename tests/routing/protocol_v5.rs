@@ -122,7 +122,10 @@ async fn snappy_compresses_v4_and_v5_runs_uncompressed() {
         let big = "compressible ".repeat(3000);
         for k in 0..10i32 {
             session
-                .query_unpaged("INSERT INTO ks.t (k, v) VALUES (?, ?)", (k, format!("{k}{big}")))
+                .query_unpaged(
+                    "INSERT INTO ks.t (k, v) VALUES (?, ?)",
+                    (k, format!("{k}{big}")),
+                )
                 .await
                 .unwrap();
         }

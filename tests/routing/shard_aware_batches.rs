@@ -8,8 +8,8 @@
 
 use crate::common;
 
-use scylla_driver::statement::BatchType;
 use scylla_driver::session::ShardGroupLimits;
+use scylla_driver::statement::BatchType;
 use scylla_driver::{PreparedStatement, Session, TabletWarmup};
 use scylla_testbed::TestCluster;
 

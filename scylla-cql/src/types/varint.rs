@@ -148,7 +148,10 @@ mod tests {
             CqlVarint::from_signed_bytes_be_slice(&[0xFF, 0xFF, 0x80]),
             CqlVarint::from(-128)
         );
-        assert_eq!(CqlVarint::from_signed_bytes_be_slice(&[]), CqlVarint::from(0));
+        assert_eq!(
+            CqlVarint::from_signed_bytes_be_slice(&[]),
+            CqlVarint::from(0)
+        );
         assert_eq!(
             CqlVarint::from_signed_bytes_be(vec![0, 0x80]).as_signed_bytes_be_slice(),
             [0, 0x80]

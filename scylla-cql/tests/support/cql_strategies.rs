@@ -93,7 +93,8 @@ fn duration() -> impl Strategy<Value = CqlDuration> {
 }
 
 fn varint() -> impl Strategy<Value = CqlVarint> {
-    prop::collection::vec(any::<u8>(), 1..20).prop_map(|b| CqlVarint::from_signed_bytes_be_slice(&b))
+    prop::collection::vec(any::<u8>(), 1..20)
+        .prop_map(|b| CqlVarint::from_signed_bytes_be_slice(&b))
 }
 
 fn inet() -> impl Strategy<Value = IpAddr> {

@@ -18,8 +18,8 @@ use uuid::Uuid;
 
 use super::control::{ControlHandle, NodeEvent};
 use super::events::{NodeEvent as AppNodeEvent, NodeEventKind};
-use super::system_tables::Metadata;
 use super::state::ClusterState;
+use super::system_tables::Metadata;
 use super::tablets::{TabletStore, TabletWarmup};
 use crate::metrics::Metrics;
 use crate::pool::PoolConfig;

@@ -18,9 +18,7 @@
 //! ```
 
 pub use scylla_cql::types::ColumnSpecs;
-use scylla_cql::types::{
-    DeserializationError, DeserializeRow, RowIterator, TypeCheckError,
-};
+use scylla_cql::types::{DeserializationError, DeserializeRow, RowIterator, TypeCheckError};
 use uuid::Uuid;
 
 use crate::response::Coordinator;

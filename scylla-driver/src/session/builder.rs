@@ -331,7 +331,9 @@ impl SessionBuilder {
     /// same as `pool_size(PoolSize::PerShard(n))`, 0 taken as 1.
     #[must_use]
     pub fn connections_per_shard(self, n: usize) -> Self {
-        self.pool_size(PoolSize::PerShard(NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN)))
+        self.pool_size(PoolSize::PerShard(
+            NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN),
+        ))
     }
 
     /// How many connections each node's pool keeps: per shard (default:

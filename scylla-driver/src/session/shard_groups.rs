@@ -170,9 +170,13 @@ impl Session {
                 replicas.iter().map(|r| (r.host_id, r.shard)).collect();
             key.sort_unstable();
             let size = values.as_bytes().len();
-            let open = index.get(&key).and_then(|&at| groups.get_mut(at)).filter(|g| {
-                g.rows.len() < limits.max_rows && g.bytes.saturating_add(size) <= limits.max_bytes
-            });
+            let open = index
+                .get(&key)
+                .and_then(|&at| groups.get_mut(at))
+                .filter(|g| {
+                    g.rows.len() < limits.max_rows
+                        && g.bytes.saturating_add(size) <= limits.max_bytes
+                });
             match open {
                 Some(group) => {
                     group.rows.push(row);

@@ -199,7 +199,10 @@ fn payload() -> impl Strategy<Value = Option<CustomPayload>> {
 
 /// No compression, LZ4 or Snappy.
 fn compression() -> impl Strategy<Value = Option<Compression>> {
-    proptest::option::of(prop_oneof![Just(Compression::Lz4), Just(Compression::Snappy)])
+    proptest::option::of(prop_oneof![
+        Just(Compression::Lz4),
+        Just(Compression::Snappy)
+    ])
 }
 
 proptest! {
