@@ -129,8 +129,7 @@ async fn a_custom_authenticator_provider_authenticates_every_connection() -> Res
         .authenticator_provider(Arc::new(wrong))
         .build()
         .await
-        .err()
-        .expect("a wrong password must not connect");
+        .expect_err("a wrong password must not connect");
     let text = format!("{err}");
     assert!(!text.contains("wrong"), "the password leaked: {text}");
     Ok(())
