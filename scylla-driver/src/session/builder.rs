@@ -211,7 +211,7 @@ impl SessionBuilder {
     }
 
     /// A custom authenticator: any SASL-style mechanism (see
-    /// [`AuthenticatorProvider`](crate::authentication::AuthenticatorProvider)).
+    /// [`AuthenticatorProvider`]).
     #[must_use]
     pub fn authenticator_provider(mut self, a: Arc<dyn AuthenticatorProvider>) -> Self {
         self.config.pool.connection.authenticator = Some(a);
