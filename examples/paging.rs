@@ -57,12 +57,13 @@ async fn main() -> Result<(), common::BoxError> {
     // 1. A stream over an unprepared statement: pages of PAGE rows, fetched
     // as the loop consumes them.
     let mut rows = session
-        .query_iter::<(i32, f64)>(
+        .query_iter(
             Statement::new("SELECT seq, celsius FROM examples.readings WHERE sensor = 7")
                 .with_page_size(PAGE),
             (),
         )
-        .await?;
+        .await?
+        .rows_stream::<(i32, f64)>()?;
     let (mut n, mut sum) = (0, 0.0);
     while let Some(row) = rows.next().await {
         let (_, celsius) = row?;
@@ -83,7 +84,10 @@ async fn main() -> Result<(), common::BoxError> {
                 .with_page_size(PAGE),
         )
         .await?;
-    let mut rows = session.execute_iter::<(i32, f64)>(&by_sensor, (7,)).await?;
+    let mut rows = session
+        .execute_iter(&by_sensor, (7,))
+        .await?
+        .rows_stream::<(i32, f64)>()?;
     let mut last_seq = -1;
     while let Some(row) = rows.next().await {
         let (seq, _) = row?;

@@ -132,11 +132,12 @@ async fn main() -> Result<(), common::BoxError> {
 
     // Every row, a page at a time, as owned values.
     let mut rows = session
-        .query_iter::<(i32, String, i32)>(
+        .query_iter(
             Statement::new("SELECT id, name, age FROM quickstart.users").with_page_size(2),
             (),
         )
-        .await?;
+        .await?
+        .rows_stream::<(i32, String, i32)>()?;
     while let Some(row) = rows.next().await {
         let (id, name, age) = row?;
         println!("{id}: {name} ({age})");

@@ -474,8 +474,10 @@ async fn paged_reads_take_one_permit_per_page() {
         session.execute_unpaged(&insert, (k, k)).await.unwrap();
     }
     let mut rows = session
-        .query_iter::<(i64, i64)>(Statement::new("SELECT k, v FROM p.t").with_page_size(3), ())
+        .query_iter(Statement::new("SELECT k, v FROM p.t").with_page_size(3), ())
         .await
+        .unwrap()
+        .rows_stream::<(i64, i64)>()
         .unwrap();
     let mut n = 0i64;
     while let Some(row) = rows.next().await {

@@ -387,13 +387,17 @@ async fn worker(w: usize, s: Session, st: Arc<Statements>, shared: Arc<Shared>) 
             }
             Op::Paged => {
                 let p = w as i64;
-                let stream = s.execute_iter::<(i32, i64)>(&st.paged_read, (p,)).await;
-                let mut stream = match stream {
+                let stream = match s.execute_iter(&st.paged_read, (p,)).await {
                     Ok(stream) => stream,
                     Err(e) => {
                         shared.fail(op, &e);
                         continue;
                     }
+                };
+                // Typed before any row is read: cannot fail.
+                let Ok(mut stream) = stream.rows_stream::<(i32, i64)>() else {
+                    shared.wrong(op, format!("paged partition {p}: rows read before typing"));
+                    continue;
                 };
                 let mut n = 0;
                 let mut bad = None;

@@ -84,11 +84,10 @@ async fn ten_thousand_rows_in_pages() {
         // Stream of an unprepared statement.
         let mut seen = vec![false; ROWS as usize];
         let mut rows = session
-            .query_iter::<(i32, i32, String)>(
-                Statement::new(scan.as_str()).with_page_size(page),
-                (),
-            )
+            .query_iter(Statement::new(scan.as_str()).with_page_size(page), ())
             .await
+            .unwrap()
+            .rows_stream::<(i32, i32, String)>()
             .unwrap();
         while let Some(row) = rows.next().await {
             let (p, c, v) = row.unwrap();
@@ -110,8 +109,10 @@ async fn ten_thousand_rows_in_pages() {
             .unwrap();
         let mut seen = vec![false; ROWS as usize];
         let mut rows = session
-            .execute_iter::<(i32, i32, String)>(&prepared, ())
+            .execute_iter(&prepared, ())
             .await
+            .unwrap()
+            .rows_stream::<(i32, i32, String)>()
             .unwrap();
         while let Some(row) = rows.next().await {
             let (p, c, v) = row.unwrap();
@@ -168,8 +169,10 @@ async fn page_size_one_over_a_small_partition() {
     let select = format!("SELECT c FROM {ks}.t WHERE p = ?");
     // Stream, prepared behind the scenes (the statement has values).
     let mut rows = session
-        .query_iter::<(i32,)>(Statement::new(select.as_str()).with_page_size(1), (1,))
+        .query_iter(Statement::new(select.as_str()).with_page_size(1), (1,))
         .await
+        .unwrap()
+        .rows_stream::<(i32,)>()
         .unwrap();
     let mut seen = Vec::new();
     while let Some(row) = rows.next().await {

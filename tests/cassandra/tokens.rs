@@ -52,11 +52,10 @@ async fn server_tokens(
     key: &str,
 ) -> Vec<(i64, Vec<CqlValue>)> {
     let mut rows = session
-        .query_iter::<scylla_cql::types::Row>(
-            format!("SELECT token({key}), {key} FROM {ks}.{table}"),
-            (),
-        )
+        .query_iter(format!("SELECT token({key}), {key} FROM {ks}.{table}"), ())
         .await
+        .unwrap()
+        .rows_stream::<scylla_cql::types::Row>()
         .unwrap();
     let mut out = Vec::new();
     while let Some(row) = rows.next().await {

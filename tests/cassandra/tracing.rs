@@ -146,8 +146,10 @@ async fn traced_statements_return_ids_and_their_traces_have_events() {
         .with_page_size(1)
         .with_tracing(true);
     let mut rows = session
-        .query_iter::<(i32, i32, String)>(scan, ())
+        .query_iter(scan, ())
         .await
+        .unwrap()
+        .rows_stream::<(i32, i32, String)>()
         .unwrap();
     let mut n = 0;
     while let Some(row) = rows.next().await {

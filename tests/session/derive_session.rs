@@ -72,8 +72,10 @@ async fn derived_rows_through_a_session() {
     assert!(result.single_row::<OwnedPerson>().is_err());
 
     let mut rows = session
-        .query_iter::<OwnedPerson>(Statement::new("SELECT id, name FROM d.people"), ())
+        .query_iter(Statement::new("SELECT id, name FROM d.people"), ())
         .await
+        .unwrap()
+        .rows_stream::<OwnedPerson>()
         .unwrap();
     let mut seen = Vec::new();
     while let Some(row) = rows.next().await {

@@ -86,8 +86,10 @@ async fn a_session_through_one_nodes_maintenance_socket() {
         .await
         .unwrap();
     let mut rows = session
-        .execute_iter::<(i64, String)>(&select, (7_i64,))
+        .execute_iter(&select, (7_i64,))
         .await
+        .unwrap()
+        .rows_stream::<(i64, String)>()
         .unwrap();
     let mut seen = Vec::new();
     while let Some(row) = rows.next().await {

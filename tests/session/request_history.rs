@@ -230,7 +230,12 @@ async fn a_failed_request_pages_and_batches_are_told() {
     let mut paged = Statement::new("SELECT c FROM h.p WHERE k = 1");
     paged.set_page_size(8);
     paged.set_history_listener(collector.clone());
-    let mut rows = session.query_iter::<(i32,)>(paged, ()).await.unwrap();
+    let mut rows = session
+        .query_iter(paged, ())
+        .await
+        .unwrap()
+        .rows_stream::<(i32,)>()
+        .unwrap();
     let mut n = 0;
     // Bounded: 20 rows, then the end.
     for _ in 0..100 {

@@ -84,11 +84,13 @@ async fn paging_batches_and_errors() {
     }
     // 250 rows in pages of 100: a stream of typed rows.
     let mut rows = session
-        .query_iter::<(i32, i32, String)>(
+        .query_iter(
             Statement::new("SELECT pk, c, v FROM p.t WHERE pk = ?").with_page_size(100),
             (1,),
         )
         .await
+        .unwrap()
+        .rows_stream::<(i32, i32, String)>()
         .unwrap();
     let mut seen = Vec::new();
     while let Some(row) = rows.next().await {

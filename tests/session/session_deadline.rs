@@ -128,8 +128,10 @@ async fn the_deadline_holds_across_a_paging_fetch() {
 
     let started = Instant::now();
     let mut rows = session
-        .query_iter::<(i64, i64)>(select.clone(), ())
+        .query_iter(select.clone(), ())
         .await
+        .unwrap()
+        .rows_stream::<(i64, i64)>()
         .unwrap();
     assert!(rows.deadline().is_some());
     let mut delivered = 0;
@@ -153,8 +155,10 @@ async fn the_deadline_holds_across_a_paging_fetch() {
 
     // Each page with its own timeout: all five pages arrive.
     let mut rows = session
-        .query_iter::<(i64, i64)>(select, ())
+        .query_iter(select, ())
         .await
+        .unwrap()
+        .rows_stream::<(i64, i64)>()
         .unwrap()
         .with_deadline(None);
     let mut n = 0;

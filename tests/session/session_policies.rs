@@ -24,7 +24,7 @@ fn futures_are_send(session: &Session, prepared: &PreparedStatement) {
     assert_send(&session.query_unpaged("SELECT 1", ()));
     assert_send(&session.prepare("SELECT 1"));
     assert_send(&session.execute_unpaged(prepared, (1, "a")));
-    assert_send(&session.query_iter::<(i32,)>("SELECT 1", ()));
+    assert_send(&session.query_iter("SELECT 1", ()));
     assert_send(&session.batch(
         &scylla_driver::Batch::new(scylla_driver::BatchType::Logged),
         (),

@@ -81,8 +81,10 @@ async fn traced_requests_fail_with_a_clear_error_and_untraced_ones_still_run() {
 
     // A traced paged read: the first page fails.
     let mut rows = session
-        .query_iter::<(i32, i32, String)>(traced.with_page_size(1), ())
+        .query_iter(traced.with_page_size(1), ())
         .await
+        .unwrap()
+        .rows_stream::<(i32, i32, String)>()
         .unwrap();
     let first = tokio::time::timeout(NO_HANG, rows.next())
         .await
@@ -239,7 +241,12 @@ async fn tracing_ids_reach_plain_prepared_batched_and_paged_results() {
     assert_eq!(page.tracing_id(), id(6));
 
     // Paged as a stream: 4 rows in pages of 2 (the last page may be empty).
-    let mut rows = session.query_iter::<(i32, i32)>(select, ()).await.unwrap();
+    let mut rows = session
+        .query_iter(select, ())
+        .await
+        .unwrap()
+        .rows_stream::<(i32, i32)>()
+        .unwrap();
     let mut n = 0;
     while let Some(row) = rows.next().await {
         row.unwrap();

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use scylla_cql::types::serialize::BatchValues;
-use scylla_cql::types::SerializeRow;
+use scylla_cql::types::{Row, SerializeRow};
 
 use super::pager::RowStream;
 use super::prepared_cache::{PreparedCache, PreparedKey};
@@ -69,14 +69,11 @@ impl CachingSession {
 
     /// Runs `statement` prepared, as a stream of rows fetched page by page
     /// (see [`Session::execute_iter`]).
-    pub async fn execute_iter<R>(
+    pub async fn execute_iter(
         &self,
         statement: impl Into<Statement>,
         values: impl SerializeRow,
-    ) -> Result<RowStream<R>, ExecutionError>
-    where
-        R: for<'r> scylla_cql::types::DeserializeRow<'r> + Send + 'static,
-    {
+    ) -> Result<RowStream<Row>, ExecutionError> {
         let prepared = self.prepared(statement.into()).await?;
         self.session.execute_iter(prepared, values).await
     }

@@ -38,7 +38,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use scylla_cql::frame::request::Query;
-use scylla_cql::types::{SerializeRow, SerializedValues};
+use scylla_cql::types::{Row, SerializeRow, SerializedValues};
 
 pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::{RowStream, RowsStreamError};
@@ -447,7 +447,10 @@ impl Session {
         Ok(prepared)
     }
 
-    /// Pages through a statement's result as a stream of typed rows.
+    /// Pages through a statement's result as a stream of rows:
+    /// [`rows_stream::<T>()`](pager::RowStream::rows_stream) reads them as
+    /// `T` (the official crate's `QueryPager` and `TypedRowStream` in one
+    /// type).
     ///
     /// The statement's request timeout covers the whole stream, every page
     /// fetch included, from this call on (see
@@ -459,14 +462,11 @@ impl Session {
     /// Dropping this future (which may prepare the statement) leaves nothing behind;
     /// dropping the returned stream stops fetching pages: a page request in flight
     /// completes on its connection and is discarded.
-    pub async fn query_iter<R>(
+    pub async fn query_iter(
         &self,
         statement: impl Into<Statement>,
         values: impl SerializeRow + Send + Sync,
-    ) -> Result<RowStream<R>, ExecutionError>
-    where
-        R: for<'r> scylla_cql::types::DeserializeRow<'r> + Send + 'static,
-    {
+    ) -> Result<RowStream<Row>, ExecutionError> {
         let statement = statement.into();
         let mut none = SerializedValues::new();
         if values.serialize_row(&[], &mut none).is_ok() {
@@ -481,8 +481,9 @@ impl Session {
         self.execute_iter(prepared, values).await
     }
 
-    /// Pages through a prepared statement's result as a stream of typed rows
-    /// (`&prepared` or an owned one).
+    /// Pages through a prepared statement's result as a stream of rows
+    /// (`&prepared` or an owned one); [`rows_stream::<T>()`](pager::RowStream::rows_stream)
+    /// reads them as `T`.
     ///
     /// The statement's request timeout covers the whole stream (see
     /// [`query_iter`](Self::query_iter)). The values are serialized before
@@ -492,21 +493,21 @@ impl Session {
     /// ```no_run
     /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
     /// let by_owner = session.prepare("SELECT id, name FROM ks.pets WHERE owner = ?").await?;
-    /// let mut pets = session.execute_iter::<(i32, String)>(&by_owner, ("ann",)).await?;
+    /// let mut pets = session
+    ///     .execute_iter(&by_owner, ("ann",))
+    ///     .await?
+    ///     .rows_stream::<(i32, String)>()?;
     /// while let Some(pet) = pets.next().await {
     ///     let (id, name) = pet?;
     ///     println!("{id}: {name}");
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn execute_iter<R>(
+    pub fn execute_iter(
         &self,
         prepared: impl Into<PreparedStatement>,
         values: impl SerializeRow,
-    ) -> std::future::Ready<Result<RowStream<R>, ExecutionError>>
-    where
-        R: for<'r> scylla_cql::types::DeserializeRow<'r> + Send + 'static,
-    {
+    ) -> std::future::Ready<Result<RowStream<Row>, ExecutionError>> {
         let prepared = prepared.into();
         std::future::ready(values::serialize(&prepared, &values).map(|serialized| {
             RowStream::new(

@@ -49,8 +49,9 @@ type PageFuture =
 /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
 /// use scylla_driver::statement::Statement;
 /// let mut rows = session
-///     .query_iter::<(i64, String)>(Statement::new("SELECT k, v FROM ks.t").with_page_size(1000), ())
-///     .await?;
+///     .query_iter(Statement::new("SELECT k, v FROM ks.t").with_page_size(1000), ())
+///     .await?
+///     .rows_stream::<(i64, String)>()?;
 /// while let Some(row) = rows.next().await {
 ///     let (k, v) = row?;
 ///     println!("{k} {v}");
@@ -132,8 +133,9 @@ where
     /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
     /// use std::time::{Duration, Instant};
     /// let mut rows = session
-    ///     .query_iter::<(i64,)>("SELECT k FROM ks.big", ())
+    ///     .query_iter("SELECT k FROM ks.big", ())
     ///     .await?
+    ///     .rows_stream::<(i64,)>()?
     ///     .with_deadline(Some(Instant::now() + Duration::from_secs(600)));
     /// while let Some(row) = rows.next().await {
     ///     let (_k,) = row?;

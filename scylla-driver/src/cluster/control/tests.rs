@@ -147,8 +147,12 @@ fn status_change_addresses_are_translated() {
     options.nodes.translator = Arc::new(
         MapTranslator::new().ip("10.9.0.1".parse().unwrap(), "127.0.0.1".parse().unwrap()),
     );
-    // The metadata holds translated addresses; the event names the node by
-    // the address it reports.
+    // The metadata holds translated addresses (the read recorded the
+    // translation it made); the event names the node by the address it
+    // reports.
+    options
+        .nodes
+        .record_translations([(addr("10.9.0.1:9042"), addr("127.0.0.1:9042"))].into());
     let t = task_with(vec![node(1, "127.0.0.1:9042")], vec![], options);
     let mut events = t.shared.node_events.subscribe();
     let down = Event::StatusChange {
@@ -162,7 +166,7 @@ fn status_change_addresses_are_translated() {
         (Some(Uuid::from_u128(1)), addr("127.0.0.1:9042"), false)
     );
     assert!(t.shared.down().contains(&addr("127.0.0.1:0").ip()));
-    // An address the translator does not know stays as it is.
+    // An address the latest read did not translate stays as it is.
     let other = Event::StatusChange {
         change: StatusChangeType::Down,
         addr: addr("10.9.0.2:9042"),

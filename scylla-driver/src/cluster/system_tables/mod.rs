@@ -259,6 +259,12 @@ pub struct NodeOptions {
 }
 
 impl NodeOptions {
+    /// Keeps the translations of a metadata read (reported address to the
+    /// address used), for [`translated`](Self::translated).
+    pub(crate) fn record_translations(&self, translations: HashMap<SocketAddr, SocketAddr>) {
+        self.translations.store(Arc::new(translations));
+    }
+
     /// The address the driver uses for a node that reports `reported`, as
     /// translated at the latest metadata read (`reported` itself for an
     /// address not seen there).
@@ -381,7 +387,7 @@ pub(crate) async fn read_topology(
             }
         }
     }
-    node_opts.translations.store(Arc::new(translations));
+    node_opts.record_translations(translations);
     let peers = translated;
     let local_id = local.host_id;
     let mut local_rejected = false;
