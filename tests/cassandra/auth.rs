@@ -157,31 +157,8 @@ async fn lz4_compression_is_negotiated_and_used() {
     assert_eq!(lz4_conn.info().server.compression, Some(Compression::Lz4));
     assert_eq!(plain_conn.info().server.compression, None);
 
-    // Large and compressible both ways: rows of repeated text.
     let ks = create_keyspace(&lz4, "lz4", 1).await;
-    ddl(
-        &lz4,
-        &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)"),
-    )
-    .await;
-    let big = "compressible ".repeat(2000);
-    let insert = lz4
-        .prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)"))
-        .await
-        .unwrap();
-    for k in 0..50 {
-        lz4.execute_unpaged(&insert, (k, format!("{k}{big}")))
-            .await
-            .unwrap();
-    }
-    let rows: Vec<(i32, String)> = lz4
-        .query_unpaged(format!("SELECT k, v FROM {ks}.t"), ())
-        .await
-        .unwrap()
-        .into_rows()
-        .unwrap();
-    assert_eq!(rows.len(), 50);
-    assert!(rows.iter().all(|(k, v)| *v == format!("{k}{big}")));
+    compressible_rows_round_trip(&lz4, &ks, 50).await;
 
     // The server's view of the connections.
     let clients = client_options(&lz4).await;
@@ -251,29 +228,7 @@ async fn snappy_on_v4_and_not_on_v5() {
     assert_eq!(mine.get("COMPRESSION").map(String::as_str), Some("snappy"));
 
     let ks = create_keyspace(&v4, "snappy", 1).await;
-    ddl(
-        &v4,
-        &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)"),
-    )
-    .await;
-    let big = "compressible ".repeat(2000);
-    let insert = v4
-        .prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)"))
-        .await
-        .unwrap();
-    for k in 0..20 {
-        v4.execute_unpaged(&insert, (k, format!("{k}{big}")))
-            .await
-            .unwrap();
-    }
-    let rows: Vec<(i32, String)> = v4
-        .query_unpaged(format!("SELECT k, v FROM {ks}.t"), ())
-        .await
-        .unwrap()
-        .into_rows()
-        .unwrap();
-    assert_eq!(rows.len(), 20);
-    assert!(rows.iter().all(|(k, v)| *v == format!("{k}{big}")));
+    compressible_rows_round_trip(&v4, &ks, 20).await;
 
     let v5 = builder(&uri)
         .protocol_version(ProtocolVersion::V5)
@@ -294,4 +249,33 @@ async fn snappy_on_v4_and_not_on_v5() {
         .unwrap();
     assert_eq!(rows.len(), 20);
     drop_keyspace(&v4, &ks).await;
+}
+
+/// Large and compressible both ways: `n` rows of repeated text written to a
+/// new table of `ks` and read back.
+async fn compressible_rows_round_trip(session: &Session, ks: &str, n: i32) {
+    ddl(
+        session,
+        &format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)"),
+    )
+    .await;
+    let big = "compressible ".repeat(2000);
+    let insert = session
+        .prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)"))
+        .await
+        .unwrap();
+    for k in 0..n {
+        session
+            .execute_unpaged(&insert, (k, format!("{k}{big}")))
+            .await
+            .unwrap();
+    }
+    let rows: Vec<(i32, String)> = session
+        .query_unpaged(format!("SELECT k, v FROM {ks}.t"), ())
+        .await
+        .unwrap()
+        .into_rows()
+        .unwrap();
+    assert_eq!(rows.len(), usize::try_from(n).unwrap());
+    assert!(rows.iter().all(|(k, v)| *v == format!("{k}{big}")));
 }
