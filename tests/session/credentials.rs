@@ -202,7 +202,10 @@ fn builder(cluster: &TestCluster, password: &str) -> SessionBuilder {
     ] {
         assert_no_password(&format!("Debug of the {what}"), &text);
         // The authenticator is there (the check looks at the right thing).
-        assert!(text.contains("PasswordAuthenticator"), "{what}: {text}");
+        assert!(
+            text.contains("authenticator: Some(") && text.contains("AuthenticatorProvider"),
+            "{what}: {text}"
+        );
     }
     b
 }
