@@ -12,6 +12,11 @@ pub use crate::response::query_result::{
     FirstRowError, IntoRowsResultError, MaybeFirstRowError, RowsError, SingleRowError,
 };
 pub use crate::session::{RowsStreamError, TracingError};
+
+/// The error a row stream yields for a row (the official crate's name): a
+/// page that could not be fetched or a row that could not be read, which is
+/// an [`ExecutionError`] here.
+pub type NextRowError = ExecutionError;
 pub use crate::statement::NotSerialConsistency;
 #[cfg(feature = "tls")]
 pub use crate::tls::TlsConfigError;
