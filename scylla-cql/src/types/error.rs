@@ -7,7 +7,6 @@
 //! boxed: these errors travel through `Result`s on the hot path, where a small
 //! `Err` keeps the `Ok` path cheap.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -61,16 +60,10 @@ macro_rules! define_error {
             /// otherwise of the kind `Other` holding `err` (the official
             /// crate's constructor, for errors of an implementation's own).
             pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-                let mut slot = Some(err);
-                let kind = match (&mut slot as &mut dyn Any).downcast_mut::<Option<$kind>>() {
-                    Some(kind) => kind.take(),
-                    None => None,
-                };
-                let kind = match (kind, slot) {
-                    (Some(kind), _) => kind,
-                    (None, Some(err)) => $kind::Other(SharedError(Arc::new(err))),
-                    // `slot` is emptied only when it held a kind.
-                    (None, None) => $kind::Custom(String::new()),
+                let err: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
+                let kind = match err.downcast::<$kind>() {
+                    Ok(kind) => *kind,
+                    Err(other) => $kind::Other(SharedError(Arc::from(other))),
                 };
                 Self(Box::new((ErrorContext::default(), kind)))
             }
