@@ -33,7 +33,8 @@ pub type Shard = u16;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Sharder {
-    nr_shards: NonZeroU16,
+    /// The node's number of shards (the official crate's public field).
+    pub nr_shards: NonZeroU16,
     ignore_msb: u8,
 }
 

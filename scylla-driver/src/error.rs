@@ -76,6 +76,11 @@ pub enum ExecutionError {
         /// node at all).
         attempts: Attempts,
     },
+    /// The statement's load-balancing policy offered no node for the
+    /// request (neither [`pick`](crate::policies::load_balancing::LoadBalancingPolicy::pick)
+    /// nor its fallback): nothing was sent.
+    #[error("the load-balancing policy offered no node for the request (check the nodes, datacenters or filters it chooses by)")]
+    EmptyPlan,
     /// The connection broke while the request was in flight (and it was not
     /// retried: the statement is not idempotent, or the retry policy said no).
     #[error("the request to {node} failed on its connection{attempts}")]

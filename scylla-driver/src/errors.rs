@@ -17,6 +17,10 @@ pub use crate::session::{RowsStreamError, TracingError};
 /// page that could not be fetched or a row that could not be read, which is
 /// an [`ExecutionError`] here.
 pub type NextRowError = ExecutionError;
+/// How one attempt of a request failed, as
+/// [`LoadBalancingPolicy::on_request_failure`](crate::policies::load_balancing::LoadBalancingPolicy::on_request_failure)
+/// is told (the official crate's name): an [`AttemptError`] here.
+pub type RequestAttemptError = AttemptError;
 pub use crate::statement::NotSerialConsistency;
 #[cfg(feature = "tls")]
 pub use crate::tls::TlsConfigError;

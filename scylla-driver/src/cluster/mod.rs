@@ -57,7 +57,8 @@ pub mod metadata {
 
 pub use tablets::TabletWarmup;
 pub use view::{
-    ClusterState, ClusterStateTokenError, ClusterView, Node, NodeAddr, NodeInfo, Replica,
+    ClusterState, ClusterStateTokenError, ClusterView, Node, NodeAddr, NodeInfo, NodeRef, Replica,
+    ReplicaLocator,
 };
 // Errors applications see (also at `crate::errors`).
 pub use control::{ContactError, ContactFailure, ControlError};

@@ -11,7 +11,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use scylla_cql::sharding::Shard;
+use scylla_cql::sharding::{Shard, Sharder};
 
 use scylla_cql::token::Token;
 use uuid::Uuid;
@@ -90,6 +90,16 @@ pub struct Replica {
 impl ClusterView {
     pub(crate) fn new(state: Arc<Snapshot>, tablets: Arc<TabletStore>) -> Self {
         ClusterView { state, tablets }
+    }
+
+    /// The session's cluster state this view was taken from.
+    pub(crate) fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.state
+    }
+
+    /// The session's tablet maps.
+    pub(crate) fn tablet_store(&self) -> &TabletStore {
+        &self.tablets
     }
 
     /// Every node the session uses, sorted by host id.
@@ -237,6 +247,83 @@ pub struct Node {
     pub datacenter: Option<String>,
     /// Its rack (`None` when the node reports none).
     pub rack: Option<String>,
+    /// Its sharding, once a connection has told it.
+    sharder: Option<Sharder>,
+}
+
+impl Node {
+    /// A node as a result records it: host id and address only.
+    pub(crate) fn recorded(host_id: Uuid, address: SocketAddr) -> Self {
+        Node {
+            host_id,
+            address: NodeAddr(address),
+            datacenter: None,
+            rack: None,
+            sharder: None,
+        }
+    }
+
+    /// How the node splits tokens among its shards, once a connection has
+    /// told it (`None` before that, and for a node that does not shard,
+    /// such as Cassandra).
+    pub fn sharder(&self) -> Option<Sharder> {
+        self.sharder
+    }
+}
+
+/// A node as load-balancing policies receive and return it (the official
+/// `scylla` crate's name).
+pub type NodeRef<'a> = &'a Arc<Node>;
+
+/// The nodes of the cluster grouped for load-balancing policies, from
+/// [`ClusterState::replica_locator`] (the official `scylla` crate's shape).
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaLocator {
+    /// Every node, sorted by host id.
+    nodes: Vec<Arc<Node>>,
+    /// The datacenters' names, sorted, and the nodes of each (sorted by
+    /// host id); nodes that report no datacenter are in none.
+    datacenters: Vec<(String, Vec<Arc<Node>>)>,
+}
+
+impl ReplicaLocator {
+    fn new(nodes: &[Arc<Node>]) -> Self {
+        let mut by_dc: BTreeMap<&str, Vec<Arc<Node>>> = BTreeMap::new();
+        for n in nodes {
+            if let Some(dc) = n.datacenter.as_deref() {
+                by_dc.entry(dc).or_default().push(Arc::clone(n));
+            }
+        }
+        ReplicaLocator {
+            nodes: nodes.to_vec(),
+            datacenters: by_dc
+                .into_iter()
+                .map(|(dc, nodes)| (dc.to_owned(), nodes))
+                .collect(),
+        }
+    }
+
+    /// Every node of the cluster, once each.
+    pub fn unique_nodes_in_global_ring(&self) -> &[Arc<Node>] {
+        &self.nodes
+    }
+
+    /// The nodes of datacenter `datacenter_name`, once each; `None` for a
+    /// datacenter no node reports.
+    pub fn unique_nodes_in_datacenter_ring<'a>(
+        &'a self,
+        datacenter_name: &str,
+    ) -> Option<&'a [Arc<Node>]> {
+        self.datacenters
+            .binary_search_by(|(dc, _)| dc.as_str().cmp(datacenter_name))
+            .ok()
+            .map(|i| self.datacenters[i].1.as_slice())
+    }
+
+    /// The names of the datacenters, sorted.
+    pub fn datacenter_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.datacenters.iter().map(|(dc, _)| dc.as_str())
+    }
 }
 
 /// The cluster as the session sees it, in the official `scylla` crate's
@@ -261,6 +348,7 @@ pub struct ClusterState {
     view: ClusterView,
     /// Sorted by host id.
     nodes: Vec<Arc<Node>>,
+    locator: ReplicaLocator,
 }
 
 impl ClusterState {
@@ -277,12 +365,31 @@ impl ClusterState {
                     address: NodeAddr(n.address),
                     datacenter: non_empty(&n.datacenter),
                     rack: non_empty(&n.rack),
+                    sharder: n.pool.snapshot().sharder,
                 })
             })
             .collect::<Vec<_>>();
         let mut nodes = nodes;
         nodes.sort_by_key(|n| n.host_id);
-        ClusterState { view, nodes }
+        let locator = ReplicaLocator::new(&nodes);
+        ClusterState {
+            view,
+            nodes,
+            locator,
+        }
+    }
+
+    /// The nodes grouped by datacenter, for load-balancing policies.
+    pub fn replica_locator(&self) -> &ReplicaLocator {
+        &self.locator
+    }
+
+    /// The node with host id `host_id`.
+    pub fn get_node_by_host_id(&self, host_id: &Uuid) -> Option<&Arc<Node>> {
+        self.nodes
+            .binary_search_by_key(host_id, |n| n.host_id)
+            .ok()
+            .map(|i| &self.nodes[i])
     }
 
     /// This crate's view of the same snapshot.
@@ -311,11 +418,8 @@ impl ClusterState {
             .replicas(keyspace, table, token)
             .into_iter()
             .filter_map(|r| {
-                let i = self
-                    .nodes
-                    .binary_search_by_key(&r.host_id, |n| n.host_id)
-                    .ok()?;
-                Some((Arc::clone(&self.nodes[i]), r.shard.unwrap_or(0)))
+                let node = self.get_node_by_host_id(&r.host_id)?;
+                Some((Arc::clone(node), r.shard.unwrap_or(0)))
             })
             .collect()
     }

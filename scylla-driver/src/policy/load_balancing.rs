@@ -1,11 +1,11 @@
-//! Load-balancing preferences in the official `scylla` crate's shape:
-//! [`DefaultPolicy`] and [`SingleTargetLoadBalancingPolicy`], set on an
+//! Load-balancing policies in the official `scylla` crate's shape, set on an
 //! execution profile or a statement.
 //!
-//! This crate does not ask a policy object for a query plan: every request
+//! The two built-in policies do not compute a plan per request: the request
 //! walks the session's precomputed routing table (replicas of the token
-//! first, local datacenter first, see the `routing` module). A policy here
-//! is a declarative set of preferences that this walk applies:
+//! first, local datacenter first, see the `routing` module), and the policy
+//! is a declarative set of preferences that this walk applies, without
+//! allocating:
 //!
 //! - [`DefaultPolicy`]: the datacenter (and rack) to prefer, whether to
 //!   route by token, whether other datacenters may be tried, whether to
@@ -15,9 +15,13 @@
 //!   and nothing else: the request fails when that node is unknown or has no
 //!   open connection.
 //!
-//! [`LoadBalancingPolicy`] is sealed: only these two types implement it, as
-//! the routing walk cannot call user code for a plan without giving up its
-//! allocation-free, lock-free hot path.
+//! Any other implementation of [`LoadBalancingPolicy`] is asked for each
+//! request's plan: [`pick`](LoadBalancingPolicy::pick) for the first target,
+//! [`fallback`](LoadBalancingPolicy::fallback) (only when more are needed)
+//! for the rest, and told of each attempt's outcome. Such a request pays for
+//! what the policy does (the fallback's box and the targets it yields, a
+//! lookup of each node by host id), and for a
+//! [`ClusterState`] built once per topology change.
 //!
 //! Without a policy (the default), a request routes with the session's own
 //! settings ([`SessionBuilder::local_datacenter`](crate::SessionBuilder::local_datacenter),
@@ -28,28 +32,141 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use scylla_cql::sharding::Shard;
+use scylla_cql::token::Token;
+use scylla_cql::types::TableSpec;
+use scylla_cql::Consistency;
 use uuid::Uuid;
 
+use crate::cluster::ClusterState;
+pub use crate::cluster::NodeRef;
+use crate::error::AttemptError;
 use crate::routing::{DcId, RackId, RoutingTable};
+use crate::statement::SerialConsistency;
 
-mod sealed {
-    /// Only this crate's policies implement
-    /// [`LoadBalancingPolicy`](super::LoadBalancingPolicy).
-    #[allow(unreachable_pub)]
-    pub trait Sealed {
-        /// The concrete policy, for the request path to read.
-        fn as_any(&self) -> &dyn std::any::Any;
+use super::steering;
+
+/// What a load-balancing policy learns of a request.
+///
+/// ```
+/// use scylla_driver::policies::load_balancing::RoutingInfo;
+///
+/// let info = RoutingInfo::default();
+/// assert!(info.token.is_none() && info.table.is_none() && !info.is_confirmed_lwt);
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RoutingInfo<'a> {
+    /// The request's consistency.
+    pub consistency: Consistency,
+    /// Its serial consistency, if set.
+    pub serial_consistency: Option<SerialConsistency>,
+    /// The token of its partition key (a prepared statement whose bound
+    /// values hold the whole partition key).
+    pub token: Option<Token>,
+    /// The table of a prepared statement.
+    pub table: Option<&'a TableSpec<'a>>,
+    /// Whether the server said, when it prepared the statement, that it is a
+    /// lightweight transaction (ScyllaDB only; always `false` on Cassandra).
+    pub is_confirmed_lwt: bool,
+}
+
+impl RoutingInfo<'_> {
+    /// Whether the request is a lightweight transaction: confirmed as one,
+    /// or run at a serial consistency (how a `SELECT` reads as Paxos does).
+    pub fn should_route_as_lwt(&self) -> bool {
+        self.is_confirmed_lwt
+            || matches!(
+                self.consistency,
+                Consistency::Serial | Consistency::LocalSerial
+            )
     }
 }
 
-/// A load-balancing policy: [`DefaultPolicy`] or
-/// [`SingleTargetLoadBalancingPolicy`] (the trait is sealed; see the
-/// [module documentation](self)).
-pub trait LoadBalancingPolicy: fmt::Debug + Send + Sync + sealed::Sealed {
+/// The targets of a request's plan after the first, from
+/// [`LoadBalancingPolicy::fallback`].
+pub type FallbackPlan<'a> =
+    Box<dyn Iterator<Item = (NodeRef<'a>, Option<Shard>)> + Send + Sync + 'a>;
+
+/// Where a request goes: a node and, if the policy chooses one, its shard
+/// (a shard past the node's count is taken modulo the count; `None` takes
+/// the shard owning the request's token, or any).
+///
+/// A request tries the target of [`pick`](Self::pick) first, then those of
+/// [`fallback`](Self::fallback) (asked for only when the first target
+/// failed, was unreachable, or a speculative attempt starts; the picked
+/// target is skipped if the fallback repeats it). When `pick` returns
+/// `None`, the fallback's targets are the whole plan.
+///
+/// ```
+/// use scylla_driver::cluster::{ClusterState, NodeRef};
+/// use scylla_driver::policies::load_balancing::{FallbackPlan, LoadBalancingPolicy, RoutingInfo};
+/// use scylla_driver::routing::Shard;
+///
+/// /// Only the nodes of one datacenter, in host-id order.
+/// #[derive(Debug)]
+/// struct OneDatacenter(String);
+///
+/// impl LoadBalancingPolicy for OneDatacenter {
+///     fn pick<'a>(
+///         &'a self,
+///         info: &'a RoutingInfo,
+///         cluster: &'a ClusterState,
+///     ) -> Option<(NodeRef<'a>, Option<Shard>)> {
+///         self.fallback(info, cluster).next()
+///     }
+///
+///     fn fallback<'a>(&'a self, _: &'a RoutingInfo, cluster: &'a ClusterState) -> FallbackPlan<'a> {
+///         let nodes = cluster.replica_locator().unique_nodes_in_datacenter_ring(&self.0);
+///         Box::new(nodes.unwrap_or(&[]).iter().map(|node| (node, None)))
+///     }
+///
+///     fn name(&self) -> String {
+///         "OneDatacenter".into()
+///     }
+/// }
+/// ```
+pub trait LoadBalancingPolicy: fmt::Debug + Send + Sync {
+    /// The first target of a request's plan.
+    fn pick<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> Option<(NodeRef<'a>, Option<Shard>)>;
+
+    /// The rest of a request's plan (all of it when `pick` gave none).
+    fn fallback<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> FallbackPlan<'a>;
+
+    /// Told when an attempt on `node` got an answer (errors the server sent
+    /// as answers included: see [`on_request_failure`](Self::on_request_failure)).
+    fn on_request_success(&self, _request: &RoutingInfo, _latency: Duration, _node: NodeRef<'_>) {}
+
+    /// Told when an attempt on `node` failed: the node answered with an
+    /// error, or the connection broke or timed out.
+    fn on_request_failure(
+        &self,
+        _request: &RoutingInfo,
+        _latency: Duration,
+        _node: NodeRef<'_>,
+        _error: &AttemptError,
+    ) {
+    }
+
     /// The policy's name, for logs.
     fn name(&self) -> String;
+
+    /// The built-in policy this is, which requests apply without asking it
+    /// for plans; `None` (the default) for every other policy.
+    #[doc(hidden)]
+    fn built_in(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Which node a [`SingleTargetLoadBalancingPolicy`] sends to.
@@ -109,15 +226,29 @@ impl SingleTargetLoadBalancingPolicy {
     }
 }
 
-impl sealed::Sealed for SingleTargetLoadBalancingPolicy {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
-
 impl LoadBalancingPolicy for SingleTargetLoadBalancingPolicy {
+    fn pick<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> Option<(NodeRef<'a>, Option<Shard>)> {
+        self.fallback(request, cluster).next()
+    }
+
+    fn fallback<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> FallbackPlan<'a> {
+        Box::new(steering::targets(Preference::Single(self), request, cluster).into_iter())
+    }
+
     fn name(&self) -> String {
         "SingleTargetLoadBalancingPolicy".to_owned()
+    }
+
+    fn built_in(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -168,15 +299,32 @@ impl Default for DefaultPolicy {
     }
 }
 
-impl sealed::Sealed for DefaultPolicy {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
-
 impl LoadBalancingPolicy for DefaultPolicy {
+    fn pick<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> Option<(NodeRef<'a>, Option<Shard>)> {
+        self.fallback(request, cluster).next()
+    }
+
+    /// The plan a request with this policy takes (replicas first, see the
+    /// [module documentation](self)), computed for the caller: requests
+    /// themselves walk the routing table without asking.
+    fn fallback<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> FallbackPlan<'a> {
+        Box::new(steering::targets(Preference::Default(self), request, cluster).into_iter())
+    }
+
     fn name(&self) -> String {
         "DefaultPolicy".to_owned()
+    }
+
+    fn built_in(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -376,9 +524,10 @@ pub(crate) enum Preference<'a> {
     Single(&'a SingleTargetLoadBalancingPolicy),
 }
 
-/// The preference of `policy` (every implementation is one of the two).
+/// The preference of `policy` when it is a built-in one (`None`: a policy
+/// asked for each request's plan).
 pub(crate) fn preference(policy: &dyn LoadBalancingPolicy) -> Option<Preference<'_>> {
-    let any = policy.as_any();
+    let any = policy.built_in()?;
     if let Some(p) = any.downcast_ref::<DefaultPolicy>() {
         return Some(Preference::Default(p));
     }

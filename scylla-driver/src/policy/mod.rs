@@ -12,3 +12,4 @@ pub use crate::cluster::translation::{
 pub mod load_balancing;
 pub mod retry;
 pub mod speculative;
+pub(crate) mod steering;

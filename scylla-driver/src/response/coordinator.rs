@@ -25,12 +25,7 @@ impl Coordinator {
     pub(crate) fn new(address: SocketAddr, who: Coordinated) -> Self {
         Coordinator {
             connection_address: address,
-            node: Arc::new(Node {
-                host_id: who.host_id,
-                address: address.into(),
-                datacenter: None,
-                rack: None,
-            }),
+            node: Arc::new(Node::recorded(who.host_id, address)),
             shard: who.shard,
         }
     }

@@ -374,6 +374,11 @@ pub struct TabletTable {
 }
 
 impl TabletTable {
+    /// The table's keyspace and name.
+    pub fn table_spec(&self) -> scylla_cql::types::TableSpec<'_> {
+        scylla_cql::types::TableSpec::borrowed(&self.keyspace, &self.table)
+    }
+
     /// An empty slot for `keyspace.table`.
     pub fn new(keyspace: &str, table: &str, uses_tablets: bool) -> Self {
         Self {

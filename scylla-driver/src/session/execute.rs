@@ -40,7 +40,7 @@ use crate::observability::history::{AttemptId, HistoryListener, RequestId, Specu
 use crate::policy::load_balancing::{preference, LoadBalancingPolicy};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;
-use crate::routing::{KeyspaceId, NodeIdx, Plan, RoutingRequest, Tablet, TabletTable, Target};
+use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable};
 use scylla_cql::frame::tablets::{
     TabletRoutingInfo, TabletRoutingV2, TABLETS_ROUTING_V1_KEY, TABLETS_ROUTING_V2_KEY,
 };
@@ -48,10 +48,11 @@ use scylla_cql::frame::CustomPayload;
 use std::sync::Arc;
 
 use super::message::{AtConsistency, MessageFor, Reprepare};
+use super::policy_plan::{PolicyTargets, Routed, Targets};
 use super::reprepare::{self, Outcome, Repreparations, Role};
-use super::steering::{steer, token_aware, Only};
 use super::tablets_v2::{leader_first, tablet_block};
 use super::SessionInner;
+use crate::policy::steering::{steer, token_aware, Only};
 
 /// Where a request should go.
 #[derive(Debug, Clone, Default)]
@@ -78,6 +79,8 @@ pub(crate) struct RunOptions<'a> {
     pub(crate) tracing: bool,
     pub(crate) retry_policy: &'a dyn RetryPolicy,
     pub(crate) speculative: Option<SpeculativeExecution>,
+    /// The serial consistency, for a user's load-balancing policy.
+    pub(crate) serial_consistency: Option<Consistency>,
     /// The statement's or its profile's load-balancing policy (`None`: the
     /// session's routing, unchanged).
     /// (A thin reference: these options are copied into request futures.)
@@ -225,58 +228,73 @@ async fn run_in_span<'s>(
         .tablets
         .filter(|t| t.uses_tablets() && token_aware(opts.load_balancing))
         .map(|t| t.snapshot());
-    // In a block: the routing request is not kept in this future.
-    let (plan, only) = {
-        let mut request = RoutingRequest {
-            keyspace: routing.keyspace,
-            token: routing.token,
-            lwt: routing.lwt,
-            local_dc: state.local_dc,
-            seed: next_seed(),
-        };
-        let mut local_rack = state.local_rack;
-        // A load-balancing policy, if any, changes the request's
-        // preferences and restricts its targets; without one, this is one
-        // branch.
-        let only = match opts.load_balancing.and_then(|p| preference(&**p)) {
-            None => Only::Any,
-            Some(pref) => steer(pref, state, &mut request, &mut local_rack),
-        };
-        let plan = match (&tablets, routing.token) {
-            (Some(snapshot), Some(token)) => match snapshot.lookup(state.layout, token) {
-                Some(replicas) => {
-                    let request = leader_first(request, routing.tablets);
-                    state.routing.plan_tablet(&request, replicas, &is_up)
-                }
-                None => state.routing.plan(
-                    &RoutingRequest {
-                        keyspace: None,
-                        ..request
+    // A user's load-balancing policy gives the plan itself. Boxed: its
+    // room is not in every request's future.
+    let by_policy = opts
+        .load_balancing
+        .filter(|p| preference(&***p).is_none())
+        .map(|policy| {
+            Box::new(PolicyTargets::new(
+                &**policy,
+                inner
+                    .policy_cluster
+                    .get(state, || inner.state(), &inner.cluster.tablets),
+                state,
+                (opts.consistency, opts.serial_consistency),
+                routing.token,
+                routing.tablets.map(TabletTable::table_spec),
+                routing.lwt,
+            ))
+        });
+    let routed;
+    let targets: &dyn Targets = match &by_policy {
+        Some(targets) => &**targets,
+        None => {
+            // In a block: the routing request is not kept in this future.
+            let (plan, only) = {
+                let mut request = RoutingRequest {
+                    keyspace: routing.keyspace,
+                    token: routing.token,
+                    lwt: routing.lwt,
+                    local_dc: state.local_dc,
+                    seed: next_seed(),
+                };
+                let mut local_rack = state.local_rack;
+                // A load-balancing policy, if any, changes the request's
+                // preferences and restricts its targets; without one, this is one
+                // branch.
+                let only = match opts.load_balancing.and_then(|p| preference(&**p)) {
+                    None => Only::Any,
+                    Some(pref) => steer(pref, state, &mut request, &mut local_rack),
+                };
+                let plan = match (&tablets, routing.token) {
+                    (Some(snapshot), Some(token)) => match snapshot.lookup(state.layout, token) {
+                        Some(replicas) => {
+                            let request = leader_first(request, routing.tablets);
+                            state.routing.plan_tablet(&request, replicas, &is_up)
+                        }
+                        None => state.routing.plan(
+                            &RoutingRequest {
+                                keyspace: None,
+                                ..request
+                            },
+                            &is_up,
+                        ),
                     },
-                    &is_up,
-                ),
-            },
-            _ => state.routing.plan(&request, &is_up),
-        };
-        // Replicas in the local rack first; the less loaded, faster of two
-        // first (attempts record their load in `state.loads`, see below).
-        let loads: &[_] = match inner.config.latency_aware_routing {
-            true => &state.loads,
-            false => &[],
-        };
-        (plan.with_local_rack(local_rack).with_loads(loads), only)
-    };
-    // The restriction sits with the plan, so that the closure holds one
-    // reference, as without policies.
-    let plan = Mutex::new((plan, only));
-    let next_target = || {
-        let mut guard = plan.lock().unwrap_or_else(|e| e.into_inner());
-        let (plan, only) = &mut *guard;
-        match *only {
-            // Without a restriction (every request without a
-            // load-balancing policy), the plan's next target as it comes.
-            Only::Any => plan.next(),
-            only => restricted_next(plan, only),
+                    _ => state.routing.plan(&request, &is_up),
+                };
+                // Replicas in the local rack first; the less loaded, faster of two
+                // first (attempts record their load in `state.loads`, see below).
+                let loads: &[_] = match inner.config.latency_aware_routing {
+                    true => &state.loads,
+                    false => &[],
+                };
+                (plan.with_local_rack(local_rack).with_loads(loads), only)
+            };
+            // The restriction sits with the plan, so that the attempts hold one
+            // reference, as without policies.
+            routed = Routed(Mutex::new((plan, only)));
+            &routed
         }
     };
 
@@ -289,7 +307,7 @@ async fn run_in_span<'s>(
                 msg,
                 *opts,
                 deadline,
-                &next_target,
+                targets,
                 (spec, fiber.as_deref()),
             )
             .await
@@ -302,7 +320,7 @@ async fn run_in_span<'s>(
                 msg,
                 opts,
                 (started, deadline),
-                &next_target,
+                targets,
                 fiber.as_deref(),
             )
             .await
@@ -324,26 +342,14 @@ async fn run_in_span<'s>(
             Err(e) => f.listener.log_request_error(f.request, e),
         }
     }
-    result.map(|timed| timed.answer)
-}
-
-/// The next of `plan`'s targets that `only` permits.
-fn restricted_next<F: Fn(NodeIdx) -> bool>(plan: &mut Plan<'_, F>, only: Only) -> Option<Target> {
-    // Bounded: the plan yields each node at most once.
-    loop {
-        let t = plan.next()?;
-        match only {
-            Only::Any => return Some(t),
-            Only::LocalDc if plan.is_local(t.node) => return Some(t),
-            Only::Node(node, shard) if t.node == node => {
-                return Some(Target {
-                    node,
-                    shard: shard.or(t.shard),
-                })
-            }
-            Only::Nothing => return None,
-            Only::LocalDc | Only::Node(..) => {}
+    match result {
+        Ok(timed) => Ok(timed.answer),
+        Err(ExecutionError::NoConnection { attempts })
+            if attempts.is_empty() && by_policy.as_ref().is_some_and(|t| t.was_empty()) =>
+        {
+            Err(ExecutionError::EmptyPlan)
         }
+        Err(e) => Err(e),
     }
 }
 
@@ -372,7 +378,7 @@ async fn speculate<'s>(
     msg: &dyn MessageFor,
     opts: RunOptions<'_>,
     deadline: Instant,
-    next_target: &(dyn Fn() -> Option<Target> + Sync),
+    targets: &dyn Targets,
     (spec, fiber): (SpeculativeExecution, Option<&Fiber<'_>>),
 ) -> Result<Timed<'s>, ExecutionError> {
     type Attempt<'a, 's> =
@@ -385,7 +391,7 @@ async fn speculate<'s>(
         msg,
         &opts,
         (Instant::now(), deadline),
-        next_target,
+        targets,
         fiber,
     )));
     // Fixed, or the session's latency at a percentile, read once now.
@@ -432,7 +438,7 @@ async fn speculate<'s>(
                     msg,
                     &opts,
                     (Instant::now(), deadline),
-                    &next_target,
+                    targets,
                     fiber,
                 )));
                 next_start += delay;
@@ -452,7 +458,7 @@ async fn speculative_chain<'s>(
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
     times: (Instant, Instant),
-    next_target: &(dyn Fn() -> Option<Target> + Sync),
+    targets: &dyn Targets,
     fiber: Option<Fiber<'_>>,
 ) -> Result<Timed<'s>, ExecutionError> {
     attempt_chain(
@@ -462,7 +468,7 @@ async fn speculative_chain<'s>(
         msg,
         opts,
         times,
-        next_target,
+        targets,
         fiber.as_ref(),
     )
     .await
@@ -477,7 +483,7 @@ async fn attempt_chain<'s>(
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
     (started, deadline): (Instant, Instant),
-    next_target: &(dyn Fn() -> Option<Target> + Sync),
+    targets: &dyn Targets,
     fiber: Option<&Fiber<'_>>,
 ) -> Result<Timed<'s>, ExecutionError> {
     // The first attempt starts at the clock reading the caller took.
@@ -487,10 +493,10 @@ async fn attempt_chain<'s>(
     // The failed attempts, recorded on the failure path only (an empty Vec
     // does not allocate).
     let mut attempts: Vec<Attempt> = Vec::new();
-    let mut target = next_target();
+    let mut target = targets.next();
     while let Some(t) = target {
         let Some(node) = state.node(t.node) else {
-            target = next_target();
+            target = targets.next();
             continue;
         };
         let conn = match t.shard {
@@ -502,7 +508,7 @@ async fn attempt_chain<'s>(
                 node: node.address,
                 error: AttemptError::NoConnection,
             });
-            target = next_target();
+            target = targets.next();
             continue;
         };
         let now = match first_now.take() {
@@ -574,7 +580,7 @@ async fn attempt_chain<'s>(
                 retries,
                 consistency,
             };
-            match outcome {
+            let failed = match outcome {
                 Ok(frame) => {
                     let Response::Error(e) = &frame.response else {
                         if let Some(payload) = frame.custom_payload() {
@@ -582,6 +588,9 @@ async fn attempt_chain<'s>(
                         }
                         if let Some(f) = fiber {
                             f.listener.log_attempt_success(AttemptId(attempt_id));
+                        }
+                        if opts.load_balancing.is_some() {
+                            targets.attempt_finished(t.node, attempt_latency, None);
                         }
                         return Ok(Timed {
                             answer: Answer {
@@ -614,6 +623,9 @@ async fn attempt_chain<'s>(
                     {
                         let error = AttemptError::Connection(e);
                         log_attempt_error(fiber, attempt_id, &error, &RetryDecision::Fail);
+                        if opts.load_balancing.is_some() {
+                            targets.attempt_finished(t.node, attempt_latency, Some(&error));
+                        }
                         attempts.push(Attempt {
                             node: node.address,
                             error,
@@ -626,7 +638,11 @@ async fn attempt_chain<'s>(
                     (decision, AttemptError::Connection(e))
                 }
                 Err(Failed::Fatal(e)) => return Err(e),
+            };
+            if opts.load_balancing.is_some() {
+                targets.attempt_finished(t.node, attempt_latency, Some(&failed.1));
             }
+            failed
         };
         log_attempt_error(fiber, attempt_id, &error, &decision);
         let (retry_at, next, delay) = match decision {
@@ -655,7 +671,7 @@ async fn attempt_chain<'s>(
             error,
         });
         if next {
-            target = next_target();
+            target = targets.next();
         }
     }
     // The plan is exhausted: the last attempt's failure is the request's.

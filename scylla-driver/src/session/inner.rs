@@ -50,6 +50,8 @@ pub(crate) struct SessionInner {
     pub(super) limiter: limiter::RequestLimiter,
     /// Statements being prepared again on nodes that forgot them.
     pub(super) repreparations: super::reprepare::Repreparations,
+    /// The cluster as user load-balancing policies see it.
+    pub(super) policy_cluster: super::policy_plan::PolicyClusterCache,
 }
 
 /// The session's keyspace (`USE`), and whether it has one: most sessions
@@ -280,6 +282,7 @@ impl SessionInner {
                 .get(|p| p.retry_policy.as_deref())
                 .unwrap_or(&*d.retry_policy),
             speculative: p.get(|p| p.speculative_execution).or(d.speculative),
+            serial_consistency: self.serial_consistency(o, p),
             load_balancing: match &o.load_balancing {
                 Some(h) => Some(&*h.0),
                 None => p

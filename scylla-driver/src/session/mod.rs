@@ -23,11 +23,11 @@ mod inner;
 mod limiter;
 mod message;
 pub mod pager;
+mod policy_plan;
 mod prepare;
 mod prepared_cache;
 mod reprepare;
 mod shard_groups;
-mod steering;
 mod tablets_v2;
 pub mod trace;
 pub(crate) mod values;
@@ -101,6 +101,7 @@ impl Session {
                 metrics,
                 prepared: Mutex::new(prepared),
                 repreparations: Default::default(),
+                policy_cluster: Default::default(),
                 keyspace: SessionKeyspace::new(keyspace),
             }),
         }
