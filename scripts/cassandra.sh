@@ -249,6 +249,8 @@ authorizer:
   class_name: org.apache.cassandra.auth.$authz
 role_manager:
   class_name: org.apache.cassandra.auth.CassandraRoleManager
+# Off by default in 5.0; the schema metadata tests read a view.
+materialized_views_enabled: true
 EOF
     if [[ "$tls" != 0 ]]; then
         local client_auth=false

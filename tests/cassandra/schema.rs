@@ -217,3 +217,101 @@ async fn schema_changes_reach_other_sessions() {
     }
     drop_keyspace(&writer, &ks).await;
 }
+
+/// The schema model as Cassandra 5.0 describes a table with every kind of
+/// column: collections frozen and not, user-defined types (one nested in
+/// another, one column not frozen), static and clustering columns with a
+/// descending order, a secondary index and a materialized view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
+async fn schema_metadata_round_trip() {
+    use scylla_cql::types::ColumnType;
+    use scylla_driver::cluster::metadata::{ClusteringOrder, ColumnKind, Strategy};
+
+    let uri = require!("SCYLLA_URI");
+    let session = session(&uri).await;
+    let ks = create_keyspace(&session, "model", 1).await;
+    for cql in [
+        format!("CREATE TYPE {ks}.point (x double, y double)"),
+        format!("CREATE TYPE {ks}.address (street text, at frozen<point>, tags frozen<set<text>>)"),
+        format!(
+            "CREATE TABLE {ks}.t (a int, b text, c1 int, c2 timeuuid, s text static, \
+             tags set<text>, nums frozen<list<int>>, m map<text, int>, \
+             home frozen<address>, work address, v vector<float, 3>, \
+             PRIMARY KEY ((a, b), c1, c2)) WITH CLUSTERING ORDER BY (c1 ASC, c2 DESC)"
+        ),
+        format!("CREATE INDEX t_m_keys ON {ks}.t (KEYS(m))"),
+        format!(
+            "CREATE MATERIALIZED VIEW {ks}.by_s AS SELECT a, b, c1, c2, tags FROM {ks}.t \
+             WHERE a IS NOT NULL AND b IS NOT NULL AND c1 IS NOT NULL AND c2 IS NOT NULL \
+             PRIMARY KEY (c1, a, b, c2)"
+        ),
+    ] {
+        ddl(&session, &cql).await;
+    }
+    let state = session.get_cluster_state();
+    let model = state
+        .get_keyspace(&ks)
+        .expect("the keyspace is in the model");
+    assert_eq!(
+        model.strategy,
+        Strategy::SimpleStrategy {
+            replication_factor: 1
+        }
+    );
+    assert!(model.durable_writes);
+    let t = &model.tables["t"];
+    assert_eq!(t.partition_key, ["a", "b"]);
+    assert_eq!(t.clustering_key, ["c1", "c2"]);
+    let col = |n: &str| &t.columns[n];
+    assert_eq!(col("c1").clustering_order, Some(ClusteringOrder::Ascending));
+    assert_eq!(
+        col("c2").clustering_order,
+        Some(ClusteringOrder::Descending)
+    );
+    assert_eq!(col("s").kind, ColumnKind::Static);
+    assert_eq!(col("b").kind, ColumnKind::PartitionKey);
+    assert_eq!(col("tags").typ, ColumnType::Set(Box::new(ColumnType::Text)));
+    assert_eq!(col("nums").typ, ColumnType::List(Box::new(ColumnType::Int)));
+    assert_eq!(
+        col("m").typ,
+        ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Int))
+    );
+    assert_eq!(
+        col("v").typ,
+        ColumnType::Vector {
+            element: Box::new(ColumnType::Float),
+            dimension: 3
+        }
+    );
+    for udt_column in ["home", "work"] {
+        let ColumnType::Udt { name, fields, .. } = &col(udt_column).typ else {
+            panic!("{udt_column}: not a UDT: {:?}", col(udt_column).typ);
+        };
+        assert_eq!(name, "address");
+        assert_eq!(fields.len(), 3);
+        assert!(matches!(&fields[1].1, ColumnType::Udt { name, .. } if name == "point"));
+    }
+    assert_eq!(t.columns.len(), 11);
+    assert_eq!(t.indexes["t_m_keys"].target(), Some("keys(m)"));
+    let view = &model.views["by_s"];
+    assert_eq!(view.base_table_name, "t");
+    assert_eq!(view.view_metadata.partition_key, ["c1"]);
+    assert_eq!(view.view_metadata.clustering_key, ["a", "b", "c2"]);
+    assert_eq!(view.view_metadata.columns.len(), 5);
+    assert!(!model.tables.contains_key("by_s"));
+    let mut udts: Vec<&str> = model
+        .user_defined_types
+        .keys()
+        .map(String::as_str)
+        .collect();
+    udts.sort_unstable();
+    assert_eq!(udts, ["address", "point"]);
+
+    // A change to the table is in the model when the statement returns.
+    ddl(&session, &format!("ALTER TABLE {ks}.t ADD extra blob")).await;
+    let state = session.get_cluster_state();
+    let t = &state.get_keyspace(&ks).unwrap().tables["t"];
+    assert_eq!(t.columns["extra"].typ, ColumnType::Blob);
+    drop_keyspace(&session, &ks).await;
+}

@@ -26,6 +26,7 @@ mod node_events;
 mod quiet_metadata;
 mod reprepare_storm;
 mod request_history;
+mod schema_metadata;
 mod session;
 mod session_deadline;
 mod session_errors;

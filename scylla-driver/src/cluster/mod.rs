@@ -10,6 +10,8 @@
 //!
 //! - `system_tables`: the immutable `Metadata` snapshot and how it is read
 //!   from the system tables (topology, schema, schema agreement).
+//! - [`metadata`]: the schema model applications read
+//!   ([`ClusterState::get_keyspace`]), built by `system_tables`.
 //! - `state`: the `state::ClusterState` requests see: nodes
 //!   with their pools and the routing table, swapped atomically.
 //! - `runtime`: the running cluster (`Cluster`): the control connection,
@@ -48,12 +50,7 @@ internal_mods!(tablets);
 internal_mods!(translation);
 pub mod view;
 
-/// The official `scylla` crate's `cluster::metadata` path: the column type
-/// ([`ColumnType`](metadata::ColumnType), as hand-written
-/// `DeserializeValue` implementations name it).
-pub mod metadata {
-    pub use crate::frame::response::result::ColumnType;
-}
+pub mod metadata;
 
 pub use tablets::TabletWarmup;
 pub use view::{
@@ -80,7 +77,9 @@ pub(crate) use internal::*;
 mod internal {
     pub use super::control::{ControlHandle, ControlOptions, NodeEvent};
     pub use super::host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
-    pub use super::system_tables::{KeyspaceMeta, Metadata, NodeMeta, NodeOptions, TableMeta};
+    pub use super::system_tables::{
+        KeyspaceMeta, Metadata, NodeMeta, NodeOptions, SchemaFetch, TableMeta,
+    };
     pub use super::tablets::TabletStore;
     pub use super::translation::{
         AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer,

@@ -465,6 +465,7 @@ mod tests {
         keyspaces.insert(
             "ks".to_owned(),
             KeyspaceMeta {
+                schema: None,
                 strategy: ReplicationStrategy::Simple { rf: 3 },
                 tables,
                 tablets: true,

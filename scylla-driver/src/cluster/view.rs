@@ -385,11 +385,52 @@ impl ClusterState {
     }
 
     /// The node with host id `host_id`.
-    pub fn get_node_by_host_id(&self, host_id: &Uuid) -> Option<&Arc<Node>> {
+    pub fn get_node_by_host_id(&self, host_id: Uuid) -> Option<&Arc<Node>> {
         self.nodes
-            .binary_search_by_key(host_id, |n| n.host_id)
+            .binary_search_by_key(&host_id, |n| n.host_id)
             .ok()
             .map(|i| &self.nodes[i])
+    }
+
+    /// Keyspace `keyspace` of the schema, as last read (see
+    /// [`metadata`](crate::cluster::metadata)); `None` for a keyspace the
+    /// session does not know, or when it does not read the full schema
+    /// ([`SessionBuilder::fetch_schema_metadata`](crate::SessionBuilder::fetch_schema_metadata)).
+    ///
+    /// ```no_run
+    /// # async fn demo(session: scylla_driver::Session) {
+    /// let state = session.get_cluster_state();
+    /// if let Some(ks) = state.get_keyspace("shop") {
+    ///     for (name, table) in &ks.tables {
+    ///         println!("{name}: key {:?}, {} columns", table.partition_key, table.columns.len());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn get_keyspace(
+        &self,
+        keyspace: impl AsRef<str>,
+    ) -> Option<&crate::cluster::metadata::Keyspace> {
+        self.view
+            .state
+            .metadata
+            .keyspaces
+            .get(keyspace.as_ref())?
+            .schema
+            .as_deref()
+    }
+
+    /// Every keyspace of the schema with its name, in name order (empty
+    /// when the session does not read the full schema).
+    pub fn keyspaces_iter(
+        &self,
+    ) -> impl Iterator<Item = (&str, &crate::cluster::metadata::Keyspace)> {
+        self.view
+            .state
+            .metadata
+            .keyspaces
+            .iter()
+            .filter_map(|(name, k)| Some((name.as_str(), k.schema.as_deref()?)))
     }
 
     /// This crate's view of the same snapshot.
@@ -418,7 +459,7 @@ impl ClusterState {
             .replicas(keyspace, table, token)
             .into_iter()
             .filter_map(|r| {
-                let node = self.get_node_by_host_id(&r.host_id)?;
+                let node = self.get_node_by_host_id(r.host_id)?;
                 Some((Arc::clone(node), r.shard.unwrap_or(0)))
             })
             .collect()

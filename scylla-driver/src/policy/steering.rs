@@ -167,7 +167,7 @@ pub(crate) fn targets<'a>(
     std::iter::from_fn(|| restricted_next(&mut plan, only))
         .filter_map(|t| {
             let host = state.node(t.node)?.host_id;
-            Some((cluster.get_node_by_host_id(&host)?, t.shard))
+            Some((cluster.get_node_by_host_id(host)?, t.shard))
         })
         .collect()
 }

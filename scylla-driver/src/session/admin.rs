@@ -63,7 +63,7 @@ impl Session {
     ///
     /// Dropping the future stops polling; nothing is left behind.
     pub async fn await_schema_agreement(&self) -> Result<Uuid, SchemaAgreementError> {
-        self.inner.after_schema_change(None).await
+        self.inner.after_schema_change(None, None).await
     }
 
     /// Checks once, without waiting, whether every reachable node has the
@@ -81,23 +81,8 @@ impl Session {
     /// Re-reads the cluster's topology and schema now.
     pub async fn refresh_metadata(&self) -> Result<(), ControlError> {
         self.inner.cluster.control.refresh().await?;
-        // The cluster task rebuilds the session's cluster state (routing
-        // table, `get_cluster_state`) from each publication: wait, bounded,
-        // until it holds the latest, so that what the caller reads next is
-        // at least as fresh as this refresh (on a busy machine the rebuild
-        // came after this returned, and a table just created was unknown).
-        let deadline = tokio::time::Instant::now() + REBUILD_WAIT;
-        loop {
-            let latest = self.inner.cluster.control.metadata();
-            if Arc::ptr_eq(&self.inner.state().metadata, &latest) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() >= deadline {
-                tracing::debug!("the cluster state was not rebuilt within {REBUILD_WAIT:?} of a metadata refresh");
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        self.inner.await_rebuild().await;
+        Ok(())
     }
 
     /// Reads the tablets of the keyspaces the session uses (or of every
@@ -303,10 +288,6 @@ impl Session {
         self.inner.limiter.is_closed()
     }
 }
-
-/// Longest [`Session::refresh_metadata`] waits for the cluster state to be
-/// rebuilt from what it read.
-const REBUILD_WAIT: Duration = Duration::from_secs(5);
 
 /// How long [`Session::close`] waits for the pools to close their
 /// connections once told to (they only have to close sockets).

@@ -602,6 +602,46 @@ impl SessionBuilder {
         self
     }
 
+    /// Whether the session reads the full schema (default: yes): every
+    /// column of every table with its type and clustering order,
+    /// user-defined types, materialized views and secondary indexes, which
+    /// [`ClusterState::get_keyspace`](crate::cluster::ClusterState::get_keyspace)
+    /// gives. Off, only what routing needs is read (replication, partition
+    /// keys, tablets), and `get_keyspace` finds nothing: for a large schema
+    /// the application does not read.
+    ///
+    /// ```
+    /// # use scylla_driver::SessionBuilder;
+    /// let builder = SessionBuilder::new()
+    ///     .known_node("127.0.0.1:9042")
+    ///     .fetch_schema_metadata(false);
+    /// ```
+    #[must_use]
+    pub fn fetch_schema_metadata(mut self, fetch: bool) -> Self {
+        self.config.control.schema.full = fetch;
+        self
+    }
+
+    /// Reads the schema of these keyspaces only (default: every keyspace);
+    /// an empty list means every keyspace. Statements on tables of other
+    /// keyspaces are not routed by token (their replication is not read).
+    ///
+    /// ```
+    /// # use scylla_driver::SessionBuilder;
+    /// let builder = SessionBuilder::new()
+    ///     .known_node("127.0.0.1:9042")
+    ///     .keyspaces_to_fetch(["shop", "system"]);
+    /// ```
+    #[must_use]
+    pub fn keyspaces_to_fetch(
+        mut self,
+        keyspaces: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        let list: Vec<String> = keyspaces.into_iter().map(Into::into).collect();
+        self.config.control.schema.keyspaces = (!list.is_empty()).then_some(list);
+        self
+    }
+
     /// How often the control connection checks the cluster for what events
     /// may have missed (default 60 s): it reads the topology again, and the
     /// schema only if a node reports a schema version other than at the last

@@ -35,6 +35,10 @@ use crate::statement::{ExecutionProfile, ExecutionProfileHandle, StatementOption
 
 use super::*;
 
+/// Longest a refresh waits for the cluster state to be rebuilt from what
+/// it read.
+const REBUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub(crate) struct SessionInner {
     pub(super) cluster: Cluster,
     pub(super) config: SessionConfig,
@@ -168,9 +172,10 @@ impl std::fmt::Debug for SessionInner {
 pub(super) enum Finished {
     /// Ready to hand over.
     Done(QueryResult),
-    /// A schema change that `SocketAddr` coordinated: hand it over once the
-    /// schema agrees.
-    SchemaChanged(QueryResult, SocketAddr),
+    /// A schema change that `SocketAddr` coordinated, of that keyspace:
+    /// hand it over once the schema agrees. Boxed: a schema change can
+    /// afford it, and every request's result is not made larger by it.
+    SchemaChanged(Box<(QueryResult, SocketAddr, String)>),
 }
 impl SessionInner {
     /// Switches `conn` to the session's keyspace if it is on another one,
@@ -397,7 +402,8 @@ impl SessionInner {
             Response::Result(ResultBody::SchemaChange(change)) => {
                 tracing::debug!(?change, "schema changed; awaiting agreement");
                 self.forget_dropped_tablets(&change);
-                return Ok(Finished::SchemaChanged(result, node));
+                let keyspace = change.target.keyspace().to_owned();
+                return Ok(Finished::SchemaChanged(Box::new((result, node, keyspace))));
             }
             Response::Result(_) => {}
             other => {
@@ -420,7 +426,10 @@ impl SessionInner {
     ) -> Result<QueryResult, ExecutionError> {
         match self.finish_now(answer, prepared)? {
             Finished::Done(result) => Ok(result),
-            Finished::SchemaChanged(result, node) => self.agree_after_change(result, node).await,
+            Finished::SchemaChanged(changed) => {
+                let (result, node, keyspace) = *changed;
+                self.agree_after_change(result, node, keyspace).await
+            }
         }
     }
 
@@ -433,14 +442,15 @@ impl SessionInner {
         &self,
         result: QueryResult,
         node: SocketAddr,
+        keyspace: String,
     ) -> Pin<Box<dyn Future<Output = Result<QueryResult, ExecutionError>> + Send + '_>> {
         Box::pin(async move {
             if self.config.auto_await_schema_agreement {
-                self.after_schema_change(Some(node))
+                self.after_schema_change(Some(node), Some(&keyspace))
                     .await
                     .map_err(ExecutionError::SchemaAgreement)?;
             } else {
-                self.refresh_after_schema_change().await;
+                self.refresh_after_schema_change(Some(&keyspace)).await;
             }
             Ok(result)
         })
@@ -470,6 +480,7 @@ impl SessionInner {
     pub(super) async fn after_schema_change(
         &self,
         coordinator: Option<SocketAddr>,
+        keyspace: Option<&str>,
     ) -> Result<Uuid, SchemaAgreementError> {
         let timeout = self.config.schema_agreement_timeout;
         let wait = async {
@@ -482,7 +493,7 @@ impl SessionInner {
         let outcome = tokio::time::timeout(timeout, wait).await;
         // Routing needs the new keyspaces and tables now, not at the next
         // debounced refresh.
-        self.refresh_after_schema_change().await;
+        self.refresh_after_schema_change(keyspace).await;
         match outcome {
             Ok(Ok(Some(version))) => Ok(version),
             Ok(Ok(None)) | Err(_) => Err(SchemaAgreementError::Timeout(timeout)),
@@ -490,11 +501,39 @@ impl SessionInner {
         }
     }
 
-    /// Re-reads the metadata after a schema change; a failure only logs
-    /// (the control connection's event refreshes it again later).
-    pub(super) async fn refresh_after_schema_change(&self) {
-        if let Err(e) = self.cluster.control.refresh().await {
-            tracing::warn!(error = %e, "metadata refresh after a schema change failed");
+    /// Re-reads the metadata after a schema change (of `keyspace`, if
+    /// known: that keyspace's schema only); a failure only logs (the
+    /// control connection's event refreshes it again later).
+    pub(super) async fn refresh_after_schema_change(&self, keyspace: Option<&str>) {
+        let refreshed = match keyspace {
+            Some(ks) => self.cluster.control.refresh_keyspace(ks).await,
+            None => self.cluster.control.refresh().await,
+        };
+        match refreshed {
+            Ok(_) => self.await_rebuild().await,
+            Err(e) => {
+                tracing::warn!(error = %e, "metadata refresh after a schema change failed")
+            }
+        }
+    }
+
+    /// Waits, bounded, until the session's cluster state (routing table,
+    /// `get_cluster_state`) is built from the control connection's latest
+    /// snapshot: the cluster task rebuilds it from each publication, so
+    /// right after a refresh it may still hold the one before (on a busy
+    /// machine, a table just created was then unknown to the caller).
+    pub(super) async fn await_rebuild(&self) {
+        let deadline = tokio::time::Instant::now() + REBUILD_WAIT;
+        loop {
+            let latest = self.cluster.control.metadata();
+            if Arc::ptr_eq(&self.state().metadata, &latest) {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::debug!("the cluster state was not rebuilt within {REBUILD_WAIT:?} of a metadata refresh");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
 

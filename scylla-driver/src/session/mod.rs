@@ -397,7 +397,10 @@ impl Session {
         // this one, the hottest request future.
         match inner.finish_now(answer, Some((shared, shape)))? {
             Finished::Done(result) => Ok(result),
-            Finished::SchemaChanged(result, node) => inner.agree_after_change(result, node).await,
+            Finished::SchemaChanged(changed) => {
+                let (result, node, keyspace) = *changed;
+                inner.agree_after_change(result, node, keyspace).await
+            }
         }
     }
 

@@ -244,7 +244,7 @@ impl Targets for PolicyTargets<'_> {
         let Some(host) = self.state.node(node).map(|n| n.host_id) else {
             return;
         };
-        let Some(node) = self.cluster.get_node_by_host_id(&host) else {
+        let Some(node) = self.cluster.get_node_by_host_id(host) else {
             return;
         };
         let info = self.info();

@@ -32,7 +32,7 @@ mod task;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -47,7 +47,7 @@ use uuid::Uuid;
 
 use super::system_tables::{
     check_schema_agreement, read_schema, read_topology, wait_for_schema_agreement,
-    AgreementOptions, Metadata, MetadataError, NodeOptions, QueryOptions,
+    AgreementOptions, Metadata, MetadataError, NodeOptions, QueryOptions, SchemaFetch,
 };
 use crate::connection::{open, Connection, ConnectionConfig, ConnectionError};
 use crate::pool::backoff::{ExponentialBackoff, ReconnectPolicy};
@@ -80,6 +80,9 @@ pub struct ControlOptions {
     /// Address translation and host filter applied to the nodes read (and
     /// to the addresses in events).
     pub nodes: NodeOptions,
+    /// Which schema is read: the full model or only what routing needs, of
+    /// every keyspace or some.
+    pub schema: SchemaFetch,
 }
 
 impl Default for ControlOptions {
@@ -96,6 +99,7 @@ impl Default for ControlOptions {
             node_event_buffer: 256,
             max_refresh_failures: 2,
             nodes: NodeOptions::default(),
+            schema: SchemaFetch::default(),
         }
     }
 }
@@ -183,6 +187,9 @@ struct Refresh {
     /// Re-read the schema only if a node reports another schema version
     /// than the snapshot's nodes did (needs `nodes`).
     schema_if_changed: bool,
+    /// Re-read the schema of the keyspaces that events reported changed
+    /// (`Shared::stale_keyspaces`); moot with `schema`.
+    keyspaces: bool,
 }
 
 impl Refresh {
@@ -190,6 +197,7 @@ impl Refresh {
         nodes: true,
         schema: true,
         schema_if_changed: false,
+        keyspaces: false,
     };
 
     /// The periodic check: the topology (whose rows carry every node's
@@ -200,6 +208,7 @@ impl Refresh {
         nodes: true,
         schema: false,
         schema_if_changed: true,
+        keyspaces: false,
     };
 
     fn union(self, other: Refresh) -> Refresh {
@@ -207,12 +216,16 @@ impl Refresh {
             nodes: self.nodes || other.nodes,
             schema: self.schema || other.schema,
             schema_if_changed: self.schema_if_changed || other.schema_if_changed,
+            keyspaces: self.keyspaces || other.keyspaces,
         }
     }
 }
 
 enum Command {
+    /// Everything.
     Refresh(oneshot::Sender<Result<Arc<Metadata>, ControlError>>),
+    /// The schema of one keyspace.
+    RefreshKeyspace(String, oneshot::Sender<Result<Arc<Metadata>, ControlError>>),
 }
 
 /// What the handles and the task share.
@@ -225,10 +238,20 @@ struct Shared {
     connection: ArcSwapOption<Connection>,
     /// IPs that STATUS_CHANGE last reported down.
     down: Mutex<HashSet<IpAddr>>,
+    /// Keyspaces whose schema events reported changed since their last
+    /// read.
+    stale_keyspaces: Mutex<BTreeSet<String>>,
     options: ControlOptions,
 }
 
 impl Shared {
+    fn stale_keyspaces(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        // Every critical section is one insert, extend or take.
+        self.stale_keyspaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     fn down(&self) -> std::sync::MutexGuard<'_, HashSet<IpAddr>> {
         // Every critical section is a single insert/remove/lookup: a
         // poisoned set is still consistent.
@@ -315,7 +338,7 @@ impl ControlHandle {
         let mut i = 0;
         while let Some(&address) = candidates.get(i) {
             i += 1;
-            match connect_and_read(address, &config, &options.query, &options.nodes).await {
+            match connect_and_read(address, &config, &options).await {
                 Ok(ok) => {
                     first = Some(ok);
                     break;
@@ -349,6 +372,7 @@ impl ControlHandle {
             schema_changes,
             connection: ArcSwapOption::new(Some(Arc::new(conn.clone()))),
             down: Mutex::new(HashSet::new()),
+            stale_keyspaces: Mutex::new(BTreeSet::new()),
             options,
         });
         let (commands_tx, commands_rx) = mpsc::channel(16);
@@ -437,6 +461,18 @@ impl ControlHandle {
         rx.await.map_err(|_| ControlError::Stopped)?
     }
 
+    /// Re-reads the schema of `keyspace` now (what a statement that changed
+    /// it needs) and returns the resulting snapshot (also published); a
+    /// keyspace that no longer exists leaves the snapshot.
+    pub async fn refresh_keyspace(&self, keyspace: &str) -> Result<Arc<Metadata>, ControlError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::RefreshKeyspace(keyspace.to_owned(), tx))
+            .await
+            .map_err(|_| ControlError::Stopped)?;
+        rx.await.map_err(|_| ControlError::Stopped)?
+    }
+
     /// Waits until every node not reported down has the same schema version
     /// (`Ok(true)`) or the agreement timeout passes (`Ok(false)`); see
     /// [`wait_for_schema_agreement`].
@@ -498,9 +534,9 @@ impl ControlHandle {
 async fn connect_and_read(
     address: SocketAddr,
     config: &ConnectionConfig,
-    query: &QueryOptions,
-    node_opts: &NodeOptions,
+    options: &ControlOptions,
 ) -> Result<(Connection, Metadata), ContactError> {
+    let (query, node_opts) = (&options.query, &options.nodes);
     let conn = open(address, None, config).await?;
     let read = read_topology(&conn, query, node_opts).await?;
     if read.local_rejected {
@@ -509,7 +545,7 @@ async fn connect_and_read(
             accepted: read.nodes.iter().map(|n| n.address).collect(),
         });
     }
-    let keyspaces = read_schema(&conn, query).await?;
+    let keyspaces = read_schema(&conn, query, &options.schema, None).await?;
     Ok((
         conn,
         Metadata {

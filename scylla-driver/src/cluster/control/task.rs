@@ -124,6 +124,14 @@ impl ControlTask {
                 _ = tick(&mut periodic) => (Refresh::CHECK, None),
                 command = self.commands.recv() => match command {
                     Some(Command::Refresh(reply)) => (Refresh::ALL, Some(reply)),
+                    Some(Command::RefreshKeyspace(keyspace, reply)) => {
+                        self.shared.stale_keyspaces().insert(keyspace);
+                        let what = Refresh {
+                            keyspaces: true,
+                            ..Default::default()
+                        };
+                        (what, Some(reply))
+                    }
                     // Every handle is gone.
                     None => break,
                 },
@@ -206,17 +214,28 @@ impl ControlTask {
                     nodes: true,
                     schema: false, ..Default::default() })
             }
-            Event::SchemaChange(change) => match change.clone().target {
-                SchemaChangeTarget::Keyspace { .. } | SchemaChangeTarget::Table { .. } => {
+            Event::SchemaChange(change) => {
+                let keyspace = match &change.target {
+                    SchemaChangeTarget::Keyspace { keyspace }
+                    | SchemaChangeTarget::Table { keyspace, .. }
+                    | SchemaChangeTarget::Type { keyspace, .. } => keyspace.clone(),
+                    // Functions and aggregates are not part of the snapshot.
+                    _ => return None,
+                };
+                if matches!(
+                    change.target,
+                    SchemaChangeTarget::Keyspace { .. } | SchemaChangeTarget::Table { .. }
+                ) {
                     // No subscriber is not an error.
                     let _ = self.shared.schema_changes.send(change);
-                    Some(Refresh {
-                        nodes: false,
-                        schema: true, ..Default::default() })
                 }
-                // Types and functions are not part of the snapshot.
-                _ => None,
-            },
+                // Only that keyspace is read again.
+                self.shared.stale_keyspaces().insert(keyspace);
+                Some(Refresh {
+                    keyspaces: true,
+                    ..Default::default()
+                })
+            }
             // A route was inserted, updated or deleted: the topology read
             // reads the routes too.
             Event::ClientRoutesChange { .. } if self.shared.options.nodes.client_routes.is_some() => {
@@ -238,15 +257,12 @@ impl ControlTask {
         tracing::info!(peer = %failed_addr, reason = ?failed.broken().map(|b| b.reason().to_string()), "control connection lost; reconnecting");
         loop {
             for address in self.candidates(failed_addr) {
-                let attempt = connect_and_read(
-                    address,
-                    &self.config,
-                    &self.shared.options.query,
-                    &self.shared.options.nodes,
-                );
+                let attempt = connect_and_read(address, &self.config, &self.shared.options);
                 match unless_cancelled(&self.cancel, attempt).await? {
                     Ok((conn, metadata)) => {
                         self.schedule.reset();
+                        // The whole schema was read.
+                        self.shared.stale_keyspaces().clear();
                         self.shared.connection.store(Some(Arc::new(conn.clone())));
                         self.shared.publish(metadata);
                         tracing::info!(peer = %address, "control connection up");
@@ -264,7 +280,7 @@ impl ControlTask {
                     _ = self.cancel.cancelled() => return None,
                     _ = &mut pause => break,
                     command = self.commands.recv() => match command {
-                        Some(Command::Refresh(reply)) => {
+                        Some(Command::Refresh(reply) | Command::RefreshKeyspace(_, reply)) => {
                             let _ = reply.send(Err(ControlError::NotConnected));
                         }
                         None => return None,
@@ -322,10 +338,41 @@ async fn refresh(
     } else {
         current.nodes.clone()
     };
+    let fetch = &shared.options.schema;
     let keyspaces = if what.schema
         || (what.schema_if_changed && schema_versions_differ(&current.nodes, &nodes))
     {
-        read_schema(conn, q).await?
+        // Covers every keyspace events reported changed.
+        let stale = std::mem::take(&mut *shared.stale_keyspaces());
+        match read_schema(conn, q, fetch, None).await {
+            Ok(read) => read,
+            Err(e) => {
+                shared.stale_keyspaces().extend(stale);
+                return Err(e);
+            }
+        }
+    } else if what.keyspaces || !shared.stale_keyspaces().is_empty() {
+        // (Also when an earlier read of them failed.)
+        let stale: Vec<String> = std::mem::take(&mut *shared.stale_keyspaces())
+            .into_iter()
+            .collect();
+        match read_schema(conn, q, fetch, Some(&stale)).await {
+            Ok(read) => {
+                // A keyspace read again replaces the one known; one that
+                // is gone (dropped) is not in `read`.
+                let mut keyspaces = current.keyspaces.clone();
+                for name in &stale {
+                    keyspaces.remove(name);
+                }
+                keyspaces.extend(read);
+                keyspaces
+            }
+            Err(e) => {
+                // Read again at the next refresh.
+                shared.stale_keyspaces().extend(stale);
+                return Err(e);
+            }
+        }
     } else {
         current.keyspaces.clone()
     };

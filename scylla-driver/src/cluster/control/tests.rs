@@ -56,6 +56,7 @@ fn task_with(
         schema_changes: broadcast::channel(16).0,
         connection: ArcSwapOption::empty(),
         down: Mutex::new(HashSet::new()),
+        stale_keyspaces: Mutex::new(Default::default()),
         options,
     });
     let schedule = shared.options.reconnect.new_schedule();
@@ -185,23 +186,37 @@ fn events_say_what_is_stale() {
             target,
         })
     };
+    let stale = |t: &ControlTask| -> Vec<String> {
+        t.shared.stale_keyspaces().iter().cloned().collect()
+    };
+    let changed = Refresh {
+        keyspaces: true,
+        ..Default::default()
+    };
+    // A table, keyspace or type change: that keyspace is read again, alone.
     let table = schema(SchemaChangeTarget::Table {
         keyspace: "ks".into(),
         name: "t".into(),
     });
-    let schema_only = Refresh {
-        nodes: false,
-        schema: true, ..Default::default() };
-    assert_eq!(t.on_event(table), Some(schema_only));
+    assert_eq!(t.on_event(table), Some(changed));
+    assert_eq!(stale(&t), ["ks"]);
     let ks = schema(SchemaChangeTarget::Keyspace {
-        keyspace: "ks".into(),
+        keyspace: "other".into(),
     });
-    assert_eq!(t.on_event(ks), Some(schema_only));
+    assert_eq!(t.on_event(ks), Some(changed));
     let typ = schema(SchemaChangeTarget::Type {
-        keyspace: "ks".into(),
+        keyspace: "third".into(),
         name: "u".into(),
     });
-    assert_eq!(t.on_event(typ), None);
+    assert_eq!(t.on_event(typ), Some(changed));
+    assert_eq!(stale(&t), ["ks", "other", "third"]);
+    // Functions are not part of the snapshot.
+    let function = schema(SchemaChangeTarget::Function {
+        keyspace: "ks".into(),
+        name: "f".into(),
+        arg_types: vec![],
+    });
+    assert_eq!(t.on_event(function), None);
     let joined = Event::TopologyChange {
         change: TopologyChangeType::NewNode,
         addr: addr("10.0.0.5:9042"),
@@ -214,15 +229,12 @@ fn events_say_what_is_stale() {
             ..Default::default()
         })
     );
-    assert_eq!(schema_only.union(Refresh::default()), schema_only);
-    assert_eq!(
-        schema_only.union(Refresh {
-            nodes: true,
-            schema: false,
-            ..Default::default()
-        }),
-        Refresh::ALL
-    );
+    assert_eq!(changed.union(Refresh::default()), changed);
+    let both = changed.union(Refresh {
+        nodes: true,
+        ..Default::default()
+    });
+    assert!(both.nodes && both.keyspaces && !both.schema);
 }
 
 #[test]

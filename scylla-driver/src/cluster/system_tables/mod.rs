@@ -18,8 +18,9 @@
 
 pub mod agreement;
 mod query;
-mod schema;
 mod routes;
+mod schema;
+mod schema_model;
 pub(crate) mod tablets;
 #[cfg(test)]
 mod test_rows;
@@ -102,6 +103,9 @@ pub struct KeyspaceMeta {
     /// `system_schema.scylla_keyspaces`): each tablet is a Raft group, and
     /// requests go to its leader first.
     pub strongly_consistent: bool,
+    /// The keyspace as the full schema model describes it (`None` when the
+    /// session does not read the full schema, or could not read it).
+    pub schema: Option<Arc<crate::cluster::metadata::Keyspace>>,
 }
 
 /// An immutable snapshot of the cluster's topology and schema.
@@ -450,19 +454,80 @@ pub async fn read_nodes(
     Ok(read_topology(conn, opts, node_opts).await?.nodes)
 }
 
-/// Reads the keyspaces with their replication and tables.
+/// Which schema the control connection reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SchemaFetch {
+    /// Read the full schema model (every column, user-defined types,
+    /// views, indexes) besides what routing needs (replication, partition
+    /// keys, tablets).
+    pub full: bool,
+    /// Only these keyspaces (`None`: all of them).
+    pub keyspaces: Option<Vec<String>>,
+}
+
+impl Default for SchemaFetch {
+    /// The full schema of every keyspace.
+    fn default() -> Self {
+        SchemaFetch {
+            full: true,
+            keyspaces: None,
+        }
+    }
+}
+
+/// Reads the pages of schema query `q`: over every keyspace, or over each
+/// of `only`.
+async fn read_pages(
+    conn: &Connection,
+    q: schema::SchemaQuery,
+    only: Option<&[String]>,
+    opts: &QueryOptions,
+) -> Result<Vec<scylla_cql::frame::response::result::Rows>, MetadataError> {
+    match only {
+        None => query::select_all(conn, q.all, opts).await,
+        Some(keyspaces) => {
+            let mut pages = Vec::new();
+            for ks in keyspaces {
+                pages.extend(query::select_keyspace(conn, q.one, ks, opts).await?);
+            }
+            Ok(pages)
+        }
+    }
+}
+
+/// Reads the keyspaces with their replication and tables: every keyspace
+/// `fetch` names, or only those of `only` among them (a refresh of the
+/// keyspaces that changed). A keyspace of `only` that no longer exists is
+/// absent from the result.
 pub async fn read_schema(
     conn: &Connection,
     opts: &QueryOptions,
+    fetch: &SchemaFetch,
+    only: Option<&[String]>,
 ) -> Result<BTreeMap<String, KeyspaceMeta>, MetadataError> {
-    let keyspaces = query::select_all(conn, schema::KEYSPACES_QUERY, opts).await?;
-    let tables = query::select_all(conn, schema::TABLES_QUERY, opts).await?;
-    let columns = query::select_all(conn, schema::COLUMNS_QUERY, opts).await?;
-    let mut keyspaces = schema::keyspaces(&keyspaces)?;
-    schema::tables(&mut keyspaces, &tables, &columns)?;
+    let narrowed: Option<Vec<String>>;
+    let only = match (only, fetch.keyspaces.as_deref()) {
+        (None, wanted) => wanted,
+        (Some(only), None) => Some(only),
+        (Some(only), Some(wanted)) => {
+            narrowed = Some(
+                only.iter()
+                    .filter(|k| wanted.contains(k))
+                    .cloned()
+                    .collect(),
+            );
+            narrowed.as_deref()
+        }
+    };
+    let keyspace_pages = read_pages(conn, schema::KEYSPACES_QUERY, only, opts).await?;
+    let table_pages = read_pages(conn, schema::TABLES_QUERY, only, opts).await?;
+    let column_pages = read_pages(conn, schema::COLUMNS_QUERY, only, opts).await?;
+    let mut keyspaces = schema::keyspaces(&keyspace_pages)?;
+    schema::tables(&mut keyspaces, &table_pages, &column_pages)?;
     // ScyllaDB only: elsewhere the table is missing (a server error), and
     // every keyspace uses vnodes. Only a broken connection fails the read.
-    match query::select_all(conn, schema::SCYLLA_KEYSPACES_QUERY, opts).await {
+    match read_pages(conn, schema::SCYLLA_KEYSPACES_QUERY, only, opts).await {
         Ok(pages) => {
             if let Err(e) = schema::mark_tablet_keyspaces(&mut keyspaces, &pages) {
                 tracing::warn!(error = %e, "system_schema.scylla_keyspaces unusable; assuming no tablets");
@@ -478,7 +543,7 @@ pub async fn read_schema(
     // `strongly-consistent-tables` feature; elsewhere it fails and every
     // keyspace is eventually consistent. Skipped without tablet keyspaces.
     if keyspaces.values().any(|k| k.tablets) {
-        match query::select_all(conn, schema::SCYLLA_CONSISTENCY_QUERY, opts).await {
+        match read_pages(conn, schema::SCYLLA_CONSISTENCY_QUERY, only, opts).await {
             Ok(pages) => {
                 if let Err(e) = schema::mark_strongly_consistent(&mut keyspaces, &pages) {
                     tracing::debug!(error = %e, "system_schema.scylla_keyspaces.consistency unusable; assuming eventual consistency");
@@ -487,6 +552,46 @@ pub async fn read_schema(
             Err(e @ MetadataError::Request { .. }) => return Err(e),
             Err(e) => {
                 tracing::debug!(error = %e, "no system_schema.scylla_keyspaces.consistency; assuming eventual consistency")
+            }
+        }
+    }
+    if fetch.full {
+        // The model's own tables; a server without one (views or indexes
+        // on a server that has none) leaves the model without them. Only a
+        // broken connection fails the read.
+        let extra = |pages: Result<Vec<_>, MetadataError>, what: &str| match pages {
+            Ok(p) => Ok(p),
+            Err(e @ MetadataError::Request { .. }) => Err(e),
+            Err(e) => {
+                tracing::debug!(error = %e, table = what, "schema model: table unreadable; left out");
+                Ok(Vec::new())
+            }
+        };
+        let types = extra(
+            read_pages(conn, schema_model::TYPES_QUERY, only, opts).await,
+            "system_schema.types",
+        )?;
+        let views = extra(
+            read_pages(conn, schema_model::VIEWS_QUERY, only, opts).await,
+            "system_schema.views",
+        )?;
+        let indexes = extra(
+            read_pages(conn, schema_model::INDEXES_QUERY, only, opts).await,
+            "system_schema.indexes",
+        )?;
+        let pages = schema_model::SchemaPages {
+            keyspaces: &keyspace_pages,
+            tables: &table_pages,
+            columns: &column_pages,
+            types: &types,
+            views: &views,
+            indexes: &indexes,
+        };
+        let tablets = |ks: &str| keyspaces.get(ks).is_some_and(|k| k.tablets);
+        let models = schema_model::build(&pages, &tablets)?;
+        for (name, model) in models {
+            if let Some(ks) = keyspaces.get_mut(&name) {
+                ks.schema = Some(Arc::new(model));
             }
         }
     }
@@ -500,7 +605,7 @@ pub async fn read_metadata(
     node_opts: &NodeOptions,
 ) -> Result<Metadata, MetadataError> {
     let nodes = read_nodes(conn, opts, node_opts).await?;
-    let keyspaces = read_schema(conn, opts).await?;
+    let keyspaces = read_schema(conn, opts, &SchemaFetch::default(), None).await?;
     Ok(Metadata { nodes, keyspaces })
 }
 
@@ -529,6 +634,7 @@ mod tests {
                 tables: BTreeMap::new(),
                 tablets: false,
                 strongly_consistent: false,
+                schema: None,
             },
         );
         let md = Metadata {

@@ -15,7 +15,8 @@ use scylla_cql::frame::request::query_params::QueryParameters;
 use scylla_cql::frame::response::result::{ResultBody, Rows};
 use scylla_cql::frame::response::Response;
 use scylla_cql::types::deserialize::{ColumnIterator, DeserializationError, DeserializeRow};
-use scylla_cql::types::ColumnSpec;
+use scylla_cql::frame::wire::RawValue;
+use scylla_cql::types::{ColumnSpec, SerializedValues};
 
 use super::MetadataError;
 use crate::connection::{Connection, RequestOptions};
@@ -49,8 +50,32 @@ pub(crate) async fn select_all(
     cql: &'static str,
     opts: &QueryOptions,
 ) -> Result<Vec<Rows>, MetadataError> {
+    select_all_with(conn, cql, &SerializedValues::new(), opts).await
+}
+
+/// Runs `cql` (whose one bind marker is a keyspace name) for `keyspace`
+/// and returns every page of its rows.
+pub(crate) async fn select_keyspace(
+    conn: &Connection,
+    cql: &'static str,
+    keyspace: &str,
+    opts: &QueryOptions,
+) -> Result<Vec<Rows>, MetadataError> {
+    let mut values = SerializedValues::new();
+    values
+        .push(RawValue::Value(keyspace.as_bytes()))
+        .map_err(|_| MetadataError::LocalRow(format!("keyspace name too long: {keyspace:?}")))?;
+    select_all_with(conn, cql, &values, opts).await
+}
+
+async fn select_all_with(
+    conn: &Connection,
+    cql: &'static str,
+    values: &SerializedValues,
+    opts: &QueryOptions,
+) -> Result<Vec<Rows>, MetadataError> {
     let mut pages = Vec::new();
-    for_each_page(conn, cql, opts, |rows| {
+    for_each_page_with(conn, cql, values, opts, |rows| {
         pages.push(rows);
         Ok(())
     })
@@ -64,6 +89,16 @@ pub(crate) async fn for_each_page(
     conn: &Connection,
     cql: &'static str,
     opts: &QueryOptions,
+    f: impl FnMut(Rows) -> Result<(), MetadataError>,
+) -> Result<(), MetadataError> {
+    for_each_page_with(conn, cql, &SerializedValues::new(), opts, f).await
+}
+
+async fn for_each_page_with(
+    conn: &Connection,
+    cql: &'static str,
+    values: &SerializedValues,
+    opts: &QueryOptions,
     mut f: impl FnMut(Rows) -> Result<(), MetadataError>,
 ) -> Result<(), MetadataError> {
     let mut paging_state: Option<Vec<u8>> = None;
@@ -74,6 +109,7 @@ pub(crate) async fn for_each_page(
                 consistency: Consistency::One,
                 page_size: Some(opts.page_size.max(1)),
                 paging_state: paging_state.as_deref().map(Cow::Borrowed),
+                values: Cow::Borrowed(values),
                 ..QueryParameters::default()
             },
         };

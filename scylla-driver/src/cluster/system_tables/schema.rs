@@ -18,29 +18,56 @@ use super::query::for_each_row;
 use super::{KeyspaceMeta, MetadataError, TableMeta};
 use crate::routing::ReplicationStrategy;
 
-/// Every keyspace and its replication.
-pub(crate) const KEYSPACES_QUERY: &str =
-    "SELECT keyspace_name, replication FROM system_schema.keyspaces";
+/// A `system_schema` query: over every keyspace (`all`), or over one
+/// (`one`, whose bind marker is the keyspace's name; `keyspace_name` is the
+/// partition key of every schema table, so the server reads one partition).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SchemaQuery {
+    pub(crate) all: &'static str,
+    pub(crate) one: &'static str,
+}
 
-/// Every table (materialized views are found through their columns).
-pub(crate) const TABLES_QUERY: &str = "SELECT keyspace_name, table_name FROM system_schema.tables";
+macro_rules! schema_query {
+    ($(#[$doc:meta])* $name:ident = $text:literal) => {
+        $(#[$doc])*
+        pub(crate) const $name: SchemaQuery = SchemaQuery {
+            all: $text,
+            one: concat!($text, " WHERE keyspace_name = ?"),
+        };
+    };
+}
+pub(crate) use schema_query;
 
-/// Every column; only the partition-key ones are kept. Filtering happens here
-/// rather than in CQL because `kind` is not a key column (the server would
-/// need ALLOW FILTERING, and would scan the table anyway).
-pub(crate) const COLUMNS_QUERY: &str = "SELECT keyspace_name, table_name, column_name, kind, \
-     position, type FROM system_schema.columns";
+schema_query!(
+    /// Every keyspace and its replication.
+    KEYSPACES_QUERY = "SELECT keyspace_name, replication, durable_writes FROM system_schema.keyspaces"
+);
 
-/// ScyllaDB's per-keyspace extras: a keyspace uses tablets when its row
-/// has a non-null `initial_tablets`. Cassandra has no such table.
-pub(crate) const SCYLLA_KEYSPACES_QUERY: &str =
-    "SELECT keyspace_name, initial_tablets FROM system_schema.scylla_keyspaces";
+schema_query!(
+    /// Every table (materialized views are found through their columns).
+    TABLES_QUERY = "SELECT keyspace_name, table_name FROM system_schema.tables"
+);
 
-/// ScyllaDB's strongly consistent keyspaces (`consistency = 'global'` or
-/// `'local'`; `'eventual'` or null otherwise). The column exists only with
-/// the `strongly-consistent-tables` feature, so it is read apart.
-pub(crate) const SCYLLA_CONSISTENCY_QUERY: &str =
-    "SELECT keyspace_name, consistency FROM system_schema.scylla_keyspaces";
+schema_query!(
+    /// Every column; routing keeps the partition-key ones (the full schema
+    /// model all of them). Filtering happens here rather than in CQL because
+    /// `kind` is not a key column (the server would need ALLOW FILTERING,
+    /// and would scan the table anyway).
+    COLUMNS_QUERY = "SELECT keyspace_name, table_name, column_name, kind, position, type, clustering_order FROM system_schema.columns"
+);
+
+schema_query!(
+    /// ScyllaDB's per-keyspace extras: a keyspace uses tablets when its row
+    /// has a non-null `initial_tablets`. Cassandra has no such table.
+    SCYLLA_KEYSPACES_QUERY = "SELECT keyspace_name, initial_tablets FROM system_schema.scylla_keyspaces"
+);
+
+schema_query!(
+    /// ScyllaDB's strongly consistent keyspaces (`consistency = 'global'` or
+    /// `'local'`; `'eventual'` or null otherwise). The column exists only
+    /// with the `strongly-consistent-tables` feature, so it is read apart.
+    SCYLLA_CONSISTENCY_QUERY = "SELECT keyspace_name, consistency FROM system_schema.scylla_keyspaces"
+);
 
 #[derive(scylla_driver_macros::DeserializeRow)]
 #[scylla(crate = ::scylla_cql)]
@@ -58,25 +85,27 @@ struct ScyllaKeyspaceRow {
 
 #[derive(scylla_driver_macros::DeserializeRow)]
 #[scylla(crate = ::scylla_cql)]
-struct KeyspaceRow {
-    keyspace_name: String,
-    replication: Option<BTreeMap<String, String>>,
+pub(super) struct KeyspaceRow {
+    pub(super) keyspace_name: String,
+    pub(super) replication: Option<BTreeMap<String, String>>,
+    pub(super) durable_writes: Option<bool>,
 }
 
 #[derive(scylla_driver_macros::DeserializeRow)]
 #[scylla(crate = ::scylla_cql)]
-struct TableRow {
-    keyspace_name: String,
-    table_name: String,
+pub(super) struct TableRow {
+    pub(super) keyspace_name: String,
+    pub(super) table_name: String,
 }
 
-struct ColumnRow {
-    keyspace_name: String,
-    table_name: String,
-    column_name: String,
-    kind: Option<String>,
-    position: Option<i32>,
-    r#type: Option<String>,
+pub(super) struct ColumnRow {
+    pub(super) keyspace_name: String,
+    pub(super) table_name: String,
+    pub(super) column_name: String,
+    pub(super) kind: Option<String>,
+    pub(super) position: Option<i32>,
+    pub(super) r#type: Option<String>,
+    pub(super) clustering_order: Option<String>,
 }
 
 // The row macro names fields after columns, and `type` is a keyword: this
@@ -91,6 +120,7 @@ impl<'frame> scylla_cql::types::DeserializeRow<'frame> for ColumnRow {
             String,
             Option<String>,
             Option<i32>,
+            Option<String>,
             Option<String>,
         );
         <Row as scylla_cql::types::DeserializeRow<'frame>>::type_check(specs)
@@ -107,6 +137,7 @@ impl<'frame> scylla_cql::types::DeserializeRow<'frame> for ColumnRow {
             kind: row.next_column()?.get()?,
             position: row.next_column()?.get()?,
             r#type: row.next_column()?.get()?,
+            clustering_order: row.next_column()?.get()?,
         })
     }
 }
@@ -115,7 +146,7 @@ impl<'frame> scylla_cql::types::DeserializeRow<'frame> for ColumnRow {
 /// be parsed are skipped with a warning. Tables are filled in by [`tables`].
 pub(crate) fn keyspaces(pages: &[Rows]) -> Result<BTreeMap<String, KeyspaceMeta>, MetadataError> {
     let mut out = BTreeMap::new();
-    for_each_row::<KeyspaceRow>(pages, KEYSPACES_QUERY, |row| match row {
+    for_each_row::<KeyspaceRow>(pages, KEYSPACES_QUERY.all, |row| match row {
         Err(e) => {
             tracing::warn!(error = %e, "system_schema.keyspaces: skipping a row that does not deserialize")
         }
@@ -130,6 +161,7 @@ pub(crate) fn keyspaces(pages: &[Rows]) -> Result<BTreeMap<String, KeyspaceMeta>
                             tables: BTreeMap::new(),
                             tablets: false,
                             strongly_consistent: false,
+                            schema: None,
                         },
                     );
                 }
@@ -149,7 +181,7 @@ pub(crate) fn mark_tablet_keyspaces(
     keyspaces: &mut BTreeMap<String, KeyspaceMeta>,
     pages: &[Rows],
 ) -> Result<(), MetadataError> {
-    for_each_row::<ScyllaKeyspaceRow>(pages, SCYLLA_KEYSPACES_QUERY, |row| match row {
+    for_each_row::<ScyllaKeyspaceRow>(pages, SCYLLA_KEYSPACES_QUERY.all, |row| match row {
         Err(e) => {
             tracing::warn!(error = %e, "system_schema.scylla_keyspaces: skipping a row that does not deserialize")
         }
@@ -167,7 +199,7 @@ pub(crate) fn mark_strongly_consistent(
     keyspaces: &mut BTreeMap<String, KeyspaceMeta>,
     pages: &[Rows],
 ) -> Result<(), MetadataError> {
-    for_each_row::<ConsistencyRow>(pages, SCYLLA_CONSISTENCY_QUERY, |row| match row {
+    for_each_row::<ConsistencyRow>(pages, SCYLLA_CONSISTENCY_QUERY.all, |row| match row {
         Err(e) => {
             tracing::warn!(error = %e, "system_schema.scylla_keyspaces: skipping a consistency row that does not deserialize")
         }
@@ -202,7 +234,7 @@ pub(crate) fn tables(
     column_pages: &[Rows],
 ) -> Result<(), MetadataError> {
     let mut keys: BTreeMap<(String, String), Vec<KeyColumn>> = BTreeMap::new();
-    for_each_row::<TableRow>(table_pages, TABLES_QUERY, |row| match row {
+    for_each_row::<TableRow>(table_pages, TABLES_QUERY.all, |row| match row {
         Err(e) => {
             tracing::warn!(error = %e, "system_schema.tables: skipping a row that does not deserialize")
         }
@@ -210,7 +242,7 @@ pub(crate) fn tables(
             keys.entry((row.keyspace_name, row.table_name)).or_default();
         }
     })?;
-    for_each_row::<ColumnRow>(column_pages, COLUMNS_QUERY, |row| match row {
+    for_each_row::<ColumnRow>(column_pages, COLUMNS_QUERY.all, |row| match row {
         Err(e) => {
             tracing::warn!(error = %e, "system_schema.columns: skipping a row that does not deserialize")
         }
@@ -275,13 +307,14 @@ mod tests {
         let specs = [
             ("keyspace_name", ColumnType::Text),
             ("replication", map_type.clone()),
+            ("durable_writes", ColumnType::Boolean),
         ];
         let rows = entries.iter().map(|(name, repl)| {
             let map: BTreeMap<String, String> = repl
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect();
-            vec![text(name), cell(&map, &map_type)]
+            vec![text(name), cell(&map, &map_type), cell(&true, &ColumnType::Boolean)]
         });
         build(&specs, rows.collect())
     }
@@ -370,6 +403,7 @@ mod tests {
             ("kind", ColumnType::Text),
             ("position", ColumnType::Int),
             ("type", ColumnType::Text),
+            ("clustering_order", ColumnType::Text),
         ];
         let rows = cols.iter().map(|(ks, t, c, kind, pos, typ)| {
             vec![
@@ -379,6 +413,7 @@ mod tests {
                 text(kind),
                 cell(pos, &ColumnType::Int),
                 text(typ),
+                text("none"),
             ]
         });
         build(&specs, rows.collect())
