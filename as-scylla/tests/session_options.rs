@@ -242,3 +242,37 @@ async fn node_events_are_a_stream() -> Result<(), Error> {
     assert_eq!(event.host_id, stopped);
     Ok(())
 }
+
+/// An address translator as programs for the official crate write one (the
+/// peer's lifetime elided, `#[async_trait]`): every peer as it reports itself.
+struct AsReported {
+    calls: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl scylla::policies::address_translator::AddressTranslator for AsReported {
+    async fn translate_address(
+        &self,
+        peer: &scylla::policies::address_translator::UntranslatedPeer,
+    ) -> Result<std::net::SocketAddr, scylla::errors::TranslationError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(peer.untranslated_address())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_translator_sees_every_peer() -> Result<(), Error> {
+    let cluster = TestCluster::builder().nodes(3).start().await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let session: Session = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .address_translator(Arc::new(AsReported {
+            calls: calls.clone(),
+        }))
+        .build()
+        .await?;
+    // The two peers of the contact point, at least once each.
+    assert!(calls.load(Ordering::SeqCst) >= 2);
+    assert_eq!(session.get_cluster_state().get_nodes_info().len(), 3);
+    Ok(())
+}

@@ -43,7 +43,7 @@ struct Counting {
 impl AddressTranslator for Counting {
     async fn translate_address(
         &self,
-        peer: &UntranslatedPeer<'_>,
+        peer: &UntranslatedPeer,
     ) -> Result<SocketAddr, TranslationError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         assert_eq!(peer.datacenter(), Some("datacenter1"), "{peer:?}");

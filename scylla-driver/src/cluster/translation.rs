@@ -60,18 +60,21 @@ pub struct TranslationError {
 /// impl AddressTranslator for Proxy {
 ///     async fn translate_address(
 ///         &self,
-///         _peer: &UntranslatedPeer<'_>,
+///         _peer: &UntranslatedPeer,
 ///     ) -> Result<SocketAddr, TranslationError> {
 ///         Ok(self.0)
 ///     }
 /// }
 /// ```
+// The peer's lifetime is elided as the official crate's trait elides it:
+// with `#[async_trait]`, an impl must write it the same way (elided there,
+// `<'_>` here, and the two do not match).
 #[async_trait]
 pub trait AddressTranslator: Send + Sync {
     /// The address to connect to for `untranslated_peer`.
     async fn translate_address(
         &self,
-        untranslated_peer: &UntranslatedPeer<'_>,
+        untranslated_peer: &UntranslatedPeer,
     ) -> Result<SocketAddr, TranslationError>;
 }
 
@@ -135,7 +138,7 @@ pub struct IdentityTranslator;
 impl AddressTranslator for IdentityTranslator {
     async fn translate_address(
         &self,
-        peer: &UntranslatedPeer<'_>,
+        peer: &UntranslatedPeer,
     ) -> Result<SocketAddr, TranslationError> {
         Ok(peer.untranslated_address())
     }
@@ -146,7 +149,7 @@ impl AddressTranslator for IdentityTranslator {
 impl AddressTranslator for HashMap<SocketAddr, SocketAddr> {
     async fn translate_address(
         &self,
-        peer: &UntranslatedPeer<'_>,
+        peer: &UntranslatedPeer,
     ) -> Result<SocketAddr, TranslationError> {
         let from = peer.untranslated_address();
         self.get(&from).copied().ok_or_else(|| TranslationError {
@@ -217,7 +220,7 @@ impl MapTranslator {
 impl AddressTranslator for MapTranslator {
     async fn translate_address(
         &self,
-        peer: &UntranslatedPeer<'_>,
+        peer: &UntranslatedPeer,
     ) -> Result<SocketAddr, TranslationError> {
         self.translate(peer.untranslated_address())
     }
