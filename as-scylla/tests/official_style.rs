@@ -161,6 +161,24 @@ async fn everyday_code_in_the_official_crates_style() -> Result<(), Error> {
     }
     assert_eq!(seen, (0..10).collect::<Vec<_>>());
 
+    // The columns of a pager, before any row is read (a shell printing a
+    // header): without values the first page is fetched by `query_iter`,
+    // with values the preparation tells them.
+    for pager in [
+        session
+            .query_iter("SELECT id, n, label FROM compat.entries", &[])
+            .await?,
+        session.query_iter(select.clone(), (1,)).await?,
+    ] {
+        let names: Vec<&str> = pager.column_specs().iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["id", "n", "label"]);
+        let rows: Vec<(i32, i32, String)> = pager
+            .rows_stream::<(i32, i32, String)>()?
+            .try_collect()
+            .await?;
+        assert!(rows.len() >= 10);
+    }
+
     // The same read paged by hand.
     let mut state = PagingState::start();
     let mut by_hand = Vec::new();

@@ -79,9 +79,23 @@ async fn traced_requests_fail_with_a_clear_error_and_untraced_ones_still_run() {
         .unwrap_err();
     assert_tracing_refused(&e);
 
-    // A traced paged read: the first page fails.
+    // A traced paged read: the first page, fetched by `query_iter`, fails.
+    let first = tokio::time::timeout(
+        NO_HANG,
+        session.query_iter(traced.clone().with_page_size(1), ()),
+    )
+    .await
+    .expect("a traced page must not hang")
+    .expect_err("the first page fails");
+    assert_tracing_refused(&first);
+    // Prepared (with values), the first page is fetched by the first row.
     let mut rows = session
-        .query_iter(traced.with_page_size(1), ())
+        .query_iter(
+            Statement::new("SELECT pk, c, v FROM tr.t WHERE pk = ?")
+                .with_tracing(true)
+                .with_page_size(1),
+            (1,),
+        )
         .await
         .unwrap()
         .rows_stream::<(i32, i32, String)>()

@@ -456,6 +456,13 @@ impl Session {
     /// `T` (the official crate's `QueryPager` and `TypedRowStream` in one
     /// type).
     ///
+    /// The first page is fetched before this returns, as the official crate
+    /// does: the first request's error surfaces here, and the stream's
+    /// [`column_specs`](pager::RowStream::column_specs) are known; the other
+    /// pages are fetched as rows are read. (With values, the statement is
+    /// prepared instead and nothing is fetched yet: its columns come from
+    /// the preparation.)
+    ///
     /// The statement's request timeout covers the whole stream, every page
     /// fetch included, from this call on (see
     /// [`RowStream::with_deadline`](pager::RowStream::with_deadline) to set
@@ -463,7 +470,8 @@ impl Session {
     ///
     /// # Cancellation
     ///
-    /// Dropping this future (which may prepare the statement) leaves nothing behind;
+    /// Dropping this future (which may prepare the statement or fetch the
+    /// first page) leaves nothing behind;
     /// dropping the returned stream stops fetching pages: a page request in flight
     /// completes on its connection and is discarded.
     pub async fn query_iter(
@@ -474,11 +482,9 @@ impl Session {
         let statement = statement.into();
         let mut none = SerializedValues::new();
         if values.serialize_row(&[], &mut none).is_ok() {
-            return Ok(RowStream::new(
-                self.clone(),
-                pager::Source::Query(statement),
-                none,
-            ));
+            return RowStream::new(self.clone(), pager::Source::Query(statement), none)
+                .prefetch()
+                .await;
         }
         let mut prepared = self.prepare(statement.contents.as_str()).await?;
         prepared.options = statement.options;

@@ -69,6 +69,13 @@ pub struct RowStream<R> {
     /// The tracing ids of the pages fetched so far (traced statements).
     tracing_ids: Vec<uuid::Uuid>,
     fetching: Option<PageFuture>,
+    /// A page fetched before any row was asked for, not decoded yet (the
+    /// first page of [`Session::query_iter`], so that its columns are known
+    /// when the stream is handed over, and its rows can still be read as
+    /// any type).
+    prefetched: Option<(QueryResult, Option<Bytes>)>,
+    /// The columns of the rows, once known.
+    specs: Option<Arc<[scylla_cql::types::ColumnSpec]>>,
     /// Every page fetch ends by this instant (`None`: each page has its
     /// own timeout).
     deadline: Option<Instant>,
@@ -97,8 +104,14 @@ where
         };
         let profiles = session.inner.profiles(options);
         let deadline = Instant::now() + session.inner.run_options(options, &profiles).timeout;
+        let specs = match &source {
+            Source::Query(_) => None,
+            Source::Prepared(p) => p.result_columns(),
+        };
         Self {
             deadline: Some(deadline),
+            prefetched: None,
+            specs,
             session,
             source: Arc::new(source),
             values: Arc::new(values),
@@ -110,6 +123,28 @@ where
             fetching: None,
             _row: PhantomData,
         }
+    }
+
+    /// Fetches the first page now (not decoded until a row is asked for):
+    /// errors of the first request surface here, and the columns are known.
+    pub(crate) async fn prefetch(mut self) -> Result<Self, ExecutionError> {
+        let page = self
+            .session
+            .fetch_page(&self.source, &self.values, None, self.deadline)
+            .await?;
+        if self.specs.is_none() && page.0.has_rows() {
+            self.specs = Some(page.0.columns().into());
+        }
+        self.prefetched = Some(page);
+        Ok(self)
+    }
+
+    /// The columns of the rows: a prepared statement's result columns, or
+    /// those of the first page of an unprepared one ([`Session::query_iter`]
+    /// fetches it before it returns). Empty when not known (a statement
+    /// without result columns, such as an `INSERT`).
+    pub fn column_specs(&self) -> scylla_cql::types::ColumnSpecs<'_> {
+        scylla_cql::types::ColumnSpecs::new(self.specs.as_deref().unwrap_or(&[]))
     }
 
     /// The next row, or `None` after the last.
@@ -175,6 +210,12 @@ where
             if let Some(row) = self.rows.pop_front() {
                 return Poll::Ready(Some(Ok(row)));
             }
+            if let Some(page) = self.prefetched.take() {
+                if let Some(e) = self.take_page(page) {
+                    return Poll::Ready(Some(Err(e)));
+                }
+                continue;
+            }
             if self.finished && self.fetching.is_none() {
                 return Poll::Ready(None);
             }
@@ -202,28 +243,41 @@ where
                 Poll::Ready(Ok(page)) => page,
             };
             self.fetching = None;
-            self.pages += 1;
-            self.tracing_ids.extend(page.tracing_id());
-            self.finished = next.is_none();
-            self.paging_state = next;
-            if page.has_rows() {
-                match page.rows::<R>() {
-                    Ok(rows) => {
-                        for row in rows {
-                            match row {
-                                Ok(r) => self.rows.push_back(r),
-                                Err(e) => {
-                                    self.finished = true;
-                                    return Poll::Ready(Some(Err(e.into())));
-                                }
-                            }
+            if let Some(e) = self.take_page((page, next)) {
+                return Poll::Ready(Some(Err(e)));
+            }
+        }
+    }
+
+    /// Decodes a fetched page into rows; the error that ends the stream, if
+    /// a row does not decode.
+    fn take_page(&mut self, (page, next): (QueryResult, Option<Bytes>)) -> Option<ExecutionError> {
+        self.pages += 1;
+        self.tracing_ids.extend(page.tracing_id());
+        self.finished = next.is_none();
+        self.paging_state = next;
+        if !page.has_rows() {
+            return None;
+        }
+        if self.specs.is_none() {
+            self.specs = Some(page.columns().into());
+        }
+        match page.rows::<R>() {
+            Ok(rows) => {
+                for row in rows {
+                    match row {
+                        Ok(r) => self.rows.push_back(r),
+                        Err(e) => {
+                            self.finished = true;
+                            return Some(e.into());
                         }
                     }
-                    Err(e) => {
-                        self.finished = true;
-                        return Poll::Ready(Some(Err(e)));
-                    }
                 }
+                None
+            }
+            Err(e) => {
+                self.finished = true;
+                Some(e)
             }
         }
     }
@@ -267,6 +321,8 @@ impl RowStream<Row> {
             pages: self.pages,
             tracing_ids: self.tracing_ids,
             fetching: self.fetching,
+            prefetched: self.prefetched,
+            specs: self.specs,
             deadline: self.deadline,
             _row: PhantomData,
         })
