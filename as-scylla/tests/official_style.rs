@@ -60,10 +60,12 @@ where
         <&str as DeserializeValue<'frame, 'metadata>>::type_check(typ)
     }
 
+    // Both official paths of the type, with its lifetime.
     fn deserialize(
-        typ: &'metadata ColumnType<'metadata>,
+        typ: &'metadata scylla::cluster::metadata::ColumnType<'metadata>,
         v: Option<FrameSlice<'frame>>,
     ) -> Result<Self, DeserializationError> {
+        let _: &ColumnType<'metadata> = typ;
         <&str as DeserializeValue<'frame, 'metadata>>::deserialize(typ, v).map(Label)
     }
 }

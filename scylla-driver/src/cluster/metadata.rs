@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-pub use scylla_cql::types::ColumnType;
+pub use crate::frame::response::result::ColumnType;
 
 /// A keyspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub struct UserDefinedTypeDef {
     /// Its keyspace.
     pub keyspace: String,
     /// Its fields and their types.
-    pub field_types: Vec<(String, ColumnType)>,
+    pub field_types: Vec<(String, ColumnType<'static>)>,
 }
 
 /// A table (or the table of a materialized view).
@@ -87,7 +87,7 @@ pub struct MaterializedView {
 #[non_exhaustive]
 pub struct Column {
     /// Its type.
-    pub typ: ColumnType,
+    pub typ: ColumnType<'static>,
     /// Its role in the table.
     pub kind: ColumnKind,
     /// For a clustering column, the order of rows by it.
