@@ -11,8 +11,10 @@ use scylla_cql::frame::envelope::CustomPayload;
 use scylla_cql::frame::request::EventType;
 use scylla_cql::frame::response::event::Event;
 use tokio::sync::mpsc;
+use super::{AuthenticatorProvider, Coalescing, IoCounters, ProtocolChoice, SocketConfig, stream_slots};
+#[cfg(feature = "tls")]
+use super::tls;
 
-use super::*;
 
 /// How to open and run a connection.
 #[derive(Debug, Clone)]

@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::stream_slots::StreamSlots;
-use super::*;
+use super::{Connection, ConnectionConfig, ConnectionError, ConnectionInfo, Handle, Pending, ServerInfo, SetupStep, Shared, handshake, housekeeping, reader, writer};
+#[cfg(feature = "tls")]
+use super::tls;
 
 /// Opens a connection to `addr`, optionally from the local address `source`.
 ///
@@ -101,8 +103,8 @@ pub(super) async fn open_in(
     if let Some(path) = &config.unix_socket {
         return open_unix_in(addr, path, config, version).await;
     }
-    let mut stream = open::open_socket(addr, source, &config.socket).await?;
-    let local = open::local_addr(&stream).map_err(|source| ConnectionError::Io {
+    let mut stream = super::open::open_socket(addr, source, &config.socket).await?;
+    let local = super::open::local_addr(&stream).map_err(|source| ConnectionError::Io {
         step: SetupStep::Connect,
         source,
     })?;
@@ -181,7 +183,7 @@ async fn open_unix_in(
     config: &ConnectionConfig,
     version: ProtocolVersion,
 ) -> Result<Connection, ConnectionError> {
-    let mut stream = open::open_unix(path, &config.socket).await?;
+    let mut stream = super::open::open_unix(path, &config.socket).await?;
     let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
     let (rd, wr) = tokio::io::split(stream);
     // A Unix-domain peer has no IP address: the local end is reported as

@@ -8,8 +8,8 @@ use std::time::Instant;
 use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::frame::{MessageBody, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
+use super::{BrokenConnection, BrokenReason, IoCounters, RequestError, RequestOptions, ResponseFrame, ServerInfo, Shared};
 
-use super::*;
 
 /// A handle to an open connection. Cheap to clone; the connection closes when
 /// the last handle is dropped (or on [`Connection::close`]).

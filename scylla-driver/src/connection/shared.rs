@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
-use super::*;
+use super::{BrokenConnection, BrokenReason, IoCounters, RequestError, RequestOptions, ResponseFrame, coalescing, stats};
 
 pub(super) type SlotValue = Result<ResponseFrame, RequestError>;
 

@@ -13,7 +13,7 @@ use scylla_cql::frame::request::Query;
 use crate::error::{ControlError, ExecutionError, SchemaAgreementError};
 use crate::metrics::{Metrics, SessionMetrics};
 
-use super::*;
+use super::Session;
 
 impl Session {
     /// Switches the session to the keyspace `keyspace_name` (every

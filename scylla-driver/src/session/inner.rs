@@ -21,7 +21,9 @@ use scylla_cql::frame::response::result::SchemaChange;
 use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::types::SerializedValues;
 
-use self::execute::{Answer, RunOptions};
+use super::builder::SessionConfig;
+use super::execute::{Answer, RunOptions};
+use super::{limiter, prepared_cache};
 use crate::cluster::runtime::Cluster;
 use crate::cluster::state::ClusterState;
 use crate::connection::{Connection, RequestOptions};
@@ -32,8 +34,6 @@ use crate::policy::speculative::SpeculativeExecution;
 use crate::result::{Coordinated, QueryResult};
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::{ExecutionProfile, ExecutionProfileHandle, StatementOptions};
-
-use super::*;
 
 /// Longest a refresh waits for the cluster state to be rebuilt from what
 /// it read.
