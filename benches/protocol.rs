@@ -36,7 +36,9 @@ use scylla_cql::frame::wire::{put_int, WireReader};
 use scylla_cql::frame::{encode_frame, Direction, FrameExtras};
 use scylla_cql::sharding::Sharder;
 use scylla_cql::token::murmur3_token;
-use scylla_cql::types::{ColumnSpec, ColumnType, RowIterator, SerializeRow, SerializedValues};
+use scylla_cql::types::{
+    ColumnSpec, ColumnType, NativeType, RowIterator, SerializeRow, SerializedValues,
+};
 use scylla_cql::{Consistency, Token};
 
 fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
@@ -58,10 +60,10 @@ fn short(c: &mut Criterion) -> criterion::BenchmarkGroup<'_, criterion::measurem
 
 fn execute(c: &mut Criterion) {
     let specs = vec![
-        spec("pk", ColumnType::BigInt),
-        spec("name", ColumnType::Text),
-        spec("n", ColumnType::Int),
-        spec("score", ColumnType::Double),
+        spec("pk", ColumnType::Native(NativeType::BigInt)),
+        spec("name", ColumnType::Native(NativeType::Text)),
+        spec("n", ColumnType::Native(NativeType::Int)),
+        spec("score", ColumnType::Native(NativeType::Double)),
     ];
     let id = [0xabu8; 16];
     let row = (42i64, "some text value", 7i32, 3.25f64);
@@ -104,11 +106,11 @@ fn execute(c: &mut Criterion) {
 /// The body of a RESULT Rows frame: kind, metadata, count, cells.
 fn rows_body() -> Bytes {
     let specs = vec![
-        spec("pk", ColumnType::BigInt),
-        spec("name", ColumnType::Text),
-        spec("n", ColumnType::Int),
-        spec("score", ColumnType::Double),
-        spec("flag", ColumnType::Boolean),
+        spec("pk", ColumnType::Native(NativeType::BigInt)),
+        spec("name", ColumnType::Native(NativeType::Text)),
+        spec("n", ColumnType::Native(NativeType::Int)),
+        spec("score", ColumnType::Native(NativeType::Double)),
+        spec("flag", ColumnType::Native(NativeType::Boolean)),
     ];
     let rows = (0..100i64).map(|i| {
         let name = format!("name-{i:04}-padding");

@@ -25,7 +25,7 @@ use scylla_cql::frame::response::{
 use scylla_cql::frame::segment_stream::SegmentEncoder;
 use scylla_cql::frame::tablets::{TabletRoutingInfo, TabletRoutingV2};
 use scylla_cql::frame::{encode_frame, Direction, FrameExtras, MessageBody, ProtocolVersion};
-use scylla_cql::types::{ColumnSpec, ColumnType};
+use scylla_cql::types::{ColumnSpec, ColumnType, NativeType};
 use scylla_cql::{Consistency, Token};
 
 fn col(name: &str, typ: ColumnType) -> ColumnSpec {
@@ -40,8 +40,8 @@ fn col(name: &str, typ: ColumnType) -> ColumnSpec {
 /// Responses covering every response opcode and the RESULT kinds.
 fn responses() -> Vec<(&'static str, Response)> {
     let mut md = ResultMetadata::with_columns(vec![
-        col("id", ColumnType::Int),
-        col("v", ColumnType::List(Box::new(ColumnType::Text))),
+        col("id", ColumnType::Native(NativeType::Int)),
+        col("v", ColumnType::list(ColumnType::Native(NativeType::Text))),
     ]);
     md.paging_state = Some(Box::new(Bytes::from_static(b"\x00\x02ps")));
     let rows = Rows::build(
@@ -262,7 +262,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         ));
         // A large envelope cut into several segments.
         let big = Rows::build(
-            ResultMetadata::with_columns(vec![col("b", ColumnType::Blob)]),
+            ResultMetadata::with_columns(vec![col("b", ColumnType::Native(NativeType::Blob))]),
             [vec![Some(&[0x5a_u8; 140_000][..])]],
         )
         .expect("valid rows");

@@ -30,8 +30,15 @@ pub mod _macro_internal {
     pub use crate::types::serialize::row::serialize_value_to;
     pub use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
     pub use crate::types::serialize::{serialize_udt, serialize_udt_with, UdtRules};
+
+    /// The column type under the official crate's name for it here, which
+    /// takes the lifetime of the metadata it borrows from; this crate's
+    /// [`ColumnType`](crate::types::ColumnType) borrows nothing, so the
+    /// lifetime is unused.
+    pub type ColumnType<'metadata> = crate::types::ColumnType;
+    pub use crate::types::{CollectionType, NativeType, UserDefinedType};
     pub use crate::types::{
-        ColumnSpec, ColumnType, DeserializationError, DeserializationErrorKind, DeserializeRow,
+        ColumnSpec, DeserializationError, DeserializationErrorKind, DeserializeRow,
         DeserializeValue, SerializationError, SerializationErrorKind, SerializeRow, SerializeValue,
         SerializedValues, TypeCheckError, TypeCheckErrorKind, Written,
     };

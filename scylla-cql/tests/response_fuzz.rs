@@ -27,7 +27,7 @@ use scylla_driver_cql::frame::response::{
     ResponseContext, ResultBody, ScyllaExtensions, ShardingInfo, WriteType,
 };
 use scylla_driver_cql::frame::{Direction, MessageBody, Opcode};
-use scylla_driver_cql::types::{ColumnSpec, ColumnType};
+use scylla_driver_cql::types::{ColumnSpec, ColumnType, NativeType};
 use scylla_driver_cql::Consistency;
 
 const RATE_LIMIT_CODE: i32 = 0xF000;
@@ -66,20 +66,23 @@ fn spec(table: &str, name: &str, typ: ColumnType) -> ColumnSpec {
 fn corpus(ctx: &ResponseContext) -> Vec<Response> {
     let v5 = ctx.version == ProtocolVersion::V5;
     let cols = vec![
-        spec("t", "id", ColumnType::Int),
+        spec("t", "id", ColumnType::Native(NativeType::Int)),
         spec(
             "t",
             "m",
-            ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Blob)),
+            ColumnType::map(
+                ColumnType::Native(NativeType::Text),
+                ColumnType::Native(NativeType::Blob),
+            ),
         ),
         spec(
             "t",
             "u",
-            ColumnType::Udt {
-                keyspace: "ks".into(),
-                name: "addr".into(),
-                fields: vec![("street".into(), ColumnType::Text)],
-            },
+            ColumnType::udt(
+                "ks",
+                "addr",
+                vec![("street".into(), ColumnType::Native(NativeType::Text))],
+            ),
         ),
     ];
     let mut md = ResultMetadata::with_columns(cols.clone());

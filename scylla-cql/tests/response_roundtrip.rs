@@ -28,7 +28,7 @@ use scylla_driver_cql::frame::response::{
     Response, ResponseContext, ResultBody, ScyllaExtensions, ShardingInfo, Supported, WriteType,
 };
 use scylla_driver_cql::frame::{MessageBody, Opcode};
-use scylla_driver_cql::types::{ColumnSpec, ColumnType};
+use scylla_driver_cql::types::{ColumnSpec, ColumnType, NativeType};
 use scylla_driver_cql::Consistency;
 use uuid::Uuid;
 
@@ -58,41 +58,35 @@ fn consistency() -> impl Strategy<Value = Consistency> {
 
 fn column_type() -> impl Strategy<Value = ColumnType> {
     let leaf = prop::sample::select(vec![
-        ColumnType::Ascii,
-        ColumnType::BigInt,
-        ColumnType::Blob,
-        ColumnType::Boolean,
-        ColumnType::Counter,
-        ColumnType::Decimal,
-        ColumnType::Double,
-        ColumnType::Float,
-        ColumnType::Int,
-        ColumnType::Text,
-        ColumnType::Timestamp,
-        ColumnType::Uuid,
-        ColumnType::Varint,
-        ColumnType::Timeuuid,
-        ColumnType::Inet,
-        ColumnType::Date,
-        ColumnType::Time,
-        ColumnType::SmallInt,
-        ColumnType::TinyInt,
-        ColumnType::Duration,
+        ColumnType::Native(NativeType::Ascii),
+        ColumnType::Native(NativeType::BigInt),
+        ColumnType::Native(NativeType::Blob),
+        ColumnType::Native(NativeType::Boolean),
+        ColumnType::Native(NativeType::Counter),
+        ColumnType::Native(NativeType::Decimal),
+        ColumnType::Native(NativeType::Double),
+        ColumnType::Native(NativeType::Float),
+        ColumnType::Native(NativeType::Int),
+        ColumnType::Native(NativeType::Text),
+        ColumnType::Native(NativeType::Timestamp),
+        ColumnType::Native(NativeType::Uuid),
+        ColumnType::Native(NativeType::Varint),
+        ColumnType::Native(NativeType::Timeuuid),
+        ColumnType::Native(NativeType::Inet),
+        ColumnType::Native(NativeType::Date),
+        ColumnType::Native(NativeType::Time),
+        ColumnType::Native(NativeType::SmallInt),
+        ColumnType::Native(NativeType::TinyInt),
+        ColumnType::Native(NativeType::Duration),
     ]);
     leaf.prop_recursive(3, 16, 3, |inner| {
         prop_oneof![
-            inner.clone().prop_map(|t| ColumnType::List(Box::new(t))),
-            inner.clone().prop_map(|t| ColumnType::Set(Box::new(t))),
-            (inner.clone(), inner.clone())
-                .prop_map(|(k, v)| ColumnType::Map(Box::new(k), Box::new(v))),
+            inner.clone().prop_map(|t| ColumnType::list(t)),
+            inner.clone().prop_map(|t| ColumnType::set(t)),
+            (inner.clone(), inner.clone()).prop_map(|(k, v)| ColumnType::map(k, v)),
             vec(inner.clone(), 0..3).prop_map(ColumnType::Tuple),
-            (name(), name(), vec((name(), inner), 0..3)).prop_map(|(keyspace, name, fields)| {
-                ColumnType::Udt {
-                    keyspace,
-                    name,
-                    fields,
-                }
-            }),
+            (name(), name(), vec((name(), inner), 0..3))
+                .prop_map(|(keyspace, name, fields)| { ColumnType::udt(keyspace, name, fields) }),
         ]
     })
 }
@@ -563,13 +557,13 @@ fn rows_cells_survive_the_trip() {
             keyspace: "k".into(),
             table: "t".into(),
             name: "a".into(),
-            typ: ColumnType::Blob,
+            typ: ColumnType::Native(NativeType::Blob),
         },
         ColumnSpec {
             keyspace: "k".into(),
             table: "t".into(),
             name: "b".into(),
-            typ: ColumnType::Int,
+            typ: ColumnType::Native(NativeType::Int),
         },
     ]);
     let input: Vec<Vec<Option<&[u8]>>> =

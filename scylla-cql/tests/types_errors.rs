@@ -6,7 +6,7 @@ use scylla_driver_cql::types::serialize::CellWriter;
 use scylla_driver_cql::types::serialize::{serialize_udt, SerializeValue};
 use scylla_driver_cql::types::{
     ColumnSpec, ColumnType, CqlDuration, CqlTime, CqlValue, DeserializationErrorKind, MaybeEmpty,
-    MaybeUnset, RowIterator, SerializationErrorKind, SerializeRow, SerializedValues,
+    MaybeUnset, NativeType, RowIterator, SerializationErrorKind, SerializeRow, SerializedValues,
     TypeCheckErrorKind, Unset, Written,
 };
 
@@ -21,7 +21,10 @@ fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
 
 #[test]
 fn serialization_mismatch_names_everything() {
-    let specs = [spec("id", ColumnType::Int), spec("name", ColumnType::Text)];
+    let specs = [
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("name", ColumnType::Native(NativeType::Text)),
+    ];
     let mut out = SerializedValues::new();
     let err = (1i32, 2i32).serialize_row(&specs, &mut out).unwrap_err();
     assert_eq!(err.kind(), &SerializationErrorKind::Mismatch);
@@ -36,7 +39,7 @@ fn serialization_mismatch_names_everything() {
 
 #[test]
 fn value_count_is_checked() {
-    let specs = [spec("a", ColumnType::Int)];
+    let specs = [spec("a", ColumnType::Native(NativeType::Int))];
     let mut out = SerializedValues::new();
     let err = (1i32, 2i32).serialize_row(&specs, &mut out).unwrap_err();
     assert!(matches!(
@@ -57,9 +60,9 @@ fn value_count_is_checked() {
 #[test]
 fn null_and_unset() {
     let specs = [
-        spec("a", ColumnType::Int),
-        spec("b", ColumnType::Int),
-        spec("c", ColumnType::Int),
+        spec("a", ColumnType::Native(NativeType::Int)),
+        spec("b", ColumnType::Native(NativeType::Int)),
+        spec("c", ColumnType::Native(NativeType::Int)),
     ];
     let mut out = SerializedValues::new();
     (None::<i32>, Unset, MaybeUnset::Set(3i32))
@@ -69,7 +72,7 @@ fn null_and_unset() {
         out.as_bytes(),
         [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0, 0, 0, 4, 0, 0, 0, 3]
     );
-    let list = ColumnType::List(Box::new(ColumnType::Int));
+    let list = ColumnType::list(ColumnType::Native(NativeType::Int));
     let mut buf = Vec::new();
     let err = vec![Some(1i32), None]
         .serialize(&list, CellWriter::new(&mut buf))
@@ -85,11 +88,17 @@ fn null_and_unset() {
 fn ascii_and_ranges_are_validated() {
     let mut buf = Vec::new();
     let err = "héllo"
-        .serialize(&ColumnType::Ascii, CellWriter::new(&mut buf))
+        .serialize(
+            &ColumnType::Native(NativeType::Ascii),
+            CellWriter::new(&mut buf),
+        )
         .unwrap_err();
     assert_eq!(err.kind(), &SerializationErrorKind::NotAscii);
     assert!(CqlTime(-1)
-        .serialize(&ColumnType::Time, CellWriter::new(&mut buf))
+        .serialize(
+            &ColumnType::Native(NativeType::Time),
+            CellWriter::new(&mut buf)
+        )
         .is_err());
     let mixed = CqlDuration {
         months: 1,
@@ -97,13 +106,21 @@ fn ascii_and_ranges_are_validated() {
         nanoseconds: 0,
     };
     assert!(mixed
-        .serialize(&ColumnType::Duration, CellWriter::new(&mut buf))
+        .serialize(
+            &ColumnType::Native(NativeType::Duration),
+            CellWriter::new(&mut buf)
+        )
         .is_err());
-    let e = String::deserialize(&ColumnType::Ascii, Some("é".as_bytes())).unwrap_err();
+    let e = String::deserialize(&ColumnType::Native(NativeType::Ascii), Some("é".as_bytes()))
+        .unwrap_err();
     assert_eq!(e.kind(), &DeserializationErrorKind::NotAscii);
-    let e = String::deserialize(&ColumnType::Text, Some(&[0xFF])).unwrap_err();
+    let e = String::deserialize(&ColumnType::Native(NativeType::Text), Some(&[0xFF])).unwrap_err();
     assert_eq!(e.kind(), &DeserializationErrorKind::InvalidUtf8);
-    let e = CqlTime::deserialize(&ColumnType::Time, Some(&i64::MAX.to_be_bytes())).unwrap_err();
+    let e = CqlTime::deserialize(
+        &ColumnType::Native(NativeType::Time),
+        Some(&i64::MAX.to_be_bytes()),
+    )
+    .unwrap_err();
     assert!(matches!(
         e.kind(),
         DeserializationErrorKind::InvalidValue(_)
@@ -113,8 +130,8 @@ fn ascii_and_ranges_are_validated() {
 #[test]
 fn vector_dimension_is_checked() {
     let v3 = ColumnType::Vector {
-        element: Box::new(ColumnType::Float),
-        dimension: 3,
+        typ: Box::new(ColumnType::Native(NativeType::Float)),
+        dimensions: 3,
     };
     let mut buf = Vec::new();
     let err = vec![1.0f32, 2.0]
@@ -144,40 +161,48 @@ fn vector_dimension_is_checked() {
 #[test]
 fn empty_values() {
     assert_eq!(
-        i32::deserialize(&ColumnType::Int, Some(&[]))
+        i32::deserialize(&ColumnType::Native(NativeType::Int), Some(&[]))
             .unwrap_err()
             .kind(),
         &DeserializationErrorKind::UnexpectedEmpty
     );
     assert_eq!(
-        MaybeEmpty::<i32>::deserialize(&ColumnType::Int, Some(&[])),
+        MaybeEmpty::<i32>::deserialize(&ColumnType::Native(NativeType::Int), Some(&[])),
         Ok(MaybeEmpty::Empty)
     );
     assert_eq!(
-        CqlValue::deserialize(&ColumnType::Int, Some(&[])),
+        CqlValue::deserialize(&ColumnType::Native(NativeType::Int), Some(&[])),
         Ok(CqlValue::Empty)
     );
     assert_eq!(
-        CqlValue::deserialize(&ColumnType::Text, Some(&[])),
+        CqlValue::deserialize(&ColumnType::Native(NativeType::Text), Some(&[])),
         Ok(CqlValue::Text(String::new()))
     );
     let mut buf = Vec::new();
     assert_eq!(
         CqlValue::Empty
-            .serialize(&ColumnType::Int, CellWriter::new(&mut buf))
+            .serialize(
+                &ColumnType::Native(NativeType::Int),
+                CellWriter::new(&mut buf)
+            )
             .map(|proof| proof.written()),
         Ok(Written::Value)
     );
     assert_eq!(buf, [0, 0, 0, 0], "a zero-length value");
     assert_eq!(
-        i32::deserialize(&ColumnType::Int, None).unwrap_err().kind(),
+        i32::deserialize(&ColumnType::Native(NativeType::Int), None)
+            .unwrap_err()
+            .kind(),
         &DeserializationErrorKind::UnexpectedNull
     );
 }
 
 #[test]
 fn row_type_check_names_the_column() {
-    let specs = [spec("a", ColumnType::Int), spec("b", ColumnType::Text)];
+    let specs = [
+        spec("a", ColumnType::Native(NativeType::Int)),
+        spec("b", ColumnType::Native(NativeType::Text)),
+    ];
     let err = RowIterator::<(i32, i64)>::new(&specs, &[], 0).unwrap_err();
     assert_eq!(err.context().column.as_deref(), Some("b"));
     assert_eq!(err.context().rust_type, Some("i64"));
@@ -193,7 +218,10 @@ fn row_type_check_names_the_column() {
 
 #[test]
 fn truncated_row_is_an_error_naming_the_column() {
-    let specs = [spec("a", ColumnType::Int), spec("b", ColumnType::Int)];
+    let specs = [
+        spec("a", ColumnType::Native(NativeType::Int)),
+        spec("b", ColumnType::Native(NativeType::Int)),
+    ];
     let raw = [0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 4, 0];
     let mut rows = RowIterator::<(i32, i32)>::new(&specs, &raw, 2).unwrap();
     let err = rows.next().unwrap().unwrap_err();
@@ -209,7 +237,10 @@ scylla_driver_cql::impl_deserialize_row!(Pair { id: i32, label: Option<String> }
 
 #[test]
 fn struct_rows_by_name() {
-    let specs = [spec("label", ColumnType::Text), spec("id", ColumnType::Int)];
+    let specs = [
+        spec("label", ColumnType::Native(NativeType::Text)),
+        spec("id", ColumnType::Native(NativeType::Int)),
+    ];
     let mut values = SerializedValues::new();
     (None::<&str>, 9i32)
         .serialize_row(&specs, &mut values)
@@ -219,9 +250,12 @@ fn struct_rows_by_name() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!((rows[0].id, rows[0].label.clone()), (9, None));
-    let wrong = [spec("id", ColumnType::Int), spec("other", ColumnType::Text)];
+    let wrong = [
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("other", ColumnType::Native(NativeType::Text)),
+    ];
     assert!(RowIterator::<Pair>::new(&wrong, &[], 0).is_err());
-    let missing = [spec("id", ColumnType::Int)];
+    let missing = [spec("id", ColumnType::Native(NativeType::Int))];
     let err = RowIterator::<Pair>::new(&missing, &[], 0).unwrap_err();
     assert_eq!(
         err.kind(),
@@ -231,14 +265,14 @@ fn struct_rows_by_name() {
 
 #[test]
 fn udt_by_name_and_unknown_fields() {
-    let udt = ColumnType::Udt {
-        keyspace: "ks".into(),
-        name: "addr".into(),
-        fields: vec![
-            ("street".into(), ColumnType::Text),
-            ("no".into(), ColumnType::Int),
+    let udt = ColumnType::udt(
+        "ks",
+        "addr",
+        vec![
+            ("street".into(), ColumnType::Native(NativeType::Text)),
+            ("no".into(), ColumnType::Native(NativeType::Int)),
         ],
-    };
+    );
     let mut buf = Vec::new();
     // Any order; missing fields are null.
     serialize_udt::<(), &dyn SerializeValue>(

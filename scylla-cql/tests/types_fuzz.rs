@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use proptest::prelude::*;
 use scylla_driver_cql::types::deserialize::DeserializeValue;
-use scylla_driver_cql::types::{ColumnSpec, ColumnType, CqlDuration, CqlValue, Row, RowIterator};
+use scylla_driver_cql::types::{
+    ColumnSpec, ColumnType, CqlDuration, CqlValue, NativeType, Row, RowIterator,
+};
 use strategies::{any_type, typed_value};
 
 fn config(cases: u32) -> ProptestConfig {
@@ -77,15 +79,15 @@ proptest! {
 
 #[test]
 fn huge_counts_are_rejected_before_allocating() {
-    let list = ColumnType::List(Box::new(ColumnType::Int));
+    let list = ColumnType::list(ColumnType::Native(NativeType::Int));
     let bytes = [0x7F, 0xFF, 0xFF, 0xFF];
     assert!(Vec::<i32>::deserialize(&list, Some(&bytes)).is_err());
     assert!(CqlValue::deserialize(&list, Some(&bytes)).is_err());
     let neg = [0xFF, 0xFF, 0xFF, 0xFE];
     assert!(Vec::<i32>::deserialize(&list, Some(&neg)).is_err());
     let vec_t = ColumnType::Vector {
-        element: Box::new(ColumnType::Text),
-        dimension: u32::MAX,
+        typ: Box::new(ColumnType::Native(NativeType::Text)),
+        dimensions: u16::MAX,
     };
     assert!(Vec::<String>::deserialize(&vec_t, Some(&[0])).is_err());
     // A vint length claiming 2^64 - 1 bytes.

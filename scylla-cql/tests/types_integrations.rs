@@ -12,8 +12,8 @@
 use std::fmt::Debug;
 
 use scylla_driver_cql::types::{
-    ColumnType, DeserializationErrorKind, DeserializeValue, SerializationErrorKind, SerializeValue,
-    TypeCheckErrorKind, Written,
+    ColumnType, DeserializationErrorKind, DeserializeValue, NativeType, SerializationErrorKind,
+    SerializeValue, TypeCheckErrorKind, Written,
 };
 
 fn ser<T: SerializeValue + ?Sized>(v: &T, typ: &ColumnType) -> Vec<u8> {
@@ -106,17 +106,17 @@ mod chrono {
     proptest! {
         #[test]
         fn dates_round_trip_as_unix_days(d in any_date()) {
-            prop_assert_eq!(rt(&d, &ColumnType::Date), d);
+            prop_assert_eq!(rt(&d, &ColumnType::Native(NativeType::Date)), d);
             let days = d.signed_duration_since(epoch()).num_days();
             prop_assert_eq!(i64::from(CqlDate::from(d).unix_days()), days);
-            prop_assert_eq!(ser(&d, &ColumnType::Date), ser(&CqlDate::from(d), &ColumnType::Date));
+            prop_assert_eq!(ser(&d, &ColumnType::Native(NativeType::Date)), ser(&CqlDate::from(d), &ColumnType::Native(NativeType::Date)));
             prop_assert_eq!(NaiveDate::try_from(CqlDate::from(d)), Ok(d));
         }
 
         #[test]
         fn any_stored_date_reads_or_fails_cleanly(raw in any::<u32>()) {
             let bytes = raw.to_be_bytes();
-            match de::<NaiveDate>(&ColumnType::Date, Some(&bytes)) {
+            match de::<NaiveDate>(&ColumnType::Native(NativeType::Date), Some(&bytes)) {
                 Ok(d) => prop_assert_eq!(CqlDate::from(d), CqlDate(raw)),
                 Err(e) => {
                     prop_assert!(matches!(e, DeserializationErrorKind::InvalidValue(_)), "{e:?}");
@@ -131,25 +131,25 @@ mod chrono {
         #[test]
         fn times_round_trip_as_nanoseconds(nanos in 0..CqlTime::NANOS_PER_DAY) {
             let t = NaiveTime::try_from(CqlTime(nanos)).expect("valid time");
-            prop_assert_eq!(rt(&t, &ColumnType::Time), t);
+            prop_assert_eq!(rt(&t, &ColumnType::Native(NativeType::Time)), t);
             prop_assert_eq!(
                 i64::from(t.num_seconds_from_midnight()) * 1_000_000_000 + i64::from(t.nanosecond()),
                 nanos
             );
-            prop_assert_eq!(ser(&t, &ColumnType::Time), nanos.to_be_bytes());
+            prop_assert_eq!(ser(&t, &ColumnType::Native(NativeType::Time)), nanos.to_be_bytes());
         }
 
         #[test]
         fn any_stored_time_reads_or_fails_cleanly(raw in any::<i64>()) {
-            let r = de::<NaiveTime>(&ColumnType::Time, Some(&raw.to_be_bytes()));
+            let r = de::<NaiveTime>(&ColumnType::Native(NativeType::Time), Some(&raw.to_be_bytes()));
             prop_assert_eq!(r.is_ok(), CqlTime(raw).is_valid(), "{:?}", r);
         }
 
         #[test]
         fn timestamps_round_trip_as_milliseconds(ms in in_range_millis()) {
             let t = DateTime::from_timestamp_millis(ms).expect("in range");
-            prop_assert_eq!(rt(&t, &ColumnType::Timestamp), t);
-            prop_assert_eq!(ser(&t, &ColumnType::Timestamp), ms.to_be_bytes());
+            prop_assert_eq!(rt(&t, &ColumnType::Native(NativeType::Timestamp)), t);
+            prop_assert_eq!(ser(&t, &ColumnType::Native(NativeType::Timestamp)), ms.to_be_bytes());
             prop_assert_eq!(CqlTimestamp::from(t), CqlTimestamp(ms));
         }
 
@@ -159,7 +159,7 @@ mod chrono {
             nanos in 0u32..1_000_000_000,
         ) {
             let t = DateTime::from_timestamp(secs, nanos).expect("in range");
-            let back = rt(&t, &ColumnType::Timestamp);
+            let back = rt(&t, &ColumnType::Native(NativeType::Timestamp));
             prop_assert_eq!(back.timestamp(), secs);
             prop_assert_eq!(back.timestamp_subsec_nanos(), nanos / 1_000_000 * 1_000_000);
             prop_assert!(back <= t);
@@ -167,7 +167,7 @@ mod chrono {
 
         #[test]
         fn any_stored_timestamp_reads_or_fails_cleanly(ms in any::<i64>()) {
-            let r = de::<DateTime<Utc>>(&ColumnType::Timestamp, Some(&ms.to_be_bytes()));
+            let r = de::<DateTime<Utc>>(&ColumnType::Native(NativeType::Timestamp), Some(&ms.to_be_bytes()));
             prop_assert_eq!(r.is_ok(), in_range_millis().contains(&ms), "{:?}", r);
         }
     }
@@ -175,26 +175,36 @@ mod chrono {
     #[test]
     fn out_of_range_values_are_errors() {
         for raw in [0, 1, u32::MAX] {
-            let e =
-                de::<NaiveDate>(&ColumnType::Date, Some(&raw.to_be_bytes())).expect_err("range");
+            let e = de::<NaiveDate>(
+                &ColumnType::Native(NativeType::Date),
+                Some(&raw.to_be_bytes()),
+            )
+            .expect_err("range");
             assert!(
                 matches!(e, DeserializationErrorKind::InvalidValue(_)),
                 "{e:?}"
             );
         }
         for raw in [i64::MIN, -1, CqlTime::NANOS_PER_DAY, i64::MAX] {
-            assert!(de::<NaiveTime>(&ColumnType::Time, Some(&raw.to_be_bytes())).is_err());
+            assert!(de::<NaiveTime>(
+                &ColumnType::Native(NativeType::Time),
+                Some(&raw.to_be_bytes())
+            )
+            .is_err());
         }
         for raw in [i64::MIN, i64::MAX] {
-            let e = de::<DateTime<Utc>>(&ColumnType::Timestamp, Some(&raw.to_be_bytes()))
-                .expect_err("range");
+            let e = de::<DateTime<Utc>>(
+                &ColumnType::Native(NativeType::Timestamp),
+                Some(&raw.to_be_bytes()),
+            )
+            .expect_err("range");
             assert!(e.to_string().contains("CqlTimestamp"), "{e}");
         }
         // A leap second has no CQL time.
         let leap = NaiveTime::from_hms_nano_opt(23, 59, 59, 1_000_000_000).expect("leap second");
         let e = leap
             .serialize(
-                &ColumnType::Time,
+                &ColumnType::Native(NativeType::Time),
                 scylla_driver_cql::types::serialize::CellWriter::new(&mut Vec::new()),
             )
             .expect_err("leap");
@@ -209,19 +219,33 @@ mod chrono {
         let d = epoch();
         let t = NaiveTime::from_hms_opt(0, 0, 0).expect("midnight");
         let ts = DateTime::from_timestamp_millis(0).expect("the epoch");
-        for typ in [ColumnType::Int, ColumnType::Timestamp, ColumnType::Text] {
+        for typ in [
+            ColumnType::Native(NativeType::Int),
+            ColumnType::Native(NativeType::Timestamp),
+            ColumnType::Native(NativeType::Text),
+        ] {
             refuses(&d, &typ);
         }
-        for typ in [ColumnType::BigInt, ColumnType::Timestamp] {
+        for typ in [
+            ColumnType::Native(NativeType::BigInt),
+            ColumnType::Native(NativeType::Timestamp),
+        ] {
             refuses(&t, &typ);
         }
-        for typ in [ColumnType::BigInt, ColumnType::Date, ColumnType::Time] {
+        for typ in [
+            ColumnType::Native(NativeType::BigInt),
+            ColumnType::Native(NativeType::Date),
+            ColumnType::Native(NativeType::Time),
+        ] {
             refuses(&ts, &typ);
         }
-        rejects_bad_bytes::<NaiveDate>(&ColumnType::Date, 4);
-        rejects_bad_bytes::<NaiveTime>(&ColumnType::Time, 8);
-        rejects_bad_bytes::<DateTime<Utc>>(&ColumnType::Timestamp, 8);
-        assert_eq!(de::<Option<NaiveDate>>(&ColumnType::Date, None), Ok(None));
+        rejects_bad_bytes::<NaiveDate>(&ColumnType::Native(NativeType::Date), 4);
+        rejects_bad_bytes::<NaiveTime>(&ColumnType::Native(NativeType::Time), 8);
+        rejects_bad_bytes::<DateTime<Utc>>(&ColumnType::Native(NativeType::Timestamp), 8);
+        assert_eq!(
+            de::<Option<NaiveDate>>(&ColumnType::Native(NativeType::Date), None),
+            Ok(None)
+        );
     }
 }
 
@@ -260,9 +284,9 @@ mod time {
     proptest! {
         #[test]
         fn dates_round_trip_as_unix_days(d in any_date()) {
-            prop_assert_eq!(rt(&d, &ColumnType::Date), d);
+            prop_assert_eq!(rt(&d, &ColumnType::Native(NativeType::Date)), d);
             prop_assert_eq!(i64::from(CqlDate::from(d).unix_days()), (d - epoch()).whole_days());
-            prop_assert_eq!(ser(&d, &ColumnType::Date), ser(&CqlDate::from(d), &ColumnType::Date));
+            prop_assert_eq!(ser(&d, &ColumnType::Native(NativeType::Date)), ser(&CqlDate::from(d), &ColumnType::Native(NativeType::Date)));
             prop_assert_eq!(Date::try_from(CqlDate::from(d)), Ok(d));
         }
 
@@ -271,7 +295,7 @@ mod time {
             let days = i64::from(CqlDate(raw).unix_days());
             let in_range = ((Date::MIN - epoch()).whole_days()..=(Date::MAX - epoch()).whole_days())
                 .contains(&days);
-            match de::<Date>(&ColumnType::Date, Some(&raw.to_be_bytes())) {
+            match de::<Date>(&ColumnType::Native(NativeType::Date), Some(&raw.to_be_bytes())) {
                 Ok(d) => {
                     prop_assert!(in_range);
                     prop_assert_eq!(CqlDate::from(d), CqlDate(raw));
@@ -286,14 +310,14 @@ mod time {
         #[test]
         fn times_round_trip_as_nanoseconds(nanos in 0..CqlTime::NANOS_PER_DAY) {
             let t = Time::try_from(CqlTime(nanos)).expect("valid time");
-            prop_assert_eq!(rt(&t, &ColumnType::Time), t);
+            prop_assert_eq!(rt(&t, &ColumnType::Native(NativeType::Time)), t);
             prop_assert_eq!((t - Time::MIDNIGHT).whole_nanoseconds(), i128::from(nanos));
-            prop_assert_eq!(ser(&t, &ColumnType::Time), nanos.to_be_bytes());
+            prop_assert_eq!(ser(&t, &ColumnType::Native(NativeType::Time)), nanos.to_be_bytes());
         }
 
         #[test]
         fn any_stored_time_reads_or_fails_cleanly(raw in any::<i64>()) {
-            let r = de::<Time>(&ColumnType::Time, Some(&raw.to_be_bytes()));
+            let r = de::<Time>(&ColumnType::Native(NativeType::Time), Some(&raw.to_be_bytes()));
             prop_assert_eq!(r.is_ok(), CqlTime(raw).is_valid(), "{:?}", r);
         }
 
@@ -301,13 +325,13 @@ mod time {
         fn timestamps_round_trip_as_milliseconds(ms in in_range_millis(), offset in any_offset()) {
             let utc = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
                 .expect("in range");
-            prop_assert_eq!(rt(&utc, &ColumnType::Timestamp), utc);
-            prop_assert_eq!(ser(&utc, &ColumnType::Timestamp), ms.to_be_bytes());
+            prop_assert_eq!(rt(&utc, &ColumnType::Native(NativeType::Timestamp)), utc);
+            prop_assert_eq!(ser(&utc, &ColumnType::Native(NativeType::Timestamp)), ms.to_be_bytes());
             // Another offset, same instant: same timestamp (when the local
             // date stays in range).
             if let Some(local) = utc.checked_to_offset(offset) {
                 prop_assert_eq!(CqlTimestamp::from(local), CqlTimestamp(ms));
-                prop_assert_eq!(rt(&local, &ColumnType::Timestamp), utc);
+                prop_assert_eq!(rt(&local, &ColumnType::Native(NativeType::Timestamp)), utc);
             }
         }
 
@@ -317,13 +341,13 @@ mod time {
             nanos in -250_000_000_000_000_000_000i128..250_000_000_000_000_000_000,
         ) {
             let t = OffsetDateTime::from_unix_timestamp_nanos(nanos).expect("in range");
-            let back = rt(&t, &ColumnType::Timestamp);
+            let back = rt(&t, &ColumnType::Native(NativeType::Timestamp));
             prop_assert_eq!(back.unix_timestamp_nanos(), nanos.div_euclid(1_000_000) * 1_000_000);
         }
 
         #[test]
         fn any_stored_timestamp_reads_or_fails_cleanly(ms in any::<i64>()) {
-            let r = de::<OffsetDateTime>(&ColumnType::Timestamp, Some(&ms.to_be_bytes()));
+            let r = de::<OffsetDateTime>(&ColumnType::Native(NativeType::Timestamp), Some(&ms.to_be_bytes()));
             prop_assert_eq!(r.is_ok(), in_range_millis().contains(&ms), "{:?}", r);
         }
     }
@@ -331,30 +355,47 @@ mod time {
     #[test]
     fn out_of_range_values_are_errors() {
         for raw in [0, u32::MAX] {
-            let e = de::<Date>(&ColumnType::Date, Some(&raw.to_be_bytes())).expect_err("range");
+            let e = de::<Date>(
+                &ColumnType::Native(NativeType::Date),
+                Some(&raw.to_be_bytes()),
+            )
+            .expect_err("range");
             assert!(
                 matches!(e, DeserializationErrorKind::InvalidValue(_)),
                 "{e:?}"
             );
         }
         for raw in [i64::MIN, -1, CqlTime::NANOS_PER_DAY] {
-            assert!(de::<Time>(&ColumnType::Time, Some(&raw.to_be_bytes())).is_err());
+            assert!(de::<Time>(
+                &ColumnType::Native(NativeType::Time),
+                Some(&raw.to_be_bytes())
+            )
+            .is_err());
         }
-        let e = de::<OffsetDateTime>(&ColumnType::Timestamp, Some(&i64::MAX.to_be_bytes()))
-            .expect_err("range");
+        let e = de::<OffsetDateTime>(
+            &ColumnType::Native(NativeType::Timestamp),
+            Some(&i64::MAX.to_be_bytes()),
+        )
+        .expect_err("range");
         assert!(e.to_string().contains("CqlTimestamp"), "{e}");
     }
 
     #[test]
     fn wrong_types_and_bad_bytes_are_errors() {
-        refuses(&epoch(), &ColumnType::Timestamp);
-        refuses(&epoch(), &ColumnType::Int);
-        refuses(&Time::MIDNIGHT, &ColumnType::BigInt);
-        refuses(&OffsetDateTime::UNIX_EPOCH, &ColumnType::BigInt);
-        refuses(&OffsetDateTime::UNIX_EPOCH, &ColumnType::Date);
-        rejects_bad_bytes::<Date>(&ColumnType::Date, 4);
-        rejects_bad_bytes::<Time>(&ColumnType::Time, 8);
-        rejects_bad_bytes::<OffsetDateTime>(&ColumnType::Timestamp, 8);
+        refuses(&epoch(), &ColumnType::Native(NativeType::Timestamp));
+        refuses(&epoch(), &ColumnType::Native(NativeType::Int));
+        refuses(&Time::MIDNIGHT, &ColumnType::Native(NativeType::BigInt));
+        refuses(
+            &OffsetDateTime::UNIX_EPOCH,
+            &ColumnType::Native(NativeType::BigInt),
+        );
+        refuses(
+            &OffsetDateTime::UNIX_EPOCH,
+            &ColumnType::Native(NativeType::Date),
+        );
+        rejects_bad_bytes::<Date>(&ColumnType::Native(NativeType::Date), 4);
+        rejects_bad_bytes::<Time>(&ColumnType::Native(NativeType::Time), 8);
+        rejects_bad_bytes::<OffsetDateTime>(&ColumnType::Native(NativeType::Timestamp), 8);
     }
 }
 
@@ -373,18 +414,18 @@ macro_rules! bigint_tests {
                     bytes in proptest::collection::vec(any::<u8>(), 1..64),
                 ) {
                     let v = BigInt::from_signed_bytes_be(&bytes);
-                    prop_assert_eq!(rt(&v, &ColumnType::Varint), v.clone());
+                    prop_assert_eq!(rt(&v, &ColumnType::Native(NativeType::Varint)), v.clone());
                     let cql = CqlVarint::from(v.clone());
                     // Same (normalised) bytes as the crate's own varint.
                     prop_assert_eq!(&cql, &CqlVarint::from_signed_bytes_be_slice(&bytes));
-                    prop_assert_eq!(ser(&v, &ColumnType::Varint), ser(&cql, &ColumnType::Varint));
+                    prop_assert_eq!(ser(&v, &ColumnType::Native(NativeType::Varint)), ser(&cql, &ColumnType::Native(NativeType::Varint)));
                     prop_assert_eq!(BigInt::from(&cql), v.clone());
                     prop_assert_eq!(BigInt::from(cql), v);
                 }
 
                 #[test]
                 fn any_stored_varint_reads(bytes in proptest::collection::vec(any::<u8>(), 1..64)) {
-                    let v: BigInt = de(&ColumnType::Varint, Some(&bytes)).expect("any bytes");
+                    let v: BigInt = de(&ColumnType::Native(NativeType::Varint), Some(&bytes)).expect("any bytes");
                     prop_assert_eq!(CqlVarint::from(v), CqlVarint::from_signed_bytes_be_slice(&bytes));
                 }
 
@@ -397,18 +438,18 @@ macro_rules! bigint_tests {
             #[test]
             fn wrong_types_and_bad_bytes_are_errors() {
                 let v = BigInt::from(7);
-                refuses(&v, &ColumnType::BigInt);
-                refuses(&v, &ColumnType::Decimal);
+                refuses(&v, &ColumnType::Native(NativeType::BigInt));
+                refuses(&v, &ColumnType::Native(NativeType::Decimal));
                 assert_eq!(
-                    de::<BigInt>(&ColumnType::Varint, None),
+                    de::<BigInt>(&ColumnType::Native(NativeType::Varint), None),
                     Err(DeserializationErrorKind::UnexpectedNull)
                 );
                 assert_eq!(
-                    de::<BigInt>(&ColumnType::Varint, Some(&[])),
+                    de::<BigInt>(&ColumnType::Native(NativeType::Varint), Some(&[])),
                     Err(DeserializationErrorKind::UnexpectedEmpty)
                 );
-                assert_eq!(ser(&BigInt::from(0), &ColumnType::Varint), [0]);
-                assert_eq!(ser(&BigInt::from(-129), &ColumnType::Varint), [0xFF, 0x7F]);
+                assert_eq!(ser(&BigInt::from(0), &ColumnType::Native(NativeType::Varint)), [0]);
+                assert_eq!(ser(&BigInt::from(-129), &ColumnType::Native(NativeType::Varint)), [0xFF, 0x7F]);
             }
         }
     };
@@ -434,14 +475,14 @@ mod bigdecimal {
             scale in any::<i32>(),
         ) {
             let d = BigDecimal::new(BigInt::from_signed_bytes_be(&bytes), i64::from(scale));
-            let back = rt(&d, &ColumnType::Decimal);
+            let back = rt(&d, &ColumnType::Native(NativeType::Decimal));
             // Digits and scale, not only the numeric value (1.0 == 1.00).
             prop_assert_eq!(back.as_bigint_and_exponent(), d.as_bigint_and_exponent());
             let cql = CqlDecimal {
                 unscaled: CqlVarint::from_signed_bytes_be_slice(&bytes),
                 scale,
             };
-            prop_assert_eq!(ser(&d, &ColumnType::Decimal), ser(&cql, &ColumnType::Decimal));
+            prop_assert_eq!(ser(&d, &ColumnType::Native(NativeType::Decimal)), ser(&cql, &ColumnType::Native(NativeType::Decimal)));
             prop_assert_eq!(CqlDecimal::try_from(&d), Ok(cql.clone()));
             prop_assert_eq!(CqlDecimal::try_from(d.clone()), Ok(cql.clone()));
             prop_assert_eq!(BigDecimal::from(&cql).as_bigint_and_exponent(), d.as_bigint_and_exponent());
@@ -455,13 +496,13 @@ mod bigdecimal {
         ) {
             let d = BigDecimal::new(BigInt::from(unscaled), scale);
             prop_assert!(CqlDecimal::try_from(&d).is_err());
-            let e = d.serialize(&ColumnType::Decimal, scylla_driver_cql::types::serialize::CellWriter::new(&mut Vec::new())).expect_err("scale");
+            let e = d.serialize(&ColumnType::Native(NativeType::Decimal), scylla_driver_cql::types::serialize::CellWriter::new(&mut Vec::new())).expect_err("scale");
             prop_assert!(matches!(e.kind(), SerializationErrorKind::InvalidValue(_)), "{e}");
         }
 
         #[test]
         fn any_stored_bytes_read_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..12)) {
-            let r = de::<BigDecimal>(&ColumnType::Decimal, Some(&bytes));
+            let r = de::<BigDecimal>(&ColumnType::Native(NativeType::Decimal), Some(&bytes));
             prop_assert_eq!(r.is_ok(), bytes.len() >= 5, "{:?}", r);
         }
     }
@@ -470,19 +511,22 @@ mod bigdecimal {
     fn known_answers_and_errors() {
         let d: BigDecimal = "-12.345".parse().expect("decimal");
         assert_eq!(
-            ser(&d, &ColumnType::Decimal),
+            ser(&d, &ColumnType::Native(NativeType::Decimal)),
             [0, 0, 0, 3, 0xCF, 0xC7] // scale 3, unscaled -12345
         );
-        refuses(&d, &ColumnType::Double);
-        refuses(&d, &ColumnType::Varint);
+        refuses(&d, &ColumnType::Native(NativeType::Double));
+        refuses(&d, &ColumnType::Native(NativeType::Varint));
         assert_eq!(
-            de::<BigDecimal>(&ColumnType::Decimal, Some(&[0, 0, 0, 1])),
+            de::<BigDecimal>(
+                &ColumnType::Native(NativeType::Decimal),
+                Some(&[0, 0, 0, 1])
+            ),
             Err(DeserializationErrorKind::InvalidValue(
                 "decimal shorter than 5 bytes"
             ))
         );
         assert_eq!(
-            de::<BigDecimal>(&ColumnType::Decimal, None),
+            de::<BigDecimal>(&ColumnType::Native(NativeType::Decimal), None),
             Err(DeserializationErrorKind::UnexpectedNull)
         );
     }
@@ -498,8 +542,8 @@ mod secrecy {
         #[test]
         fn secret_strings_round_trip_as_text(s in "\\PC{1,40}") {
             let secret = SecretString::from(s.clone());
-            prop_assert_eq!(ser(&secret, &ColumnType::Text), s.as_bytes());
-            let back: SecretString = de(&ColumnType::Text, Some(s.as_bytes())).expect("text");
+            prop_assert_eq!(ser(&secret, &ColumnType::Native(NativeType::Text)), s.as_bytes());
+            let back: SecretString = de(&ColumnType::Native(NativeType::Text), Some(s.as_bytes())).expect("text");
             prop_assert_eq!(back.expose_secret(), s.as_str());
             // Debug shows the type, never the value.
             prop_assert_eq!(format!("{:?}", back), "SecretBox<str>([REDACTED])");
@@ -508,13 +552,13 @@ mod secrecy {
         #[test]
         fn secret_boxes_round_trip_as_their_inner_type(n in any::<i64>(), s in "[a-z]{1,20}") {
             let secret = SecretBox::new(Box::new(n));
-            prop_assert_eq!(ser(&secret, &ColumnType::BigInt), n.to_be_bytes());
+            prop_assert_eq!(ser(&secret, &ColumnType::Native(NativeType::BigInt)), n.to_be_bytes());
             let back: SecretBox<i64> =
-                de(&ColumnType::BigInt, Some(&n.to_be_bytes())).expect("bigint");
+                de(&ColumnType::Native(NativeType::BigInt), Some(&n.to_be_bytes())).expect("bigint");
             prop_assert_eq!(*back.expose_secret(), n);
 
             let secret = SecretBox::new(Box::new(s.clone()));
-            let back: SecretBox<String> = de(&ColumnType::Ascii, Some(&ser(&secret, &ColumnType::Ascii)))
+            let back: SecretBox<String> = de(&ColumnType::Native(NativeType::Ascii), Some(&ser(&secret, &ColumnType::Native(NativeType::Ascii))))
                 .expect("ascii");
             prop_assert_eq!(back.expose_secret(), &s);
         }
@@ -524,8 +568,8 @@ mod secrecy {
         #[test]
         fn secret_slices_round_trip_as_blobs(b in proptest::collection::vec(any::<u8>(), 0..40)) {
             let secret = SecretSlice::from(b.clone());
-            prop_assert_eq!(ser(&secret, &ColumnType::Blob), b.clone());
-            let back: SecretSlice<u8> = de(&ColumnType::Blob, Some(&b)).expect("blob");
+            prop_assert_eq!(ser(&secret, &ColumnType::Native(NativeType::Blob)), b.clone());
+            let back: SecretSlice<u8> = de(&ColumnType::Native(NativeType::Blob), Some(&b)).expect("blob");
             prop_assert_eq!(back.expose_secret(), &b[..]);
         }
     }
@@ -536,14 +580,14 @@ mod secrecy {
         let mut out = Vec::new();
         let e = secret
             .serialize(
-                &ColumnType::Int,
+                &ColumnType::Native(NativeType::Int),
                 scylla_driver_cql::types::serialize::CellWriter::new(&mut out),
             )
             .expect_err("int");
         assert_eq!(e.kind(), &SerializationErrorKind::Mismatch);
         let e2 = secret
             .serialize(
-                &ColumnType::Ascii,
+                &ColumnType::Native(NativeType::Ascii),
                 scylla_driver_cql::types::serialize::CellWriter::new(&mut out),
             )
             .expect_err("not ascii");
@@ -561,20 +605,32 @@ mod secrecy {
         assert!(!out.windows(7).any(|w| w == b"hunter2"), "{out:?}");
 
         let e =
-            <SecretString as DeserializeValue>::type_check(&ColumnType::Blob).expect_err("blob");
+            <SecretString as DeserializeValue>::type_check(&ColumnType::Native(NativeType::Blob))
+                .expect_err("blob");
         assert_eq!(e.kind(), &TypeCheckErrorKind::Mismatch);
-        let e = de::<SecretString>(&ColumnType::Ascii, Some("hunter2-é".as_bytes()))
-            .expect_err("ascii");
+        let e = de::<SecretString>(
+            &ColumnType::Native(NativeType::Ascii),
+            Some("hunter2-é".as_bytes()),
+        )
+        .expect_err("ascii");
         assert_eq!(e, DeserializationErrorKind::NotAscii);
         assert!(!e.to_string().contains("hunter2"));
         assert_eq!(
-            de::<SecretBox<i64>>(&ColumnType::BigInt, None).expect_err("null"),
+            de::<SecretBox<i64>>(&ColumnType::Native(NativeType::BigInt), None).expect_err("null"),
             DeserializationErrorKind::UnexpectedNull
         );
-        assert!(<SecretBox<i64> as DeserializeValue>::type_check(&ColumnType::Text).is_err());
-        assert!(<SecretSlice<u8> as DeserializeValue>::type_check(&ColumnType::Text).is_err());
+        assert!(
+            <SecretBox<i64> as DeserializeValue>::type_check(&ColumnType::Native(NativeType::Text))
+                .is_err()
+        );
+        assert!(
+            <SecretSlice<u8> as DeserializeValue>::type_check(&ColumnType::Native(
+                NativeType::Text
+            ))
+            .is_err()
+        );
         assert_eq!(
-            de::<SecretSlice<u8>>(&ColumnType::Blob, None).expect_err("null"),
+            de::<SecretSlice<u8>>(&ColumnType::Native(NativeType::Blob), None).expect_err("null"),
             DeserializationErrorKind::UnexpectedNull
         );
     }

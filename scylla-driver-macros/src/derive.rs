@@ -333,7 +333,7 @@ pub(crate) fn serialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         impl #impl_g #m::SerializeValue for #name #ty_g #wc {
             fn serialize<'__b>(
                 &self,
-                typ: &#m::ColumnType,
+                typ: &#m::ColumnType<'_>,
                 writer: #m::CellWriter<'__b>,
             ) -> ::std::result::Result<#m::WrittenCellProof<'__b>, #m::SerializationError> {
                 #m::serialize_udt_with::<Self, &dyn #m::SerializeValue>(typ, writer, [
@@ -439,13 +439,14 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     Ok(quote! {
         #[automatically_derived]
         impl #impl_g #m::DeserializeValue<#lt, #meta> for #name #ty_g #wc {
-            fn type_check(typ: &#m::ColumnType) -> ::std::result::Result<(), #m::TypeCheckError> {
-                let #m::ColumnType::Udt { fields, .. } = typ else {
+            fn type_check(typ: &#m::ColumnType<'_>) -> ::std::result::Result<(), #m::TypeCheckError> {
+                let #m::ColumnType::UserDefinedType { definition, .. } = typ else {
                     return ::std::result::Result::Err(#m::TypeCheckError::of::<Self>(
                         typ,
                         #m::TypeCheckErrorKind::Mismatch,
                     ));
                 };
+                let fields = &definition.field_types;
                 #(
                     match fields.iter().find(|(n, _)| n == #names) {
                         ::std::option::Option::Some((n, t)) => {
@@ -460,7 +461,7 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
             }
 
             fn deserialize(
-                typ: &#meta #m::ColumnType,
+                typ: &#meta #m::ColumnType<#meta>,
                 v: ::std::option::Option<&#lt [u8]>,
             ) -> ::std::result::Result<Self, #m::DeserializationError> {
                 #(let mut #idents: ::std::option::Option<#tys> = ::std::option::Option::None;)*

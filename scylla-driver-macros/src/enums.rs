@@ -322,9 +322,9 @@ pub(crate) fn serialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
                     #(Self::#idents => #names,)*
                 };
                 match typ {
-                    #m::ColumnType::Text => {}
-                    #m::ColumnType::Ascii if name.is_ascii() => {}
-                    #m::ColumnType::Ascii => {
+                    #m::ColumnType::Native(#m::NativeType::Text) => {}
+                    #m::ColumnType::Native(#m::NativeType::Ascii) if name.is_ascii() => {}
+                    #m::ColumnType::Native(#m::NativeType::Ascii) => {
                         return ::std::result::Result::Err(#m::SerializationError::of::<Self>(
                             typ,
                             #m::SerializationErrorKind::NotAscii,
@@ -350,7 +350,7 @@ pub(crate) fn serialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
                 let number: i32 = match self {
                     #(Self::#idents => #numbers,)*
                 };
-                if !::std::matches!(typ, #m::ColumnType::Int) {
+                if !::std::matches!(typ, #m::ColumnType::Native(#m::NativeType::Int)) {
                     return ::std::result::Result::Err(#m::SerializationError::of::<Self>(
                         typ,
                         #m::SerializationErrorKind::Mismatch,
@@ -365,7 +365,7 @@ pub(crate) fn serialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
         impl #m::SerializeValue for #name {
             fn serialize<'__b>(
                 &self,
-                typ: &#m::ColumnType,
+                typ: &#m::ColumnType<'_>,
                 writer: #m::CellWriter<'__b>,
             ) -> ::std::result::Result<#m::WrittenCellProof<'__b>, #m::SerializationError> {
                 #body
@@ -384,7 +384,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
         Repr::Text => {
             let names: Vec<_> = e.variants.iter().map(|v| v.name.as_str()).collect();
             (
-                quote!(#m::ColumnType::Text | #m::ColumnType::Ascii),
+                quote!(#m::ColumnType::Native(#m::NativeType::Text) | #m::ColumnType::Native(#m::NativeType::Ascii)),
                 quote!(<&'__frame str as #m::DeserializeValue<'__frame, '__metadata>>::deserialize(typ, v)),
                 quote!(#(#names => ::std::result::Result::Ok(Self::#idents),)*),
                 // A name is cut: the error goes to logs, the value may be long.
@@ -398,7 +398,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
                 .map(|v| Literal::i32_suffixed(v.number))
                 .collect();
             (
-                quote!(#m::ColumnType::Int),
+                quote!(#m::ColumnType::Native(#m::NativeType::Int)),
                 quote!(<i32 as #m::DeserializeValue<'__frame, '__metadata>>::deserialize(typ, v)),
                 quote!(#(#numbers => ::std::result::Result::Ok(Self::#idents),)*),
                 quote!(::std::string::ToString::to_string(&other)),
@@ -408,7 +408,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
     Ok(quote! {
         #[automatically_derived]
         impl<'__frame, '__metadata> #m::DeserializeValue<'__frame, '__metadata> for #name {
-            fn type_check(typ: &#m::ColumnType) -> ::std::result::Result<(), #m::TypeCheckError> {
+            fn type_check(typ: &#m::ColumnType<'_>) -> ::std::result::Result<(), #m::TypeCheckError> {
                 if ::std::matches!(typ, #accepted) {
                     ::std::result::Result::Ok(())
                 } else {
@@ -420,7 +420,7 @@ pub(crate) fn deserialize_value(e: &Enum<'_>) -> syn::Result<TokenStream2> {
             }
 
             fn deserialize(
-                typ: &'__metadata #m::ColumnType,
+                typ: &'__metadata #m::ColumnType<'__metadata>,
                 v: ::std::option::Option<&'__frame [u8]>,
             ) -> ::std::result::Result<Self, #m::DeserializationError> {
                 // The stored name or number; its errors (null, bad UTF-8,

@@ -10,7 +10,7 @@ extern crate scylla_cql as scylla_driver;
 use proptest::prelude::*;
 use scylla_cql::frame::wire::RawValue;
 use scylla_cql::types::{
-    ColumnSpec, ColumnType, DeserializationErrorKind, DeserializeValue, RowIterator,
+    ColumnSpec, ColumnType, DeserializationErrorKind, DeserializeValue, NativeType, RowIterator,
     SerializationErrorKind, SerializeRow, SerializeValue, SerializedValues, TypeCheckErrorKind,
     Written,
 };
@@ -80,19 +80,34 @@ fn read<'a, 'm, T: DeserializeValue<'a, 'm>>(
 
 #[test]
 fn text_enums_store_their_names() {
-    assert_eq!(bytes_of(&Colour::Red, &ColumnType::Text), b"Red");
-    assert_eq!(bytes_of(&Colour::Green, &ColumnType::Text), b"verde");
-    assert_eq!(bytes_of(&Colour::Blue, &ColumnType::Ascii), b"Blue");
     assert_eq!(
-        bytes_of(&Status::InProgress, &ColumnType::Text),
+        bytes_of(&Colour::Red, &ColumnType::Native(NativeType::Text)),
+        b"Red"
+    );
+    assert_eq!(
+        bytes_of(&Colour::Green, &ColumnType::Native(NativeType::Text)),
+        b"verde"
+    );
+    assert_eq!(
+        bytes_of(&Colour::Blue, &ColumnType::Native(NativeType::Ascii)),
+        b"Blue"
+    );
+    assert_eq!(
+        bytes_of(&Status::InProgress, &ColumnType::Native(NativeType::Text)),
         b"in_progress"
     );
-    assert_eq!(bytes_of(&Status::Done, &ColumnType::Text), b"done");
     assert_eq!(
-        bytes_of(&Status::Cancelled, &ColumnType::Text),
+        bytes_of(&Status::Done, &ColumnType::Native(NativeType::Text)),
+        b"done"
+    );
+    assert_eq!(
+        bytes_of(&Status::Cancelled, &ColumnType::Native(NativeType::Text)),
         b"CANCELLED"
     );
-    for typ in [ColumnType::Text, ColumnType::Ascii] {
+    for typ in [
+        ColumnType::Native(NativeType::Text),
+        ColumnType::Native(NativeType::Ascii),
+    ] {
         for c in COLOURS {
             assert_eq!(read::<Colour>(&typ, Some(&bytes_of(&c, &typ))), Ok(c));
         }
@@ -105,27 +120,31 @@ fn text_enums_store_their_names() {
 #[test]
 fn int_enums_store_their_discriminants() {
     assert_eq!(
-        bytes_of(&Priority::Low, &ColumnType::Int),
+        bytes_of(&Priority::Low, &ColumnType::Native(NativeType::Int)),
         (-1i32).to_be_bytes()
     );
     assert_eq!(
-        bytes_of(&Priority::High, &ColumnType::Int),
+        bytes_of(&Priority::High, &ColumnType::Native(NativeType::Int)),
         10i32.to_be_bytes()
     );
     assert_eq!(
-        bytes_of(&Priority::Urgent, &ColumnType::Int),
+        bytes_of(&Priority::Urgent, &ColumnType::Native(NativeType::Int)),
         i32::MAX.to_be_bytes()
     );
     for p in PRIORITIES {
-        let b = bytes_of(&p, &ColumnType::Int);
-        assert_eq!(read::<Priority>(&ColumnType::Int, Some(&b)), Ok(p));
+        let b = bytes_of(&p, &ColumnType::Native(NativeType::Int));
+        assert_eq!(
+            read::<Priority>(&ColumnType::Native(NativeType::Int), Some(&b)),
+            Ok(p)
+        );
     }
 }
 
 #[test]
 fn unknown_names_and_numbers_are_errors_naming_the_enum_and_value() {
     // "Green" is stored as "verde": the variant's own name is unknown.
-    let err = Colour::deserialize(&ColumnType::Text, Some(b"Green")).expect_err("unknown");
+    let err = Colour::deserialize(&ColumnType::Native(NativeType::Text), Some(b"Green"))
+        .expect_err("unknown");
     assert_eq!(
         err.kind(),
         &DeserializationErrorKind::UnknownEnumValue {
@@ -136,9 +155,13 @@ fn unknown_names_and_numbers_are_errors_naming_the_enum_and_value() {
     let msg = err.to_string();
     assert!(msg.contains("`Green`") && msg.contains("`Colour`"), "{msg}");
     // Names are matched exactly.
-    assert!(Status::deserialize(&ColumnType::Text, Some(b"Done")).is_err());
+    assert!(Status::deserialize(&ColumnType::Native(NativeType::Text), Some(b"Done")).is_err());
 
-    let err = Priority::deserialize(&ColumnType::Int, Some(&5i32.to_be_bytes())).expect_err("5");
+    let err = Priority::deserialize(
+        &ColumnType::Native(NativeType::Int),
+        Some(&5i32.to_be_bytes()),
+    )
+    .expect_err("5");
     assert_eq!(
         err.kind(),
         &DeserializationErrorKind::UnknownEnumValue {
@@ -150,7 +173,8 @@ fn unknown_names_and_numbers_are_errors_naming_the_enum_and_value() {
 
     // A long stored name is cut to 64 characters in the error.
     let long = "é".repeat(1000);
-    let err = Colour::deserialize(&ColumnType::Text, Some(long.as_bytes())).expect_err("long");
+    let err = Colour::deserialize(&ColumnType::Native(NativeType::Text), Some(long.as_bytes()))
+        .expect_err("long");
     let DeserializationErrorKind::UnknownEnumValue { value, .. } = err.kind() else {
         panic!("unexpected error {err}");
     };
@@ -160,30 +184,30 @@ fn unknown_names_and_numbers_are_errors_naming_the_enum_and_value() {
 #[test]
 fn nulls_bad_bytes_and_wrong_types_are_errors() {
     assert_eq!(
-        read::<Colour>(&ColumnType::Text, None),
+        read::<Colour>(&ColumnType::Native(NativeType::Text), None),
         Err(DeserializationErrorKind::UnexpectedNull)
     );
     assert_eq!(
-        read::<Priority>(&ColumnType::Int, None),
+        read::<Priority>(&ColumnType::Native(NativeType::Int), None),
         Err(DeserializationErrorKind::UnexpectedNull)
     );
     assert_eq!(
-        read::<Colour>(&ColumnType::Text, Some(&[0xFF, 0xFE])),
+        read::<Colour>(&ColumnType::Native(NativeType::Text), Some(&[0xFF, 0xFE])),
         Err(DeserializationErrorKind::InvalidUtf8)
     );
     assert_eq!(
-        read::<Priority>(&ColumnType::Int, Some(&[0, 0, 1])),
+        read::<Priority>(&ColumnType::Native(NativeType::Int), Some(&[0, 0, 1])),
         Err(DeserializationErrorKind::WrongLength {
             expected: 4,
             actual: 3
         })
     );
     assert_eq!(
-        read::<Priority>(&ColumnType::Int, Some(&[])),
+        read::<Priority>(&ColumnType::Native(NativeType::Int), Some(&[])),
         Err(DeserializationErrorKind::UnexpectedEmpty)
     );
     // Errors from the stored value's own decoding name the enum.
-    let err = Priority::deserialize(&ColumnType::Int, None).expect_err("null");
+    let err = Priority::deserialize(&ColumnType::Native(NativeType::Int), None).expect_err("null");
     assert!(err
         .context()
         .rust_type
@@ -191,11 +215,11 @@ fn nulls_bad_bytes_and_wrong_types_are_errors() {
 
     // (type, a text enum accepts it, an int enum accepts it)
     for (typ, text, int) in [
-        (ColumnType::Text, true, false),
-        (ColumnType::Ascii, true, false),
-        (ColumnType::Int, false, true),
-        (ColumnType::BigInt, false, false),
-        (ColumnType::Blob, false, false),
+        (ColumnType::Native(NativeType::Text), true, false),
+        (ColumnType::Native(NativeType::Ascii), true, false),
+        (ColumnType::Native(NativeType::Int), false, true),
+        (ColumnType::Native(NativeType::BigInt), false, false),
+        (ColumnType::Native(NativeType::Blob), false, false),
     ] {
         assert_eq!(Colour::type_check(&typ).is_ok(), text, "{typ}");
         assert_eq!(Priority::type_check(&typ).is_ok(), int, "{typ}");
@@ -221,12 +245,12 @@ fn nulls_bad_bytes_and_wrong_types_are_errors() {
             "{typ}"
         );
     }
-    let err = Colour::type_check(&ColumnType::Int).expect_err("int");
+    let err = Colour::type_check(&ColumnType::Native(NativeType::Int)).expect_err("int");
     assert_eq!(err.kind(), &TypeCheckErrorKind::Mismatch);
     assert!(err.to_string().contains("Colour"), "{err}");
     let err = Priority::Low
         .serialize(
-            &ColumnType::BigInt,
+            &ColumnType::Native(NativeType::BigInt),
             scylla_cql::types::serialize::CellWriter::new(&mut Vec::new()),
         )
         .expect_err("bigint");
@@ -237,39 +261,51 @@ fn nulls_bad_bytes_and_wrong_types_are_errors() {
 #[test]
 fn non_ascii_names_are_refused_for_ascii_columns() {
     assert_eq!(
-        bytes_of(&Greeting::Hello, &ColumnType::Text),
+        bytes_of(&Greeting::Hello, &ColumnType::Native(NativeType::Text)),
         "grüß".as_bytes()
     );
     let err = Greeting::Hello
         .serialize(
-            &ColumnType::Ascii,
+            &ColumnType::Native(NativeType::Ascii),
             scylla_cql::types::serialize::CellWriter::new(&mut Vec::new()),
         )
         .expect_err("not ascii");
     assert_eq!(err.kind(), &SerializationErrorKind::NotAscii);
-    assert_eq!(bytes_of(&Greeting::Bye, &ColumnType::Ascii), b"Bye");
     assert_eq!(
-        read::<Greeting>(&ColumnType::Ascii, Some("grüß".as_bytes())),
+        bytes_of(&Greeting::Bye, &ColumnType::Native(NativeType::Ascii)),
+        b"Bye"
+    );
+    assert_eq!(
+        read::<Greeting>(
+            &ColumnType::Native(NativeType::Ascii),
+            Some("grüß".as_bytes())
+        ),
         Err(DeserializationErrorKind::NotAscii)
     );
     assert_eq!(
-        read::<Greeting>(&ColumnType::Text, Some("grüß".as_bytes())),
+        read::<Greeting>(
+            &ColumnType::Native(NativeType::Text),
+            Some("grüß".as_bytes())
+        ),
         Ok(Greeting::Hello)
     );
 }
 
 #[test]
 fn enums_compose_with_options_and_collections() {
-    let list = ColumnType::List(Box::new(ColumnType::Text));
+    let list = ColumnType::list(ColumnType::Native(NativeType::Text));
     let v = vec![Colour::Blue, Colour::Green, Colour::Red];
     let b = bytes_of(&v, &list);
     assert_eq!(read::<Vec<Colour>>(&list, Some(&b)), Ok(v));
-    assert_eq!(read::<Option<Priority>>(&ColumnType::Int, None), Ok(None));
+    assert_eq!(
+        read::<Option<Priority>>(&ColumnType::Native(NativeType::Int), None),
+        Ok(None)
+    );
     let mut out = Vec::new();
     assert_eq!(
         None::<Priority>
             .serialize(
-                &ColumnType::Int,
+                &ColumnType::Native(NativeType::Int),
                 scylla_cql::types::serialize::CellWriter::new(&mut out)
             )
             .map(|proof| proof.written()),
@@ -285,19 +321,19 @@ proptest! {
         p in proptest::sample::select(&PRIORITIES[..]),
         ascii in any::<bool>(),
     ) {
-        let text = if ascii { ColumnType::Ascii } else { ColumnType::Text };
+        let text = if ascii { ColumnType::Native(NativeType::Ascii) } else { ColumnType::Native(NativeType::Text) };
         prop_assert_eq!(read::<Colour>(&text, Some(&bytes_of(&c, &text))), Ok(c));
         prop_assert_eq!(read::<Status>(&text, Some(&bytes_of(&s, &text))), Ok(s));
-        let b = bytes_of(&p, &ColumnType::Int);
-        prop_assert_eq!(read::<Priority>(&ColumnType::Int, Some(&b)), Ok(p));
+        let b = bytes_of(&p, &ColumnType::Native(NativeType::Int));
+        prop_assert_eq!(read::<Priority>(&ColumnType::Native(NativeType::Int), Some(&b)), Ok(p));
     }
 
     /// Any text decodes to the variant stored under that name, or to an
     /// error naming the value; never a panic.
     #[test]
     fn any_text_is_a_variant_or_an_unknown_value(name in ".{0,80}") {
-        let known = STATUSES.iter().find(|s| bytes_of(*s, &ColumnType::Text) == name.as_bytes());
-        match (read::<Status>(&ColumnType::Text, Some(name.as_bytes())), known) {
+        let known = STATUSES.iter().find(|s| bytes_of(*s, &ColumnType::Native(NativeType::Text)) == name.as_bytes());
+        match (read::<Status>(&ColumnType::Native(NativeType::Text), Some(name.as_bytes())), known) {
             (Ok(s), Some(k)) => prop_assert_eq!(s, *k),
             (Err(DeserializationErrorKind::UnknownEnumValue { enum_name, value }), None) => {
                 prop_assert_eq!(enum_name, "Status");
@@ -312,7 +348,7 @@ proptest! {
     #[test]
     fn any_int_is_a_variant_or_an_unknown_value(n in prop_oneof![any::<i32>(), -2..12i32]) {
         let known = PRIORITIES.iter().find(|p| **p as i32 == n);
-        match (read::<Priority>(&ColumnType::Int, Some(&n.to_be_bytes())), known) {
+        match (read::<Priority>(&ColumnType::Native(NativeType::Int), Some(&n.to_be_bytes())), known) {
             (Ok(p), Some(k)) => prop_assert_eq!(p, *k),
             (Err(DeserializationErrorKind::UnknownEnumValue { enum_name, value }), None) => {
                 prop_assert_eq!(enum_name, "Priority");
@@ -325,11 +361,11 @@ proptest! {
     /// Arbitrary bytes of any length never panic the decoders.
     #[test]
     fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..16)) {
-        let is_colour = COLOURS.iter().any(|c| bytes_of(c, &ColumnType::Text) == b);
-        prop_assert_eq!(read::<Colour>(&ColumnType::Text, Some(&b)).is_ok(), is_colour);
+        let is_colour = COLOURS.iter().any(|c| bytes_of(c, &ColumnType::Native(NativeType::Text)) == b);
+        prop_assert_eq!(read::<Colour>(&ColumnType::Native(NativeType::Text), Some(&b)).is_ok(), is_colour);
         // "grüß" is not ASCII: only "Bye" reads from an `ascii` column.
-        prop_assert_eq!(read::<Greeting>(&ColumnType::Ascii, Some(&b)).is_ok(), b == b"Bye");
-        let r = read::<Priority>(&ColumnType::Int, Some(&b));
+        prop_assert_eq!(read::<Greeting>(&ColumnType::Native(NativeType::Ascii), Some(&b)).is_ok(), b == b"Bye");
+        let r = read::<Priority>(&ColumnType::Native(NativeType::Int), Some(&b));
         prop_assert_eq!(r.is_ok(), b.len() == 4 && PRIORITIES.iter().any(|p| (*p as i32).to_be_bytes() == b[..]));
     }
 }
@@ -360,10 +396,10 @@ fn enums_are_columns_of_derived_rows() {
         typ,
     };
     let specs = [
-        spec("id", ColumnType::Int),
-        spec("status", ColumnType::Text),
-        spec("priority", ColumnType::Int),
-        spec("visibility", ColumnType::Ascii),
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("status", ColumnType::Native(NativeType::Text)),
+        spec("priority", ColumnType::Native(NativeType::Int)),
+        spec("visibility", ColumnType::Native(NativeType::Ascii)),
     ];
     let task = Task {
         id: 1,
@@ -395,7 +431,7 @@ fn enums_are_columns_of_derived_rows() {
     // A text enum bound to an int column fails the row's type check,
     // naming the column.
     let mut bad = specs.clone();
-    bad[1] = spec("status", ColumnType::Int);
+    bad[1] = spec("status", ColumnType::Native(NativeType::Int));
     let err = RowIterator::<Task>::new(&bad, &cells, 1).expect_err("status is not an int");
     assert!(err.to_string().contains("`status`"), "{err}");
 }

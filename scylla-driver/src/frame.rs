@@ -9,7 +9,9 @@ pub use scylla_cql::frame::ProtocolVersion;
 pub mod response {
     pub use scylla_cql::frame::response::error::{DbError, OperationType, WriteType};
 
-    /// The columns of a result: [`ColumnType`](result::ColumnType),
+    /// The columns of a result: [`ColumnType`](result::ColumnType) (with
+    /// [`NativeType`](result::NativeType), [`CollectionType`](result::CollectionType)
+    /// and [`UserDefinedType`](result::UserDefinedType)),
     /// [`ColumnSpec`](result::ColumnSpec), [`TableSpec`](result::TableSpec).
     pub mod result {
         pub use scylla_cql::types::TableSpec;
@@ -25,6 +27,17 @@ pub mod response {
         /// with it elided). This crate's column types own their names, so the
         /// lifetime is not used: any lifetime names the same type.
         pub type ColumnType<'metadata> = scylla_cql::types::ColumnType;
+
+        /// The collections of a [`ColumnType`]: [`types::CollectionType`](crate::types::CollectionType)
+        /// under the official crate's name, with its unused lifetime.
+        pub type CollectionType<'metadata> = scylla_cql::types::CollectionType;
+
+        /// The definition of a user-defined [`ColumnType`]:
+        /// [`types::UserDefinedType`](crate::types::UserDefinedType) under the
+        /// official crate's name, with its unused lifetime.
+        pub type UserDefinedType<'metadata> = scylla_cql::types::UserDefinedType;
+
+        pub use scylla_cql::types::NativeType;
     }
 }
 

@@ -4,5 +4,7 @@
 pub use scylla_cql::compression::Compression;
 pub use scylla_cql::frame::ProtocolVersion;
 pub use scylla_cql::sharding::Shard;
-pub use scylla_cql::types::{ColumnSpec, ColumnType, CqlTypeParseError};
+pub use scylla_cql::types::{
+    CollectionType, ColumnSpec, ColumnType, CqlTypeParseError, NativeType, UserDefinedType,
+};
 pub use scylla_cql::{Consistency, Token};

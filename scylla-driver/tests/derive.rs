@@ -6,8 +6,8 @@
 use proptest::prelude::*;
 use scylla_cql::frame::wire::RawValue;
 use scylla_cql::types::{
-    ColumnSpec, ColumnType, DeserializationErrorKind, RowIterator, SerializationErrorKind,
-    SerializedValues, TypeCheckErrorKind,
+    ColumnSpec, ColumnType, DeserializationErrorKind, NativeType, RowIterator,
+    SerializationErrorKind, SerializedValues, TypeCheckErrorKind,
 };
 use scylla_driver::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
 
@@ -55,9 +55,9 @@ struct Person {
 fn person_specs() -> Vec<ColumnSpec> {
     // Not the field order: matching is by name.
     vec![
-        spec("age", ColumnType::Int),
-        spec("id", ColumnType::Int),
-        spec("full_name", ColumnType::Text),
+        spec("age", ColumnType::Native(NativeType::Int)),
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("full_name", ColumnType::Native(NativeType::Text)),
     ]
 }
 
@@ -83,14 +83,17 @@ fn row_round_trip_by_name_in_any_order() {
 
 #[test]
 fn row_missing_and_extra_columns_are_type_errors_naming_the_column() {
-    let specs = vec![spec("id", ColumnType::Int), spec("age", ColumnType::Int)];
+    let specs = vec![
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("age", ColumnType::Native(NativeType::Int)),
+    ];
     let e = <Person as scylla_driver::DeserializeRow>::type_check(&specs).unwrap_err();
     assert_eq!(
         e.kind(),
         &TypeCheckErrorKind::MissingColumn("full_name".into())
     );
     let mut specs = person_specs();
-    specs.push(spec("email", ColumnType::Text));
+    specs.push(spec("email", ColumnType::Native(NativeType::Text)));
     let e = <Person as scylla_driver::DeserializeRow>::type_check(&specs).unwrap_err();
     assert_eq!(
         e.kind(),
@@ -98,9 +101,9 @@ fn row_missing_and_extra_columns_are_type_errors_naming_the_column() {
     );
     // A wrong type is caught at the type check too, naming the column.
     let specs = vec![
-        spec("age", ColumnType::Int),
-        spec("id", ColumnType::Text),
-        spec("full_name", ColumnType::Text),
+        spec("age", ColumnType::Native(NativeType::Int)),
+        spec("id", ColumnType::Native(NativeType::Text)),
+        spec("full_name", ColumnType::Native(NativeType::Text)),
     ];
     let e = <Person as scylla_driver::DeserializeRow>::type_check(&specs).unwrap_err();
     assert!(e.to_string().contains("id"), "{e}");
@@ -115,14 +118,17 @@ fn serialize_row_errors_name_the_marker() {
         cached: 0,
     };
     let mut specs = person_specs();
-    specs.push(spec("email", ColumnType::Text));
+    specs.push(spec("email", ColumnType::Native(NativeType::Text)));
     let mut out = SerializedValues::default();
     let e = p.serialize_row(&specs, &mut out).unwrap_err();
     assert_eq!(
         e.kind(),
         &SerializationErrorKind::MissingValueForMarker("email".into())
     );
-    let specs = vec![spec("id", ColumnType::Int), spec("age", ColumnType::Int)];
+    let specs = vec![
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("age", ColumnType::Native(NativeType::Int)),
+    ];
     let e = p
         .serialize_row(&specs, &mut SerializedValues::default())
         .unwrap_err();
@@ -144,9 +150,9 @@ struct Borrowed<'a> {
 #[test]
 fn enforce_order_borrowing_round_trip_and_order_check() {
     let specs = vec![
-        spec("key", ColumnType::Text),
-        spec("blob", ColumnType::Blob),
-        spec("n", ColumnType::BigInt),
+        spec("key", ColumnType::Native(NativeType::Text)),
+        spec("blob", ColumnType::Native(NativeType::Blob)),
+        spec("n", ColumnType::Native(NativeType::BigInt)),
     ];
     let v = Borrowed {
         key: "k",
@@ -161,9 +167,9 @@ fn enforce_order_borrowing_round_trip_and_order_check() {
     assert!(bytes.as_ptr_range().contains(&got.key.as_ptr()));
 
     let swapped = vec![
-        spec("blob", ColumnType::Blob),
-        spec("key", ColumnType::Text),
-        spec("n", ColumnType::BigInt),
+        spec("blob", ColumnType::Native(NativeType::Blob)),
+        spec("key", ColumnType::Native(NativeType::Text)),
+        spec("n", ColumnType::Native(NativeType::BigInt)),
     ];
     let e = <Borrowed<'_> as scylla_driver::DeserializeRow>::type_check(&swapped).unwrap_err();
     assert_eq!(
@@ -190,17 +196,13 @@ struct Address {
 
 fn address_type(extra: bool) -> ColumnType {
     let mut fields = vec![
-        ("no".to_owned(), ColumnType::Int),
-        ("street".to_owned(), ColumnType::Text),
+        ("no".to_owned(), ColumnType::Native(NativeType::Int)),
+        ("street".to_owned(), ColumnType::Native(NativeType::Text)),
     ];
     if extra {
-        fields.push(("zip".to_owned(), ColumnType::Text));
+        fields.push(("zip".to_owned(), ColumnType::Native(NativeType::Text)));
     }
-    ColumnType::Udt {
-        keyspace: "ks".into(),
-        name: "address".into(),
-        fields,
-    }
+    ColumnType::udt("ks", "address", fields)
 }
 
 fn udt_round_trip(a: &Address, typ: &ColumnType) -> Address {
@@ -240,15 +242,17 @@ fn udt_round_trip_in_type_order_with_extra_type_fields_null() {
 
 #[test]
 fn udt_type_check_names_the_missing_field() {
-    let typ = ColumnType::Udt {
-        keyspace: "ks".into(),
-        name: "address".into(),
-        fields: vec![("street".to_owned(), ColumnType::Text)],
-    };
+    let typ = ColumnType::udt(
+        "ks",
+        "address",
+        vec![("street".to_owned(), ColumnType::Native(NativeType::Text))],
+    );
     let e = <Address as scylla_driver::DeserializeValue>::type_check(&typ).unwrap_err();
     assert_eq!(e.kind(), &TypeCheckErrorKind::MissingColumn("no".into()));
-    let e =
-        <Address as scylla_driver::DeserializeValue>::type_check(&ColumnType::Text).unwrap_err();
+    let e = <Address as scylla_driver::DeserializeValue>::type_check(&ColumnType::Native(
+        NativeType::Text,
+    ))
+    .unwrap_err();
     assert_eq!(e.kind(), &TypeCheckErrorKind::Mismatch);
     // Serializing a struct field the type lacks is refused.
     let a = Address {
@@ -271,14 +275,14 @@ fn udt_type_check_names_the_missing_field() {
 #[test]
 fn udt_value_shorter_than_its_type_reads_nulls() {
     // Written before `no` was added at the end of the type.
-    let typ = ColumnType::Udt {
-        keyspace: "ks".into(),
-        name: "address".into(),
-        fields: vec![
-            ("street".to_owned(), ColumnType::Text),
-            ("no".to_owned(), ColumnType::Int),
+    let typ = ColumnType::udt(
+        "ks",
+        "address",
+        vec![
+            ("street".to_owned(), ColumnType::Native(NativeType::Text)),
+            ("no".to_owned(), ColumnType::Native(NativeType::Int)),
         ],
-    };
+    );
     let mut buf = 3i32.to_be_bytes().to_vec();
     buf.extend_from_slice(b"Elm");
     let a = <Address as scylla_driver::DeserializeValue>::deserialize(&typ, Some(&buf))
@@ -312,7 +316,7 @@ proptest! {
         let got: Vec<Person> = RowIterator::new(&specs, &bytes, 1).unwrap().collect::<Result<_, _>>().unwrap();
         prop_assert_eq!(got, vec![p]);
 
-        let specs = vec![spec("address", address_type(false)), spec("id", ColumnType::Int)];
+        let specs = vec![spec("address", address_type(false)), spec("id", ColumnType::Native(NativeType::Int))];
         let h = Home {
             id,
             address: has_address.then(|| Address { street, number, note: String::new() }),
@@ -355,8 +359,8 @@ fn default_when_null_reads_a_null_cell_as_the_default() {
         out
     };
     let specs = vec![
-        spec("id", ColumnType::Int),
-        spec("hits", ColumnType::BigInt),
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("hits", ColumnType::Native(NativeType::BigInt)),
     ];
     let rows = [cells(1, None), cells(2, Some(&7i64.to_be_bytes()))].concat();
     let got: Vec<Counted> = RowIterator::<Counted>::new(&specs, &rows, 2)
@@ -369,8 +373,11 @@ fn default_when_null_reads_a_null_cell_as_the_default() {
     );
 
     let specs = vec![
-        spec("id", ColumnType::Int),
-        spec("tags", ColumnType::List(Box::new(ColumnType::Text))),
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec(
+            "tags",
+            ColumnType::list(ColumnType::Native(NativeType::Text)),
+        ),
     ];
     let rows = cells(3, None);
     let got: Vec<CountedInOrder> = RowIterator::<CountedInOrder>::new(&specs, &rows, 1)
@@ -392,8 +399,8 @@ fn default_when_null_reads_a_null_cell_as_the_default() {
         hits: i64,
     }
     let specs = vec![
-        spec("id", ColumnType::Int),
-        spec("hits", ColumnType::BigInt),
+        spec("id", ColumnType::Native(NativeType::Int)),
+        spec("hits", ColumnType::Native(NativeType::BigInt)),
     ];
     let rows = cells(1, None);
     let e = RowIterator::<Strict>::new(&specs, &rows, 1)
@@ -415,7 +422,10 @@ struct Positional {
 
 #[test]
 fn skip_name_checks_matches_by_position_only() {
-    let specs = vec![spec("a", ColumnType::Int), spec("b", ColumnType::Text)];
+    let specs = vec![
+        spec("a", ColumnType::Native(NativeType::Int)),
+        spec("b", ColumnType::Native(NativeType::Text)),
+    ];
     let v = Positional {
         first: 9,
         second: "x".into(),
@@ -427,7 +437,10 @@ fn skip_name_checks_matches_by_position_only() {
         .expect("one row")
         .expect("deserializes");
     assert_eq!(got, v);
-    let wrong_types = vec![spec("a", ColumnType::Text), spec("b", ColumnType::Text)];
+    let wrong_types = vec![
+        spec("a", ColumnType::Native(NativeType::Text)),
+        spec("b", ColumnType::Native(NativeType::Text)),
+    ];
     assert!(<Positional as scylla_driver::DeserializeRow>::type_check(&wrong_types).is_err());
     let e = <Positional as scylla_driver::DeserializeRow>::type_check(&specs[..1]).unwrap_err();
     assert!(
@@ -455,21 +468,24 @@ struct StrictContact {
 }
 
 fn contact_type(fields: &[(&str, ColumnType)]) -> ColumnType {
-    ColumnType::Udt {
-        keyspace: "ks".into(),
-        name: "contact".into(),
-        fields: fields
+    ColumnType::udt(
+        "ks",
+        "contact",
+        fields
             .iter()
             .map(|(n, t)| ((*n).to_owned(), t.clone()))
             .collect(),
-    }
+    )
 }
 
 #[test]
 fn udt_allow_missing_default_when_null_and_forbid_excess() {
     // The type without `phone`: no error either way; it reads as None and
     // is not written.
-    let old = contact_type(&[("email", ColumnType::Text), ("visits", ColumnType::Int)]);
+    let old = contact_type(&[
+        ("email", ColumnType::Native(NativeType::Text)),
+        ("visits", ColumnType::Native(NativeType::Int)),
+    ]);
     let c = Contact {
         email: "a@b".into(),
         phone: Some("123".into()),
@@ -489,9 +505,9 @@ fn udt_allow_missing_default_when_null_and_forbid_excess() {
     );
     // A null `visits`, and a value written before `visits` existed: 0.
     let new = contact_type(&[
-        ("email", ColumnType::Text),
-        ("phone", ColumnType::Text),
-        ("visits", ColumnType::Int),
+        ("email", ColumnType::Native(NativeType::Text)),
+        ("phone", ColumnType::Native(NativeType::Text)),
+        ("visits", ColumnType::Native(NativeType::Int)),
     ]);
     let mut short = 3i32.to_be_bytes().to_vec();
     short.extend_from_slice(b"x@y");

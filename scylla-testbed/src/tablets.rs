@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use scylla_cql::types::{ColumnType, CqlValue};
+use scylla_cql::types::{ColumnType, CqlValue, NativeType};
 
 /// One tablet as a test sees it (host ids, in token order from
 /// `TestCluster::tablets`).
@@ -150,12 +150,12 @@ pub const ROUTING_PAYLOAD_KEY: &str = "tablets-routing-v1";
 /// `tuple<bigint, bigint, list<frozen<tuple<uuid, int>>>>`.
 pub fn routing_payload_type() -> ColumnType {
     ColumnType::Tuple(vec![
-        ColumnType::BigInt,
-        ColumnType::BigInt,
-        ColumnType::List(Box::new(ColumnType::Tuple(vec![
-            ColumnType::Uuid,
-            ColumnType::Int,
-        ]))),
+        ColumnType::Native(NativeType::BigInt),
+        ColumnType::Native(NativeType::BigInt),
+        ColumnType::list(ColumnType::Tuple(vec![
+            ColumnType::Native(NativeType::Uuid),
+            ColumnType::Native(NativeType::Int),
+        ])),
     ])
 }
 

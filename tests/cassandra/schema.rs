@@ -225,7 +225,7 @@ async fn schema_changes_reach_other_sessions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real Cassandra in SCYLLA_URI: scripts/cassandra-suite.sh"]
 async fn schema_metadata_round_trip() {
-    use scylla_cql::types::ColumnType;
+    use scylla_cql::types::{ColumnType, NativeType};
     use scylla_driver::cluster::metadata::{ClusteringOrder, ColumnKind, Strategy};
 
     let uri = require!("SCYLLA_URI");
@@ -271,26 +271,36 @@ async fn schema_metadata_round_trip() {
     );
     assert_eq!(col("s").kind, ColumnKind::Static);
     assert_eq!(col("b").kind, ColumnKind::PartitionKey);
-    assert_eq!(col("tags").typ, ColumnType::Set(Box::new(ColumnType::Text)));
-    assert_eq!(col("nums").typ, ColumnType::List(Box::new(ColumnType::Int)));
+    assert_eq!(
+        col("tags").typ,
+        ColumnType::set(ColumnType::Native(NativeType::Text))
+    );
+    assert_eq!(
+        col("nums").typ,
+        ColumnType::list(ColumnType::Native(NativeType::Int))
+    );
     assert_eq!(
         col("m").typ,
-        ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Int))
+        ColumnType::map(
+            ColumnType::Native(NativeType::Text),
+            ColumnType::Native(NativeType::Int)
+        )
     );
     assert_eq!(
         col("v").typ,
         ColumnType::Vector {
-            element: Box::new(ColumnType::Float),
-            dimension: 3
+            typ: Box::new(ColumnType::Native(NativeType::Float)),
+            dimensions: 3
         }
     );
     for udt_column in ["home", "work"] {
-        let ColumnType::Udt { name, fields, .. } = &col(udt_column).typ else {
+        let ColumnType::UserDefinedType { definition, .. } = &col(udt_column).typ else {
             panic!("{udt_column}: not a UDT: {:?}", col(udt_column).typ);
         };
-        assert_eq!(name, "address");
-        assert_eq!(fields.len(), 3);
-        assert!(matches!(&fields[1].1, ColumnType::Udt { name, .. } if name == "point"));
+        assert_eq!(definition.name, "address");
+        assert_eq!(definition.field_types.len(), 3);
+        assert!(matches!(&definition.field_types[1].1,
+            ColumnType::UserDefinedType { definition, .. } if definition.name == "point"));
     }
     assert_eq!(t.columns.len(), 11);
     assert_eq!(t.indexes["t_m_keys"].target(), Some("keys(m)"));
@@ -312,6 +322,6 @@ async fn schema_metadata_round_trip() {
     ddl(&session, &format!("ALTER TABLE {ks}.t ADD extra blob")).await;
     let state = session.get_cluster_state();
     let t = &state.get_keyspace(&ks).unwrap().tables["t"];
-    assert_eq!(t.columns["extra"].typ, ColumnType::Blob);
+    assert_eq!(t.columns["extra"].typ, ColumnType::Native(NativeType::Blob));
     drop_keyspace(&session, &ks).await;
 }

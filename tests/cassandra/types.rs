@@ -46,7 +46,11 @@ impl SerializeValue for Address {
 impl<'f, 'm> DeserializeValue<'f, 'm> for Address {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         match typ {
-            ColumnType::Udt { fields, .. } if fields.iter().any(|(n, _)| n == "street") => Ok(()),
+            ColumnType::UserDefinedType { definition, .. }
+                if definition.field_types.iter().any(|(n, _)| n == "street") =>
+            {
+                Ok(())
+            }
             _ => Err(TypeCheckError::of::<Self>(
                 typ,
                 scylla_cql::types::TypeCheckErrorKind::Mismatch,

@@ -24,7 +24,7 @@ use scylla_cql::frame::wire::RawValue;
 use scylla_cql::frame::{wire, MessageBody};
 use scylla_cql::token::murmur3::murmur3_token;
 use scylla_cql::token::Token;
-use scylla_cql::types::{ColumnSpec, ColumnType, SerializeValue};
+use scylla_cql::types::{ColumnSpec, ColumnType, NativeType, SerializeValue};
 use scylla_driver::{Session, TabletWarmup};
 use scylla_testbed::{
     ConnCtx, CqlHandler, HandlerFuture, Reply, Request, RequestHandler, Response,
@@ -123,19 +123,19 @@ impl TabletLayer {
         let body = if text.contains("system_schema.scylla_keyspaces") {
             rows_body(
                 &[
-                    ("keyspace_name", ColumnType::Text),
-                    ("initial_tablets", ColumnType::Int),
+                    ("keyspace_name", ColumnType::Native(NativeType::Text)),
+                    ("initial_tablets", ColumnType::Native(NativeType::Int)),
                 ],
                 vec![vec![
-                    cell(&"tk".to_owned(), &ColumnType::Text),
-                    cell(&(TABLETS as i32), &ColumnType::Int),
+                    cell(&"tk".to_owned(), &ColumnType::Native(NativeType::Text)),
+                    cell(&(TABLETS as i32), &ColumnType::Native(NativeType::Int)),
                 ]],
             )
         } else if text.contains("FROM system.tablets") {
-            let replicas_type = ColumnType::List(Box::new(ColumnType::Tuple(vec![
-                ColumnType::Uuid,
-                ColumnType::Int,
-            ])));
+            let replicas_type = ColumnType::list(ColumnType::Tuple(vec![
+                ColumnType::Native(NativeType::Uuid),
+                ColumnType::Native(NativeType::Int),
+            ]));
             let tablets = self.tablets.read().unwrap();
             let rows = tablets
                 .iter()
@@ -146,20 +146,20 @@ impl TabletLayer {
                         .map(|&(n, s)| (host(ctx.topology(), n), i32::from(s)))
                         .collect();
                     vec![
-                        cell(&Uuid::from_u128(7), &ColumnType::Uuid),
-                        cell(&"tk".to_owned(), &ColumnType::Text),
-                        cell(&"t".to_owned(), &ColumnType::Text),
-                        cell(&t.last, &ColumnType::BigInt),
+                        cell(&Uuid::from_u128(7), &ColumnType::Native(NativeType::Uuid)),
+                        cell(&"tk".to_owned(), &ColumnType::Native(NativeType::Text)),
+                        cell(&"t".to_owned(), &ColumnType::Native(NativeType::Text)),
+                        cell(&t.last, &ColumnType::Native(NativeType::BigInt)),
                         cell(&r, &replicas_type),
                     ]
                 })
                 .collect();
             rows_body(
                 &[
-                    ("table_id", ColumnType::Uuid),
-                    ("keyspace_name", ColumnType::Text),
-                    ("table_name", ColumnType::Text),
-                    ("last_token", ColumnType::BigInt),
+                    ("table_id", ColumnType::Native(NativeType::Uuid)),
+                    ("keyspace_name", ColumnType::Native(NativeType::Text)),
+                    ("table_name", ColumnType::Native(NativeType::Text)),
+                    ("last_token", ColumnType::Native(NativeType::BigInt)),
                     ("replicas", replicas_type),
                 ],
                 rows,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use scylla_cql::frame::request::{Query, QueryParameters};
 use scylla_cql::frame::response::Response;
 use scylla_cql::token::Token;
-use scylla_cql::types::ColumnType;
+use scylla_cql::types::{ColumnType, NativeType};
 use scylla_driver::cluster::{ControlError, ControlHandle, ControlOptions};
 use scylla_driver::connection::{open, Connection, ConnectionConfig, RequestOptions};
 use scylla_driver::routing::{NodeIdx, ReplicationStrategy, RoutingTable};
@@ -184,15 +184,20 @@ async fn reads_keyspaces_and_partition_keys() {
     assert_eq!(
         ks.tables["t"].partition_key,
         vec![
-            ("a".to_owned(), ColumnType::Int),
-            ("b".to_owned(), ColumnType::Text)
+            ("a".to_owned(), ColumnType::Native(NativeType::Int)),
+            ("b".to_owned(), ColumnType::Native(NativeType::Text))
         ]
     );
     // A system table's key, read the same way.
     assert_eq!(
         md.table("system_schema", "columns")
             .map(|t| &t.partition_key[..]),
-        Some(&[("keyspace_name".to_owned(), ColumnType::Text)][..])
+        Some(
+            &[(
+                "keyspace_name".to_owned(),
+                ColumnType::Native(NativeType::Text)
+            )][..]
+        )
     );
     execute(&conn, "DROP KEYSPACE meta_ks_read").await;
 }
@@ -234,7 +239,10 @@ async fn schema_change_event_refreshes() {
     assert_eq!(
         md.table("meta_ks_event", "fresh")
             .map(|t| t.partition_key.clone()),
-        Some(vec![("k".to_owned(), ColumnType::BigInt)])
+        Some(vec![(
+            "k".to_owned(),
+            ColumnType::Native(NativeType::BigInt)
+        )])
     );
 
     execute(&conn, "DROP TABLE meta_ks_event.fresh").await;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use scylla_cql::frame::header::{Flags, Opcode};
 use scylla_cql::frame::request::{Request as Decoded, RequestContext};
-use scylla_cql::types::ColumnType;
+use scylla_cql::types::{ColumnType, NativeType};
 use scylla_driver::cluster::metadata::{ClusteringOrder, ColumnKind, Keyspace, Strategy};
 use scylla_driver::{Session, SessionBuilder};
 use scylla_testbed::{ConnCtx, CqlHandler, HandlerFuture, Request, RequestHandler, TestCluster};
@@ -151,26 +151,39 @@ async fn every_column_type_and_index_of_a_table() {
     assert_eq!(col("c2").clustering_order, Some(ClusteringOrder::Ascending));
     assert_eq!(col("s").kind, ColumnKind::Static);
     assert_eq!(col("tags").kind, ColumnKind::Regular);
-    assert_eq!(col("c2").typ, ColumnType::Timeuuid);
-    assert_eq!(col("tags").typ, ColumnType::Set(Box::new(ColumnType::Text)));
-    assert_eq!(col("nums").typ, ColumnType::List(Box::new(ColumnType::Int)));
+    assert_eq!(col("c2").typ, ColumnType::Native(NativeType::Timeuuid));
+    assert_eq!(
+        col("tags").typ,
+        ColumnType::set(ColumnType::Native(NativeType::Text))
+    );
+    assert_eq!(
+        col("nums").typ,
+        ColumnType::list(ColumnType::Native(NativeType::Int))
+    );
     assert_eq!(
         col("m").typ,
-        ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Int))
+        ColumnType::map(
+            ColumnType::Native(NativeType::Text),
+            ColumnType::Native(NativeType::Int)
+        )
     );
     // The UDT column carries its definition, the nested type included.
-    let ColumnType::Udt {
-        keyspace,
-        name,
-        fields,
-    } = &col("home").typ
-    else {
+    let ColumnType::UserDefinedType { definition, .. } = &col("home").typ else {
         panic!("not a UDT: {:?}", col("home").typ);
     };
-    assert_eq!((keyspace.as_str(), name.as_str()), ("sm", "address"));
-    assert_eq!(fields[0], ("street".to_owned(), ColumnType::Text));
-    assert!(matches!(&fields[1].1, ColumnType::Udt { name, fields, .. }
-        if name == "point" && fields.len() == 2));
+    let fields = &definition.field_types;
+    assert_eq!(
+        (definition.keyspace.as_str(), definition.name.as_str()),
+        ("sm", "address")
+    );
+    assert_eq!(
+        fields[0],
+        ("street".to_owned(), ColumnType::Native(NativeType::Text))
+    );
+    assert!(
+        matches!(&fields[1].1, ColumnType::UserDefinedType { definition, .. }
+        if definition.name == "point" && definition.field_types.len() == 2)
+    );
     let mut udts: Vec<&str> = ks.user_defined_types.keys().map(String::as_str).collect();
     udts.sort_unstable();
     assert_eq!(udts, ["address", "point"]);

@@ -32,7 +32,9 @@ use uuid::Uuid;
 
 use crate::sharding::Shard;
 use crate::token::Token;
-use crate::types::{ColumnType, DeserializationError, DeserializeValue, SerializationError};
+use crate::types::{
+    ColumnType, DeserializationError, DeserializeValue, NativeType, SerializationError,
+};
 
 /// The custom payload key of the tablet routing information.
 pub const TABLETS_ROUTING_V1_KEY: &str = "tablets-routing-v1";
@@ -83,12 +85,12 @@ pub enum TabletPayloadError {
 /// The payload's CQL type.
 fn payload_type() -> ColumnType {
     ColumnType::Tuple(vec![
-        ColumnType::BigInt,
-        ColumnType::BigInt,
-        ColumnType::List(Box::new(ColumnType::Tuple(vec![
-            ColumnType::Uuid,
-            ColumnType::Int,
-        ]))),
+        ColumnType::Native(NativeType::BigInt),
+        ColumnType::Native(NativeType::BigInt),
+        ColumnType::list(ColumnType::Tuple(vec![
+            ColumnType::Native(NativeType::Uuid),
+            ColumnType::Native(NativeType::Int),
+        ])),
     ])
 }
 
@@ -99,7 +101,7 @@ fn payload_type_v2() -> ColumnType {
     let ColumnType::Tuple(mut parts) = payload_type() else {
         return ColumnType::Tuple(Vec::new());
     };
-    parts.push(ColumnType::BigInt);
+    parts.push(ColumnType::Native(NativeType::BigInt));
     ColumnType::Tuple(parts)
 }
 

@@ -3,15 +3,17 @@
 //! [`ColumnType::from_cql`] parses it (for the test cluster's schema) and
 //! `Display` prints it (in error messages, and back into DDL).
 //!
-//! `frozen<...>` is accepted and dropped ([`ColumnType`] does not record
-//! frozenness); when printing, collections and UDTs nested in another type
-//! are wrapped in `frozen<...>`, as CQL requires. A custom type is written as
+//! `frozen<...>` around a collection or a UDT sets its `frozen` flag (and
+//! only its own: what is nested in it keeps the flags its text gives it);
+//! around any other type it changes nothing. When printing, a frozen type
+//! is wrapped in `frozen<...>`, and so are collections and UDTs nested in
+//! another type whatever their flag, as CQL requires. A custom type is written as
 //! its quoted class name, `'org.example.MyType'`. A UDT prints as
 //! `keyspace.name`; parsing a UDT name needs [`ColumnType::from_cql_with`].
 
 use std::fmt;
 
-use super::column_type::{ColumnType, MAX_TYPE_DEPTH};
+use super::column_type::{CollectionType, ColumnType, NativeType, UserDefinedType, MAX_TYPE_DEPTH};
 
 /// A CQL type string that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -122,41 +124,42 @@ impl Parser<'_> {
         let name = self.ident()?.to_ascii_lowercase();
         let sub = |p: &mut Self| p.parse_type(depth + 1).map(Box::new);
         let t = match name.as_str() {
-            "ascii" => ColumnType::Ascii,
-            "bigint" => ColumnType::BigInt,
-            "blob" => ColumnType::Blob,
-            "boolean" => ColumnType::Boolean,
-            "counter" => ColumnType::Counter,
-            "date" => ColumnType::Date,
-            "decimal" => ColumnType::Decimal,
-            "double" => ColumnType::Double,
-            "duration" => ColumnType::Duration,
-            "float" => ColumnType::Float,
-            "inet" => ColumnType::Inet,
-            "int" => ColumnType::Int,
-            "smallint" => ColumnType::SmallInt,
-            "text" | "varchar" => ColumnType::Text,
-            "time" => ColumnType::Time,
-            "timestamp" => ColumnType::Timestamp,
-            "timeuuid" => ColumnType::Timeuuid,
-            "tinyint" => ColumnType::TinyInt,
-            "uuid" => ColumnType::Uuid,
-            "varint" => ColumnType::Varint,
+            "ascii" => ColumnType::Native(NativeType::Ascii),
+            "bigint" => ColumnType::Native(NativeType::BigInt),
+            "blob" => ColumnType::Native(NativeType::Blob),
+            "boolean" => ColumnType::Native(NativeType::Boolean),
+            "counter" => ColumnType::Native(NativeType::Counter),
+            "date" => ColumnType::Native(NativeType::Date),
+            "decimal" => ColumnType::Native(NativeType::Decimal),
+            "double" => ColumnType::Native(NativeType::Double),
+            "duration" => ColumnType::Native(NativeType::Duration),
+            "float" => ColumnType::Native(NativeType::Float),
+            "inet" => ColumnType::Native(NativeType::Inet),
+            "int" => ColumnType::Native(NativeType::Int),
+            "smallint" => ColumnType::Native(NativeType::SmallInt),
+            "text" | "varchar" => ColumnType::Native(NativeType::Text),
+            "time" => ColumnType::Native(NativeType::Time),
+            "timestamp" => ColumnType::Native(NativeType::Timestamp),
+            "timeuuid" => ColumnType::Native(NativeType::Timeuuid),
+            "tinyint" => ColumnType::Native(NativeType::TinyInt),
+            "uuid" => ColumnType::Native(NativeType::Uuid),
+            "varint" => ColumnType::Native(NativeType::Varint),
             "frozen" => {
                 self.eat('<')?;
                 let t = self.parse_type(depth + 1)?;
                 self.eat('>')?;
-                t
+                t.into_frozen()
             }
             "list" | "set" => {
                 self.eat('<')?;
                 let e = sub(self)?;
                 self.eat('>')?;
-                if name == "list" {
-                    ColumnType::List(e)
+                let typ = if name == "list" {
+                    CollectionType::List(e)
                 } else {
-                    ColumnType::Set(e)
-                }
+                    CollectionType::Set(e)
+                };
+                ColumnType::Collection { frozen: false, typ }
             }
             "map" => {
                 self.eat('<')?;
@@ -164,7 +167,10 @@ impl Parser<'_> {
                 self.eat(',')?;
                 let v = sub(self)?;
                 self.eat('>')?;
-                ColumnType::Map(k, v)
+                ColumnType::Collection {
+                    frozen: false,
+                    typ: CollectionType::Map(k, v),
+                }
             }
             "tuple" => {
                 self.eat('<')?;
@@ -190,11 +196,14 @@ impl Parser<'_> {
                     .find(|c: char| !c.is_ascii_digit())
                     .unwrap_or(self.rest().len());
                 let dimension = self.rest()[..digits]
-                    .parse::<u32>()
+                    .parse::<u16>()
                     .map_err(|_| self.err("expected a vector dimension"))?;
                 self.pos += digits;
                 self.eat('>')?;
-                ColumnType::Vector { element, dimension }
+                ColumnType::Vector {
+                    typ: element,
+                    dimensions: dimension,
+                }
             }
             _ => {
                 // Names keep their case when resolving (quoting is not supported).
@@ -214,45 +223,65 @@ struct Nested<'a>(&'a ColumnType);
 impl fmt::Display for Nested<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
-            ColumnType::List(_)
-            | ColumnType::Set(_)
-            | ColumnType::Map(..)
-            | ColumnType::Udt { .. } => {
-                write!(f, "frozen<{}>", self.0)
+            t @ (ColumnType::Collection { .. } | ColumnType::UserDefinedType { .. }) => {
+                write!(f, "frozen<{}>", Unfrozen(t))
             }
             t => write!(f, "{t}"),
         }
     }
 }
 
-impl fmt::Display for ColumnType {
+impl NativeType {
+    /// The type's name in CQL (`text` for `text`/`varchar`).
+    pub const fn cql_name(&self) -> &'static str {
+        match self {
+            NativeType::Ascii => "ascii",
+            NativeType::BigInt => "bigint",
+            NativeType::Blob => "blob",
+            NativeType::Boolean => "boolean",
+            NativeType::Counter => "counter",
+            NativeType::Decimal => "decimal",
+            NativeType::Double => "double",
+            NativeType::Float => "float",
+            NativeType::Int => "int",
+            NativeType::Text => "text",
+            NativeType::Timestamp => "timestamp",
+            NativeType::Uuid => "uuid",
+            NativeType::Varint => "varint",
+            NativeType::Timeuuid => "timeuuid",
+            NativeType::Inet => "inet",
+            NativeType::Date => "date",
+            NativeType::Time => "time",
+            NativeType::SmallInt => "smallint",
+            NativeType::TinyInt => "tinyint",
+            NativeType::Duration => "duration",
+        }
+    }
+}
+
+impl fmt::Display for NativeType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let simple = match self {
-            ColumnType::Custom(class) => return write!(f, "'{class}'"),
-            ColumnType::Ascii => "ascii",
-            ColumnType::BigInt => "bigint",
-            ColumnType::Blob => "blob",
-            ColumnType::Boolean => "boolean",
-            ColumnType::Counter => "counter",
-            ColumnType::Decimal => "decimal",
-            ColumnType::Double => "double",
-            ColumnType::Float => "float",
-            ColumnType::Int => "int",
-            ColumnType::Text => "text",
-            ColumnType::Timestamp => "timestamp",
-            ColumnType::Uuid => "uuid",
-            ColumnType::Varint => "varint",
-            ColumnType::Timeuuid => "timeuuid",
-            ColumnType::Inet => "inet",
-            ColumnType::Date => "date",
-            ColumnType::Time => "time",
-            ColumnType::SmallInt => "smallint",
-            ColumnType::TinyInt => "tinyint",
-            ColumnType::Duration => "duration",
-            ColumnType::List(e) => return write!(f, "list<{}>", Nested(e)),
-            ColumnType::Set(e) => return write!(f, "set<{}>", Nested(e)),
-            ColumnType::Map(k, v) => return write!(f, "map<{}, {}>", Nested(k), Nested(v)),
-            ColumnType::Udt { keyspace, name, .. } => return write!(f, "{keyspace}.{name}"),
+        f.write_str(self.cql_name())
+    }
+}
+
+/// Prints a type without the `frozen<...>` of its own flag.
+struct Unfrozen<'a>(&'a ColumnType);
+
+impl fmt::Display for Unfrozen<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            ColumnType::Native(n) => f.write_str(n.cql_name()),
+            ColumnType::Custom(class) => write!(f, "'{class}'"),
+            ColumnType::Collection { typ, .. } => match typ {
+                CollectionType::List(e) => write!(f, "list<{}>", Nested(e)),
+                CollectionType::Set(e) => write!(f, "set<{}>", Nested(e)),
+                CollectionType::Map(k, v) => write!(f, "map<{}, {}>", Nested(k), Nested(v)),
+            },
+            ColumnType::UserDefinedType { definition, .. } => {
+                let UserDefinedType { keyspace, name, .. } = &**definition;
+                write!(f, "{keyspace}.{name}")
+            }
             ColumnType::Tuple(elems) => {
                 f.write_str("tuple<")?;
                 for (i, e) in elems.iter().enumerate() {
@@ -261,13 +290,22 @@ impl fmt::Display for ColumnType {
                     }
                     write!(f, "{}", Nested(e))?;
                 }
-                return f.write_str(">");
+                f.write_str(">")
             }
-            ColumnType::Vector { element, dimension } => {
-                return write!(f, "vector<{}, {dimension}>", Nested(element))
+            ColumnType::Vector { typ, dimensions } => {
+                write!(f, "vector<{}, {dimensions}>", Nested(typ))
             }
-        };
-        f.write_str(simple)
+        }
+    }
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_frozen() {
+            write!(f, "frozen<{}>", Unfrozen(self))
+        } else {
+            fmt::Display::fmt(&Unfrozen(self), f)
+        }
     }
 }
 
@@ -280,19 +318,25 @@ mod tests {
         let t = ColumnType::from_cql("map<text, frozen<list<int>>>").unwrap();
         assert_eq!(
             t,
-            ColumnType::Map(
-                Box::new(ColumnType::Text),
-                Box::new(ColumnType::List(Box::new(ColumnType::Int)))
+            ColumnType::map(
+                ColumnType::Native(NativeType::Text),
+                ColumnType::list(ColumnType::Native(NativeType::Int)).into_frozen()
             )
         );
         assert_eq!(t.to_string(), "map<text, frozen<list<int>>>");
         let v = ColumnType::from_cql(" vector < float , 3 > ").unwrap();
         assert_eq!(v.to_string(), "vector<float, 3>");
-        assert_eq!(ColumnType::from_cql("VARCHAR"), Ok(ColumnType::Text));
+        assert_eq!(
+            ColumnType::from_cql("VARCHAR"),
+            Ok(ColumnType::Native(NativeType::Text))
+        );
         let tup = ColumnType::from_cql("tuple<int, text>").unwrap();
         assert_eq!(
             tup,
-            ColumnType::Tuple(vec![ColumnType::Int, ColumnType::Text])
+            ColumnType::Tuple(vec![
+                ColumnType::Native(NativeType::Int),
+                ColumnType::Native(NativeType::Text)
+            ])
         );
     }
 
@@ -318,13 +362,47 @@ mod tests {
 
     #[test]
     fn resolves_udts() {
-        let udt = ColumnType::Udt {
-            keyspace: "ks".into(),
-            name: "addr".into(),
-            fields: vec![("street".into(), ColumnType::Text)],
-        };
+        let udt = ColumnType::udt(
+            "ks",
+            "addr",
+            vec![("street".into(), ColumnType::Native(NativeType::Text))],
+        );
         let t =
             ColumnType::from_cql_with("list<frozen<addr>>", |n| (n == "addr").then(|| udt.clone()));
-        assert_eq!(t, Ok(ColumnType::List(Box::new(udt))));
+        assert_eq!(t, Ok(ColumnType::list(udt.into_frozen())));
+    }
+
+    #[test]
+    fn frozen_is_recorded_and_printed() {
+        let t = ColumnType::from_cql("frozen<list<int>>").unwrap();
+        assert!(matches!(
+            &t,
+            ColumnType::Collection {
+                frozen: true,
+                typ: CollectionType::List(e),
+            } if **e == ColumnType::Native(NativeType::Int)
+        ));
+        assert!(t.is_frozen());
+        assert_eq!(t.to_string(), "frozen<list<int>>");
+        let plain = ColumnType::from_cql("list<int>").unwrap();
+        assert!(!plain.is_frozen());
+        assert_ne!(plain, t);
+        // Only the type inside `frozen<...>` is marked; a nested collection
+        // prints frozen whatever its flag, as CQL requires.
+        let nested = ColumnType::from_cql("frozen<map<int, list<int>>>").unwrap();
+        let ColumnType::Collection {
+            frozen: true,
+            typ: CollectionType::Map(_, v),
+        } = &nested
+        else {
+            panic!("{nested:?}");
+        };
+        assert!(!v.is_frozen());
+        assert_eq!(nested.to_string(), "frozen<map<int, frozen<list<int>>>>");
+        // `frozen<>` around a simple type changes nothing.
+        assert_eq!(
+            ColumnType::from_cql("frozen<int>"),
+            Ok(ColumnType::Native(NativeType::Int))
+        );
     }
 }

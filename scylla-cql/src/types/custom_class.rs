@@ -6,41 +6,44 @@
 //! [`ColumnType`]: simple types (`Int32Type`, `UTF8Type`, ...), the
 //! parametrised `ListType(..)`, `SetType(..)`, `MapType(k,v)`,
 //! `TupleType(..)`, `UserType(ks,hexname,hexfield:type,...)` and
-//! `VectorType(elem, N)`; `ReversedType(x)` and `FrozenType(x)` unwrap to `x`
-//! (clustering order and frozenness do not change the encoding). Anything
+//! `VectorType(elem, N)`; `ReversedType(x)` unwraps to `x` (clustering order
+//! does not change the encoding) and `FrozenType(x)` to `x` marked frozen,
+//! together with the collections and UDTs nested in it. Anything
 //! else, including malformed strings, stays [`ColumnType::Custom`] with the
 //! original text. [`to_class_string`] is the inverse.
 
-use super::column_type::{ColumnType, MAX_TYPE_DEPTH};
+use std::sync::Arc;
+
+use super::column_type::{CollectionType, ColumnType, NativeType, UserDefinedType, MAX_TYPE_DEPTH};
 use crate::error::DecodeError;
 
 /// The package of Cassandra's marshal classes.
 const PACKAGE: &str = "org.apache.cassandra.db.marshal.";
 
 /// Simple (parameterless) marshal classes and their types.
-const SIMPLE: &[(&str, ColumnType)] = &[
-    ("AsciiType", ColumnType::Ascii),
-    ("LongType", ColumnType::BigInt),
-    ("BytesType", ColumnType::Blob),
-    ("BooleanType", ColumnType::Boolean),
-    ("CounterColumnType", ColumnType::Counter),
-    ("DecimalType", ColumnType::Decimal),
-    ("DoubleType", ColumnType::Double),
-    ("FloatType", ColumnType::Float),
-    ("Int32Type", ColumnType::Int),
-    ("UTF8Type", ColumnType::Text),
-    ("TimestampType", ColumnType::Timestamp),
-    ("UUIDType", ColumnType::Uuid),
-    ("IntegerType", ColumnType::Varint),
-    ("TimeUUIDType", ColumnType::Timeuuid),
-    ("InetAddressType", ColumnType::Inet),
-    ("SimpleDateType", ColumnType::Date),
-    ("TimeType", ColumnType::Time),
-    ("ShortType", ColumnType::SmallInt),
-    ("ByteType", ColumnType::TinyInt),
-    ("DurationType", ColumnType::Duration),
+const SIMPLE: &[(&str, NativeType)] = &[
+    ("AsciiType", NativeType::Ascii),
+    ("LongType", NativeType::BigInt),
+    ("BytesType", NativeType::Blob),
+    ("BooleanType", NativeType::Boolean),
+    ("CounterColumnType", NativeType::Counter),
+    ("DecimalType", NativeType::Decimal),
+    ("DoubleType", NativeType::Double),
+    ("FloatType", NativeType::Float),
+    ("Int32Type", NativeType::Int),
+    ("UTF8Type", NativeType::Text),
+    ("TimestampType", NativeType::Timestamp),
+    ("UUIDType", NativeType::Uuid),
+    ("IntegerType", NativeType::Varint),
+    ("TimeUUIDType", NativeType::Timeuuid),
+    ("InetAddressType", NativeType::Inet),
+    ("SimpleDateType", NativeType::Date),
+    ("TimeType", NativeType::Time),
+    ("ShortType", NativeType::SmallInt),
+    ("ByteType", NativeType::TinyInt),
+    ("DurationType", NativeType::Duration),
     // The legacy name of the timestamp type; printed as TimestampType.
-    ("DateType", ColumnType::Timestamp),
+    ("DateType", NativeType::Timestamp),
 ];
 
 /// Parses a custom class string into a column type, `depth` levels below the
@@ -48,11 +51,14 @@ const SIMPLE: &[(&str, ColumnType)] = &[
 /// classes (they stay [`ColumnType::Custom`]); fails only when nesting goes
 /// beyond [`MAX_TYPE_DEPTH`].
 pub fn parse(class: &str, depth: usize) -> Result<ColumnType, DecodeError> {
-    Ok(parse_at(class.trim(), depth)?.unwrap_or_else(|| ColumnType::Custom(class.to_owned())))
+    Ok(parse_at(class.trim(), depth, false)?
+        .unwrap_or_else(|| ColumnType::Custom(class.to_owned())))
 }
 
-/// `Ok(None)` when `class` is not something this module understands.
-fn parse_at(class: &str, depth: usize) -> Result<Option<ColumnType>, DecodeError> {
+/// `Ok(None)` when `class` is not something this module understands;
+/// `frozen`: inside a `FrozenType(..)`, whose frozenness extends to the
+/// collections and UDTs nested in it.
+fn parse_at(class: &str, depth: usize, frozen: bool) -> Result<Option<ColumnType>, DecodeError> {
     if depth > MAX_TYPE_DEPTH {
         return Err(DecodeError::TooDeep {
             limit: MAX_TYPE_DEPTH,
@@ -81,27 +87,40 @@ fn parse_at(class: &str, depth: usize) -> Result<Option<ColumnType>, DecodeError
         return Ok(SIMPLE
             .iter()
             .find(|(n, _)| *n == short)
-            .map(|(_, t)| t.clone()));
+            .map(|(_, t)| ColumnType::Native(*t)));
     };
     // Sub-types are parsed strictly: an unknown inner class stays Custom,
     // a malformed one makes the whole string Custom.
-    let sub = |s: &str| -> Result<Option<ColumnType>, DecodeError> {
+    let sub_in = |s: &str, frozen: bool| -> Result<Option<ColumnType>, DecodeError> {
         Ok(Some(
-            parse_at(s, depth + 1)?.unwrap_or_else(|| ColumnType::Custom(s.to_owned())),
+            parse_at(s, depth + 1, frozen)?.unwrap_or_else(|| ColumnType::Custom(s.to_owned())),
         ))
     };
+    let sub = |s: &str| sub_in(s, frozen);
     let one = |params: &[&str]| match params {
         [p] => sub(p),
         _ => Ok(None),
     };
-    let boxed = |t: Option<ColumnType>| t.map(Box::new);
+    let collection = |t: Option<ColumnType>, make: fn(Box<ColumnType>) -> CollectionType| {
+        t.map(|t| ColumnType::Collection {
+            frozen,
+            typ: make(Box::new(t)),
+        })
+    };
     Ok(match short {
-        "ReversedType" | "FrozenType" => one(&params)?,
-        "ListType" => boxed(one(&params)?).map(ColumnType::List),
-        "SetType" => boxed(one(&params)?).map(ColumnType::Set),
+        "ReversedType" => one(&params)?,
+        "FrozenType" => match params.as_slice() {
+            [p] => sub_in(p, true)?,
+            _ => None,
+        },
+        "ListType" => collection(one(&params)?, CollectionType::List),
+        "SetType" => collection(one(&params)?, CollectionType::Set),
         "MapType" => match params.as_slice() {
             [k, v] => match (sub(k)?, sub(v)?) {
-                (Some(k), Some(v)) => Some(ColumnType::Map(Box::new(k), Box::new(v))),
+                (Some(k), Some(v)) => Some(ColumnType::Collection {
+                    frozen,
+                    typ: CollectionType::Map(Box::new(k), Box::new(v)),
+                }),
                 _ => None,
             },
             _ => None,
@@ -117,16 +136,19 @@ fn parse_at(class: &str, depth: usize) -> Result<Option<ColumnType>, DecodeError
             Some(ColumnType::Tuple(elems))
         }
         "VectorType" => match params.as_slice() {
-            [e, n] => match (sub(e)?, n.trim().parse::<u32>()) {
+            [e, n] => match (sub(e)?, n.trim().parse::<u16>()) {
                 (Some(e), Ok(dimension)) => Some(ColumnType::Vector {
-                    element: Box::new(e),
-                    dimension,
+                    typ: Box::new(e),
+                    dimensions: dimension,
                 }),
                 _ => None,
             },
             _ => None,
         },
-        "UserType" => parse_udt(&params, &sub)?,
+        "UserType" => parse_udt(&params, &sub)?.map(|udt| ColumnType::UserDefinedType {
+            frozen,
+            definition: Arc::new(udt),
+        }),
         _ => None,
     })
 }
@@ -135,7 +157,7 @@ fn parse_at(class: &str, depth: usize) -> Result<Option<ColumnType>, DecodeError
 fn parse_udt(
     params: &[&str],
     sub: &dyn Fn(&str) -> Result<Option<ColumnType>, DecodeError>,
-) -> Result<Option<ColumnType>, DecodeError> {
+) -> Result<Option<UserDefinedType>, DecodeError> {
     let [keyspace, name, fields @ ..] = params else {
         return Ok(None);
     };
@@ -152,10 +174,10 @@ fn parse_udt(
         };
         out.push((fname, ftype));
     }
-    Ok(Some(ColumnType::Udt {
-        keyspace: keyspace.trim().to_owned(),
+    Ok(Some(UserDefinedType {
         name,
-        fields: out,
+        keyspace: keyspace.trim().to_owned(),
+        field_types: out,
     }))
 }
 
@@ -206,6 +228,18 @@ pub fn to_class_string(t: &ColumnType) -> String {
 }
 
 fn write_class(t: &ColumnType, out: &mut String) {
+    if t.is_frozen() {
+        out.push_str(PACKAGE);
+        out.push_str("FrozenType(");
+        write_unfrozen_class(t, out);
+        out.push(')');
+    } else {
+        write_unfrozen_class(t, out);
+    }
+}
+
+/// The class string of `t` without its own `FrozenType(..)` wrapper.
+fn write_unfrozen_class(t: &ColumnType, out: &mut String) {
     let param_list = |out: &mut String, name: &str, params: &[&ColumnType]| {
         out.push_str(PACKAGE);
         out.push_str(name);
@@ -220,11 +254,23 @@ fn write_class(t: &ColumnType, out: &mut String) {
     };
     match t {
         ColumnType::Custom(c) => out.push_str(c),
-        ColumnType::List(e) => param_list(out, "ListType", &[e]),
-        ColumnType::Set(e) => param_list(out, "SetType", &[e]),
-        ColumnType::Map(k, v) => param_list(out, "MapType", &[k, v]),
+        ColumnType::Collection {
+            typ: CollectionType::List(e),
+            ..
+        } => param_list(out, "ListType", &[e]),
+        ColumnType::Collection {
+            typ: CollectionType::Set(e),
+            ..
+        } => param_list(out, "SetType", &[e]),
+        ColumnType::Collection {
+            typ: CollectionType::Map(k, v),
+            ..
+        } => param_list(out, "MapType", &[k, v]),
         ColumnType::Tuple(elems) => param_list(out, "TupleType", &elems.iter().collect::<Vec<_>>()),
-        ColumnType::Vector { element, dimension } => {
+        ColumnType::Vector {
+            typ: element,
+            dimensions: dimension,
+        } => {
             out.push_str(PACKAGE);
             out.push_str("VectorType(");
             write_class(element, out);
@@ -232,11 +278,12 @@ fn write_class(t: &ColumnType, out: &mut String) {
             out.push_str(&dimension.to_string());
             out.push(')');
         }
-        ColumnType::Udt {
-            keyspace,
-            name,
-            fields,
-        } => {
+        ColumnType::UserDefinedType { definition, .. } => {
+            let UserDefinedType {
+                name,
+                keyspace,
+                field_types: fields,
+            } = &**definition;
             out.push_str(PACKAGE);
             out.push_str("UserType(");
             out.push_str(keyspace);
@@ -250,10 +297,10 @@ fn write_class(t: &ColumnType, out: &mut String) {
             }
             out.push(')');
         }
-        simple => {
-            // Every remaining variant is in SIMPLE (first match wins, so the
+        ColumnType::Native(native) => {
+            // Every native type is in SIMPLE (first match wins, so the
             // legacy DateType alias is never printed).
-            if let Some((n, _)) = SIMPLE.iter().find(|(_, st)| st == simple) {
+            if let Some((n, _)) = SIMPLE.iter().find(|(_, st)| st == native) {
                 out.push_str(PACKAGE);
                 out.push_str(n);
             }
@@ -273,26 +320,22 @@ mod tests {
     fn parses_known_classes() {
         assert_eq!(
             p("org.apache.cassandra.db.marshal.Int32Type"),
-            ColumnType::Int
+            ColumnType::Native(NativeType::Int)
         );
         assert_eq!(
             p("org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.FloatType, 3)"),
-            ColumnType::Vector { element: Box::new(ColumnType::Float), dimension: 3 }
+            ColumnType::Vector { typ: Box::new(ColumnType::Native(NativeType::Float)), dimensions: 3 }
         );
         assert_eq!(
             p("org.apache.cassandra.db.marshal.ReversedType(org.apache.cassandra.db.marshal.MapType(UTF8Type,org.apache.cassandra.db.marshal.FrozenType(ListType(LongType))))"),
-            ColumnType::Map(
-                Box::new(ColumnType::Text),
-                Box::new(ColumnType::List(Box::new(ColumnType::BigInt)))
+            ColumnType::map(
+                ColumnType::Native(NativeType::Text),
+                ColumnType::list(ColumnType::Native(NativeType::BigInt)).into_frozen()
             )
         );
         assert_eq!(
             p("org.apache.cassandra.db.marshal.UserType(ks,61646472,737472656574:org.apache.cassandra.db.marshal.UTF8Type,6e6f:Int32Type)"),
-            ColumnType::Udt {
-                keyspace: "ks".into(),
-                name: "addr".into(),
-                fields: vec![("street".into(), ColumnType::Text), ("no".into(), ColumnType::Int)],
-            }
+            ColumnType::udt("ks", "addr", vec![("street".into(), ColumnType::Native(NativeType::Text)), ("no".into(), ColumnType::Native(NativeType::Int))])
         );
     }
 
@@ -314,7 +357,7 @@ mod tests {
         }
         assert_eq!(
             p("ListType(com.example.Foo)"),
-            ColumnType::List(Box::new(ColumnType::Custom("com.example.Foo".into())))
+            ColumnType::list(ColumnType::Custom("com.example.Foo".into()))
         );
     }
 
@@ -327,13 +370,36 @@ mod tests {
     #[test]
     fn prints_vector_metadata() {
         let v = ColumnType::Vector {
-            element: Box::new(ColumnType::Float),
-            dimension: 3,
+            typ: Box::new(ColumnType::Native(NativeType::Float)),
+            dimensions: 3,
         };
         assert_eq!(
             to_class_string(&v),
             "org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.FloatType, 3)"
         );
         assert_eq!(p(&to_class_string(&v)), v);
+    }
+
+    #[test]
+    fn frozen_travels_as_frozen_type() {
+        let frozen_list = ColumnType::list(ColumnType::Native(NativeType::Int)).into_frozen();
+        let v = ColumnType::vector(frozen_list.clone(), 2);
+        let class = to_class_string(&v);
+        assert_eq!(
+            class,
+            "org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.FrozenType(\
+             org.apache.cassandra.db.marshal.ListType(org.apache.cassandra.db.marshal.Int32Type)), 2)"
+        );
+        assert_eq!(p(&class), v);
+        // Frozenness extends to what is nested in a frozen type.
+        assert_eq!(
+            p("FrozenType(ListType(SetType(Int32Type)))"),
+            ColumnType::list(ColumnType::set(ColumnType::Native(NativeType::Int)).into_frozen())
+                .into_frozen()
+        );
+        assert_eq!(
+            p("ListType(Int32Type)"),
+            ColumnType::list(ColumnType::Native(NativeType::Int))
+        );
     }
 }

@@ -363,11 +363,15 @@ impl From<TypeCheckError> for DeserializationError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::column_type::NativeType;
 
     #[test]
     fn messages_name_column_rust_type_and_cql_type() {
-        let e = SerializationError::of::<i32>(&ColumnType::Text, SerializationErrorKind::Mismatch)
-            .with_column("name");
+        let e = SerializationError::of::<i32>(
+            &ColumnType::Native(NativeType::Text),
+            SerializationErrorKind::Mismatch,
+        )
+        .with_column("name");
         let msg = e.to_string();
         assert!(msg.contains("`name`"), "{msg}");
         assert!(msg.contains("i32"), "{msg}");
@@ -376,9 +380,15 @@ mod tests {
 
     #[test]
     fn innermost_types_win() {
-        let e = TypeCheckError::of::<i32>(&ColumnType::Text, TypeCheckErrorKind::Mismatch)
-            .with_types::<Vec<i32>>(&ColumnType::List(Box::new(ColumnType::Text)));
+        let e = TypeCheckError::of::<i32>(
+            &ColumnType::Native(NativeType::Text),
+            TypeCheckErrorKind::Mismatch,
+        )
+        .with_types::<Vec<i32>>(&ColumnType::list(ColumnType::Native(NativeType::Text)));
         assert_eq!(e.context().rust_type, Some("i32"));
-        assert_eq!(e.context().cql_type, Some(ColumnType::Text));
+        assert_eq!(
+            e.context().cql_type,
+            Some(ColumnType::Native(NativeType::Text))
+        );
     }
 }

@@ -44,7 +44,9 @@ pub mod value;
 pub mod varint;
 pub mod vint;
 
-pub use column_type::{ColumnSpec, ColumnSpecs, ColumnType, TableSpec};
+pub use column_type::{
+    CollectionType, ColumnSpec, ColumnSpecs, ColumnType, NativeType, TableSpec, UserDefinedType,
+};
 pub use counter::Counter;
 pub use cql_syntax::CqlTypeParseError;
 pub use cql_time::{CqlDate, CqlTime, CqlTimestamp};

@@ -6,7 +6,9 @@
 
 use bytes::BufMut;
 
-use super::column_type::{ColumnType, MAX_TYPE_DEPTH};
+use std::sync::Arc;
+
+use super::column_type::{CollectionType, ColumnType, NativeType, UserDefinedType, MAX_TYPE_DEPTH};
 use super::custom_class;
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::wire::{self, WireReader};
@@ -55,37 +57,40 @@ impl ColumnType {
         }
         let code = r.read_short("type id")?;
         let sub = |r: &mut WireReader<'_>| Self::decode_at_depth(r, depth + 1).map(Box::new);
+        // The `[option]` encoding does not say whether a collection or a UDT
+        // is frozen: decoded types are never marked frozen.
+        let collection = |typ| ColumnType::Collection { frozen: false, typ };
         Ok(match code {
             id::CUSTOM => {
                 let class = r.read_string("custom type class")?;
                 custom_class::parse(class, depth)?
             }
-            id::ASCII => ColumnType::Ascii,
-            id::BIGINT => ColumnType::BigInt,
-            id::BLOB => ColumnType::Blob,
-            id::BOOLEAN => ColumnType::Boolean,
-            id::COUNTER => ColumnType::Counter,
-            id::DECIMAL => ColumnType::Decimal,
-            id::DOUBLE => ColumnType::Double,
-            id::FLOAT => ColumnType::Float,
-            id::INT => ColumnType::Int,
-            id::TIMESTAMP => ColumnType::Timestamp,
-            id::UUID => ColumnType::Uuid,
-            id::VARCHAR => ColumnType::Text,
-            id::VARINT => ColumnType::Varint,
-            id::TIMEUUID => ColumnType::Timeuuid,
-            id::INET => ColumnType::Inet,
-            id::DATE => ColumnType::Date,
-            id::TIME => ColumnType::Time,
-            id::SMALLINT => ColumnType::SmallInt,
-            id::TINYINT => ColumnType::TinyInt,
-            id::DURATION => ColumnType::Duration,
-            id::LIST => ColumnType::List(sub(r)?),
+            id::ASCII => ColumnType::Native(NativeType::Ascii),
+            id::BIGINT => ColumnType::Native(NativeType::BigInt),
+            id::BLOB => ColumnType::Native(NativeType::Blob),
+            id::BOOLEAN => ColumnType::Native(NativeType::Boolean),
+            id::COUNTER => ColumnType::Native(NativeType::Counter),
+            id::DECIMAL => ColumnType::Native(NativeType::Decimal),
+            id::DOUBLE => ColumnType::Native(NativeType::Double),
+            id::FLOAT => ColumnType::Native(NativeType::Float),
+            id::INT => ColumnType::Native(NativeType::Int),
+            id::TIMESTAMP => ColumnType::Native(NativeType::Timestamp),
+            id::UUID => ColumnType::Native(NativeType::Uuid),
+            id::VARCHAR => ColumnType::Native(NativeType::Text),
+            id::VARINT => ColumnType::Native(NativeType::Varint),
+            id::TIMEUUID => ColumnType::Native(NativeType::Timeuuid),
+            id::INET => ColumnType::Native(NativeType::Inet),
+            id::DATE => ColumnType::Native(NativeType::Date),
+            id::TIME => ColumnType::Native(NativeType::Time),
+            id::SMALLINT => ColumnType::Native(NativeType::SmallInt),
+            id::TINYINT => ColumnType::Native(NativeType::TinyInt),
+            id::DURATION => ColumnType::Native(NativeType::Duration),
+            id::LIST => collection(CollectionType::List(sub(r)?)),
             id::MAP => {
                 let k = sub(r)?;
-                ColumnType::Map(k, sub(r)?)
+                collection(CollectionType::Map(k, sub(r)?))
             }
-            id::SET => ColumnType::Set(sub(r)?),
+            id::SET => collection(CollectionType::Set(sub(r)?)),
             id::UDT => {
                 let keyspace = r.read_string("udt keyspace")?.to_owned();
                 let name = r.read_string("udt name")?.to_owned();
@@ -95,10 +100,13 @@ impl ColumnType {
                     let fname = r.read_string("udt field name")?.to_owned();
                     fields.push((fname, *sub(r)?));
                 }
-                ColumnType::Udt {
-                    keyspace,
-                    name,
-                    fields,
+                ColumnType::UserDefinedType {
+                    frozen: false,
+                    definition: Arc::new(UserDefinedType {
+                        name,
+                        keyspace,
+                        field_types: fields,
+                    }),
                 }
             }
             id::TUPLE => {
@@ -134,44 +142,54 @@ impl ColumnType {
                     "custom type class",
                 )?;
             }
-            ColumnType::Ascii => simple(buf, id::ASCII),
-            ColumnType::BigInt => simple(buf, id::BIGINT),
-            ColumnType::Blob => simple(buf, id::BLOB),
-            ColumnType::Boolean => simple(buf, id::BOOLEAN),
-            ColumnType::Counter => simple(buf, id::COUNTER),
-            ColumnType::Decimal => simple(buf, id::DECIMAL),
-            ColumnType::Double => simple(buf, id::DOUBLE),
-            ColumnType::Float => simple(buf, id::FLOAT),
-            ColumnType::Int => simple(buf, id::INT),
-            ColumnType::Text => simple(buf, id::VARCHAR),
-            ColumnType::Timestamp => simple(buf, id::TIMESTAMP),
-            ColumnType::Uuid => simple(buf, id::UUID),
-            ColumnType::Varint => simple(buf, id::VARINT),
-            ColumnType::Timeuuid => simple(buf, id::TIMEUUID),
-            ColumnType::Inet => simple(buf, id::INET),
-            ColumnType::Date => simple(buf, id::DATE),
-            ColumnType::Time => simple(buf, id::TIME),
-            ColumnType::SmallInt => simple(buf, id::SMALLINT),
-            ColumnType::TinyInt => simple(buf, id::TINYINT),
-            ColumnType::Duration => simple(buf, id::DURATION),
-            ColumnType::List(t) => {
+            ColumnType::Native(NativeType::Ascii) => simple(buf, id::ASCII),
+            ColumnType::Native(NativeType::BigInt) => simple(buf, id::BIGINT),
+            ColumnType::Native(NativeType::Blob) => simple(buf, id::BLOB),
+            ColumnType::Native(NativeType::Boolean) => simple(buf, id::BOOLEAN),
+            ColumnType::Native(NativeType::Counter) => simple(buf, id::COUNTER),
+            ColumnType::Native(NativeType::Decimal) => simple(buf, id::DECIMAL),
+            ColumnType::Native(NativeType::Double) => simple(buf, id::DOUBLE),
+            ColumnType::Native(NativeType::Float) => simple(buf, id::FLOAT),
+            ColumnType::Native(NativeType::Int) => simple(buf, id::INT),
+            ColumnType::Native(NativeType::Text) => simple(buf, id::VARCHAR),
+            ColumnType::Native(NativeType::Timestamp) => simple(buf, id::TIMESTAMP),
+            ColumnType::Native(NativeType::Uuid) => simple(buf, id::UUID),
+            ColumnType::Native(NativeType::Varint) => simple(buf, id::VARINT),
+            ColumnType::Native(NativeType::Timeuuid) => simple(buf, id::TIMEUUID),
+            ColumnType::Native(NativeType::Inet) => simple(buf, id::INET),
+            ColumnType::Native(NativeType::Date) => simple(buf, id::DATE),
+            ColumnType::Native(NativeType::Time) => simple(buf, id::TIME),
+            ColumnType::Native(NativeType::SmallInt) => simple(buf, id::SMALLINT),
+            ColumnType::Native(NativeType::TinyInt) => simple(buf, id::TINYINT),
+            ColumnType::Native(NativeType::Duration) => simple(buf, id::DURATION),
+            ColumnType::Collection {
+                typ: CollectionType::List(t),
+                ..
+            } => {
                 simple(buf, id::LIST);
                 t.encode(buf)?;
             }
-            ColumnType::Set(t) => {
+            ColumnType::Collection {
+                typ: CollectionType::Set(t),
+                ..
+            } => {
                 simple(buf, id::SET);
                 t.encode(buf)?;
             }
-            ColumnType::Map(k, v) => {
+            ColumnType::Collection {
+                typ: CollectionType::Map(k, v),
+                ..
+            } => {
                 simple(buf, id::MAP);
                 k.encode(buf)?;
                 v.encode(buf)?;
             }
-            ColumnType::Udt {
-                keyspace,
-                name,
-                fields,
-            } => {
+            ColumnType::UserDefinedType { definition, .. } => {
+                let UserDefinedType {
+                    name,
+                    keyspace,
+                    field_types: fields,
+                } = &**definition;
                 simple(buf, id::UDT);
                 wire::put_string(buf, keyspace, "udt keyspace")?;
                 wire::put_string(buf, name, "udt name")?;

@@ -1,23 +1,25 @@
 //! Proptest strategies shared by the type tests: random column types (small
-//! depth) and random `CqlValue`s of a given type, plus a comparison that
+//! depth; as result metadata carries them, never frozen, or as CQL text
+//! carries them, with `frozen` flags) and random `CqlValue`s of a given type, plus a comparison that
 //! treats floats bitwise (so NaN payloads and -0.0 must survive a round trip).
 
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use scylla_driver_cql::types::serialize::vector::element_fixed_len;
 use scylla_driver_cql::types::{
-    ColumnType, Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue,
-    CqlVarint,
+    CollectionType, ColumnType, Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp,
+    CqlValue, CqlVarint, NativeType, UserDefinedType,
 };
 use uuid::Uuid;
 
 /// Types without parameters (no custom types).
 pub(crate) fn leaf_type() -> impl Strategy<Value = ColumnType> {
-    use ColumnType::*;
-    prop_oneof![
+    use NativeType::*;
+    let native = prop_oneof![
         Just(Ascii),
         Just(BigInt),
         Just(Blob),
@@ -38,7 +40,8 @@ pub(crate) fn leaf_type() -> impl Strategy<Value = ColumnType> {
         Just(SmallInt),
         Just(TinyInt),
         Just(Duration),
-    ]
+    ];
+    native.prop_map(ColumnType::Native)
 }
 
 /// Any type, nested up to a small depth.
@@ -46,32 +49,81 @@ pub(crate) fn any_type() -> BoxedStrategy<ColumnType> {
     leaf_type()
         .prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
-                inner.clone().prop_map(|t| ColumnType::List(Box::new(t))),
-                inner.clone().prop_map(|t| ColumnType::Set(Box::new(t))),
-                (inner.clone(), inner.clone())
-                    .prop_map(|(k, v)| ColumnType::Map(Box::new(k), Box::new(v))),
+                inner.clone().prop_map(|t| ColumnType::list(t)),
+                inner.clone().prop_map(|t| ColumnType::set(t)),
+                (inner.clone(), inner.clone()).prop_map(|(k, v)| ColumnType::map(k, v)),
                 prop::collection::vec(inner.clone(), 1..4).prop_map(ColumnType::Tuple),
                 (
                     "[a-z]{1,6}",
                     "[a-z_]{1,6}",
                     prop::collection::vec(inner.clone(), 1..4)
                 )
-                    .prop_map(|(keyspace, name, types)| ColumnType::Udt {
+                    .prop_map(|(keyspace, name, types)| ColumnType::udt(
                         keyspace,
                         name,
-                        fields: types
+                        types
                             .into_iter()
                             .enumerate()
                             .map(|(i, t)| (format!("f{i}"), t))
                             .collect(),
-                    }),
-                (inner, 1..5u32).prop_map(|(e, dimension)| ColumnType::Vector {
-                    element: Box::new(e),
-                    dimension,
-                }),
+                    )),
+                (inner, 1..5u16).prop_map(|(e, dimensions)| ColumnType::vector(e, dimensions)),
             ]
         })
         .boxed()
+}
+
+/// Any type as CQL text (and a class string) says it: the collections and
+/// UDTs nested in another type frozen, as CQL requires, and the type itself
+/// frozen or not.
+pub(crate) fn any_text_type() -> BoxedStrategy<ColumnType> {
+    (any_type(), any::<bool>())
+        .prop_map(|(t, frozen)| {
+            let t = freeze_nested(t);
+            if frozen {
+                t.into_frozen()
+            } else {
+                t
+            }
+        })
+        .boxed()
+}
+
+/// `t` with every collection and UDT nested in it frozen (`t` itself keeps
+/// its flag).
+pub(crate) fn freeze_nested(t: ColumnType) -> ColumnType {
+    let inner = |t: Box<ColumnType>| Box::new(freeze_nested(*t).into_frozen());
+    match t {
+        ColumnType::Collection { frozen, typ } => ColumnType::Collection {
+            frozen,
+            typ: match typ {
+                CollectionType::List(e) => CollectionType::List(inner(e)),
+                CollectionType::Set(e) => CollectionType::Set(inner(e)),
+                CollectionType::Map(k, v) => CollectionType::Map(inner(k), inner(v)),
+                other => other,
+            },
+        },
+        ColumnType::UserDefinedType { frozen, definition } => {
+            let mut udt = UserDefinedType::clone(&definition);
+            for (_, ft) in &mut udt.field_types {
+                *ft = freeze_nested(ft.clone()).into_frozen();
+            }
+            ColumnType::UserDefinedType {
+                frozen,
+                definition: Arc::new(udt),
+            }
+        }
+        ColumnType::Tuple(es) => ColumnType::Tuple(
+            es.into_iter()
+                .map(|e| freeze_nested(e).into_frozen())
+                .collect(),
+        ),
+        ColumnType::Vector { typ, dimensions } => ColumnType::Vector {
+            typ: inner(typ),
+            dimensions,
+        },
+        other => other,
+    }
 }
 
 fn duration() -> impl Strategy<Value = CqlDuration> {
@@ -108,7 +160,10 @@ fn inet() -> impl Strategy<Value = IpAddr> {
 fn has_empty(t: &ColumnType) -> bool {
     !matches!(
         t,
-        ColumnType::Text | ColumnType::Ascii | ColumnType::Blob | ColumnType::Custom(_)
+        ColumnType::Native(NativeType::Text)
+            | ColumnType::Native(NativeType::Ascii)
+            | ColumnType::Native(NativeType::Blob)
+            | ColumnType::Custom(_)
     )
 }
 
@@ -125,66 +180,76 @@ pub(crate) fn value_for(t: &ColumnType, allow_empty: bool) -> BoxedStrategy<CqlV
 fn regular_value(t: &ColumnType) -> BoxedStrategy<CqlValue> {
     use CqlValue as V;
     match t {
-        ColumnType::Ascii => "[ -~]{0,10}".prop_map(V::Ascii).boxed(),
-        ColumnType::Text => "\\PC{0,10}".prop_map(V::Text).boxed(),
-        ColumnType::Blob | ColumnType::Custom(_) => prop::collection::vec(any::<u8>(), 0..10)
-            .prop_map(V::Blob)
-            .boxed(),
-        ColumnType::BigInt => any::<i64>().prop_map(V::BigInt).boxed(),
-        ColumnType::Boolean => any::<bool>().prop_map(V::Boolean).boxed(),
-        ColumnType::Counter => any::<i64>().prop_map(|c| V::Counter(Counter(c))).boxed(),
-        ColumnType::Decimal => (varint(), any::<i32>())
-            .prop_map(|(unscaled, scale)| V::Decimal(CqlDecimal { unscaled, scale }))
-            .boxed(),
-        ColumnType::Double => any::<u64>()
-            .prop_map(|b| V::Double(f64::from_bits(b)))
-            .boxed(),
-        ColumnType::Float => any::<u32>()
-            .prop_map(|b| V::Float(f32::from_bits(b)))
-            .boxed(),
-        ColumnType::Int => any::<i32>().prop_map(V::Int).boxed(),
-        ColumnType::Timestamp => any::<i64>()
-            .prop_map(|t| V::Timestamp(CqlTimestamp(t)))
-            .boxed(),
-        ColumnType::Uuid => any::<u128>()
-            .prop_map(|u| V::Uuid(Uuid::from_u128(u)))
-            .boxed(),
-        ColumnType::Timeuuid => any::<u128>()
-            .prop_map(|u| V::Timeuuid(Uuid::from_u128(u).into()))
-            .boxed(),
-        ColumnType::Varint => varint().prop_map(V::Varint).boxed(),
-        ColumnType::Inet => inet().prop_map(V::Inet).boxed(),
-        ColumnType::Date => any::<u32>().prop_map(|d| V::Date(CqlDate(d))).boxed(),
-        ColumnType::Time => (0..CqlTime::NANOS_PER_DAY)
-            .prop_map(|t| V::Time(CqlTime(t)))
-            .boxed(),
-        ColumnType::SmallInt => any::<i16>().prop_map(V::SmallInt).boxed(),
-        ColumnType::TinyInt => any::<i8>().prop_map(V::TinyInt).boxed(),
-        ColumnType::Duration => duration().prop_map(V::Duration).boxed(),
-        ColumnType::List(e) => prop::collection::vec(value_for(e, true), 0..4)
-            .prop_map(V::List)
-            .boxed(),
-        ColumnType::Set(e) => prop::collection::vec(value_for(e, true), 0..4)
-            .prop_map(V::Set)
-            .boxed(),
-        ColumnType::Map(k, v) => {
-            prop::collection::vec((value_for(k, true), value_for(v, true)), 0..4)
-                .prop_map(V::Map)
+        ColumnType::Native(NativeType::Ascii) => "[ -~]{0,10}".prop_map(V::Ascii).boxed(),
+        ColumnType::Native(NativeType::Text) => "\\PC{0,10}".prop_map(V::Text).boxed(),
+        ColumnType::Native(NativeType::Blob) | ColumnType::Custom(_) => {
+            prop::collection::vec(any::<u8>(), 0..10)
+                .prop_map(V::Blob)
                 .boxed()
         }
+        ColumnType::Native(NativeType::BigInt) => any::<i64>().prop_map(V::BigInt).boxed(),
+        ColumnType::Native(NativeType::Boolean) => any::<bool>().prop_map(V::Boolean).boxed(),
+        ColumnType::Native(NativeType::Counter) => {
+            any::<i64>().prop_map(|c| V::Counter(Counter(c))).boxed()
+        }
+        ColumnType::Native(NativeType::Decimal) => (varint(), any::<i32>())
+            .prop_map(|(unscaled, scale)| V::Decimal(CqlDecimal { unscaled, scale }))
+            .boxed(),
+        ColumnType::Native(NativeType::Double) => any::<u64>()
+            .prop_map(|b| V::Double(f64::from_bits(b)))
+            .boxed(),
+        ColumnType::Native(NativeType::Float) => any::<u32>()
+            .prop_map(|b| V::Float(f32::from_bits(b)))
+            .boxed(),
+        ColumnType::Native(NativeType::Int) => any::<i32>().prop_map(V::Int).boxed(),
+        ColumnType::Native(NativeType::Timestamp) => any::<i64>()
+            .prop_map(|t| V::Timestamp(CqlTimestamp(t)))
+            .boxed(),
+        ColumnType::Native(NativeType::Uuid) => any::<u128>()
+            .prop_map(|u| V::Uuid(Uuid::from_u128(u)))
+            .boxed(),
+        ColumnType::Native(NativeType::Timeuuid) => any::<u128>()
+            .prop_map(|u| V::Timeuuid(Uuid::from_u128(u).into()))
+            .boxed(),
+        ColumnType::Native(NativeType::Varint) => varint().prop_map(V::Varint).boxed(),
+        ColumnType::Native(NativeType::Inet) => inet().prop_map(V::Inet).boxed(),
+        ColumnType::Native(NativeType::Date) => {
+            any::<u32>().prop_map(|d| V::Date(CqlDate(d))).boxed()
+        }
+        ColumnType::Native(NativeType::Time) => (0..CqlTime::NANOS_PER_DAY)
+            .prop_map(|t| V::Time(CqlTime(t)))
+            .boxed(),
+        ColumnType::Native(NativeType::SmallInt) => any::<i16>().prop_map(V::SmallInt).boxed(),
+        ColumnType::Native(NativeType::TinyInt) => any::<i8>().prop_map(V::TinyInt).boxed(),
+        ColumnType::Native(NativeType::Duration) => duration().prop_map(V::Duration).boxed(),
+        ColumnType::Collection {
+            typ: CollectionType::List(e),
+            ..
+        } => prop::collection::vec(value_for(e, true), 0..4)
+            .prop_map(V::List)
+            .boxed(),
+        ColumnType::Collection {
+            typ: CollectionType::Set(e),
+            ..
+        } => prop::collection::vec(value_for(e, true), 0..4)
+            .prop_map(V::Set)
+            .boxed(),
+        ColumnType::Collection {
+            typ: CollectionType::Map(k, v),
+            ..
+        } => prop::collection::vec((value_for(k, true), value_for(v, true)), 0..4)
+            .prop_map(V::Map)
+            .boxed(),
         ColumnType::Tuple(types) => types
             .iter()
             .map(|t| prop::option::of(value_for(t, true)))
             .collect::<Vec<_>>()
             .prop_map(V::Tuple)
             .boxed(),
-        ColumnType::Udt {
-            keyspace,
-            name,
-            fields,
-        } => {
-            let (keyspace, name) = (keyspace.clone(), name.clone());
-            fields
+        ColumnType::UserDefinedType { definition, .. } => {
+            let (keyspace, name) = (definition.keyspace.clone(), definition.name.clone());
+            definition
+                .field_types
                 .iter()
                 .map(|(n, t)| (Just(n.clone()), prop::option::of(value_for(t, true))))
                 .collect::<Vec<_>>()
@@ -195,7 +260,10 @@ fn regular_value(t: &ColumnType) -> BoxedStrategy<CqlValue> {
                 })
                 .boxed()
         }
-        ColumnType::Vector { element, dimension } => {
+        ColumnType::Vector {
+            typ: element,
+            dimensions: dimension,
+        } => {
             // An empty element of a fixed-length type cannot be encoded.
             let empty_ok = element_fixed_len(element).is_none();
             prop::collection::vec(value_for(element, empty_ok), *dimension as usize)

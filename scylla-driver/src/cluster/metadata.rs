@@ -15,11 +15,13 @@
 //! narrows it to some keyspaces.
 //!
 //! Also the column type ([`ColumnType`], as hand-written
-//! `DeserializeValue` implementations name it).
+//! `DeserializeValue` implementations name it) and its parts
+//! ([`NativeType`], [`CollectionType`], [`UserDefinedType`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-pub use crate::frame::response::result::ColumnType;
+pub use crate::frame::response::result::{CollectionType, ColumnType, NativeType, UserDefinedType};
 
 /// A keyspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,19 +41,8 @@ pub struct Keyspace {
     /// by views named `<index>_index`, are among them).
     pub views: HashMap<String, MaterializedView>,
     /// Its user-defined types, by name (fields in declaration order).
-    pub user_defined_types: HashMap<String, UserDefinedTypeDef>,
-}
-
-/// A user-defined type of a keyspace: its fields, in declaration order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct UserDefinedTypeDef {
-    /// The type's name.
-    pub name: String,
-    /// Its keyspace.
-    pub keyspace: String,
-    /// Its fields and their types.
-    pub field_types: Vec<(String, ColumnType<'static>)>,
+    /// (shared with the column types that use them).
+    pub user_defined_types: HashMap<String, Arc<UserDefinedType<'static>>>,
 }
 
 /// A table (or the table of a materialized view).

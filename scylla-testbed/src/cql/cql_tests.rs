@@ -9,7 +9,7 @@ use scylla_cql::frame::response::result::{ResultMetadata, Rows};
 use scylla_cql::frame::wire::RawValue;
 use scylla_cql::token::Token;
 use scylla_cql::types::deserialize::DeserializeValue;
-use scylla_cql::types::{ColumnType, CqlValue, SerializedValues};
+use scylla_cql::types::{CollectionType, ColumnType, CqlValue, NativeType, SerializedValues};
 
 use super::*;
 use crate::handler::{ConnCtx, PortKind, SessionState};
@@ -126,14 +126,14 @@ fn text(s: &str) -> Option<CqlValue> {
 }
 
 fn address_type() -> ColumnType {
-    ColumnType::Udt {
-        keyspace: "ks".into(),
-        name: "address".into(),
-        fields: vec![
-            ("street".into(), ColumnType::Text),
-            ("city".into(), ColumnType::Text),
+    ColumnType::udt(
+        "ks",
+        "address",
+        vec![
+            ("street".into(), ColumnType::Native(NativeType::Text)),
+            ("city".into(), ColumnType::Native(NativeType::Text)),
         ],
-    }
+    )
 }
 
 fn address(street: &str, city: Option<&str>) -> CqlValue {
@@ -172,7 +172,7 @@ fn udt_columns_store_and_return_values_with_their_type() {
     );
     let values = bound(&[
         (address("2 High St", None), address_type()),
-        (CqlValue::Int(2), ColumnType::Int),
+        (CqlValue::Int(2), ColumnType::Native(NativeType::Int)),
     ]);
     db.run("UPDATE users SET work = ? WHERE id = ?", &values)
         .unwrap();
@@ -182,9 +182,11 @@ fn udt_columns_store_and_return_values_with_their_type() {
         &SerializedValues::default(),
     );
     let types = column_types(rows.metadata());
-    assert_eq!(types[1], address_type());
+    // The test cluster's own metadata keeps what the schema says (the
+    // `[option]` encoding on the wire drops it).
+    assert_eq!(types[1], address_type().into_frozen());
     assert_eq!(types[2], address_type());
-    assert_eq!(types[3], ColumnType::List(Box::new(address_type())));
+    assert_eq!(types[3], ColumnType::list(address_type().into_frozen()));
     let mut got = decode(&rows);
     got.sort_by_key(|r| format!("{:?}", r[0]));
     assert_eq!(
@@ -237,14 +239,17 @@ fn udt_prepared_metadata_and_schema_rows() {
     let ResultBody::Prepared(p) = prepared else {
         panic!("{prepared:?}")
     };
-    let ColumnType::Udt { name, fields, .. } = &p.metadata.col_specs[1].typ else {
+    let ColumnType::UserDefinedType { definition, .. } = &p.metadata.col_specs[1].typ else {
         panic!("{:?}", p.metadata.col_specs[1])
     };
-    assert_eq!(name, "shape");
+    let fields = &definition.field_types;
+    assert_eq!(definition.name, "shape");
     assert_eq!(fields[1].0, "corners");
-    assert!(
-        matches!(&fields[1].1, ColumnType::List(e) if matches!(**e, ColumnType::Udt { ref name, .. } if name == "point"))
-    );
+    assert!(matches!(
+        &fields[1].1,
+        ColumnType::Collection { typ: CollectionType::List(e), .. }
+            if matches!(&**e, ColumnType::UserDefinedType { definition, .. } if definition.name == "point")
+    ));
 
     let types = db.rows(
         "SELECT type_name, field_names, field_types FROM system_schema.types WHERE keyspace_name = 'ks'",
@@ -318,7 +323,10 @@ fn vector_db(similarity: &str) -> Db {
 
 fn ann_ids(db: &Db, query: &[f32], k: i32) -> Vec<i32> {
     let t = ColumnType::from_cql("vector<float, 3>").unwrap();
-    let values = bound(&[(vector(query), t), (CqlValue::Int(k), ColumnType::Int)]);
+    let values = bound(&[
+        (vector(query), t),
+        (CqlValue::Int(k), ColumnType::Native(NativeType::Int)),
+    ]);
     let rows = db.rows(
         "SELECT id, v FROM items ORDER BY v ANN OF ? LIMIT ?",
         &values,

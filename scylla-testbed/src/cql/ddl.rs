@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use scylla_cql::frame::response::result::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 use scylla_cql::frame::response::ResultBody;
-use scylla_cql::types::ColumnType;
+use scylla_cql::types::{ColumnType, NativeType};
 
 use super::ast::{ColumnDef, QualifiedName, Statement, TabletsOption};
 use super::dml::keyspace_of;
@@ -143,7 +143,7 @@ fn build_table(
             if columns.iter().any(|c: &Column| &c.name == n) {
                 return invalid(format!("{n} is referenced twice in PRIMARY KEY"));
             }
-            if matches!(t.typ, ColumnType::Udt { .. }) && !t.frozen {
+            if matches!(t.typ, ColumnType::UserDefinedType { .. }) && !t.frozen {
                 return invalid(format!(
                     "Invalid non-frozen user-defined type \"{}\" for PRIMARY KEY column '{n}'",
                     types::schema_text(&t.typ, false)
@@ -447,7 +447,7 @@ fn create_type(
             return invalid(format!("Duplicate field name {f} in type {}", name.name));
         }
         let (t, _) = types::resolve(text, &ks, Some(k))?;
-        if matches!(t, ColumnType::Counter) {
+        if matches!(t, ColumnType::Native(NativeType::Counter)) {
             return invalid("A user type cannot contain counters");
         }
         typed.push((f.clone(), t));

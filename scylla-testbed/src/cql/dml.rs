@@ -7,7 +7,7 @@ use bytes::Bytes;
 use scylla_cql::frame::response::result::{ResultMetadata, Rows};
 use scylla_cql::frame::response::ResultBody;
 use scylla_cql::token::{murmur3_token, Token};
-use scylla_cql::types::{ColumnSpec, ColumnType, SerializedValues};
+use scylla_cql::types::{ColumnSpec, ColumnType, NativeType, SerializedValues};
 
 use super::ast::{Op, QualifiedName, Relation, Select, Statement};
 use super::error::{invalid, CqlError};
@@ -235,7 +235,7 @@ fn applied(ok: bool, ks: &str, table: &str) -> Result<ResultBody, CqlError> {
         keyspace: ks.to_owned(),
         table: table.to_owned(),
         name: "[applied]".to_owned(),
-        typ: ColumnType::Boolean,
+        typ: ColumnType::Native(NativeType::Boolean),
     };
     let rows = Rows::build(
         ResultMetadata::with_columns(vec![spec]),

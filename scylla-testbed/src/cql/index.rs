@@ -10,7 +10,7 @@
 //! euclidean `1 / (1 + d^2)`. Errors (no index, no LIMIT, a LIMIT above
 //! 1000) carry Cassandra 5's messages.
 
-use scylla_cql::types::ColumnType;
+use scylla_cql::types::{ColumnType, NativeType};
 
 use super::error::{invalid, CqlError};
 use super::store::{Index, Similarity, Table};
@@ -125,9 +125,10 @@ pub(crate) fn check_prepared(t: &Table, column: &str, has_limit: bool) -> Result
 /// The dimension of a `vector<float, n>` type (an error for other types).
 pub(crate) fn float_dimension(typ: &ColumnType) -> Result<usize, CqlError> {
     match typ {
-        ColumnType::Vector { element, dimension } if **element == ColumnType::Float => {
-            Ok(*dimension as usize)
-        }
+        ColumnType::Vector {
+            typ: element,
+            dimensions: dimension,
+        } if **element == ColumnType::Native(NativeType::Float) => Ok(*dimension as usize),
         _ => invalid("ANN ordering is only supported on float vector indexes"),
     }
 }

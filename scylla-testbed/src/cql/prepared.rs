@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use scylla_cql::frame::wire::RawValue;
-use scylla_cql::types::{ColumnSpec, ColumnType, SerializedValues};
+use scylla_cql::types::{ColumnSpec, ColumnType, NativeType, SerializedValues};
 
 use super::ast::{Relation, Selection, SelectorKind, Statement, Term};
 use super::error::{invalid, CqlError};
@@ -124,8 +124,8 @@ pub(crate) fn slot_type(
             Some(t) => Ok(t),
             None => invalid(format!("Undefined column name {c}")),
         },
-        Target::Limit => Ok(ColumnType::Int),
-        Target::Token => Ok(ColumnType::BigInt),
+        Target::Limit => Ok(ColumnType::Native(NativeType::Int)),
+        Target::Token => Ok(ColumnType::Native(NativeType::BigInt)),
     }
 }
 
@@ -247,7 +247,7 @@ pub(crate) fn selected_specs(
             .iter()
             .map(|(n, t)| spec(n.clone(), t.clone()))
             .collect(),
-        Selection::Count => vec![spec("count".into(), ColumnType::BigInt)],
+        Selection::Count => vec![spec("count".into(), ColumnType::Native(NativeType::BigInt))],
         Selection::Columns(v) => {
             let mut out = Vec::with_capacity(v.len());
             for s in v {
@@ -258,13 +258,13 @@ pub(crate) fn selected_specs(
                     },
                     SelectorKind::Token(cols) => (
                         format!("system.token({})", cols.join(", ")),
-                        ColumnType::BigInt,
+                        ColumnType::Native(NativeType::BigInt),
                     ),
                     SelectorKind::Meta(f, c) => {
                         let t = if *f == "ttl" {
-                            ColumnType::Int
+                            ColumnType::Native(NativeType::Int)
                         } else {
-                            ColumnType::BigInt
+                            ColumnType::Native(NativeType::BigInt)
                         };
                         (format!("{f}({c})"), t)
                     }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use scylla_cql::token::Token;
-use scylla_cql::types::ColumnType;
+use scylla_cql::types::{ColumnType, NativeType};
 use uuid::Uuid;
 
 use super::ids::random_uuid;
@@ -367,13 +367,13 @@ fn orderable(typ: &ColumnType, v: &[u8]) -> Vec<u8> {
     let mut o = v.to_vec();
     let signed = matches!(
         typ,
-        ColumnType::Int
-            | ColumnType::BigInt
-            | ColumnType::SmallInt
-            | ColumnType::TinyInt
-            | ColumnType::Timestamp
-            | ColumnType::Counter
-            | ColumnType::Time
+        ColumnType::Native(NativeType::Int)
+            | ColumnType::Native(NativeType::BigInt)
+            | ColumnType::Native(NativeType::SmallInt)
+            | ColumnType::Native(NativeType::TinyInt)
+            | ColumnType::Native(NativeType::Timestamp)
+            | ColumnType::Native(NativeType::Counter)
+            | ColumnType::Native(NativeType::Time)
     );
     if signed {
         if let Some(first) = o.first_mut() {
@@ -412,7 +412,7 @@ mod tests {
 
     #[test]
     fn keys_sort_like_their_parts() {
-        let int = ColumnType::Int;
+        let int = ColumnType::Native(NativeType::Int);
         let k = |t: i64, pk: &[u8], c: i32| row_key(Token(t), pk, &[(&int, &c.to_be_bytes())]);
         assert!(k(-5, b"a", 0) < k(3, b"a", 0));
         assert!(k(1, b"a", -1) < k(1, b"a", 1));
@@ -434,7 +434,7 @@ mod tests {
             ),
             truncate_first in proptest::prelude::any::<bool>(),
         ) {
-            let int = ColumnType::Int;
+            let int = ColumnType::Native(NativeType::Int);
             let striped = RowMap::default();
             let mut plain: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
             if truncate_first {

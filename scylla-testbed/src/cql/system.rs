@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use scylla_cql::types::{ColumnType, CqlValue};
+use scylla_cql::types::{ColumnType, CqlValue, NativeType};
 
 use super::error::{invalid, CqlError};
 use super::select::View;
@@ -39,7 +39,7 @@ pub(crate) fn is_system(ks: &str) -> bool {
 
 fn t(s: &str) -> ColumnType {
     // The type strings below are fixed and valid; fall back to blob if not.
-    ColumnType::from_cql(s).unwrap_or(ColumnType::Blob)
+    ColumnType::from_cql(s).unwrap_or(ColumnType::Native(NativeType::Blob))
 }
 
 fn cell(v: CqlValue, typ: &ColumnType) -> Option<Bytes> {
@@ -352,7 +352,7 @@ fn schema_types(schema: &Schema) -> View {
                 .fields
                 .iter()
                 .map(|(_, ty)| {
-                    let frozen = matches!(ty, ColumnType::Udt { .. });
+                    let frozen = matches!(ty, ColumnType::UserDefinedType { .. });
                     text(&super::types::schema_text(ty, frozen))
                 })
                 .collect();

@@ -2,7 +2,7 @@
 //! column or field declares, and the type text `system_schema` shows.
 //!
 //! A UDT is resolved when a table (or another type) is created: the
-//! column's [`ColumnType::Udt`] carries the keyspace, name and fields, which
+//! column's [`ColumnType::UserDefinedType`] carries the keyspace, name and fields, which
 //! is what result and prepared metadata send. As on Cassandra, a type can
 //! only be used in the keyspace it is defined in.
 //!
@@ -11,7 +11,7 @@
 //! and says so); a non-frozen UDT column is written and read whole (there is
 //! no `SET col.field = ...`), and there is no ALTER TYPE.
 
-use scylla_cql::types::ColumnType;
+use scylla_cql::types::{CollectionType, ColumnType};
 
 use super::error::{invalid, CqlError};
 use super::store::Keyspace;
@@ -35,11 +35,7 @@ pub(crate) fn resolve(
             return None;
         }
         let t = keyspace?.types.get(bare)?;
-        Some(ColumnType::Udt {
-            keyspace: ks.to_owned(),
-            name: t.name.clone(),
-            fields: t.fields.clone(),
-        })
+        Some(ColumnType::udt(ks, t.name.clone(), t.fields.clone()))
     });
     match (resolved, foreign.into_inner()) {
         (Ok(t), _) => Ok((t, text.trim_start().starts_with("frozen<"))),
@@ -54,15 +50,23 @@ pub(crate) fn resolve(
 /// Whether `typ` is or contains the UDT `ks.name`.
 pub(crate) fn uses_udt(typ: &ColumnType, ks: &str, name: &str) -> bool {
     match typ {
-        ColumnType::Udt {
-            keyspace,
-            name: n,
-            fields,
-        } => (keyspace == ks && n == name) || fields.iter().any(|(_, t)| uses_udt(t, ks, name)),
-        ColumnType::List(e) | ColumnType::Set(e) => uses_udt(e, ks, name),
-        ColumnType::Map(k, v) => uses_udt(k, ks, name) || uses_udt(v, ks, name),
+        ColumnType::UserDefinedType { definition, .. } => {
+            (definition.keyspace == ks && definition.name == name)
+                || definition
+                    .field_types
+                    .iter()
+                    .any(|(_, t)| uses_udt(t, ks, name))
+        }
+        ColumnType::Collection {
+            typ: CollectionType::List(e) | CollectionType::Set(e),
+            ..
+        } => uses_udt(e, ks, name),
+        ColumnType::Collection {
+            typ: CollectionType::Map(k, v),
+            ..
+        } => uses_udt(k, ks, name) || uses_udt(v, ks, name),
         ColumnType::Tuple(es) => es.iter().any(|t| uses_udt(t, ks, name)),
-        ColumnType::Vector { element, .. } => uses_udt(element, ks, name),
+        ColumnType::Vector { typ: element, .. } => uses_udt(element, ks, name),
         _ => false,
     }
 }
@@ -82,7 +86,7 @@ pub(crate) fn schema_text(typ: &ColumnType, frozen: bool) -> String {
 fn is_multi_cell_capable(typ: &ColumnType) -> bool {
     matches!(
         typ,
-        ColumnType::List(_) | ColumnType::Set(_) | ColumnType::Map(..) | ColumnType::Udt { .. }
+        ColumnType::Collection { .. } | ColumnType::UserDefinedType { .. }
     )
 }
 
@@ -92,15 +96,27 @@ fn nested(typ: &ColumnType) -> String {
 
 fn text(typ: &ColumnType) -> String {
     match typ {
-        ColumnType::Udt { name, .. } => name.clone(),
-        ColumnType::List(e) => format!("list<{}>", nested(e)),
-        ColumnType::Set(e) => format!("set<{}>", nested(e)),
-        ColumnType::Map(k, v) => format!("map<{}, {}>", nested(k), nested(v)),
+        ColumnType::UserDefinedType { definition, .. } => definition.name.clone(),
+        ColumnType::Collection {
+            typ: CollectionType::List(e),
+            ..
+        } => format!("list<{}>", nested(e)),
+        ColumnType::Collection {
+            typ: CollectionType::Set(e),
+            ..
+        } => format!("set<{}>", nested(e)),
+        ColumnType::Collection {
+            typ: CollectionType::Map(k, v),
+            ..
+        } => format!("map<{}, {}>", nested(k), nested(v)),
         ColumnType::Tuple(es) => {
             let es: Vec<String> = es.iter().map(nested).collect();
             format!("tuple<{}>", es.join(", "))
         }
-        ColumnType::Vector { element, dimension } => {
+        ColumnType::Vector {
+            typ: element,
+            dimensions: dimension,
+        } => {
             format!("vector<{}, {dimension}>", nested(element))
         }
         other => other.to_string(),
@@ -114,6 +130,7 @@ mod tests {
 
     use super::super::store::UserType;
     use super::*;
+    use scylla_cql::types::NativeType;
 
     fn keyspace() -> Keyspace {
         let mut types = BTreeMap::new();
@@ -121,7 +138,7 @@ mod tests {
             "address".to_owned(),
             UserType {
                 name: "address".into(),
-                fields: vec![("street".into(), ColumnType::Text)],
+                fields: vec![("street".into(), ColumnType::Native(NativeType::Text))],
             },
         );
         Keyspace {
@@ -140,11 +157,14 @@ mod tests {
         let k = keyspace();
         let (t, frozen) = resolve("frozen<address>", "ks", Some(&k)).unwrap();
         assert!(frozen);
-        assert!(matches!(&t, ColumnType::Udt { keyspace, name, fields }
-            if keyspace == "ks" && name == "address" && fields.len() == 1));
+        assert!(
+            matches!(&t, ColumnType::UserDefinedType { frozen: true, definition }
+            if definition.keyspace == "ks" && definition.name == "address"
+                && definition.field_types.len() == 1)
+        );
         let (t2, frozen) = resolve("ks.address", "ks", Some(&k)).unwrap();
         assert!(!frozen);
-        assert_eq!(t, t2);
+        assert_eq!(t, t2.into_frozen());
         let (l, _) = resolve("list<frozen<address>>", "ks", Some(&k)).unwrap();
         assert!(uses_udt(&l, "ks", "address"));
         assert!(!uses_udt(&l, "ks", "other"));

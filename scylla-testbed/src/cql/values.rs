@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use bytes::Bytes;
 use scylla_cql::types::serialize::Written;
-use scylla_cql::types::{ColumnType, Counter, CqlTimestamp, CqlValue};
+use scylla_cql::types::{CollectionType, ColumnType, Counter, CqlTimestamp, CqlValue, NativeType};
 
 use super::ast::Literal;
 
@@ -40,36 +40,60 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
     let e = || bad(lit, typ);
     let v = match (lit, typ) {
         (Literal::Null, _) => return Ok(None),
-        (Literal::Int(s), ColumnType::Int) => CqlValue::Int(s.parse().map_err(|_| e())?),
-        (Literal::Int(s), ColumnType::BigInt) => CqlValue::BigInt(s.parse().map_err(|_| e())?),
-        (Literal::Int(s), ColumnType::SmallInt) => CqlValue::SmallInt(s.parse().map_err(|_| e())?),
-        (Literal::Int(s), ColumnType::TinyInt) => CqlValue::TinyInt(s.parse().map_err(|_| e())?),
-        (Literal::Int(s), ColumnType::Counter) => {
+        (Literal::Int(s), ColumnType::Native(NativeType::Int)) => {
+            CqlValue::Int(s.parse().map_err(|_| e())?)
+        }
+        (Literal::Int(s), ColumnType::Native(NativeType::BigInt)) => {
+            CqlValue::BigInt(s.parse().map_err(|_| e())?)
+        }
+        (Literal::Int(s), ColumnType::Native(NativeType::SmallInt)) => {
+            CqlValue::SmallInt(s.parse().map_err(|_| e())?)
+        }
+        (Literal::Int(s), ColumnType::Native(NativeType::TinyInt)) => {
+            CqlValue::TinyInt(s.parse().map_err(|_| e())?)
+        }
+        (Literal::Int(s), ColumnType::Native(NativeType::Counter)) => {
             CqlValue::Counter(Counter(s.parse().map_err(|_| e())?))
         }
-        (Literal::Int(s), ColumnType::Timestamp) => {
+        (Literal::Int(s), ColumnType::Native(NativeType::Timestamp)) => {
             CqlValue::Timestamp(CqlTimestamp(s.parse().map_err(|_| e())?))
         }
-        (Literal::Int(s) | Literal::Float(s), ColumnType::Double) => {
+        (Literal::Int(s) | Literal::Float(s), ColumnType::Native(NativeType::Double)) => {
             CqlValue::Double(s.parse().map_err(|_| e())?)
         }
-        (Literal::Int(s) | Literal::Float(s), ColumnType::Float) => {
+        (Literal::Int(s) | Literal::Float(s), ColumnType::Native(NativeType::Float)) => {
             CqlValue::Float(s.parse().map_err(|_| e())?)
         }
-        (Literal::Str(s), ColumnType::Text) => CqlValue::Text(s.clone()),
-        (Literal::Str(s), ColumnType::Ascii) if s.is_ascii() => CqlValue::Ascii(s.clone()),
-        (Literal::Str(s), ColumnType::Inet) => {
+        (Literal::Str(s), ColumnType::Native(NativeType::Text)) => CqlValue::Text(s.clone()),
+        (Literal::Str(s), ColumnType::Native(NativeType::Ascii)) if s.is_ascii() => {
+            CqlValue::Ascii(s.clone())
+        }
+        (Literal::Str(s), ColumnType::Native(NativeType::Inet)) => {
             CqlValue::Inet(s.parse::<IpAddr>().map_err(|_| e())?)
         }
-        (Literal::Str(s), ColumnType::Uuid) => {
+        (Literal::Str(s), ColumnType::Native(NativeType::Uuid)) => {
             CqlValue::Uuid(uuid::Uuid::parse_str(s).map_err(|_| e())?)
         }
-        (Literal::Uuid(u), ColumnType::Uuid) => CqlValue::Uuid(*u),
-        (Literal::Uuid(u), ColumnType::Timeuuid) => CqlValue::Timeuuid((*u).into()),
-        (Literal::Blob(b), ColumnType::Blob) => CqlValue::Blob(b.clone()),
-        (Literal::Bool(b), ColumnType::Boolean) => CqlValue::Boolean(*b),
-        (Literal::List(v), ColumnType::List(t)) => CqlValue::List(elements(v, t)?),
-        (Literal::List(v), ColumnType::Vector { element, dimension }) => {
+        (Literal::Uuid(u), ColumnType::Native(NativeType::Uuid)) => CqlValue::Uuid(*u),
+        (Literal::Uuid(u), ColumnType::Native(NativeType::Timeuuid)) => {
+            CqlValue::Timeuuid((*u).into())
+        }
+        (Literal::Blob(b), ColumnType::Native(NativeType::Blob)) => CqlValue::Blob(b.clone()),
+        (Literal::Bool(b), ColumnType::Native(NativeType::Boolean)) => CqlValue::Boolean(*b),
+        (
+            Literal::List(v),
+            ColumnType::Collection {
+                typ: CollectionType::List(t),
+                ..
+            },
+        ) => CqlValue::List(elements(v, t)?),
+        (
+            Literal::List(v),
+            ColumnType::Vector {
+                typ: element,
+                dimensions: dimension,
+            },
+        ) => {
             if v.len() != *dimension as usize {
                 return Err(format!(
                     "Invalid vector literal for a value of type {typ}; expected {dimension} \
@@ -79,14 +103,12 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
             }
             CqlValue::Vector(elements(v, element)?)
         }
-        (
-            Literal::Udt(given),
-            ColumnType::Udt {
+        (Literal::Udt(given), ColumnType::UserDefinedType { definition, .. }) => {
+            let scylla_cql::types::UserDefinedType {
                 keyspace,
                 name,
-                fields,
-            },
-        ) => {
+                field_types: fields,
+            } = &**definition;
             if let Some((unknown, _)) = given
                 .iter()
                 .find(|(g, _)| !fields.iter().any(|(f, _)| f == g))
@@ -109,7 +131,13 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
                 fields: values,
             }
         }
-        (Literal::List(v) | Literal::Set(v), ColumnType::Set(t)) => {
+        (
+            Literal::List(v) | Literal::Set(v),
+            ColumnType::Collection {
+                typ: CollectionType::Set(t),
+                ..
+            },
+        ) => {
             let mut items = elements(v, t)?;
             // Sets are sent sorted and without duplicates, as a server would.
             let mut keyed: Vec<(Vec<u8>, CqlValue)> = Vec::new();
@@ -123,8 +151,20 @@ fn to_cql_value(lit: &Literal, typ: &ColumnType) -> Result<Option<CqlValue>, Str
             keyed.dedup_by(|a, b| a.0 == b.0);
             CqlValue::Set(keyed.into_iter().map(|(_, v)| v).collect())
         }
-        (Literal::Set(v), ColumnType::Map(..)) if v.is_empty() => CqlValue::Map(Vec::new()),
-        (Literal::Map(m), ColumnType::Map(kt, vt)) => {
+        (
+            Literal::Set(v),
+            ColumnType::Collection {
+                typ: CollectionType::Map(..),
+                ..
+            },
+        ) if v.is_empty() => CqlValue::Map(Vec::new()),
+        (
+            Literal::Map(m),
+            ColumnType::Collection {
+                typ: CollectionType::Map(kt, vt),
+                ..
+            },
+        ) => {
             let mut out = Vec::with_capacity(m.len());
             for (k, v) in m {
                 let k = to_cql_value(k, kt)?.ok_or_else(e)?;
@@ -161,7 +201,11 @@ pub(crate) fn literal_value(lit: &Literal, typ: &ColumnType) -> Result<Value, St
 /// Checks a bound value's length against its type's fixed width, as a
 /// server does before storing it.
 pub(crate) fn check_bound(typ: &ColumnType, b: &[u8], name: &str) -> Result<(), String> {
-    if let ColumnType::Vector { element, dimension } = typ {
+    if let ColumnType::Vector {
+        typ: element,
+        dimensions: dimension,
+    } = typ
+    {
         // A vector of fixed-width elements is their bytes, nothing else.
         let width = scylla_cql::types::serialize::vector::element_fixed_len(element);
         if let Some(n) = width.and_then(|w| w.checked_mul(*dimension as usize)) {
@@ -187,15 +231,19 @@ pub(crate) fn check_bound(typ: &ColumnType, b: &[u8], name: &str) -> Result<(), 
 /// The width of a fixed-width type's values.
 fn fixed_width(typ: &ColumnType) -> Option<usize> {
     match typ {
-        ColumnType::Int | ColumnType::Float | ColumnType::Date => Some(4),
-        ColumnType::BigInt
-        | ColumnType::Double
-        | ColumnType::Timestamp
-        | ColumnType::Counter
-        | ColumnType::Time => Some(8),
-        ColumnType::SmallInt => Some(2),
-        ColumnType::TinyInt | ColumnType::Boolean => Some(1),
-        ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
+        ColumnType::Native(NativeType::Int)
+        | ColumnType::Native(NativeType::Float)
+        | ColumnType::Native(NativeType::Date) => Some(4),
+        ColumnType::Native(NativeType::BigInt)
+        | ColumnType::Native(NativeType::Double)
+        | ColumnType::Native(NativeType::Timestamp)
+        | ColumnType::Native(NativeType::Counter)
+        | ColumnType::Native(NativeType::Time) => Some(8),
+        ColumnType::Native(NativeType::SmallInt) => Some(2),
+        ColumnType::Native(NativeType::TinyInt) | ColumnType::Native(NativeType::Boolean) => {
+            Some(1)
+        }
+        ColumnType::Native(NativeType::Uuid) | ColumnType::Native(NativeType::Timeuuid) => Some(16),
         _ => None,
     }
 }
@@ -209,15 +257,15 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
         #[test]
         fn int_literals_match_driver_bytes(v in any::<i64>(), w in any::<i32>()) {
-            let b = literal_value(&Literal::Int(v.to_string()), &ColumnType::BigInt).unwrap();
+            let b = literal_value(&Literal::Int(v.to_string()), &ColumnType::Native(NativeType::BigInt)).unwrap();
             prop_assert_eq!(b, Value::Set(Bytes::copy_from_slice(&v.to_be_bytes())));
-            let b = literal_value(&Literal::Int(w.to_string()), &ColumnType::Int).unwrap();
+            let b = literal_value(&Literal::Int(w.to_string()), &ColumnType::Native(NativeType::Int)).unwrap();
             prop_assert_eq!(b, Value::Set(Bytes::copy_from_slice(&w.to_be_bytes())));
         }
 
         #[test]
         fn text_literals_match_driver_bytes(s in ".{0,40}") {
-            let b = literal_value(&Literal::Str(s.clone()), &ColumnType::Text).unwrap();
+            let b = literal_value(&Literal::Str(s.clone()), &ColumnType::Native(NativeType::Text)).unwrap();
             prop_assert_eq!(b, Value::Set(Bytes::from(s.into_bytes())));
         }
     }
@@ -230,13 +278,21 @@ mod tests {
             panic!("null")
         };
         assert_eq!(&b[..], b"\0\0\0\x01\0\0\0\x01a\0\0\0\x04\0\0\0\x01");
-        assert!(literal_value(&Literal::Str("x".into()), &ColumnType::Int).is_err());
-        assert!(literal_value(&Literal::Int("99999999999".into()), &ColumnType::Int).is_err());
+        assert!(literal_value(
+            &Literal::Str("x".into()),
+            &ColumnType::Native(NativeType::Int)
+        )
+        .is_err());
+        assert!(literal_value(
+            &Literal::Int("99999999999".into()),
+            &ColumnType::Native(NativeType::Int)
+        )
+        .is_err());
         assert_eq!(
-            literal_value(&Literal::Null, &ColumnType::Int).unwrap(),
+            literal_value(&Literal::Null, &ColumnType::Native(NativeType::Int)).unwrap(),
             Value::Null
         );
-        assert!(check_bound(&ColumnType::Int, &[0, 0, 1], "k").is_err());
-        assert!(check_bound(&ColumnType::Int, &[], "k").is_ok());
+        assert!(check_bound(&ColumnType::Native(NativeType::Int), &[0, 0, 1], "k").is_err());
+        assert!(check_bound(&ColumnType::Native(NativeType::Int), &[], "k").is_ok());
     }
 }

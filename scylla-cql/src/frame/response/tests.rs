@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::result::{ResultMetadata, Rows, TableSpec};
 use super::*;
 use crate::consistency::Consistency;
-use crate::types::{ColumnSpec, ColumnType};
+use crate::types::{ColumnSpec, ColumnType, NativeType};
 
 fn decode(opcode: Opcode, body: &[u8]) -> Result<Response, DecodeError> {
     Response::decode(
@@ -278,7 +278,7 @@ fn rows_with_two_columns_and_paging_state() {
     );
     let specs = md.col_specs.as_ref().unwrap();
     assert_eq!(specs[1].name, "name");
-    assert_eq!(specs[1].typ, ColumnType::Text);
+    assert_eq!(specs[1].typ, ColumnType::Native(NativeType::Text));
     assert_eq!(specs[1].keyspace, "ks");
     // Zero-copy: the cells point into the body.
     let cells = rows.raw_rows();
@@ -319,7 +319,7 @@ fn rows_build_checks_cell_count() {
         keyspace: "k".into(),
         table: "t".into(),
         name: "a".into(),
-        typ: ColumnType::Blob,
+        typ: ColumnType::Native(NativeType::Blob),
     }]);
     assert!(Rows::build(md.clone(), [vec![Some(b"x"), None]]).is_err());
     let rows = Rows::build(md, [vec![Some(b"x")], vec![None]]).unwrap();

@@ -11,7 +11,7 @@ use super::{
     TypeCheckError,
 };
 use crate::frame::wire::WireReader;
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{CollectionType, ColumnType};
 
 /// The raw elements of a list or set value (`per_item` = 1), or the keys and
 /// values of a map alternately (`per_item` = 2): a reader positioned after
@@ -100,7 +100,10 @@ fn read_seq<'f, 'm, C: ?Sized, T: DeserializeValue<'f, 'm>>(
     out: &mut impl Sink<T>,
 ) -> Result<(), DeserializationError> {
     match typ {
-        ColumnType::List(elem) | ColumnType::Set(elem) => {
+        ColumnType::Collection {
+            typ: CollectionType::List(elem) | CollectionType::Set(elem),
+            ..
+        } => {
             let (mut r, n) = items::<C>(typ, v, 1)?;
             out.reserve(n);
             for _ in 0..n {
@@ -108,7 +111,10 @@ fn read_seq<'f, 'm, C: ?Sized, T: DeserializeValue<'f, 'm>>(
             }
             end::<C>(typ, &r)
         }
-        ColumnType::Vector { element, dimension } if vector_ok => {
+        ColumnType::Vector {
+            typ: element,
+            dimensions: dimension,
+        } if vector_ok => {
             out.reserve((*dimension as usize).min(v.map_or(0, <[u8]>::len)));
             read_vector::<C, T>(typ, element, *dimension, v, |e| out.push(e))
         }
@@ -125,8 +131,11 @@ fn seq_type_check<'f, 'm, C: ?Sized, T: DeserializeValue<'f, 'm>>(
     vector_ok: bool,
 ) -> Result<(), TypeCheckError> {
     match typ {
-        ColumnType::List(e) | ColumnType::Set(e) => T::type_check(e),
-        ColumnType::Vector { element, .. } if vector_ok => T::type_check(element),
+        ColumnType::Collection {
+            typ: CollectionType::List(e) | CollectionType::Set(e),
+            ..
+        } => T::type_check(e),
+        ColumnType::Vector { typ: element, .. } if vector_ok => T::type_check(element),
         _ => check::<C>(typ, false),
     }
 }
@@ -187,7 +196,10 @@ fn map_type_check<'f, 'm, C: ?Sized, K: DeserializeValue<'f, 'm>, V: Deserialize
     typ: &ColumnType,
 ) -> Result<(), TypeCheckError> {
     match typ {
-        ColumnType::Map(k, v) => {
+        ColumnType::Collection {
+            typ: CollectionType::Map(k, v),
+            ..
+        } => {
             K::type_check(k)?;
             V::type_check(v)
         }
@@ -207,7 +219,11 @@ pub(crate) fn read_map<
     v: Option<&'f [u8]>,
     mut push: impl FnMut(K, V),
 ) -> Result<(), DeserializationError> {
-    let ColumnType::Map(kt, vt) = typ else {
+    let ColumnType::Collection {
+        typ: CollectionType::Map(kt, vt),
+        ..
+    } = typ
+    else {
         return Err(mismatch::<C>(typ).into());
     };
     let (mut r, n) = items::<C>(typ, v, 2)?;

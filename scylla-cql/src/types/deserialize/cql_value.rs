@@ -7,7 +7,7 @@ use super::tuple::next_elem;
 use super::udt::UdtIterator;
 use super::{non_null, DeserializationError, DeserializeValue, TypeCheckError};
 use crate::frame::wire::WireReader;
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{CollectionType, ColumnType, NativeType};
 use crate::types::value::CqlValue;
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlValue {
@@ -22,31 +22,76 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlValue {
         let b = non_null::<Self>(typ, v)?;
         let v = Some(b);
         Ok(match typ {
-            ColumnType::Ascii => CqlValue::Ascii(String::deserialize(typ, v)?),
-            ColumnType::Text => CqlValue::Text(String::deserialize(typ, v)?),
-            ColumnType::Blob | ColumnType::Custom(_) => CqlValue::Blob(b.to_vec()),
+            ColumnType::Native(NativeType::Ascii) => CqlValue::Ascii(String::deserialize(typ, v)?),
+            ColumnType::Native(NativeType::Text) => CqlValue::Text(String::deserialize(typ, v)?),
+            ColumnType::Native(NativeType::Blob) | ColumnType::Custom(_) => {
+                CqlValue::Blob(b.to_vec())
+            }
             _ if b.is_empty() => CqlValue::Empty,
-            ColumnType::BigInt => CqlValue::BigInt(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Boolean => CqlValue::Boolean(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Counter => CqlValue::Counter(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Decimal => CqlValue::Decimal(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Double => CqlValue::Double(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Float => CqlValue::Float(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Int => CqlValue::Int(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Timestamp => CqlValue::Timestamp(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Uuid => CqlValue::Uuid(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Varint => CqlValue::Varint(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Timeuuid => CqlValue::Timeuuid(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Inet => CqlValue::Inet(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Date => CqlValue::Date(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Time => CqlValue::Time(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::SmallInt => CqlValue::SmallInt(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::TinyInt => CqlValue::TinyInt(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Duration => CqlValue::Duration(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::List(_) => CqlValue::List(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Set(_) => CqlValue::Set(DeserializeValue::deserialize(typ, v)?),
+            ColumnType::Native(NativeType::BigInt) => {
+                CqlValue::BigInt(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Boolean) => {
+                CqlValue::Boolean(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Counter) => {
+                CqlValue::Counter(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Decimal) => {
+                CqlValue::Decimal(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Double) => {
+                CqlValue::Double(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Float) => {
+                CqlValue::Float(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Int) => {
+                CqlValue::Int(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Timestamp) => {
+                CqlValue::Timestamp(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Uuid) => {
+                CqlValue::Uuid(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Varint) => {
+                CqlValue::Varint(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Timeuuid) => {
+                CqlValue::Timeuuid(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Inet) => {
+                CqlValue::Inet(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Date) => {
+                CqlValue::Date(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Time) => {
+                CqlValue::Time(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::SmallInt) => {
+                CqlValue::SmallInt(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::TinyInt) => {
+                CqlValue::TinyInt(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Native(NativeType::Duration) => {
+                CqlValue::Duration(DeserializeValue::deserialize(typ, v)?)
+            }
+            ColumnType::Collection {
+                typ: CollectionType::List(_),
+                ..
+            } => CqlValue::List(DeserializeValue::deserialize(typ, v)?),
+            ColumnType::Collection {
+                typ: CollectionType::Set(_),
+                ..
+            } => CqlValue::Set(DeserializeValue::deserialize(typ, v)?),
             ColumnType::Vector { .. } => CqlValue::Vector(DeserializeValue::deserialize(typ, v)?),
-            ColumnType::Map(..) => {
+            ColumnType::Collection {
+                typ: CollectionType::Map(..),
+                ..
+            } => {
                 let mut entries = Vec::new();
                 read_map::<Self, CqlValue, CqlValue>(typ, v, |k, v| entries.push((k, v)))?;
                 CqlValue::Map(entries)
@@ -63,7 +108,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlValue {
                 super::collections::end::<Self>(typ, &r)?;
                 CqlValue::Tuple(elems)
             }
-            ColumnType::Udt { keyspace, name, .. } => {
+            ColumnType::UserDefinedType { definition, .. } => {
                 let mut fields = Vec::new();
                 for f in UdtIterator::new::<Self>(typ, v)? {
                     let (fname, ftype, fv) = f?;
@@ -71,8 +116,8 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlValue {
                     fields.push((fname.to_owned(), value));
                 }
                 CqlValue::UserDefinedType {
-                    keyspace: keyspace.clone(),
-                    name: name.clone(),
+                    keyspace: definition.keyspace.clone(),
+                    name: definition.name.clone(),
                     fields,
                 }
             }

@@ -40,7 +40,9 @@ pub use super::error::{
 /// implementation is usually generic over both:
 ///
 /// ```
-/// use scylla_driver_cql::types::{ColumnType, DeserializationError, DeserializeValue, TypeCheckError};
+/// use scylla_driver_cql::types::{
+///     ColumnType, DeserializationError, DeserializeValue, NativeType, TypeCheckError,
+/// };
 ///
 /// /// A CQL `text` that must not be empty.
 /// struct Name<'a>(&'a str);
@@ -62,7 +64,8 @@ pub use super::error::{
 ///     }
 /// }
 ///
-/// let name = <Name as DeserializeValue>::deserialize(&ColumnType::Text, Some(b"ada")).unwrap();
+/// let text = ColumnType::Native(NativeType::Text);
+/// let name = <Name as DeserializeValue>::deserialize(&text, Some(b"ada")).unwrap();
 /// assert_eq!(name.0, "ada");
 /// ```
 pub trait DeserializeValue<'frame, 'metadata>: Sized {

@@ -11,7 +11,7 @@ use super::{
     check, error, fixed, non_null, DeserializationError, DeserializationErrorKind,
     DeserializeValue, TypeCheckError,
 };
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{ColumnType, NativeType};
 use crate::types::counter::Counter;
 use crate::types::cql_time::{CqlDate, CqlTime, CqlTimestamp};
 use crate::types::decimal::CqlDecimal;
@@ -24,7 +24,7 @@ macro_rules! impl_be {
     ($($t:ty => $($ct:ident)|+;)*) => {$(
         impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for $t {
             fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-                check::<Self>(typ, matches!(typ, $(ColumnType::$ct)|+))
+                check::<Self>(typ, matches!(typ, ColumnType::Native($(NativeType::$ct)|+)))
             }
             fn deserialize(typ: &'metadata ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
                 Ok(<$t>::from_be_bytes(fixed::<Self, { std::mem::size_of::<$t>() }>(typ, v)?))
@@ -47,7 +47,7 @@ macro_rules! impl_newtype {
     ($($t:ident($inner:ty) => $ct:ident;)*) => {$(
         impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for $t {
             fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-                check::<Self>(typ, matches!(typ, ColumnType::$ct))
+                check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::$ct)))
             }
             fn deserialize(typ: &'metadata ColumnType, v: Option<&'frame [u8]>) -> Result<Self, DeserializationError> {
                 Ok($t(<$inner>::from_be_bytes(fixed::<Self, { std::mem::size_of::<$inner>() }>(typ, v)?)))
@@ -64,7 +64,7 @@ impl_newtype! {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlTime {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Time))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Time)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -83,7 +83,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlTime {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for bool {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Boolean))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Boolean)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -94,7 +94,13 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for bool {
 }
 
 fn text_type_check<T: ?Sized>(typ: &ColumnType) -> Result<(), TypeCheckError> {
-    check::<T>(typ, matches!(typ, ColumnType::Text | ColumnType::Ascii))
+    check::<T>(
+        typ,
+        matches!(
+            typ,
+            ColumnType::Native(NativeType::Text) | ColumnType::Native(NativeType::Ascii)
+        ),
+    )
 }
 
 /// The text of a `text` or `ascii` value (ASCII checked for `ascii`).
@@ -103,7 +109,7 @@ pub(crate) fn text<'f, T: ?Sized>(
     v: Option<&'f [u8]>,
 ) -> Result<&'f str, DeserializationError> {
     let b = non_null::<T>(typ, v)?;
-    if matches!(typ, ColumnType::Ascii) && !b.is_ascii() {
+    if matches!(typ, ColumnType::Native(NativeType::Ascii)) && !b.is_ascii() {
         return Err(error::<T>(typ, DeserializationErrorKind::NotAscii));
     }
     std::str::from_utf8(b).map_err(|_| error::<T>(typ, DeserializationErrorKind::InvalidUtf8))
@@ -134,7 +140,13 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for String {
 }
 
 fn blob_type_check<T: ?Sized>(typ: &ColumnType) -> Result<(), TypeCheckError> {
-    check::<T>(typ, matches!(typ, ColumnType::Blob | ColumnType::Custom(_)))
+    check::<T>(
+        typ,
+        matches!(
+            typ,
+            ColumnType::Native(NativeType::Blob) | ColumnType::Custom(_)
+        ),
+    )
 }
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for &'frame [u8] {
@@ -207,7 +219,13 @@ impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata>> DeserializeValue
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Uuid {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Uuid | ColumnType::Timeuuid))
+        check::<Self>(
+            typ,
+            matches!(
+                typ,
+                ColumnType::Native(NativeType::Uuid) | ColumnType::Native(NativeType::Timeuuid)
+            ),
+        )
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -219,7 +237,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Uuid {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for crate::types::CqlTimeuuid {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Timeuuid))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Timeuuid)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -231,7 +249,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for crate::types::Cq
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for IpAddr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Inet))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Inet)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -258,7 +276,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for IpAddr {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Ipv4Addr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Inet))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Inet)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -270,7 +288,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Ipv4Addr {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Ipv6Addr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Inet))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Inet)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -293,7 +311,7 @@ pub(crate) fn non_empty<'f, T: ?Sized>(
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlVarint {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Varint))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Varint)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -305,7 +323,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlVarint {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlDecimal {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Decimal))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Decimal)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -323,7 +341,7 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlDecimal {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for CqlDuration {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Duration))
+        check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Duration)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,

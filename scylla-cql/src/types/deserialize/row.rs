@@ -10,13 +10,16 @@
 //! implementation that matches the struct's named fields to columns by name:
 //!
 //! ```
-//! use scylla_driver_cql::types::{ColumnSpec, ColumnType, RowIterator};
+//! use scylla_driver_cql::types::{ColumnSpec, ColumnType, NativeType, RowIterator};
 //!
 //! struct User { id: i32, name: Option<String> }
 //! scylla_driver_cql::impl_deserialize_row!(User { id: i32, name: Option<String> });
 //!
 //! let spec = |name: &str, typ| ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ };
-//! let specs = [spec("name", ColumnType::Text), spec("id", ColumnType::Int)];
+//! let specs = [
+//!     spec("name", ColumnType::Native(NativeType::Text)),
+//!     spec("id", ColumnType::Native(NativeType::Int)),
+//! ];
 //! // One row: name = "ann", id = 7.
 //! let rows = [&[0, 0, 0, 3][..], b"ann", &[0, 0, 0, 4], &[0, 0, 0, 7]].concat();
 //! let users: Vec<User> = RowIterator::<User>::new(&specs, &rows, 1)?.collect::<Result<_, _>>()?;

@@ -56,13 +56,13 @@ impl<'f, 't> UdtIterator<'f, 't> {
         typ: &'t ColumnType,
         v: Option<&'f [u8]>,
     ) -> Result<Self, DeserializationError> {
-        let ColumnType::Udt { fields, .. } = typ else {
+        let ColumnType::UserDefinedType { definition, .. } = typ else {
             return Err(TypeCheckError::of::<C>(typ, TypeCheckErrorKind::Mismatch).into());
         };
         let bytes = non_null::<C>(typ, v)?;
         Ok(UdtIterator {
             typ,
-            fields: fields.iter(),
+            fields: definition.field_types.iter(),
             r: WireReader::new(bytes),
         })
     }

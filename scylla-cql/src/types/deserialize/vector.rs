@@ -22,10 +22,10 @@ pub struct VectorElems<'f> {
 
 impl<'f> VectorElems<'f> {
     /// Splits `bytes`, a value of `vector<element, dimension>`.
-    pub fn new(element: &ColumnType, dimension: u32, bytes: &'f [u8]) -> Self {
+    pub fn new(element: &ColumnType, dimension: u16, bytes: &'f [u8]) -> Self {
         VectorElems {
             rest: bytes,
-            remaining: dimension as usize,
+            remaining: usize::from(dimension),
             fixed: element_fixed_len(element),
         }
     }
@@ -86,7 +86,7 @@ impl<'f> Iterator for VectorElems<'f> {
 pub(crate) fn read_vector<'f, 'm, C: ?Sized, T: DeserializeValue<'f, 'm>>(
     typ: &ColumnType,
     element: &'m ColumnType,
-    dimension: u32,
+    dimension: u16,
     v: Option<&'f [u8]>,
     mut push: impl FnMut(T),
 ) -> Result<(), DeserializationError> {
@@ -103,10 +103,14 @@ impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata>, const N: usize>
 {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         match typ {
-            ColumnType::Vector { element, dimension } if *dimension as usize == N => {
-                T::type_check(element)
-            }
-            ColumnType::Vector { dimension, .. } => Err(TypeCheckError::of::<Self>(
+            ColumnType::Vector {
+                typ: element,
+                dimensions: dimension,
+            } if *dimension as usize == N => T::type_check(element),
+            ColumnType::Vector {
+                dimensions: dimension,
+                ..
+            } => Err(TypeCheckError::of::<Self>(
                 typ,
                 TypeCheckErrorKind::WrongDimension {
                     expected: N,
@@ -121,7 +125,11 @@ impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata>, const N: usize>
         typ: &'metadata ColumnType,
         v: Option<&'frame [u8]>,
     ) -> Result<Self, DeserializationError> {
-        let ColumnType::Vector { element, dimension } = typ else {
+        let ColumnType::Vector {
+            typ: element,
+            dimensions: dimension,
+        } = typ
+        else {
             return Err(TypeCheckError::of::<Self>(typ, TypeCheckErrorKind::Mismatch).into());
         };
         if *dimension as usize != N {

@@ -9,7 +9,7 @@ use bigdecimal_04::num_bigint::BigInt;
 use bigdecimal_04::BigDecimal;
 
 use super::OutOfRange;
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{ColumnType, NativeType};
 use crate::types::decimal::CqlDecimal;
 use crate::types::deserialize::native::non_empty;
 use crate::types::deserialize::{self, DeserializationError, DeserializeValue};
@@ -71,7 +71,7 @@ impl SerializeValue for BigDecimal {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            serialize::check::<Self>(typ, matches!(typ, ColumnType::Decimal))?;
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Decimal)))?;
             let (unscaled, scale) = self.as_bigint_and_scale();
             let scale = i32::try_from(scale).map_err(|_| {
                 SerializationError::of::<Self>(
@@ -90,7 +90,7 @@ impl SerializeValue for BigDecimal {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for BigDecimal {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Decimal))
+        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Decimal)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,

@@ -12,7 +12,7 @@
 use chrono_04::{DateTime, Datelike, NaiveDate, NaiveTime, Timelike, Utc};
 
 use super::OutOfRange;
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{ColumnType, NativeType};
 use crate::types::cql_time::{CqlDate, CqlTime, CqlTimestamp};
 use crate::types::deserialize::{self, fixed, DeserializationError, DeserializeValue};
 use crate::types::error::{DeserializationErrorKind, SerializationErrorKind, TypeCheckError};
@@ -106,7 +106,7 @@ impl SerializeValue for NaiveDate {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            serialize::check::<Self>(typ, matches!(typ, ColumnType::Date))?;
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Date)))?;
             out.extend_from_slice(&CqlDate::from(*self).0.to_be_bytes());
             Ok(Written::Value)
         })
@@ -115,7 +115,7 @@ impl SerializeValue for NaiveDate {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for NaiveDate {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Date))
+        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Date)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -140,7 +140,7 @@ impl SerializeValue for NaiveTime {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            serialize::check::<Self>(typ, matches!(typ, ColumnType::Time))?;
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Time)))?;
             let t = CqlTime::try_from(*self).map_err(|_| {
                 SerializationError::of::<Self>(
                     typ,
@@ -155,7 +155,7 @@ impl SerializeValue for NaiveTime {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for NaiveTime {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Time))
+        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Time)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -178,7 +178,10 @@ impl SerializeValue for DateTime<Utc> {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            serialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))?;
+            serialize::check::<Self>(
+                typ,
+                matches!(typ, ColumnType::Native(NativeType::Timestamp)),
+            )?;
             out.extend_from_slice(&CqlTimestamp::from(*self).0.to_be_bytes());
             Ok(Written::Value)
         })
@@ -187,7 +190,10 @@ impl SerializeValue for DateTime<Utc> {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for DateTime<Utc> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))
+        deserialize::check::<Self>(
+            typ,
+            matches!(typ, ColumnType::Native(NativeType::Timestamp)),
+        )
     }
     fn deserialize(
         typ: &'metadata ColumnType,

@@ -2,7 +2,7 @@
 //! impl per major version) as `varint`, and its conversions with
 //! [`CqlVarint`]. Both hold any integer, so every conversion is exact.
 
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{ColumnType, NativeType};
 use crate::types::deserialize::native::non_empty;
 use crate::types::deserialize::{self, DeserializationError, DeserializeValue};
 use crate::types::error::TypeCheckError;
@@ -43,7 +43,10 @@ macro_rules! impl_bigint {
                 writer: CellWriter<'b>,
             ) -> Result<WrittenCellProof<'b>, SerializationError> {
                 writer.write_with(|out| {
-                    serialize::check::<Self>(typ, matches!(typ, ColumnType::Varint))?;
+                    serialize::check::<Self>(
+                        typ,
+                        matches!(typ, ColumnType::Native(NativeType::Varint)),
+                    )?;
                     // Minimal two's complement, at least one byte (0 is `[0]`).
                     out.extend_from_slice(&self.to_signed_bytes_be());
                     Ok(Written::Value)
@@ -53,7 +56,10 @@ macro_rules! impl_bigint {
 
         impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for $krate::BigInt {
             fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-                deserialize::check::<Self>(typ, matches!(typ, ColumnType::Varint))
+                deserialize::check::<Self>(
+                    typ,
+                    matches!(typ, ColumnType::Native(NativeType::Varint)),
+                )
             }
             fn deserialize(
                 typ: &'metadata ColumnType,

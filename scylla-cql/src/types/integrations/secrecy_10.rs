@@ -10,7 +10,7 @@
 use secrecy_10::zeroize::Zeroize;
 use secrecy_10::{ExposeSecret, SecretBox, SecretSlice, SecretString};
 
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{ColumnType, NativeType};
 use crate::types::deserialize::native::text;
 use crate::types::deserialize::{check, non_null, DeserializationError, DeserializeValue};
 use crate::types::error::TypeCheckError;
@@ -43,7 +43,13 @@ impl<'frame, 'metadata, T: DeserializeValue<'frame, 'metadata> + Zeroize>
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for SecretString {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Text | ColumnType::Ascii))
+        check::<Self>(
+            typ,
+            matches!(
+                typ,
+                ColumnType::Native(NativeType::Text) | ColumnType::Native(NativeType::Ascii)
+            ),
+        )
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -55,7 +61,13 @@ impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for SecretString {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for SecretSlice<u8> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        check::<Self>(typ, matches!(typ, ColumnType::Blob | ColumnType::Custom(_)))
+        check::<Self>(
+            typ,
+            matches!(
+                typ,
+                ColumnType::Native(NativeType::Blob) | ColumnType::Custom(_)
+            ),
+        )
     }
     fn deserialize(
         typ: &'metadata ColumnType,

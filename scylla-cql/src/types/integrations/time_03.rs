@@ -13,7 +13,7 @@
 use time_03::{Date, OffsetDateTime, Time};
 
 use super::OutOfRange;
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{ColumnType, NativeType};
 use crate::types::cql_time::{CqlDate, CqlTime, CqlTimestamp};
 use crate::types::deserialize::{self, fixed, DeserializationError, DeserializeValue};
 use crate::types::error::{DeserializationErrorKind, TypeCheckError};
@@ -107,7 +107,7 @@ impl SerializeValue for Date {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            serialize::check::<Self>(typ, matches!(typ, ColumnType::Date))?;
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Date)))?;
             out.extend_from_slice(&CqlDate::from(*self).0.to_be_bytes());
             Ok(Written::Value)
         })
@@ -116,7 +116,7 @@ impl SerializeValue for Date {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Date {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Date))
+        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Date)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -141,7 +141,7 @@ impl SerializeValue for Time {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            serialize::check::<Self>(typ, matches!(typ, ColumnType::Time))?;
+            serialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Time)))?;
             out.extend_from_slice(&CqlTime::from(*self).0.to_be_bytes());
             Ok(Written::Value)
         })
@@ -150,7 +150,7 @@ impl SerializeValue for Time {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for Time {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Time))
+        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Time)))
     }
     fn deserialize(
         typ: &'metadata ColumnType,
@@ -173,7 +173,10 @@ impl SerializeValue for OffsetDateTime {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            serialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))?;
+            serialize::check::<Self>(
+                typ,
+                matches!(typ, ColumnType::Native(NativeType::Timestamp)),
+            )?;
             out.extend_from_slice(&CqlTimestamp::from(*self).0.to_be_bytes());
             Ok(Written::Value)
         })
@@ -182,7 +185,10 @@ impl SerializeValue for OffsetDateTime {
 
 impl<'frame, 'metadata> DeserializeValue<'frame, 'metadata> for OffsetDateTime {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
-        deserialize::check::<Self>(typ, matches!(typ, ColumnType::Timestamp))
+        deserialize::check::<Self>(
+            typ,
+            matches!(typ, ColumnType::Native(NativeType::Timestamp)),
+        )
     }
     fn deserialize(
         typ: &'metadata ColumnType,

@@ -122,7 +122,7 @@ impl_batch_tuple!(16; A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 
 mod tests {
     use super::*;
     use crate::types::serialized_values::SerializedValues;
-    use crate::types::{ColumnSpec, ColumnType};
+    use crate::types::{ColumnSpec, ColumnType, NativeType};
 
     fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
         ColumnSpec {
@@ -143,8 +143,11 @@ mod tests {
     fn tuples_hold_rows_of_different_types() {
         let values = ((1i32, "a"), (7i64,), ());
         assert_eq!(values.len(), 3);
-        let int_text = [spec("k", ColumnType::Int), spec("v", ColumnType::Text)];
-        let bigint = [spec("k", ColumnType::BigInt)];
+        let int_text = [
+            spec("k", ColumnType::Native(NativeType::Int)),
+            spec("v", ColumnType::Native(NativeType::Text)),
+        ];
+        let bigint = [spec("k", ColumnType::Native(NativeType::BigInt))];
         assert_eq!(serialized(values.row(0).unwrap(), &int_text).len(), 2);
         assert_eq!(serialized(values.row(1).unwrap(), &bigint).len(), 1);
         assert_eq!(serialized(values.row(2).unwrap(), &[]).len(), 0);

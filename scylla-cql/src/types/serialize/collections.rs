@@ -8,7 +8,7 @@ use std::hash::BuildHasher;
 
 use super::writers::{CellWriter, WrittenCellProof};
 use super::{mismatch, put_count, put_element, SerializationError, SerializeValue, Written};
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{CollectionType, ColumnType};
 
 /// Writes the items of a `C` as a list or set (and, if `vector_ok`, a vector).
 pub(crate) fn put_seq<'a, C: ?Sized, T: SerializeValue + 'a>(
@@ -18,16 +18,20 @@ pub(crate) fn put_seq<'a, C: ?Sized, T: SerializeValue + 'a>(
     vector_ok: bool,
 ) -> Result<Written, SerializationError> {
     match typ {
-        ColumnType::List(elem) | ColumnType::Set(elem) => {
+        ColumnType::Collection {
+            typ: CollectionType::List(elem) | CollectionType::Set(elem),
+            ..
+        } => {
             put_count::<C>(typ, out, items.len())?;
             for item in items {
                 put_element(item, elem, CellWriter::new(out), false)?;
             }
             Ok(Written::Value)
         }
-        ColumnType::Vector { element, dimension } if vector_ok => {
-            super::vector::put_vector::<C, T>(typ, element, *dimension, items, out)
-        }
+        ColumnType::Vector {
+            typ: element,
+            dimensions: dimension,
+        } if vector_ok => super::vector::put_vector::<C, T>(typ, element, *dimension, items, out),
         _ => Err(mismatch::<C>(typ)),
     }
 }
@@ -38,7 +42,11 @@ pub(crate) fn put_map<'a, C: ?Sized, K: SerializeValue + 'a, V: SerializeValue +
     entries: impl ExactSizeIterator<Item = (&'a K, &'a V)>,
     out: &mut Vec<u8>,
 ) -> Result<Written, SerializationError> {
-    let ColumnType::Map(kt, vt) = typ else {
+    let ColumnType::Collection {
+        typ: CollectionType::Map(kt, vt),
+        ..
+    } = typ
+    else {
         return Err(mismatch::<C>(typ));
     };
     put_count::<C>(typ, out, entries.len())?;

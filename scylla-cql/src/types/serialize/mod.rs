@@ -27,7 +27,7 @@
 //! ```
 //! use scylla_driver_cql::types::serialize::writers::{CellWriter, WrittenCellProof};
 //! use scylla_driver_cql::types::serialize::{SerializationError, SerializeValue};
-//! use scylla_driver_cql::types::ColumnType;
+//! use scylla_driver_cql::types::{ColumnType, NativeType};
 //!
 //! /// Stored as `text`, upper-cased.
 //! struct Shout<'a>(&'a str);
@@ -43,9 +43,10 @@
 //! }
 //!
 //! let mut buf = Vec::new();
-//! Shout("hi").serialize(&ColumnType::Text, CellWriter::new(&mut buf)).unwrap();
+//! let (text, int) = (ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Int));
+//! Shout("hi").serialize(&text, CellWriter::new(&mut buf)).unwrap();
 //! assert_eq!(buf, [0, 0, 0, 2, b'H', b'I']);
-//! assert!(Shout("hi").serialize(&ColumnType::Int, CellWriter::new(&mut Vec::new())).is_err());
+//! assert!(Shout("hi").serialize(&int, CellWriter::new(&mut Vec::new())).is_err());
 //! ```
 
 pub mod batch;

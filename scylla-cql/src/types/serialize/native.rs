@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::writers::{CellWriter, WrittenCellProof};
 use super::{check, SerializationError, SerializationErrorKind, SerializeValue, Written};
-use crate::types::column_type::ColumnType;
+use crate::types::column_type::{ColumnType, NativeType};
 use crate::types::counter::Counter;
 use crate::types::cql_time::{CqlDate, CqlTime, CqlTimestamp};
 use crate::types::decimal::CqlDecimal;
@@ -22,7 +22,7 @@ macro_rules! impl_be {
     ($($t:ty => $($ct:ident)|+;)*) => {$(
         impl SerializeValue for $t {
             fn serialize<'b>(&self, typ: &ColumnType, writer: CellWriter<'b>) -> Result<WrittenCellProof<'b>, SerializationError> { writer.write_with(|out| {
-                check::<Self>(typ, matches!(typ, $(ColumnType::$ct)|+))?;
+                check::<Self>(typ, matches!(typ, ColumnType::Native($(NativeType::$ct)|+)))?;
                 out.extend_from_slice(&self.to_be_bytes());
                 Ok(Written::Value)
             }) }
@@ -46,7 +46,7 @@ impl SerializeValue for bool {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Boolean))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Boolean)))?;
             out.push(u8::from(*self));
             Ok(Written::Value)
         })
@@ -60,9 +60,9 @@ pub(crate) fn put_text<T: ?Sized>(
     out: &mut Vec<u8>,
 ) -> Result<Written, SerializationError> {
     match typ {
-        ColumnType::Text => {}
-        ColumnType::Ascii if s.is_ascii() => {}
-        ColumnType::Ascii => {
+        ColumnType::Native(NativeType::Text) => {}
+        ColumnType::Native(NativeType::Ascii) if s.is_ascii() => {}
+        ColumnType::Native(NativeType::Ascii) => {
             return Err(SerializationError::of::<T>(
                 typ,
                 SerializationErrorKind::NotAscii,
@@ -100,7 +100,13 @@ pub(crate) fn put_blob<T: ?Sized>(
     typ: &ColumnType,
     out: &mut Vec<u8>,
 ) -> Result<Written, SerializationError> {
-    check::<T>(typ, matches!(typ, ColumnType::Blob | ColumnType::Custom(_)))?;
+    check::<T>(
+        typ,
+        matches!(
+            typ,
+            ColumnType::Native(NativeType::Blob) | ColumnType::Custom(_)
+        ),
+    )?;
     out.extend_from_slice(b);
     Ok(Written::Value)
 }
@@ -205,7 +211,13 @@ impl SerializeValue for Uuid {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Uuid | ColumnType::Timeuuid))?;
+            check::<Self>(
+                typ,
+                matches!(
+                    typ,
+                    ColumnType::Native(NativeType::Uuid) | ColumnType::Native(NativeType::Timeuuid)
+                ),
+            )?;
             out.extend_from_slice(self.as_bytes());
             Ok(Written::Value)
         })
@@ -219,7 +231,7 @@ impl SerializeValue for crate::types::CqlTimeuuid {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Timeuuid))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Timeuuid)))?;
             out.extend_from_slice(self.as_bytes());
             Ok(Written::Value)
         })
@@ -233,7 +245,7 @@ impl SerializeValue for IpAddr {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Inet)))?;
             match self {
                 IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
                 IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
@@ -250,7 +262,7 @@ impl SerializeValue for Ipv4Addr {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Inet)))?;
             out.extend_from_slice(&self.octets());
             Ok(Written::Value)
         })
@@ -264,7 +276,7 @@ impl SerializeValue for Ipv6Addr {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Inet))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Inet)))?;
             out.extend_from_slice(&self.octets());
             Ok(Written::Value)
         })
@@ -277,7 +289,7 @@ macro_rules! impl_newtype {
     ($($t:ident => $ct:ident;)*) => {$(
         impl SerializeValue for $t {
             fn serialize<'b>(&self, typ: &ColumnType, writer: CellWriter<'b>) -> Result<WrittenCellProof<'b>, SerializationError> { writer.write_with(|out| {
-                check::<Self>(typ, matches!(typ, ColumnType::$ct))?;
+                check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::$ct)))?;
                 out.extend_from_slice(&self.0.to_be_bytes());
                 Ok(Written::Value)
             }) }
@@ -298,7 +310,7 @@ impl SerializeValue for CqlTime {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Time))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Time)))?;
             if !self.is_valid() {
                 return Err(SerializationError::of::<Self>(
                     typ,
@@ -318,7 +330,7 @@ impl SerializeValue for CqlDuration {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Duration))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Duration)))?;
             if !self.is_valid() {
                 return Err(SerializationError::of::<Self>(
                     typ,
@@ -338,7 +350,7 @@ impl SerializeValue for CqlDecimal {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Decimal))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Decimal)))?;
             self.encode(out);
             Ok(Written::Value)
         })
@@ -352,7 +364,7 @@ impl SerializeValue for CqlVarint {
         writer: CellWriter<'b>,
     ) -> Result<WrittenCellProof<'b>, SerializationError> {
         writer.write_with(|out| {
-            check::<Self>(typ, matches!(typ, ColumnType::Varint))?;
+            check::<Self>(typ, matches!(typ, ColumnType::Native(NativeType::Varint)))?;
             out.extend_from_slice(self.as_signed_bytes_be_slice());
             Ok(Written::Value)
         })

@@ -132,14 +132,14 @@ impl_row_tuple!(16; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7, I i 
 #[cfg(test)]
 mod empty_array_tests {
     use super::*;
-    use crate::types::column_type::ColumnType;
+    use crate::types::column_type::{ColumnType, NativeType};
 
     fn marker(name: &str) -> ColumnSpec {
         ColumnSpec {
             keyspace: "ks".into(),
             table: "t".into(),
             name: name.into(),
-            typ: ColumnType::Int,
+            typ: ColumnType::Native(NativeType::Int),
         }
     }
 

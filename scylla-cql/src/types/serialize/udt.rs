@@ -60,13 +60,10 @@ pub fn serialize_udt_with<'a, 'b, T: ?Sized, V: SerializeValue + 'a>(
     fields: impl IntoIterator<Item = (&'a str, V)> + Clone,
     rules: UdtRules<'_>,
 ) -> Result<WrittenCellProof<'b>, SerializationError> {
-    let ColumnType::Udt {
-        fields: type_fields,
-        ..
-    } = typ
-    else {
+    let ColumnType::UserDefinedType { definition, .. } = typ else {
         return Err(mismatch::<T>(typ));
     };
+    let type_fields = &definition.field_types;
     for (name, _) in fields.clone() {
         if !type_fields.iter().any(|(f, _)| f == name) && !rules.optional.contains(&name) {
             return Err(SerializationError::of::<T>(

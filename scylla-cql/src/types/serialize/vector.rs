@@ -14,16 +14,7 @@ use crate::types::vint;
 /// Other types (including `smallint`, `tinyint`, `date` and `time`, whose
 /// values may be empty in Cassandra) are variable-length in vectors.
 pub fn element_fixed_len(typ: &ColumnType) -> Option<usize> {
-    match typ {
-        ColumnType::Boolean => Some(1),
-        ColumnType::Int | ColumnType::Float => Some(4),
-        ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => Some(8),
-        ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
-        ColumnType::Vector { element, dimension } => {
-            element_fixed_len(element)?.checked_mul(*dimension as usize)
-        }
-        _ => None,
-    }
+    typ.type_size_for_vector()
 }
 
 /// Writes the elements of a `C` (a Rust sequence type) as a vector of
@@ -31,7 +22,7 @@ pub fn element_fixed_len(typ: &ColumnType) -> Option<usize> {
 pub(crate) fn put_vector<'a, C: ?Sized, T: SerializeValue + 'a>(
     typ: &ColumnType,
     element: &ColumnType,
-    dimension: u32,
+    dimension: u16,
     items: impl ExactSizeIterator<Item = &'a T>,
     out: &mut Vec<u8>,
 ) -> Result<Written, SerializationError> {

@@ -164,7 +164,7 @@ pub async fn wait_for_schema_agreement(
 mod tests {
     use super::super::test_rows::{build, cell};
     use super::*;
-    use scylla_cql::types::ColumnType;
+    use scylla_cql::types::{ColumnType, NativeType};
 
     #[test]
     fn agreement_on_the_expected_version() {
@@ -181,12 +181,12 @@ mod tests {
 
     #[test]
     fn versions_of_reachable_nodes_only() {
-        let uuid = |v: u128| cell(&Uuid::from_u128(v), &ColumnType::Uuid);
-        let local = build(&[("schema_version", ColumnType::Uuid)], vec![vec![uuid(1)]]);
+        let uuid = |v: u128| cell(&Uuid::from_u128(v), &ColumnType::Native(NativeType::Uuid));
+        let local = build(&[("schema_version", ColumnType::Native(NativeType::Uuid))], vec![vec![uuid(1)]]);
         let peers = build(
             &[
-                ("host_id", ColumnType::Uuid),
-                ("schema_version", ColumnType::Uuid),
+                ("host_id", ColumnType::Native(NativeType::Uuid)),
+                ("schema_version", ColumnType::Native(NativeType::Uuid)),
             ],
             vec![
                 vec![uuid(10), uuid(1)],

@@ -117,28 +117,28 @@ pub(crate) async fn resolve(route: &Route) -> Option<SocketAddr> {
 mod tests {
     use super::super::test_rows::{build, cell};
     use super::*;
-    use scylla_cql::types::ColumnType;
+    use scylla_cql::types::{ColumnType, NativeType};
 
     /// connection_id, host_id, address, port, tls_port.
     type Row<'a> = (&'a str, u128, &'a str, Option<i32>, Option<i32>);
 
     fn rows(rows: &[Row<'_>]) -> Vec<Rows> {
         let specs = [
-            ("connection_id", ColumnType::Text),
-            ("host_id", ColumnType::Uuid),
-            ("address", ColumnType::Text),
-            ("port", ColumnType::Int),
-            ("tls_port", ColumnType::Int),
+            ("connection_id", ColumnType::Native(NativeType::Text)),
+            ("host_id", ColumnType::Native(NativeType::Uuid)),
+            ("address", ColumnType::Native(NativeType::Text)),
+            ("port", ColumnType::Native(NativeType::Int)),
+            ("tls_port", ColumnType::Native(NativeType::Int)),
         ];
         let rows = rows
             .iter()
             .map(|(c, h, a, p, t)| {
                 vec![
-                    cell(*c, &ColumnType::Text),
-                    cell(&Uuid::from_u128(*h), &ColumnType::Uuid),
-                    cell(*a, &ColumnType::Text),
-                    p.and_then(|p| cell(&p, &ColumnType::Int)),
-                    t.and_then(|t| cell(&t, &ColumnType::Int)),
+                    cell(*c, &ColumnType::Native(NativeType::Text)),
+                    cell(&Uuid::from_u128(*h), &ColumnType::Native(NativeType::Uuid)),
+                    cell(*a, &ColumnType::Native(NativeType::Text)),
+                    p.and_then(|p| cell(&p, &ColumnType::Native(NativeType::Int))),
+                    t.and_then(|t| cell(&t, &ColumnType::Native(NativeType::Int))),
                 ]
             })
             .collect();

@@ -297,24 +297,25 @@ fn parse_type(row: &ColumnRow) -> ColumnType {
 mod tests {
     use super::super::test_rows::{build, cell};
     use super::*;
+    use scylla_cql::types::NativeType;
 
     fn text(s: &str) -> Option<Vec<u8>> {
-        cell(&s.to_owned(), &ColumnType::Text)
+        cell(&s.to_owned(), &ColumnType::Native(NativeType::Text))
     }
 
     fn keyspace_rows(entries: &[(&str, &[(&str, &str)])]) -> Rows {
-        let map_type = ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Text));
+        let map_type = ColumnType::map(ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Text));
         let specs = [
-            ("keyspace_name", ColumnType::Text),
+            ("keyspace_name", ColumnType::Native(NativeType::Text)),
             ("replication", map_type.clone()),
-            ("durable_writes", ColumnType::Boolean),
+            ("durable_writes", ColumnType::Native(NativeType::Boolean)),
         ];
         let rows = entries.iter().map(|(name, repl)| {
             let map: BTreeMap<String, String> = repl
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect();
-            vec![text(name), cell(&map, &map_type), cell(&true, &ColumnType::Boolean)]
+            vec![text(name), cell(&map, &map_type), cell(&true, &ColumnType::Native(NativeType::Boolean))]
         });
         build(&specs, rows.collect())
     }
@@ -362,11 +363,11 @@ mod tests {
 
     fn scylla_keyspace_rows(entries: &[(&str, Option<i32>)]) -> Rows {
         let specs = [
-            ("keyspace_name", ColumnType::Text),
-            ("initial_tablets", ColumnType::Int),
+            ("keyspace_name", ColumnType::Native(NativeType::Text)),
+            ("initial_tablets", ColumnType::Native(NativeType::Int)),
         ];
         let rows = entries.iter().map(|(name, initial)| {
-            vec![text(name), initial.and_then(|i| cell(&i, &ColumnType::Int))]
+            vec![text(name), initial.and_then(|i| cell(&i, &ColumnType::Native(NativeType::Int)))]
         });
         build(&specs, rows.collect())
     }
@@ -397,13 +398,13 @@ mod tests {
 
     fn column_rows(cols: &[(&str, &str, &str, &str, i32, &str)]) -> Rows {
         let specs = [
-            ("keyspace_name", ColumnType::Text),
-            ("table_name", ColumnType::Text),
-            ("column_name", ColumnType::Text),
-            ("kind", ColumnType::Text),
-            ("position", ColumnType::Int),
-            ("type", ColumnType::Text),
-            ("clustering_order", ColumnType::Text),
+            ("keyspace_name", ColumnType::Native(NativeType::Text)),
+            ("table_name", ColumnType::Native(NativeType::Text)),
+            ("column_name", ColumnType::Native(NativeType::Text)),
+            ("kind", ColumnType::Native(NativeType::Text)),
+            ("position", ColumnType::Native(NativeType::Int)),
+            ("type", ColumnType::Native(NativeType::Text)),
+            ("clustering_order", ColumnType::Native(NativeType::Text)),
         ];
         let rows = cols.iter().map(|(ks, t, c, kind, pos, typ)| {
             vec![
@@ -411,7 +412,7 @@ mod tests {
                 text(t),
                 text(c),
                 text(kind),
-                cell(pos, &ColumnType::Int),
+                cell(pos, &ColumnType::Native(NativeType::Int)),
                 text(typ),
                 text("none"),
             ]
@@ -421,8 +422,8 @@ mod tests {
 
     fn table_rows(tables: &[(&str, &str)]) -> Rows {
         let specs = [
-            ("keyspace_name", ColumnType::Text),
-            ("table_name", ColumnType::Text),
+            ("keyspace_name", ColumnType::Native(NativeType::Text)),
+            ("table_name", ColumnType::Native(NativeType::Text)),
         ];
         build(
             &specs,
@@ -454,15 +455,18 @@ mod tests {
         assert_eq!(
             ks.tables["t"].partition_key,
             vec![
-                ("a".to_owned(), ColumnType::Int),
-                ("b".to_owned(), ColumnType::List(Box::new(ColumnType::Text))),
+                ("a".to_owned(), ColumnType::Native(NativeType::Int)),
+                (
+                    "b".to_owned(),
+                    ColumnType::list(ColumnType::Native(NativeType::Text)).into_frozen()
+                ),
                 ("u".to_owned(), ColumnType::Custom("my_udt".to_owned())),
             ]
         );
         assert!(!ks.tables.contains_key("gap"));
         assert_eq!(
             ks.tables["view"].partition_key,
-            vec![("k".to_owned(), ColumnType::BigInt)]
+            vec![("k".to_owned(), ColumnType::Native(NativeType::BigInt))]
         );
         assert_eq!(ks.tables.len(), 2);
     }

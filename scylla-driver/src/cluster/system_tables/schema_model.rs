@@ -12,7 +12,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use scylla_cql::frame::response::result::Rows;
-use scylla_cql::types::ColumnType;
+use std::sync::Arc;
+
+use scylla_cql::types::{ColumnType, UserDefinedType};
 
 use super::query::for_each_row;
 use super::schema::{
@@ -22,7 +24,6 @@ use super::schema::{
 use super::MetadataError;
 use crate::cluster::metadata::{
     ClusteringOrder, Column, ColumnKind, Index, Keyspace, MaterializedView, Strategy, Table,
-    UserDefinedTypeDef,
 };
 
 schema_query!(
@@ -292,11 +293,10 @@ fn udt_type(ks: &Keyspace, name: &str) -> Option<ColumnType> {
     ks.user_defined_types.get(short).map(udt_column_type)
 }
 
-fn udt_column_type(def: &UserDefinedTypeDef) -> ColumnType {
-    ColumnType::Udt {
-        keyspace: def.keyspace.clone(),
-        name: def.name.clone(),
-        fields: def.field_types.clone(),
+fn udt_column_type(def: &Arc<UserDefinedType>) -> ColumnType {
+    ColumnType::UserDefinedType {
+        frozen: false,
+        definition: def.clone(),
     }
 }
 
@@ -304,8 +304,8 @@ fn udt_column_type(def: &UserDefinedTypeDef) -> ColumnType {
 /// type can name types defined after it, so rounds resolve what they can
 /// until a round makes no progress. Those left (a field of an unknown type,
 /// or a cycle, which CQL does not allow) are left out with a warning.
-fn resolve_types(keyspace: &str, rows: Vec<TypeRow>) -> HashMap<String, UserDefinedTypeDef> {
-    let mut done: HashMap<String, UserDefinedTypeDef> = HashMap::new();
+fn resolve_types(keyspace: &str, rows: Vec<TypeRow>) -> HashMap<String, Arc<UserDefinedType>> {
+    let mut done: HashMap<String, Arc<UserDefinedType>> = HashMap::new();
     let mut pending = rows;
     // Bounded: each round resolves at least one type or stops.
     while !pending.is_empty() {
@@ -331,11 +331,11 @@ fn resolve_types(keyspace: &str, rows: Vec<TypeRow>) -> HashMap<String, UserDefi
                 Ok(field_types) => {
                     done.insert(
                         row.type_name.clone(),
-                        UserDefinedTypeDef {
+                        Arc::new(UserDefinedType {
                             name: row.type_name,
                             keyspace: keyspace.to_owned(),
                             field_types,
-                        },
+                        }),
                     );
                 }
                 Err(_) => left.push(row),
@@ -356,18 +356,19 @@ fn resolve_types(keyspace: &str, rows: Vec<TypeRow>) -> HashMap<String, UserDefi
 mod tests {
     use super::super::test_rows::{build as page, cell};
     use super::*;
+    use scylla_cql::types::NativeType;
 
     fn text(s: &str) -> Option<Vec<u8>> {
-        cell(s, &ColumnType::Text)
+        cell(s, &ColumnType::Native(NativeType::Text))
     }
 
     fn texts(items: &[&str]) -> Option<Vec<u8>> {
         let list: Vec<String> = items.iter().map(|s| (*s).to_owned()).collect();
-        cell(&list, &ColumnType::List(Box::new(ColumnType::Text)))
+        cell(&list, &ColumnType::list(ColumnType::Native(NativeType::Text)))
     }
 
     fn keyspaces() -> Rows {
-        let map = ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Text));
+        let map = ColumnType::map(ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Text));
         let repl: BTreeMap<String, String> = [
             ("class".to_owned(), "SimpleStrategy".to_owned()),
             ("replication_factor".to_owned(), "1".to_owned()),
@@ -375,14 +376,14 @@ mod tests {
         .into();
         page(
             &[
-                ("keyspace_name", ColumnType::Text),
+                ("keyspace_name", ColumnType::Native(NativeType::Text)),
                 ("replication", map.clone()),
-                ("durable_writes", ColumnType::Boolean),
+                ("durable_writes", ColumnType::Native(NativeType::Boolean)),
             ],
             vec![vec![
                 text("ks"),
                 cell(&repl, &map),
-                cell(&false, &ColumnType::Boolean),
+                cell(&false, &ColumnType::Native(NativeType::Boolean)),
             ]],
         )
     }
@@ -390,8 +391,8 @@ mod tests {
     fn tables(names: &[&str]) -> Rows {
         page(
             &[
-                ("keyspace_name", ColumnType::Text),
-                ("table_name", ColumnType::Text),
+                ("keyspace_name", ColumnType::Native(NativeType::Text)),
+                ("table_name", ColumnType::Native(NativeType::Text)),
             ],
             names.iter().map(|t| vec![text("ks"), text(t)]).collect(),
         )
@@ -401,13 +402,13 @@ mod tests {
     fn columns(cols: &[(&str, &str, &str, i32, &str, &str)]) -> Rows {
         page(
             &[
-                ("keyspace_name", ColumnType::Text),
-                ("table_name", ColumnType::Text),
-                ("column_name", ColumnType::Text),
-                ("kind", ColumnType::Text),
-                ("position", ColumnType::Int),
-                ("type", ColumnType::Text),
-                ("clustering_order", ColumnType::Text),
+                ("keyspace_name", ColumnType::Native(NativeType::Text)),
+                ("table_name", ColumnType::Native(NativeType::Text)),
+                ("column_name", ColumnType::Native(NativeType::Text)),
+                ("kind", ColumnType::Native(NativeType::Text)),
+                ("position", ColumnType::Native(NativeType::Int)),
+                ("type", ColumnType::Native(NativeType::Text)),
+                ("clustering_order", ColumnType::Native(NativeType::Text)),
             ],
             cols.iter()
                 .map(|(t, c, kind, pos, typ, order)| {
@@ -416,7 +417,7 @@ mod tests {
                         text(t),
                         text(c),
                         text(kind),
-                        cell(pos, &ColumnType::Int),
+                        cell(pos, &ColumnType::Native(NativeType::Int)),
                         text(typ),
                         text(order),
                     ]
@@ -427,11 +428,11 @@ mod tests {
 
     /// (name, field names, field types)
     fn types(udts: &[(&str, &[&str], &[&str])]) -> Rows {
-        let list = ColumnType::List(Box::new(ColumnType::Text));
+        let list = ColumnType::list(ColumnType::Native(NativeType::Text));
         page(
             &[
-                ("keyspace_name", ColumnType::Text),
-                ("type_name", ColumnType::Text),
+                ("keyspace_name", ColumnType::Native(NativeType::Text)),
+                ("type_name", ColumnType::Native(NativeType::Text)),
                 ("field_names", list.clone()),
                 ("field_types", list),
             ],
@@ -444,9 +445,9 @@ mod tests {
     fn views(rows: &[(&str, &str)]) -> Rows {
         page(
             &[
-                ("keyspace_name", ColumnType::Text),
-                ("view_name", ColumnType::Text),
-                ("base_table_name", ColumnType::Text),
+                ("keyspace_name", ColumnType::Native(NativeType::Text)),
+                ("view_name", ColumnType::Native(NativeType::Text)),
+                ("base_table_name", ColumnType::Native(NativeType::Text)),
             ],
             rows.iter()
                 .map(|(v, b)| vec![text("ks"), text(v), text(b)])
@@ -455,13 +456,13 @@ mod tests {
     }
 
     fn indexes(rows: &[(&str, &str, &str)]) -> Rows {
-        let map = ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Text));
+        let map = ColumnType::map(ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Text));
         page(
             &[
-                ("keyspace_name", ColumnType::Text),
-                ("table_name", ColumnType::Text),
-                ("index_name", ColumnType::Text),
-                ("kind", ColumnType::Text),
+                ("keyspace_name", ColumnType::Native(NativeType::Text)),
+                ("table_name", ColumnType::Native(NativeType::Text)),
+                ("index_name", ColumnType::Native(NativeType::Text)),
+                ("kind", ColumnType::Native(NativeType::Text)),
                 ("options", map.clone()),
             ],
             rows.iter()
@@ -537,13 +538,14 @@ mod tests {
         assert_eq!(t.columns["s"].clustering_order, None);
         assert_eq!(
             t.columns["tags"].typ,
-            ColumnType::Set(Box::new(ColumnType::Text))
+            ColumnType::set(ColumnType::Native(NativeType::Text))
         );
-        let ColumnType::Udt { name, fields, .. } = &t.columns["home"].typ else {
+        let ColumnType::UserDefinedType { definition, .. } = &t.columns["home"].typ else {
             panic!("not a UDT: {:?}", t.columns["home"].typ);
         };
-        assert_eq!(name, "address");
-        assert!(matches!(&fields[1].1, ColumnType::Udt { name, .. } if name == "point"));
+        assert_eq!(definition.name, "address");
+        assert!(matches!(&definition.field_types[1].1,
+            ColumnType::UserDefinedType { definition, .. } if definition.name == "point"));
         // Unparsable type and unknown kind: left out, the rest kept.
         assert!(!t.columns.contains_key("odd") && !t.columns.contains_key("what"));
         assert_eq!(t.columns.len(), 7);

@@ -130,21 +130,21 @@ impl<'k> TabletRowsReader<'k> {
 mod tests {
     use super::super::test_rows::{build, cell};
     use super::*;
-    use scylla_cql::types::ColumnType;
+    use scylla_cql::types::{ColumnType, NativeType};
 
     /// (table id, keyspace, table, last token, replicas as (host, shard)).
     type FakeRow<'a> = (u128, &'a str, &'a str, i64, &'a [(u128, i32)]);
 
     fn rows(entries: &[FakeRow<'_>]) -> Rows {
-        let replicas_type = ColumnType::List(Box::new(ColumnType::Tuple(vec![
-            ColumnType::Uuid,
-            ColumnType::Int,
-        ])));
+        let replicas_type = ColumnType::list(ColumnType::Tuple(vec![
+            ColumnType::Native(NativeType::Uuid),
+            ColumnType::Native(NativeType::Int),
+        ]));
         let specs = [
-            ("table_id", ColumnType::Uuid),
-            ("keyspace_name", ColumnType::Text),
-            ("table_name", ColumnType::Text),
-            ("last_token", ColumnType::BigInt),
+            ("table_id", ColumnType::Native(NativeType::Uuid)),
+            ("keyspace_name", ColumnType::Native(NativeType::Text)),
+            ("table_name", ColumnType::Native(NativeType::Text)),
+            ("last_token", ColumnType::Native(NativeType::BigInt)),
             ("replicas", replicas_type.clone()),
         ];
         let rows = entries.iter().map(|(id, ks, t, last, replicas)| {
@@ -153,10 +153,10 @@ mod tests {
                 .map(|&(h, s)| (Uuid::from_u128(h), s))
                 .collect();
             vec![
-                cell(&Uuid::from_u128(*id), &ColumnType::Uuid),
-                cell(&(*ks).to_owned(), &ColumnType::Text),
-                cell(&(*t).to_owned(), &ColumnType::Text),
-                cell(last, &ColumnType::BigInt),
+                cell(&Uuid::from_u128(*id), &ColumnType::Native(NativeType::Uuid)),
+                cell(&(*ks).to_owned(), &ColumnType::Native(NativeType::Text)),
+                cell(&(*t).to_owned(), &ColumnType::Native(NativeType::Text)),
+                cell(last, &ColumnType::Native(NativeType::BigInt)),
                 cell(&r, &replicas_type),
             ]
         });

@@ -272,18 +272,18 @@ pub(crate) fn join_nodes(local: NodeMeta, peers: Vec<NodeMeta>) -> Vec<NodeMeta>
 mod tests {
     use super::super::test_rows::{build, cell};
     use super::*;
-    use scylla_cql::types::ColumnType;
+    use scylla_cql::types::{ColumnType, NativeType};
 
     fn peer_specs() -> Vec<(&'static str, ColumnType)> {
         vec![
-            ("host_id", ColumnType::Uuid),
-            ("peer", ColumnType::Inet),
-            ("rpc_address", ColumnType::Inet),
-            ("data_center", ColumnType::Text),
-            ("rack", ColumnType::Text),
-            ("tokens", ColumnType::Set(Box::new(ColumnType::Text))),
-            ("schema_version", ColumnType::Uuid),
-            ("release_version", ColumnType::Text),
+            ("host_id", ColumnType::Native(NativeType::Uuid)),
+            ("peer", ColumnType::Native(NativeType::Inet)),
+            ("rpc_address", ColumnType::Native(NativeType::Inet)),
+            ("data_center", ColumnType::Native(NativeType::Text)),
+            ("rack", ColumnType::Native(NativeType::Text)),
+            ("tokens", ColumnType::set(ColumnType::Native(NativeType::Text))),
+            ("schema_version", ColumnType::Native(NativeType::Uuid)),
+            ("release_version", ColumnType::Native(NativeType::Text)),
         ]
     }
 
@@ -342,15 +342,15 @@ mod tests {
     #[test]
     fn peers_v2_rows_carry_their_native_ports() {
         let specs = vec![
-            ("host_id", ColumnType::Uuid),
-            ("peer", ColumnType::Inet),
-            ("native_address", ColumnType::Inet),
-            ("native_port", ColumnType::Int),
-            ("data_center", ColumnType::Text),
-            ("rack", ColumnType::Text),
-            ("tokens", ColumnType::Set(Box::new(ColumnType::Text))),
-            ("schema_version", ColumnType::Uuid),
-            ("release_version", ColumnType::Text),
+            ("host_id", ColumnType::Native(NativeType::Uuid)),
+            ("peer", ColumnType::Native(NativeType::Inet)),
+            ("native_address", ColumnType::Native(NativeType::Inet)),
+            ("native_port", ColumnType::Native(NativeType::Int)),
+            ("data_center", ColumnType::Native(NativeType::Text)),
+            ("rack", ColumnType::Native(NativeType::Text)),
+            ("tokens", ColumnType::set(ColumnType::Native(NativeType::Text))),
+            ("schema_version", ColumnType::Native(NativeType::Uuid)),
+            ("release_version", ColumnType::Native(NativeType::Text)),
         ];
         let row = |host: u128, peer: &str, native: &str, port: Option<i32>| {
             let ip = |s: &str| s.parse::<IpAddr>().unwrap();
@@ -394,7 +394,7 @@ mod tests {
     #[test]
     fn wrong_column_type_fails_the_query() {
         let mut specs = peer_specs();
-        specs[0].1 = ColumnType::Text;
+        specs[0].1 = ColumnType::Native(NativeType::Text);
         let rows = build(&specs, Vec::<Vec<Option<Vec<u8>>>>::new());
         assert!(matches!(
             parse_peers(&[rows], 9042),
