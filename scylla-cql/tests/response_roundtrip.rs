@@ -81,8 +81,8 @@ fn column_type() -> impl Strategy<Value = ColumnType> {
     ]);
     leaf.prop_recursive(3, 16, 3, |inner| {
         prop_oneof![
-            inner.clone().prop_map(|t| ColumnType::list(t)),
-            inner.clone().prop_map(|t| ColumnType::set(t)),
+            inner.clone().prop_map(ColumnType::list),
+            inner.clone().prop_map(ColumnType::set),
             (inner.clone(), inner.clone()).prop_map(|(k, v)| ColumnType::map(k, v)),
             vec(inner.clone(), 0..3).prop_map(ColumnType::Tuple),
             (name(), name(), vec((name(), inner), 0..3))

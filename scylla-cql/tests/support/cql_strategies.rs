@@ -49,8 +49,8 @@ pub(crate) fn any_type() -> BoxedStrategy<ColumnType> {
     leaf_type()
         .prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
-                inner.clone().prop_map(|t| ColumnType::list(t)),
-                inner.clone().prop_map(|t| ColumnType::set(t)),
+                inner.clone().prop_map(ColumnType::list),
+                inner.clone().prop_map(ColumnType::set),
                 (inner.clone(), inner.clone()).prop_map(|(k, v)| ColumnType::map(k, v)),
                 prop::collection::vec(inner.clone(), 1..4).prop_map(ColumnType::Tuple),
                 (
