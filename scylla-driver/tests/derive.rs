@@ -214,6 +214,27 @@ fn udt_round_trip(a: &Address, typ: &ColumnType) -> Address {
 }
 
 #[test]
+fn frozen_or_not_the_type_checks_agree() {
+    // Metadata from the wire never says frozen; a type from the schema may.
+    let a = Address {
+        street: "Main".into(),
+        number: Some(12),
+        note: String::new(),
+    };
+    for typ in [address_type(false), address_type(false).into_frozen()] {
+        let back = udt_round_trip(&a, &typ);
+        assert_eq!((back.street.as_str(), back.number), ("Main", Some(12)));
+    }
+    let ints = ColumnType::list(ColumnType::Native(NativeType::Int));
+    for typ in [ints.clone(), ints.into_frozen()] {
+        let mut buf = Vec::new();
+        scylla_driver::serialize::serialize_bytes(&vec![1i32, 2], &typ, &mut buf)
+            .expect("serializes");
+        <Vec<i32> as scylla_driver::DeserializeValue>::type_check(&typ).expect("type checks");
+    }
+}
+
+#[test]
 fn udt_round_trip_in_type_order_with_extra_type_fields_null() {
     let a = Address {
         street: "Main".into(),
