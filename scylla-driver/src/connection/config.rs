@@ -60,7 +60,7 @@ pub struct ConnectionConfig {
     /// tells this apart from a slow query.
     pub stall_probe_after: Option<Duration>,
     /// How long the stall probe may take before the connection is recycled
-    /// ([`BrokenReason::ReadStalled`]). A stalled connection is therefore
+    /// ([`BrokenReason::ReadStalled`](super::BrokenReason::ReadStalled)). A stalled connection is therefore
     /// closed within `stall_probe_after + stall_probe_timeout` (plus a tick).
     pub stall_probe_timeout: Duration,
     /// Largest frame body accepted or sent. The default, 16 MiB, is what

@@ -50,14 +50,14 @@ impl Session {
     /// the same schema version, and returns that version. The versions are
     /// read from `system.local` and `system.peers` through the control
     /// connection every
-    /// [`schema_agreement_interval`](SessionBuilder::schema_agreement_interval),
+    /// [`schema_agreement_interval`](super::SessionBuilder::schema_agreement_interval),
     /// for up to
-    /// [`schema_agreement_timeout`](SessionBuilder::schema_agreement_timeout)
+    /// [`schema_agreement_timeout`](super::SessionBuilder::schema_agreement_timeout)
     /// ([`SchemaAgreementError::Timeout`] after it). Then the metadata is
     /// read again, so that routing knows the new schema.
     ///
     /// Statements that change the schema wait for this by themselves unless
-    /// [`auto_await_schema_agreement(false)`](SessionBuilder::auto_await_schema_agreement).
+    /// [`auto_await_schema_agreement(false)`](super::SessionBuilder::auto_await_schema_agreement).
     ///
     /// # Cancellation
     ///
@@ -155,7 +155,7 @@ impl Session {
     }
 
     /// Statements in the prepared-statement cache (at most
-    /// [`SessionConfig::prepared_cache_size`]).
+    /// [`SessionConfig::prepared_cache_size`](super::SessionConfig::prepared_cache_size)).
     pub fn prepared_cache_len(&self) -> usize {
         self.inner
             .prepared
@@ -165,13 +165,13 @@ impl Session {
     }
 
     /// Requests in flight now (at most
-    /// [`SessionConfig::max_requests_in_flight`]).
+    /// [`SessionConfig::max_requests_in_flight`](super::SessionConfig::max_requests_in_flight)).
     pub fn requests_in_flight(&self) -> usize {
         self.inner.limiter.in_flight()
     }
 
     /// Requests waiting for a place in flight now (at most
-    /// [`SessionConfig::max_queued_requests`]).
+    /// [`SessionConfig::max_queued_requests`](super::SessionConfig::max_queued_requests)).
     pub fn requests_queued(&self) -> usize {
         self.inner.limiter.queued()
     }
@@ -220,8 +220,8 @@ impl Session {
 
     /// Shuts the session down: refuses new requests at once (they fail with
     /// [`ExecutionError::SessionClosed`], preparations with
-    /// [`PrepareError::SessionClosed`], requests queued behind
-    /// [`SessionConfig::max_requests_in_flight`] too), lets the requests in
+    /// [`PrepareError::SessionClosed`](crate::error::PrepareError::SessionClosed), requests queued behind
+    /// [`SessionConfig::max_requests_in_flight`](super::SessionConfig::max_requests_in_flight) too), lets the requests in
     /// flight finish for up to `grace`, then stops the control connection
     /// and every pool and closes every connection. A request still running
     /// after `grace` ends with a connection error; every request ends
