@@ -275,9 +275,10 @@ async fn schema_metadata_round_trip() {
         col("tags").typ,
         ColumnType::set(ColumnType::Native(NativeType::Text))
     );
+    // The schema model keeps what `frozen<...>` says.
     assert_eq!(
         col("nums").typ,
-        ColumnType::list(ColumnType::Native(NativeType::Int))
+        ColumnType::list(ColumnType::Native(NativeType::Int)).into_frozen()
     );
     assert_eq!(
         col("m").typ,

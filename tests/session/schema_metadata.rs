@@ -156,10 +156,12 @@ async fn every_column_type_and_index_of_a_table() {
         col("tags").typ,
         ColumnType::set(ColumnType::Native(NativeType::Text))
     );
+    // The schema model keeps what `frozen<...>` says.
     assert_eq!(
         col("nums").typ,
-        ColumnType::list(ColumnType::Native(NativeType::Int))
+        ColumnType::list(ColumnType::Native(NativeType::Int)).into_frozen()
     );
+    assert!(!col("tags").typ.is_frozen() && col("home").typ.is_frozen());
     assert_eq!(
         col("m").typ,
         ColumnType::map(
