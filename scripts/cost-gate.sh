@@ -68,7 +68,8 @@ cleanup() {
 trap cleanup EXIT
 
 # Starts a testbed (extra flags in $2...) with its output in $work/$1.out;
-# prints the node's address.
+# sets `started` to the node's address. Not run in a command substitution:
+# its pid must reach `pids` in this shell, for the cleanup to stop it.
 start_testbed() {
     local name="$1"
     shift
@@ -82,12 +83,14 @@ start_testbed() {
         sleep 0.1
     done
     [[ -n "$node" ]] || { echo "cost-gate: the $name testbed did not start" >&2; exit 1; }
-    echo "$node"
+    started="$node"
 }
 
-plain="$(start_testbed plain)"
+start_testbed plain
+plain="$started"
 mkdir -p "$work/tls"
-tls_node="$(start_testbed tls --tls-dir "$work/tls")"
+start_testbed tls --tls-dir "$work/tls"
+tls_node="$started"
 tls_port="$(grep -oP '^tls: port \K[0-9]+' "$work/tls.out" || true)"
 [[ -n "$tls_port" ]] || { echo "cost-gate: the TLS testbed reported no TLS port" >&2; exit 1; }
 tls_addr="${tls_node%:*}:$tls_port"
