@@ -240,7 +240,7 @@ impl LoadBalancingPolicy for SingleTargetLoadBalancingPolicy {
         request: &'a RoutingInfo,
         cluster: &'a ClusterState,
     ) -> FallbackPlan<'a> {
-        Box::new(steering::targets(Preference::Single(self), request, cluster).into_iter())
+        steering::plan(Preference::Single(self), request, cluster)
     }
 
     fn name(&self) -> String {
@@ -316,7 +316,7 @@ impl LoadBalancingPolicy for DefaultPolicy {
         request: &'a RoutingInfo,
         cluster: &'a ClusterState,
     ) -> FallbackPlan<'a> {
-        Box::new(steering::targets(Preference::Default(self), request, cluster).into_iter())
+        steering::plan(Preference::Default(self), request, cluster)
     }
 
     fn name(&self) -> String {

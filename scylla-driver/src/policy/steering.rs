@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::cluster::state::ClusterState;
 use crate::cluster::NodeRef;
 use crate::policy::load_balancing::{
-    preference, LoadBalancingPolicy, NodeIdentifier, Preference, RoutingInfo,
+    preference, FallbackPlan, LoadBalancingPolicy, NodeIdentifier, Preference, RoutingInfo,
 };
 use crate::routing::{NodeIdx, Plan, RackId, RoutingRequest, Target};
 use scylla_cql::sharding::Shard;
@@ -122,13 +122,14 @@ pub(crate) fn restricted_next<F: Fn(NodeIdx) -> bool>(
 
 /// The plan a request described by `info` takes under the built-in policy
 /// `pref`, in `cluster` (every target, in order; nodes without an open
-/// connection left out, as requests skip them). Allocates: for callers of
+/// connection left out, as requests skip them): what the built-in policies'
+/// `pick` and `fallback` give their callers. Allocates: for callers of
 /// [`LoadBalancingPolicy::fallback`], not for requests.
-pub(crate) fn targets<'a>(
+pub(crate) fn plan<'a>(
     pref: Preference<'_>,
     info: &RoutingInfo<'_>,
     cluster: &'a crate::cluster::ClusterState,
-) -> Vec<(NodeRef<'a>, Option<Shard>)> {
+) -> FallbackPlan<'a> {
     let state: &ClusterState = cluster.view().snapshot();
     let table = info.table;
     let mut request = RoutingRequest {
@@ -164,10 +165,11 @@ pub(crate) fn targets<'a>(
         None => state.routing.plan(&request, &is_up),
     };
     let mut plan = plan.with_local_rack(local_rack);
-    std::iter::from_fn(|| restricted_next(&mut plan, only))
+    let targets = std::iter::from_fn(|| restricted_next(&mut plan, only))
         .filter_map(|t| {
             let host = state.node(t.node)?.host_id;
             Some((cluster.get_node_by_host_id(host)?, t.shard))
         })
-        .collect()
+        .collect::<Vec<(NodeRef<'a>, Option<Shard>)>>();
+    Box::new(targets.into_iter())
 }

@@ -295,13 +295,9 @@ fn parse_type(row: &ColumnRow) -> ColumnType {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_rows::{build, cell};
+    use super::super::test_rows::{build, cell, column_rows, table_rows, text};
     use super::*;
     use scylla_cql::types::NativeType;
-
-    fn text(s: &str) -> Option<Vec<u8>> {
-        cell(&s.to_owned(), &ColumnType::Native(NativeType::Text))
-    }
 
     fn keyspace_rows(entries: &[(&str, &[(&str, &str)])]) -> Rows {
         let map_type = ColumnType::map(ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Text));
@@ -396,41 +392,6 @@ mod tests {
         assert!(!ks.contains_key("unknown"));
     }
 
-    fn column_rows(cols: &[(&str, &str, &str, &str, i32, &str)]) -> Rows {
-        let specs = [
-            ("keyspace_name", ColumnType::Native(NativeType::Text)),
-            ("table_name", ColumnType::Native(NativeType::Text)),
-            ("column_name", ColumnType::Native(NativeType::Text)),
-            ("kind", ColumnType::Native(NativeType::Text)),
-            ("position", ColumnType::Native(NativeType::Int)),
-            ("type", ColumnType::Native(NativeType::Text)),
-            ("clustering_order", ColumnType::Native(NativeType::Text)),
-        ];
-        let rows = cols.iter().map(|(ks, t, c, kind, pos, typ)| {
-            vec![
-                text(ks),
-                text(t),
-                text(c),
-                text(kind),
-                cell(pos, &ColumnType::Native(NativeType::Int)),
-                text(typ),
-                text("none"),
-            ]
-        });
-        build(&specs, rows.collect())
-    }
-
-    fn table_rows(tables: &[(&str, &str)]) -> Rows {
-        let specs = [
-            ("keyspace_name", ColumnType::Native(NativeType::Text)),
-            ("table_name", ColumnType::Native(NativeType::Text)),
-        ];
-        build(
-            &specs,
-            tables.iter().map(|(k, t)| vec![text(k), text(t)]).collect(),
-        )
-    }
-
     #[test]
     fn partition_keys_are_ordered_by_position() {
         let mut ks = keyspace_rows(&[(
@@ -440,15 +401,15 @@ mod tests {
         let mut ks = keyspaces(std::slice::from_mut(&mut ks)).unwrap();
         let tables_rows = table_rows(&[("ks", "t"), ("ks", "gap"), ("other", "x")]);
         let cols = column_rows(&[
-            ("ks", "t", "c", "clustering", 0, "int"),
-            ("ks", "t", "b", "partition_key", 1, "frozen<list<text>>"),
-            ("ks", "t", "v", "regular", -1, "text"),
-            ("ks", "t", "a", "partition_key", 0, "int"),
-            ("ks", "t", "u", "partition_key", 2, "my_udt"),
-            ("ks", "gap", "a", "partition_key", 0, "int"),
-            ("ks", "gap", "b", "partition_key", 2, "int"),
-            ("ks", "view", "k", "partition_key", 0, "bigint"),
-            ("other", "x", "k", "partition_key", 0, "int"),
+            ("ks", "t", "c", "clustering", 0, "int", "none"),
+            ("ks", "t", "b", "partition_key", 1, "frozen<list<text>>", "none"),
+            ("ks", "t", "v", "regular", -1, "text", "none"),
+            ("ks", "t", "a", "partition_key", 0, "int", "none"),
+            ("ks", "t", "u", "partition_key", 2, "my_udt", "none"),
+            ("ks", "gap", "a", "partition_key", 0, "int", "none"),
+            ("ks", "gap", "b", "partition_key", 2, "int", "none"),
+            ("ks", "view", "k", "partition_key", 0, "bigint", "none"),
+            ("other", "x", "k", "partition_key", 0, "int", "none"),
         ]);
         tables(&mut ks, &[tables_rows], &[cols]).unwrap();
         let ks = &ks["ks"];

@@ -354,13 +354,9 @@ fn resolve_types(keyspace: &str, rows: Vec<TypeRow>) -> HashMap<String, Arc<User
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_rows::{build as page, cell};
+    use super::super::test_rows::{build as page, cell, column_rows, table_rows, text};
     use super::*;
     use scylla_cql::types::NativeType;
-
-    fn text(s: &str) -> Option<Vec<u8>> {
-        cell(s, &ColumnType::Native(NativeType::Text))
-    }
 
     fn texts(items: &[&str]) -> Option<Vec<u8>> {
         let list: Vec<String> = items.iter().map(|s| (*s).to_owned()).collect();
@@ -385,44 +381,6 @@ mod tests {
                 cell(&repl, &map),
                 cell(&false, &ColumnType::Native(NativeType::Boolean)),
             ]],
-        )
-    }
-
-    fn tables(names: &[&str]) -> Rows {
-        page(
-            &[
-                ("keyspace_name", ColumnType::Native(NativeType::Text)),
-                ("table_name", ColumnType::Native(NativeType::Text)),
-            ],
-            names.iter().map(|t| vec![text("ks"), text(t)]).collect(),
-        )
-    }
-
-    /// (table, column, kind, position, type, clustering order)
-    fn columns(cols: &[(&str, &str, &str, i32, &str, &str)]) -> Rows {
-        page(
-            &[
-                ("keyspace_name", ColumnType::Native(NativeType::Text)),
-                ("table_name", ColumnType::Native(NativeType::Text)),
-                ("column_name", ColumnType::Native(NativeType::Text)),
-                ("kind", ColumnType::Native(NativeType::Text)),
-                ("position", ColumnType::Native(NativeType::Int)),
-                ("type", ColumnType::Native(NativeType::Text)),
-                ("clustering_order", ColumnType::Native(NativeType::Text)),
-            ],
-            cols.iter()
-                .map(|(t, c, kind, pos, typ, order)| {
-                    vec![
-                        text("ks"),
-                        text(t),
-                        text(c),
-                        text(kind),
-                        cell(pos, &ColumnType::Native(NativeType::Int)),
-                        text(typ),
-                        text(order),
-                    ]
-                })
-                .collect(),
         )
     }
 
@@ -478,21 +436,21 @@ mod tests {
     #[test]
     fn the_model_has_every_column_type_view_and_index() {
         let ks = [keyspaces()];
-        let tb = [tables(&["t", "gap", "mv"])];
-        let cols = [columns(&[
-            ("t", "b", "partition_key", 1, "text", "none"),
-            ("t", "a", "partition_key", 0, "int", "none"),
-            ("t", "c2", "clustering", 1, "timeuuid", "desc"),
-            ("t", "c1", "clustering", 0, "int", "asc"),
-            ("t", "s", "static", -1, "text", "none"),
-            ("t", "home", "regular", -1, "frozen<address>", "none"),
-            ("t", "tags", "regular", -1, "set<text>", "none"),
-            ("t", "odd", "regular", -1, "no_such_type", "none"),
-            ("t", "what", "weird_kind", -1, "int", "none"),
-            ("gap", "a", "partition_key", 0, "int", "none"),
-            ("gap", "b", "partition_key", 2, "int", "none"),
-            ("mv", "s", "partition_key", 0, "text", "none"),
-            ("mv", "a", "clustering", 0, "int", "asc"),
+        let tb = [table_rows(&[("ks", "t"), ("ks", "gap"), ("ks", "mv")])];
+        let cols = [column_rows(&[
+            ("ks", "t", "b", "partition_key", 1, "text", "none"),
+            ("ks", "t", "a", "partition_key", 0, "int", "none"),
+            ("ks", "t", "c2", "clustering", 1, "timeuuid", "desc"),
+            ("ks", "t", "c1", "clustering", 0, "int", "asc"),
+            ("ks", "t", "s", "static", -1, "text", "none"),
+            ("ks", "t", "home", "regular", -1, "frozen<address>", "none"),
+            ("ks", "t", "tags", "regular", -1, "set<text>", "none"),
+            ("ks", "t", "odd", "regular", -1, "no_such_type", "none"),
+            ("ks", "t", "what", "weird_kind", -1, "int", "none"),
+            ("ks", "gap", "a", "partition_key", 0, "int", "none"),
+            ("ks", "gap", "b", "partition_key", 2, "int", "none"),
+            ("ks", "mv", "s", "partition_key", 0, "text", "none"),
+            ("ks", "mv", "a", "clustering", 0, "int", "asc"),
         ])];
         // `address` names `point`, defined after it.
         let ty = [types(&[
