@@ -131,7 +131,9 @@ pub mod speculative_execution {
 
 /// Which nodes the session connects to.
 pub mod host_filter {
-    pub use crate::policy::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
+    pub use crate::policy::{
+        AllowListHostFilter, DatacenterFilter, FnHostFilter, HostFilter, HostInfo,
+    };
 }
 
 /// Translating the addresses nodes advertise into addresses to connect to.

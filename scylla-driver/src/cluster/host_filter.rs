@@ -14,8 +14,10 @@
 //! skipped (the tablet routes to its accepted replicas) without the topology
 //! refresh an unknown host would trigger.
 
+use std::collections::HashSet;
 use std::fmt;
-use std::net::SocketAddr;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
 
 use uuid::Uuid;
 
@@ -63,6 +65,46 @@ impl HostFilter for DatacenterFilter {
     }
 }
 
+/// Accepts only the nodes at the given addresses (the official crate's
+/// filter by list).
+///
+/// Addresses are matched as the driver connects to a node: after address
+/// translation, with the port. Host names are resolved once, by
+/// [`new`](Self::new).
+///
+/// ```
+/// use scylla_driver::policies::host_filter::AllowListHostFilter;
+/// let filter = AllowListHostFilter::new(["127.0.0.1:9042", "127.0.0.2:9042"])?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowListHostFilter {
+    allowed: HashSet<SocketAddr>,
+}
+
+impl AllowListHostFilter {
+    /// Accepts the nodes at `allowed` (each an address or a host name with
+    /// its port, as [`ToSocketAddrs`] takes them); fails when a name
+    /// cannot be resolved.
+    pub fn new<I, A>(allowed: I) -> Result<Self, io::Error>
+    where
+        I: IntoIterator<Item = A>,
+        A: ToSocketAddrs,
+    {
+        let mut set = HashSet::new();
+        for item in allowed {
+            set.extend(item.to_socket_addrs()?);
+        }
+        Ok(Self { allowed: set })
+    }
+}
+
+impl HostFilter for AllowListHostFilter {
+    fn accept(&self, host: &HostInfo<'_>) -> bool {
+        self.allowed.contains(&host.address)
+    }
+}
+
 /// A filter from a closure.
 pub struct FnHostFilter<F>(pub F);
 
@@ -98,5 +140,10 @@ mod tests {
         assert!(!f.accept(&host("dc2")));
         let g = FnHostFilter(|h: &HostInfo<'_>| h.rack == "r1");
         assert!(g.accept(&host("dc2")));
+        let listed = AllowListHostFilter::new(["127.0.0.1:9042"]).unwrap();
+        assert!(listed.accept(&host("dc1")));
+        let other_port = AllowListHostFilter::new([("127.0.0.1", 19042)]).unwrap();
+        assert!(!other_port.accept(&host("dc1")));
+        assert!(AllowListHostFilter::new(["not an address"]).is_err());
     }
 }

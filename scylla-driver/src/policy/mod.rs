@@ -4,7 +4,9 @@
 //! re-exported here, [`AddressTranslator`] and [`HostFilter`] (defined in
 //! `cluster`, which applies them).
 
-pub use crate::cluster::host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
+pub use crate::cluster::host_filter::{
+    AllowListHostFilter, DatacenterFilter, FnHostFilter, HostFilter, HostInfo,
+};
 pub use crate::cluster::translation::{
     AddressTranslator, IdentityTranslator, MapTranslator, TranslationError, UntranslatedPeer,
 };
