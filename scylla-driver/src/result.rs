@@ -9,6 +9,13 @@ use scylla_cql::frame::response::result::Rows;
 use scylla_cql::types::{ColumnSpec, DeserializeRow, RowIterator};
 use uuid::Uuid;
 
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use once_cell::race::OnceBox;
+
+use crate::cluster::location::Location;
+use crate::cluster::view::Node;
 use crate::connection::Extras;
 use crate::error::ExecutionError;
 use crate::statement::prepared::ResultShape;
@@ -22,9 +29,10 @@ pub struct QueryResult {
     /// already holds (moving it here spares cloning the columns' `Arc`,
     /// an atomic write to a line every execution of the statement shares).
     pub(crate) shape: Option<std::sync::Arc<ResultShape>>,
-    /// Tracing id, warnings, custom payload: boxed, and `None` for most
-    /// results (a result is moved several times on its way to the caller).
-    pub(crate) extras: Extras,
+    /// Tracing id, warnings, custom payload, and the coordinator once
+    /// asked for: boxed, and empty for most results (a result is moved
+    /// several times on its way to the caller).
+    pub(crate) extras: ResultExtras,
     /// The node that coordinated the request.
     pub coordinator: Option<std::net::SocketAddr>,
     /// That node's host id and the shard that answered (set with
@@ -41,6 +49,102 @@ pub(crate) struct Coordinated {
     pub(crate) host_id: Uuid,
     /// The shard of the connection (`None`: the node does not shard).
     pub(crate) shard: Option<u16>,
+    /// The node's datacenter and rack.
+    pub(crate) location: Location,
+}
+
+/// What a result carries beside its rows, boxed and allocated only when
+/// there is something: the frame's extras (tracing id, warnings, custom
+/// payload), and the [`Coordinator`] once
+/// [`request_coordinator`](QueryResult::request_coordinator) is asked for.
+/// One pointer, set at most once (so `&self` can fill it).
+#[derive(Debug, Default)]
+pub(crate) struct ResultExtras(OnceBox<Annex>);
+
+#[derive(Debug, Clone, Default)]
+struct Annex {
+    extras: Extras,
+    coordinator: OnceLock<Coordinator>,
+}
+
+impl From<Extras> for ResultExtras {
+    /// No allocation unless the frame carried extras.
+    fn from(extras: Extras) -> Self {
+        if extras.is_empty() {
+            return ResultExtras::default();
+        }
+        ResultExtras(OnceBox::with_value(Box::new(Annex {
+            extras,
+            coordinator: OnceLock::new(),
+        })))
+    }
+}
+
+impl Clone for ResultExtras {
+    fn clone(&self) -> Self {
+        match self.0.get() {
+            Some(annex) => ResultExtras(OnceBox::with_value(Box::new(annex.clone()))),
+            None => ResultExtras::default(),
+        }
+    }
+}
+
+impl ResultExtras {
+    fn extras(&self) -> Option<&Extras> {
+        self.0.get().map(|a| &a.extras)
+    }
+
+    /// The coordinator, made from `make` on the first call.
+    fn coordinator(&self, make: impl FnOnce() -> Coordinator) -> &Coordinator {
+        self.0
+            .get_or_init(|| Box::new(Annex::default()))
+            .coordinator
+            .get_or_init(make)
+    }
+}
+
+/// The node that answered a request, and the connection's shard
+/// ([`QueryResult::request_coordinator`]).
+///
+/// The node is the one the session's cluster state held when the answer
+/// arrived: its host id, address, datacenter and rack. Its sharding is not
+/// recorded with a result ([`Node::sharder`] is `None` here); find it in
+/// [`Session::get_cluster_state`](crate::Session::get_cluster_state) by
+/// host id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coordinator {
+    connection_address: SocketAddr,
+    node: Arc<Node>,
+    shard: Option<u16>,
+}
+
+impl Coordinator {
+    fn new(address: SocketAddr, who: Coordinated) -> Self {
+        let (datacenter, rack) = who.location.names().unzip();
+        Coordinator {
+            connection_address: address,
+            node: Arc::new(Node::recorded(who.host_id, address, datacenter, rack)),
+            shard: who.shard,
+        }
+    }
+
+    /// The address of the connection the answer came on (the node's, after
+    /// address translation).
+    pub fn connection_address(&self) -> SocketAddr {
+        self.connection_address
+    }
+
+    /// The node: its host id, address, datacenter and rack (see the type's
+    /// documentation for its sharding).
+    pub fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
+
+    /// The shard that answered (`None`: the node does not shard, as
+    /// Cassandra).
+    pub fn shard(&self) -> Option<u16> {
+        self.shard
+    }
 }
 
 impl QueryResult {
@@ -83,17 +187,48 @@ impl QueryResult {
     /// # Ok(()) }
     /// ```
     pub fn tracing_id(&self) -> Option<Uuid> {
-        self.extras.tracing_id()
+        self.extras.extras().and_then(Extras::tracing_id)
     }
 
     /// The server's warnings about the request (none for most results).
     pub fn warnings(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
-        self.extras.warnings().iter().map(String::as_str)
+        self.extras
+            .extras()
+            .map_or(&[][..], Extras::warnings)
+            .iter()
+            .map(String::as_str)
     }
 
     /// The custom payload the server sent with the result, if any.
     pub fn custom_payload(&self) -> Option<&scylla_cql::frame::CustomPayload> {
-        self.extras.custom_payload()
+        self.extras.extras().and_then(Extras::custom_payload)
+    }
+
+    /// The node that answered the request, and the shard (see
+    /// [`Coordinator`] for what is recorded of the node). Built on the
+    /// first call (the request path records only the node's ids); a
+    /// `QueryResult` the session did not return (`QueryResult::default()`)
+    /// names the unspecified address `0.0.0.0:0` and the nil host id.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &scylla_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// let result = session.query_unpaged("INSERT INTO ks.t (k) VALUES (1)", ()).await?;
+    /// let node = result.request_coordinator().node();
+    /// println!("{} in {:?}", node.address, node.datacenter);
+    /// # Ok(()) }
+    /// ```
+    pub fn request_coordinator(&self) -> &Coordinator {
+        self.extras.coordinator(|| {
+            let address = self
+                .coordinator
+                .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+            let who = self.coordinated.unwrap_or(Coordinated {
+                host_id: Uuid::nil(),
+                shard: None,
+                location: Location::UNKNOWN,
+            });
+            Coordinator::new(address, who)
+        })
     }
 
     /// Where the next page starts, if there is one.

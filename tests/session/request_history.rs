@@ -1,7 +1,7 @@
 //! History listeners (`observability::history`) against the test cluster:
 //! what a statement's listener is told of its requests, their attempts,
 //! retries and speculative fibers; and the coordinator of a result in the
-//! official crate's shape (`QueryRowsResult::request_coordinator`).
+//! official crate's shape (`QueryResult::request_coordinator`).
 
 use crate::common;
 use common::{cluster_and_session, create_keyspace};
@@ -265,12 +265,38 @@ async fn a_failed_request_pages_and_batches_are_told() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_request_coordinator_is_the_node_that_answered() {
-    let (_cluster, session) = cluster_and_session(3, 4, |b| b).await;
+    // Each node in a datacenter and rack of its own, so that the recorded
+    // location is told apart from the default's.
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .shards(4)
+        .node_location(0, "dc-a", "r0")
+        .node_location(1, "dc-b", "r1")
+        .node_location(2, "dc-b", "r2")
+        .start()
+        .await
+        .unwrap();
+    let session = scylla_driver::SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .build()
+        .await
+        .unwrap();
+    assert!(session.wait_for_all_shards(Duration::from_secs(20)).await);
+    create_keyspace(&session, "rc", 3).await;
+    session
+        .query_unpaged("CREATE TABLE rc.t (k int PRIMARY KEY)", ())
+        .await
+        .unwrap();
     let state = session.get_cluster_state();
     let mut local = session
         .prepare("SELECT host_id, rpc_address FROM system.local WHERE key = 'local'")
         .await
         .unwrap();
+    let mut insert = session
+        .prepare("INSERT INTO rc.t (k) VALUES (1)")
+        .await
+        .unwrap();
+    let mut datacenters = std::collections::BTreeSet::new();
     for node in state.get_nodes_info() {
         for (target, shard) in [
             (NodeIdentifier::Node(Arc::clone(node)), None),
@@ -280,9 +306,9 @@ async fn the_request_coordinator_is_the_node_that_answered() {
                 Some(1),
             ),
         ] {
-            local.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
-                target, shard,
-            )));
+            let policy = SingleTargetLoadBalancingPolicy::new(target, shard);
+            local.set_load_balancing_policy(Some(policy.clone()));
+            insert.set_load_balancing_policy(Some(policy));
             let rows = session
                 .execute_unpaged(&local, ())
                 .await
@@ -291,16 +317,32 @@ async fn the_request_coordinator_is_the_node_that_answered() {
                 .unwrap();
             let (host_id, ip) = rows.single_row::<(uuid::Uuid, std::net::IpAddr)>().unwrap();
             assert_eq!(host_id, node.host_id);
-            let coordinator = rows.request_coordinator();
-            assert_eq!(coordinator.node().host_id, node.host_id);
-            assert_eq!(coordinator.node().address, node.address);
-            assert_eq!(coordinator.node().address.ip(), ip);
-            assert_eq!(coordinator.connection_address(), node.address.into_inner());
-            if let Some(shard) = shard {
-                assert_eq!(coordinator.shard(), Some(shard));
-            } else {
-                assert!(coordinator.shard().is_some_and(|s| s < 4));
+            // A result without rows names its coordinator the same way.
+            let plain = session.execute_unpaged(&insert, ()).await.unwrap();
+            assert!(!plain.is_rows());
+            for coordinator in [rows.request_coordinator(), plain.request_coordinator()] {
+                assert_eq!(coordinator.node().host_id, node.host_id);
+                assert_eq!(coordinator.node().address, node.address);
+                assert_eq!(coordinator.node().address.ip(), ip);
+                assert_eq!(coordinator.node().datacenter, node.datacenter);
+                assert_eq!(coordinator.node().rack, node.rack);
+                assert_eq!(coordinator.connection_address(), node.address.into_inner());
+                if let Some(shard) = shard {
+                    assert_eq!(coordinator.shard(), Some(shard));
+                } else {
+                    assert!(coordinator.shard().is_some_and(|s| s < 4));
+                }
             }
+            // Asked twice, the same value (built once).
+            assert!(std::ptr::eq(
+                plain.request_coordinator(),
+                plain.request_coordinator()
+            ));
+            datacenters.extend(plain.request_coordinator().node().datacenter.clone());
         }
     }
+    assert_eq!(
+        datacenters.into_iter().collect::<Vec<_>>(),
+        ["dc-a", "dc-b"]
+    );
 }

@@ -27,6 +27,8 @@
 //!   from [`Session::cluster`](crate::Session::cluster).
 //! - [`events`]: [`events::NodeEvents`], the node events applications get
 //!   from [`Session::node_events`](crate::Session::node_events).
+//! - `location`: datacenter and rack names interned as a `Copy` id, which
+//!   results record for their coordinator.
 //! - `tablets`: the tablet maps of tablet tables (`TabletStore`):
 //!   learned from responses, warmed up from `system.tablets`, invalidated by
 //!   schema and topology changes.
@@ -39,6 +41,7 @@ pub mod client_routes;
 internal_mods!(control);
 pub mod events;
 internal_mods!(host_filter);
+pub(crate) mod location;
 internal_mods!(system_tables);
 #[cfg_attr(
     not(feature = "unstable-internals"),
@@ -76,7 +79,9 @@ pub(crate) use internal::*;
 #[allow(unreachable_pub, unused_imports)]
 mod internal {
     pub use super::control::{ControlHandle, ControlOptions, NodeEvent};
-    pub use super::host_filter::{DatacenterFilter, FnHostFilter, HostFilter, HostInfo};
+    pub use super::host_filter::{
+        AllowListHostFilter, DatacenterFilter, FnHostFilter, HostFilter, HostInfo,
+    };
     pub use super::system_tables::{
         KeyspaceMeta, Metadata, NodeMeta, NodeOptions, SchemaFetch, TableMeta,
     };

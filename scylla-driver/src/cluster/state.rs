@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::location::Location;
 use super::system_tables::Metadata;
 use crate::metrics::Metrics;
 use crate::pool::{NodePool, PoolConfig, ShardAwareTarget};
@@ -32,6 +33,9 @@ pub struct Node {
     pub rack: String,
     /// Its connections.
     pub pool: NodePool,
+    /// Its datacenter and rack as an id, which results record for their
+    /// coordinator.
+    pub(crate) location: Location,
 }
 
 /// Nodes (indexed like the routing table's `NodeIdx`), the routing table and
@@ -118,6 +122,7 @@ impl ClusterState {
                     datacenter: m.datacenter.clone(),
                     rack: m.rack.clone(),
                     pool: n.pool.clone(),
+                    location: Location::of(&m.datacenter, &m.rack),
                 }),
                 moved => {
                     if let Some(old) = moved {
@@ -143,6 +148,7 @@ impl ClusterState {
                         datacenter: m.datacenter.clone(),
                         rack: m.rack.clone(),
                         pool: NodePool::new(m.address, config, metrics.clone()),
+                        location: Location::of(&m.datacenter, &m.rack),
                     })
                 }
             })

@@ -252,13 +252,18 @@ pub struct Node {
 }
 
 impl Node {
-    /// A node as a result records it: host id and address only.
-    pub(crate) fn recorded(host_id: Uuid, address: SocketAddr) -> Self {
+    /// A node as a result records it: host id, address and location.
+    pub(crate) fn recorded(
+        host_id: Uuid,
+        address: SocketAddr,
+        datacenter: Option<String>,
+        rack: Option<String>,
+    ) -> Self {
         Node {
             host_id,
             address: NodeAddr(address),
-            datacenter: None,
-            rack: None,
+            datacenter,
+            rack,
             sharder: None,
         }
     }

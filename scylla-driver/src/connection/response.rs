@@ -43,6 +43,11 @@ impl Extras {
         Self((!empty).then(|| Box::new(extras)))
     }
 
+    /// Whether the frame carried none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     pub(crate) fn tracing_id(&self) -> Option<Uuid> {
         self.0.as_ref().and_then(|e| e.tracing_id)
     }

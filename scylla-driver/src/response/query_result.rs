@@ -22,10 +22,7 @@ use scylla_cql::types::{DeserializationError, DeserializeRow, RowIterator, TypeC
 use uuid::Uuid;
 
 use crate::response::Coordinator;
-use crate::result::Coordinated;
 pub use crate::result::QueryResult;
-use std::net::SocketAddr;
-use std::sync::OnceLock;
 
 impl QueryResult {
     /// Whether the result holds rows (the same as [`has_rows`](Self::has_rows)).
@@ -37,15 +34,10 @@ impl QueryResult {
     /// [`IntoRowsResultError::ResultNotRows`] (which gives the result back)
     /// when the statement returned none (an `INSERT`, a DDL statement, ...).
     pub fn into_rows_result(self) -> Result<QueryRowsResult, IntoRowsResultError> {
-        // The session sets the rows, the coordinator's address and its host
-        // id together, from one answer.
-        match (self.has_rows(), self.coordinator, self.coordinated) {
-            (true, Some(address), Some(who)) => Ok(QueryRowsResult {
-                result: self,
-                who: (address, who),
-                coordinator: OnceLock::new(),
-            }),
-            _ => Err(IntoRowsResultError::ResultNotRows(Box::new(self))),
+        if self.has_rows() {
+            Ok(QueryRowsResult { result: self })
+        } else {
+            Err(IntoRowsResultError::ResultNotRows(Box::new(self)))
         }
     }
 }
@@ -54,10 +46,6 @@ impl QueryResult {
 #[derive(Debug, Clone)]
 pub struct QueryRowsResult {
     result: QueryResult,
-    /// Who answered.
-    who: (SocketAddr, Coordinated),
-    /// Built from `who` when first asked for (most callers never do).
-    coordinator: OnceLock<Coordinator>,
 }
 
 impl QueryRowsResult {
@@ -132,8 +120,7 @@ impl QueryRowsResult {
     /// The node that answered the request, and the shard (see
     /// [`Coordinator`] for what is recorded of the node).
     pub fn request_coordinator(&self) -> &Coordinator {
-        self.coordinator
-            .get_or_init(|| Coordinator::new(self.who.0, self.who.1))
+        self.result.request_coordinator()
     }
 
     /// The whole result.

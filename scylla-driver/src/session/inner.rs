@@ -31,7 +31,7 @@ use crate::error::{ExecutionError, SchemaAgreementError, UnexpectedResponse};
 use crate::metrics::{Metrics, Paging};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
-use crate::result::{Coordinated, QueryResult};
+use crate::result::{Coordinated, QueryResult, ResultExtras};
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::{ExecutionProfile, ExecutionProfileHandle, StatementOptions};
 
@@ -373,11 +373,12 @@ impl SessionInner {
         let mut result = QueryResult {
             rows: None,
             shape: None,
-            extras,
+            extras: ResultExtras::from(extras),
             coordinator: Some(node),
             coordinated: Some(Coordinated {
                 host_id: answer.node.host_id,
                 shard: answer.shard,
+                location: answer.node.location,
             }),
         };
         match response {
