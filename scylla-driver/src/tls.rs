@@ -25,8 +25,51 @@ pub use crate::connection::tls_tickets::TicketStore;
 pub use rustls::ClientConfig;
 
 /// What [`SessionBuilder::tls_context`](crate::SessionBuilder::tls_context)
-/// takes, as the official `scylla` crate names it: a [`TlsConfig`].
-pub type TlsContext = TlsConfig;
+/// takes, as the official `scylla` crate names it: a [`TlsConfig`] (rustls,
+/// also made from a rustls [`ClientConfig`]) or, with the feature
+/// `openssl-010`, an OpenSSL `SslContext`.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum TlsContext {
+    /// rustls, with this crate's settings (server name, record layer,
+    /// session tickets).
+    Rustls(TlsConfig),
+    /// The system's OpenSSL (feature `openssl-010`): the handshake and the
+    /// records through `openssl::ssl::SslStream`. The context decides what
+    /// is verified: with `SslVerifyMode::PEER`, the node's certificate chain
+    /// against the context's trust store. The node's name is not checked
+    /// unless the context's verify callback does (as with the official
+    /// crate); prefer [`TlsContext::Rustls`], which checks it by default.
+    #[cfg(feature = "openssl-010")]
+    OpenSsl010(openssl::ssl::SslContext),
+}
+
+impl From<TlsConfig> for TlsContext {
+    fn from(tls: TlsConfig) -> Self {
+        TlsContext::Rustls(tls)
+    }
+}
+
+impl From<Arc<ClientConfig>> for TlsContext {
+    /// [`TlsConfig::from_client_config`]: nodes named by IP address.
+    fn from(client: Arc<ClientConfig>) -> Self {
+        TlsContext::Rustls(TlsConfig::from_client_config(client))
+    }
+}
+
+impl From<ClientConfig> for TlsContext {
+    /// [`TlsConfig::from_client_config`]: nodes named by IP address.
+    fn from(client: ClientConfig) -> Self {
+        TlsContext::Rustls(TlsConfig::from_client_config(Arc::new(client)))
+    }
+}
+
+#[cfg(feature = "openssl-010")]
+impl From<openssl::ssl::SslContext> for TlsContext {
+    fn from(context: openssl::ssl::SslContext) -> Self {
+        TlsContext::OpenSsl010(context)
+    }
+}
 
 impl From<Arc<ClientConfig>> for TlsConfig {
     /// [`TlsConfig::from_client_config`]: nodes named by IP address.

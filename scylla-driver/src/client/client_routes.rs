@@ -184,7 +184,7 @@ impl ClientRoutesSessionBuilder {
 
     /// As [`SessionBuilder::tls_context`].
     #[cfg(feature = "tls")]
-    pub fn tls_context(self, tls: Option<impl Into<crate::tls::TlsConfig>>) -> Self {
+    pub fn tls_context(self, tls: Option<impl Into<crate::tls::TlsContext>>) -> Self {
         ClientRoutesSessionBuilder(self.0.tls_context(tls))
     }
 

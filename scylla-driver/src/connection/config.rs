@@ -100,11 +100,21 @@ pub struct ConnectionConfig {
     /// connect timeout).
     #[cfg(feature = "tls")]
     pub tls: Option<tls::TlsConfig>,
+    /// Encrypt the connection through the system's OpenSSL with this
+    /// context instead (feature `openssl-010`; set by
+    /// `SessionBuilder::tls_context` with an `SslContext`). Takes
+    /// precedence over `tls`.
+    #[cfg(feature = "openssl-010")]
+    pub openssl: Option<openssl::ssl::SslContext>,
 }
 
 impl ConnectionConfig {
     /// Whether connections use TLS.
     pub fn uses_tls(&self) -> bool {
+        #[cfg(feature = "openssl-010")]
+        if self.openssl.is_some() {
+            return true;
+        }
         #[cfg(feature = "tls")]
         {
             self.tls.is_some()
@@ -164,6 +174,8 @@ impl Default for ConnectionConfig {
             unix_socket: None,
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(feature = "openssl-010")]
+            openssl: None,
         }
     }
 }

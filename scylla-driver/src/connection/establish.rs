@@ -108,6 +108,23 @@ pub(super) async fn open_in(
         step: SetupStep::Connect,
         source,
     })?;
+    #[cfg(feature = "openssl-010")]
+    if let Some(context) = &config.openssl {
+        let mut stream =
+            super::tls_openssl::connect(context, stream, config.socket.connect_timeout).await?;
+        let encryption = Encryption::Tls {
+            resumed: super::tls_openssl::resumed(&stream),
+        };
+        // Whether a client certificate was offered is the context's
+        // business: no guess about a close after the handshake.
+        let (server, leftover) = cql_handshake(&mut stream, config, version).await?;
+        // One OpenSSL state for both directions: the halves share it behind
+        // tokio's lock, as with rustls.
+        let (rd, wr) = tokio::io::split(stream);
+        return Ok(start(
+            addr, local, server, leftover, rd, wr, None, encryption, config,
+        ));
+    }
     #[cfg(feature = "tls")]
     if let Some(tls) = &config.tls {
         let stream = tls

@@ -58,6 +58,8 @@ pub(crate) mod stats;
 mod stream_slots;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "openssl-010")]
+mod tls_openssl;
 #[cfg(feature = "tls")]
 mod tls_records;
 #[cfg(feature = "tls")]

@@ -416,8 +416,12 @@ pub(crate) fn closed_after_handshake(e: ConnectionError, offered_cert: bool) -> 
 
 /// The TLS kind of an I/O error that wraps a rustls error, if it does.
 pub(crate) fn classify_io(e: &io::Error) -> Option<TlsErrorKind> {
-    let inner = e.get_ref()?.downcast_ref::<rustls::Error>()?;
-    Some(classify(inner))
+    let inner = e.get_ref()?;
+    #[cfg(feature = "openssl-010")]
+    if let Some(openssl) = inner.downcast_ref::<openssl::ssl::Error>() {
+        return super::tls_openssl::reason_kind(openssl);
+    }
+    Some(classify(inner.downcast_ref::<rustls::Error>()?))
 }
 
 fn classify(e: &rustls::Error) -> TlsErrorKind {

@@ -440,20 +440,37 @@ impl SessionBuilder {
     pub fn tls(mut self, tls: crate::connection::tls::TlsConfig) -> Self {
         tracing::debug!(config = ?tls, "TLS enabled");
         self.config.pool.connection.tls = Some(tls);
+        #[cfg(feature = "openssl-010")]
+        {
+            self.config.pool.connection.openssl = None;
+        }
         self
     }
 
     /// TLS as the official `scylla` crate sets it: `Some` of a
-    /// [`TlsConfig`](crate::tls::TlsConfig) or of a rustls
-    /// `Arc<ClientConfig>` encrypts every connection (see [`tls`](Self::tls)),
-    /// `None` turns encryption off.
+    /// [`TlsContext`](crate::tls::TlsContext) encrypts every connection:
+    /// a [`TlsConfig`](crate::tls::TlsConfig) or a rustls `Arc<ClientConfig>`
+    /// through rustls (see [`tls`](Self::tls)), or, with the feature
+    /// `openssl-010`, an `openssl::ssl::SslContext` through OpenSSL. `None`
+    /// turns encryption off.
     #[cfg(feature = "tls")]
     #[must_use]
-    pub fn tls_context(mut self, tls: Option<impl Into<crate::tls::TlsConfig>>) -> Self {
-        match tls {
-            Some(tls) => self.tls(tls.into()),
+    pub fn tls_context(mut self, tls: Option<impl Into<crate::tls::TlsContext>>) -> Self {
+        match tls.map(Into::into) {
+            Some(crate::tls::TlsContext::Rustls(tls)) => self.tls(tls),
+            #[cfg(feature = "openssl-010")]
+            Some(crate::tls::TlsContext::OpenSsl010(context)) => {
+                tracing::debug!("TLS enabled (OpenSSL)");
+                self.config.pool.connection.tls = None;
+                self.config.pool.connection.openssl = Some(context);
+                self
+            }
             None => {
                 self.config.pool.connection.tls = None;
+                #[cfg(feature = "openssl-010")]
+                {
+                    self.config.pool.connection.openssl = None;
+                }
                 self
             }
         }
