@@ -73,17 +73,27 @@ impl From<Extras> for ResultExtras {
         if extras.is_empty() {
             return ResultExtras::default();
         }
-        ResultExtras(OnceBox::with_value(Box::new(Annex {
+        ResultExtras(filled(Annex {
             extras,
             coordinator: OnceLock::new(),
-        })))
+        }))
     }
+}
+
+/// A cell holding `annex` (once_cell's `OnceBox::with_value` is only in
+/// 1.21; programs' lock files hold older ones).
+fn filled(annex: Annex) -> OnceBox<Annex> {
+    let cell = OnceBox::new();
+    // A new cell is empty: `set` cannot fail, and would only hand the box
+    // back if it did.
+    let _ = cell.set(Box::new(annex));
+    cell
 }
 
 impl Clone for ResultExtras {
     fn clone(&self) -> Self {
         match self.0.get() {
-            Some(annex) => ResultExtras(OnceBox::with_value(Box::new(annex.clone()))),
+            Some(annex) => ResultExtras(filled(annex.clone())),
             None => ResultExtras::default(),
         }
     }
