@@ -35,15 +35,15 @@ pub(crate) async fn run(
     progress.phase("real", "cold start");
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..p.sessions {
-        let mut b = SessionBuilder::new()
+        let b = SessionBuilder::new()
             .known_nodes(nodes.iter().cloned())
             .shard_aware_port(shard_aware_port)
             .request_timeout(p.request_timeout)
             .reconnect_policy(Arc::new(ExponentialBackoff::new(
                 p.backoff_base,
                 p.backoff_cap,
-            )));
-        b.config.pool.reconnect_spread = p.reconnect_spread;
+            )))
+            .reconnect_spread(p.reconnect_spread);
         let timeout = p.coverage_timeout;
         tasks.spawn(async move {
             let s = b.build().await.map_err(|e| format!("session: {e}"))?;

@@ -242,15 +242,15 @@ fn session_builder(
         .known_node(contact.to_string())
         .shard_aware_port(v.shard_aware_port)
         .request_timeout(p.request_timeout)
-        .reconnect_policy(Arc::new(backoff));
-    b.config.pool.reconnect_spread = if v.lockstep {
-        Duration::ZERO
-    } else {
-        p.reconnect_spread
-    };
+        .reconnect_policy(Arc::new(backoff))
+        .reconnect_spread(if v.lockstep {
+            Duration::ZERO
+        } else {
+            p.reconnect_spread
+        })
+        .coverage_interval(p.coverage_interval)
+        .tls_ticket_pacing(p.ticket_pacing);
     b.config.initial_connect_timeout = p.coverage_timeout;
-    b.config.pool.coverage_interval = p.coverage_interval;
-    b.config.pool.tls_ticket_pacing = p.ticket_pacing;
     match tls {
         Some(t) => b.tls(t.clone()),
         None => b,

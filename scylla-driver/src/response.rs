@@ -108,6 +108,8 @@ impl PagingStateResponse {
 }
 
 mod sealed {
+    // Unnameable on purpose: only this crate implements `PageStart`.
+    #[allow(unnameable_types)]
     pub trait Sealed {}
     impl Sealed for Option<bytes::Bytes> {}
     impl Sealed for super::PagingState {}

@@ -38,9 +38,13 @@ pub struct SessionConfig {
     /// Pool and connection settings (credentials, compression, coalescing,
     /// timeouts, shard-aware port, local port range, reconnect policy).
     /// Its type is internal: set these through the [`SessionBuilder`]
-    /// methods.
+    /// methods (public only with the feature `unstable-internals`, for the
+    /// project's own tests).
+    #[cfg(feature = "unstable-internals")]
     #[doc(hidden)]
     pub pool: PoolConfig,
+    #[cfg(not(feature = "unstable-internals"))]
+    pub(crate) pool: PoolConfig,
     /// Default consistency.
     pub consistency: Consistency,
     /// Default timeout of a request (all of its attempts; for a
@@ -78,9 +82,13 @@ pub struct SessionConfig {
     /// How long `build` waits for a first connection to every node.
     pub initial_connect_timeout: Duration,
     /// The control connection's settings. Its type is internal: set the
-    /// address translator and host filter through the [`SessionBuilder`].
+    /// address translator and host filter through the [`SessionBuilder`]
+    /// (public only with the feature `unstable-internals`).
+    #[cfg(feature = "unstable-internals")]
     #[doc(hidden)]
     pub control: ControlOptions,
+    #[cfg(not(feature = "unstable-internals"))]
+    pub(crate) control: ControlOptions,
     /// Ask for rows without their column metadata when executing prepared
     /// statements, decoding them with the columns learned at PREPARE time.
     /// Saves bytes per result, but is only safe if the tables' columns never
