@@ -128,11 +128,6 @@ impl SourcePortAllocator {
             allocator: self,
         })
     }
-
-    /// Ports currently leased (all destinations).
-    pub fn leased(&self) -> usize {
-        self.lock().len()
-    }
 }
 
 /// A source port reserved for one connection; released when dropped.

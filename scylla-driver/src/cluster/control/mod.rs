@@ -445,11 +445,6 @@ impl ControlHandle {
             .map(|c| c.info().peer)
     }
 
-    /// Whether the last STATUS_CHANGE about `ip` said it is down.
-    pub fn is_reported_down(&self, ip: IpAddr) -> bool {
-        self.shared.down().contains(&ip)
-    }
-
     /// Re-reads everything now and returns the resulting snapshot (also
     /// published). Waits for a reconnect in progress to finish first.
     pub async fn refresh(&self) -> Result<Arc<Metadata>, ControlError> {

@@ -444,16 +444,6 @@ pub(crate) async fn read_topology(
     })
 }
 
-/// Reads the nodes (see [`NodeOptions`]): `system.local`, then
-/// `system.peers_v2` or `system.peers`; peers are translated and filtered.
-pub async fn read_nodes(
-    conn: &Connection,
-    opts: &QueryOptions,
-    node_opts: &NodeOptions,
-) -> Result<Vec<NodeMeta>, MetadataError> {
-    Ok(read_topology(conn, opts, node_opts).await?.nodes)
-}
-
 /// Which schema the control connection reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -596,17 +586,6 @@ pub async fn read_schema(
         }
     }
     Ok(keyspaces)
-}
-
-/// Reads a whole snapshot: nodes, then schema.
-pub async fn read_metadata(
-    conn: &Connection,
-    opts: &QueryOptions,
-    node_opts: &NodeOptions,
-) -> Result<Metadata, MetadataError> {
-    let nodes = read_nodes(conn, opts, node_opts).await?;
-    let keyspaces = read_schema(conn, opts, &SchemaFetch::default(), None).await?;
-    Ok(Metadata { nodes, keyspaces })
 }
 
 #[cfg(test)]
