@@ -27,8 +27,8 @@ pub mod types;
 pub mod _macro_internal {
     pub use crate::types::deserialize::udt::UdtIterator;
     pub use crate::types::deserialize::ColumnIterator;
-    pub use crate::types::serialize::row::serialize_value_to;
-    pub use crate::types::serialize::writers::{CellWriter, WrittenCellProof};
+    pub use crate::types::serialize::row::{serialize_value_to, RowSerializationContext};
+    pub use crate::types::serialize::writers::{CellWriter, RowWriter, WrittenCellProof};
     pub use crate::types::serialize::{serialize_udt, serialize_udt_with, UdtRules};
 
     /// The column type under the official crate's name for it here, which

@@ -74,13 +74,15 @@ fn null_and_unset() {
     );
     let list = ColumnType::list(ColumnType::Native(NativeType::Int));
     let mut buf = Vec::new();
-    let err = vec![Some(1i32), None]
-        .serialize(&list, CellWriter::new(&mut buf))
+    let err = SerializeValue::serialize(&vec![Some(1i32), None], &list, CellWriter::new(&mut buf))
         .unwrap_err();
     assert_eq!(err.kind(), &SerializationErrorKind::NullNotAllowed);
-    let err = vec![MaybeUnset::<i32>::Unset]
-        .serialize(&list, CellWriter::new(&mut buf))
-        .unwrap_err();
+    let err = SerializeValue::serialize(
+        &vec![MaybeUnset::<i32>::Unset],
+        &list,
+        CellWriter::new(&mut buf),
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), &SerializationErrorKind::UnsetNotAllowed);
 }
 
@@ -134,9 +136,8 @@ fn vector_dimension_is_checked() {
         dimensions: 3,
     };
     let mut buf = Vec::new();
-    let err = vec![1.0f32, 2.0]
-        .serialize(&v3, CellWriter::new(&mut buf))
-        .unwrap_err();
+    let err =
+        SerializeValue::serialize(&vec![1.0f32, 2.0], &v3, CellWriter::new(&mut buf)).unwrap_err();
     assert!(matches!(
         err.kind(),
         SerializationErrorKind::WrongDimension {
@@ -153,9 +154,10 @@ fn vector_dimension_is_checked() {
         }
     ));
     // An empty element of a fixed-length type cannot be written in a vector.
-    assert!(vec![CqlValue::Empty; 3]
-        .serialize(&v3, CellWriter::new(&mut buf))
-        .is_err());
+    assert!(
+        SerializeValue::serialize(&vec![CqlValue::Empty; 3], &v3, CellWriter::new(&mut buf))
+            .is_err()
+    );
 }
 
 #[test]

@@ -21,12 +21,13 @@ pub mod value {
 /// [`writers::WrittenCellProof`] it returns.
 pub mod writers {
     pub use scylla_cql::types::serialize::writers::{
-        CellOverflowError, CellValueBuilder, CellWriter, WrittenCellProof,
+        CellOverflowError, CellValueBuilder, CellWriter, RowWriter, WrittenCellProof,
     };
 }
 
 /// A statement's values: [`row::SerializeRow`].
 pub mod row {
+    pub use scylla_cql::types::serialize::row::RowSerializationContext;
     pub use scylla_cql::types::{SerializeRow, SerializedValues};
 }
 

@@ -60,6 +60,27 @@ impl SerializedValues {
         &self.buf
     }
 
+    /// Starts one more positional value, written next into the returned
+    /// buffer by a [`CellWriter`] (a [`RowWriter`](crate::types::serialize::writers::RowWriter)'s
+    /// cell). The count is bumped even when it overflows, so that the row
+    /// writer can report it at the end.
+    pub(crate) fn start_value(&mut self) -> (&mut Vec<u8>, Result<(), EncodeError>) {
+        let bumped = self.bump(false);
+        (&mut self.buf, bumped)
+    }
+
+    /// The buffer's length and the count, to go back to with
+    /// [`rewind`](Self::rewind) when a row fails half-way.
+    pub(crate) fn mark(&self) -> (usize, u16) {
+        (self.buf.len(), self.count)
+    }
+
+    /// Drops what was written after `mark`.
+    pub(crate) fn rewind(&mut self, (len, count): (usize, u16)) {
+        self.buf.truncate(len);
+        self.count = count;
+    }
+
     fn bump(&mut self, named: bool) -> Result<(), EncodeError> {
         if self.count > 0 && self.named != named {
             return Err(EncodeError::Invalid(

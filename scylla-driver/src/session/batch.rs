@@ -43,9 +43,8 @@ pub(super) async fn run(
                 resolved.push((Some(p.clone()), None, values::serialize(p, v)?.into_inner()));
             }
             BatchStatement::Query(text) => {
-                let mut none = SerializedValues::new();
-                if v.serialize_row(&[], &mut none).is_ok() {
-                    resolved.push((None, Some(text.as_str()), none));
+                if v.is_empty() {
+                    resolved.push((None, Some(text.as_str()), SerializedValues::new()));
                 } else {
                     let p = session.prepare(text.as_str()).await?;
                     let s = values::serialize(&p, v)?.into_inner();

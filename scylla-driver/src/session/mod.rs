@@ -166,8 +166,11 @@ impl Session {
         paging: Paging,
         deadline: Option<Instant>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
-        let mut none = SerializedValues::new();
-        if values.serialize_row(&[], &mut none).is_err() {
+        // Values for no bind marker go as they are; others need their
+        // markers' types (`is_empty` asks the row, as the official crate
+        // does: a row written by hand may expect its markers).
+        let none = SerializedValues::new();
+        if !values.is_empty() {
             // Values need their bind markers' types: prepare. Boxed: inline,
             // the preparation's and the execution's futures made every
             // query's future larger (it is moved at each await layer).
@@ -480,8 +483,8 @@ impl Session {
         values: impl SerializeRow + Send + Sync,
     ) -> Result<RowStream<Row>, ExecutionError> {
         let statement = statement.into();
-        let mut none = SerializedValues::new();
-        if values.serialize_row(&[], &mut none).is_ok() {
+        let none = SerializedValues::new();
+        if values.is_empty() {
             return RowStream::new(self.clone(), pager::Source::Query(statement), none)
                 .prefetch()
                 .await;

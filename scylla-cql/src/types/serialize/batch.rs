@@ -165,6 +165,6 @@ mod tests {
         // Rows as trait objects, the old way, still work.
         let dyns: [&(dyn SerializeRow + Sync); 2] = [&(1i32,), &()];
         assert_eq!(dyns.len(), 2);
-        assert!(().is_empty());
+        assert!(BatchValues::is_empty(&()));
     }
 }

@@ -2,20 +2,83 @@
 //! a reusable [`SerializedValues`] and checked against the statement's bind
 //! markers (count, then each value's type; errors name the marker).
 
+use super::writers::RowWriter;
 use super::{SerializationError, SerializationErrorKind, SerializeValue};
 use crate::types::column_type::ColumnSpec;
 use crate::types::serialized_values::SerializedValues;
 
 /// The bound values of one statement execution.
+///
+/// Implement either [`serialize_row`](Self::serialize_row) (this crate's
+/// form, what the derive writes) or [`serialize`](Self::serialize) and
+/// [`is_empty`](Self::is_empty) (the official `scylla` crate's form, through
+/// a [`RowWriter`]); each has a default that goes through the other, so an
+/// implementation must provide at least one of the two forms.
 pub trait SerializeRow {
     /// Appends one value per bind marker described by `specs` to `out`.
     /// Fails if the number of values differs from `specs.len()` or a value
     /// does not fit its marker's type.
+    ///
+    /// The default goes through [`serialize`](Self::serialize); on error,
+    /// what it wrote to `out` is removed.
     fn serialize_row(
         &self,
         specs: &[ColumnSpec],
         out: &mut SerializedValues,
-    ) -> Result<(), SerializationError>;
+    ) -> Result<(), SerializationError> {
+        let mark = out.mark();
+        let mut writer = RowWriter::new(out);
+        let written = self
+            .serialize(&RowSerializationContext::from_specs(specs), &mut writer)
+            .and_then(|()| writer.finish());
+        if written.is_err() {
+            out.rewind(mark);
+        }
+        written
+    }
+
+    /// Writes one value per column of `ctx` through `writer` (the official
+    /// crate's form). The default goes through
+    /// [`serialize_row`](Self::serialize_row).
+    fn serialize(
+        &self,
+        ctx: &RowSerializationContext<'_>,
+        writer: &mut RowWriter<'_>,
+    ) -> Result<(), SerializationError> {
+        self.serialize_row(ctx.columns(), writer.values())
+    }
+
+    /// Whether the row has no values (a statement without bind markers
+    /// takes it). The default asks [`serialize_row`](Self::serialize_row)
+    /// for a row of no columns.
+    fn is_empty(&self) -> bool {
+        let mut none = SerializedValues::new();
+        self.serialize_row(&[], &mut none).is_ok() && none.is_empty()
+    }
+}
+
+/// What a row is serialized for: the statement's bind markers (the official
+/// `scylla` crate's context of [`SerializeRow::serialize`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RowSerializationContext<'a> {
+    columns: &'a [ColumnSpec],
+}
+
+impl<'a> RowSerializationContext<'a> {
+    /// The context of a statement with these bind markers.
+    pub fn from_specs(columns: &'a [ColumnSpec]) -> Self {
+        RowSerializationContext { columns }
+    }
+
+    /// A statement without bind markers.
+    pub const fn empty() -> Self {
+        RowSerializationContext { columns: &[] }
+    }
+
+    /// The bind markers, in order.
+    pub fn columns(&self) -> &'a [ColumnSpec] {
+        self.columns
+    }
 }
 
 /// Appends `v` as the value of the bind marker `spec`, in place.

@@ -201,6 +201,66 @@ impl From<CellOverflowError> for SerializationError {
     }
 }
 
+/// Where a row's values go, one [`CellWriter`] per value: what a
+/// hand-written [`SerializeRow::serialize`](super::row::SerializeRow::serialize)
+/// writes into, in the official `scylla` crate's shape.
+///
+/// ```
+/// use scylla_driver_cql::types::serialize::writers::RowWriter;
+/// use scylla_driver_cql::types::SerializedValues;
+///
+/// let mut values = SerializedValues::new();
+/// let mut writer = RowWriter::new(&mut values);
+/// writer.make_cell_writer().set_value(&7i32.to_be_bytes()).unwrap();
+/// writer.make_cell_writer().set_null();
+/// assert_eq!(writer.value_count(), 2);
+/// ```
+#[derive(Debug)]
+pub struct RowWriter<'buf> {
+    values: &'buf mut crate::types::SerializedValues,
+    /// The first error starting a value met (more than 65,535 values),
+    /// reported by [`finish`](Self::finish).
+    overflow: Option<EncodeError>,
+}
+
+impl<'buf> RowWriter<'buf> {
+    /// A writer appending to `values`.
+    pub fn new(values: &'buf mut crate::types::SerializedValues) -> Self {
+        RowWriter {
+            values,
+            overflow: None,
+        }
+    }
+
+    /// How many values the row holds so far.
+    pub fn value_count(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The place of the row's next value.
+    pub fn make_cell_writer(&mut self) -> CellWriter<'_> {
+        let (buf, started) = self.values.start_value();
+        if let Err(e) = started {
+            self.overflow.get_or_insert(e);
+        }
+        CellWriter::new(buf)
+    }
+
+    /// The values written so far (for a row that serializes itself with
+    /// [`SerializeRow::serialize_row`](super::row::SerializeRow::serialize_row)).
+    pub(crate) fn values(&mut self) -> &mut crate::types::SerializedValues {
+        self.values
+    }
+
+    /// Ends the row: an error if a value could not be started (too many).
+    pub(crate) fn finish(self) -> Result<(), SerializationError> {
+        match self.overflow {
+            Some(e) => Err(SerializationError::from(e)),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
