@@ -13,21 +13,12 @@ use openssl::pkey::PKey;
 use openssl::ssl::{SslContext, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
 use scylla_driver::SessionBuilder;
-use scylla_testbed::{TestCluster, TlsOptions};
+use scylla_testbed::TestCluster;
+
+mod common;
+use common::tls_cluster;
 
 const FULL: Duration = Duration::from_secs(20);
-
-async fn tls_cluster(nodes: usize, shards: u16, require_client_cert: bool) -> TestCluster {
-    let mut o = TlsOptions::default();
-    o.require_client_cert = require_client_cert;
-    TestCluster::builder()
-        .nodes(nodes)
-        .shards(shards)
-        .tls(o)
-        .start()
-        .await
-        .unwrap()
-}
 
 /// A client context that verifies the node's chain against the cluster's
 /// CA (or against nothing: `trust_ca = false`), with the cluster's client

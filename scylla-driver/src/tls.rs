@@ -51,16 +51,16 @@ impl From<TlsConfig> for TlsContext {
 }
 
 impl From<Arc<ClientConfig>> for TlsContext {
-    /// [`TlsConfig::from_client_config`]: nodes named by IP address.
+    /// As [`TlsConfig`]'s: nodes named by IP address.
     fn from(client: Arc<ClientConfig>) -> Self {
-        TlsContext::Rustls(TlsConfig::from_client_config(client))
+        TlsContext::Rustls(TlsConfig::from(client))
     }
 }
 
 impl From<ClientConfig> for TlsContext {
-    /// [`TlsConfig::from_client_config`]: nodes named by IP address.
+    /// As [`TlsConfig`]'s: nodes named by IP address.
     fn from(client: ClientConfig) -> Self {
-        TlsContext::Rustls(TlsConfig::from_client_config(Arc::new(client)))
+        TlsContext::Rustls(TlsConfig::from(client))
     }
 }
 

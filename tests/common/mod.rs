@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use scylla_driver::{PreparedStatement, Session, SessionBuilder, TabletWarmup};
-use scylla_testbed::TestCluster;
+use scylla_testbed::{TestCluster, TlsOptions};
 
 /// A cluster of `nodes` x `shards`, and a session with every shard connected.
 pub async fn cluster_and_session(
@@ -79,4 +79,19 @@ pub async fn run_inserts(
     while let Some(r) = tasks.join_next().await {
         r.unwrap();
     }
+}
+
+/// A cluster of `nodes` x `shards` that also serves TLS (its CA and client
+/// certificate from `TestCluster::tls_*_pem`), requiring a client
+/// certificate when `require_client_cert`.
+pub async fn tls_cluster(nodes: usize, shards: u16, require_client_cert: bool) -> TestCluster {
+    let mut o = TlsOptions::default();
+    o.require_client_cert = require_client_cert;
+    TestCluster::builder()
+        .nodes(nodes)
+        .shards(shards)
+        .tls(o)
+        .start()
+        .await
+        .unwrap()
 }

@@ -14,21 +14,11 @@ use scylla_driver::metrics::Metrics;
 use scylla_driver::pool::backoff::ExponentialBackoff;
 use scylla_driver::pool::{NodePool, PoolConfig};
 use scylla_driver::SessionBuilder;
-use scylla_testbed::{TestCluster, TlsOptions};
+use scylla_testbed::TestCluster;
+
+use crate::common::tls_cluster;
 
 const FULL: Duration = Duration::from_secs(20);
-
-async fn tls_cluster(nodes: usize, shards: u16, require_client_cert: bool) -> TestCluster {
-    let mut o = TlsOptions::default();
-    o.require_client_cert = require_client_cert;
-    TestCluster::builder()
-        .nodes(nodes)
-        .shards(shards)
-        .tls(o)
-        .start()
-        .await
-        .unwrap()
-}
 
 fn client_tls(cluster: &TestCluster, with_cert: bool) -> TlsConfig {
     client_tls_with(cluster, with_cert, RecordLayer::default())
