@@ -24,7 +24,7 @@ mod common;
 
 use std::sync::Arc;
 
-use scylla_driver::errors::DbError;
+use scylla_driver::errors::{BadQuery, DbError, RequestAttemptError};
 use scylla_driver::policy::retry::{
     AttemptFailure, DefaultRetryPolicy, RetryContext, RetryDecision, RetryPolicy,
 };
@@ -59,25 +59,33 @@ impl RetryPolicy for DowngradeOnUnavailable {
 /// What went wrong, from the error's variant.
 fn explain(e: &ExecutionError) -> String {
     match e {
-        ExecutionError::Server(s) => match &s.error {
-            DbError::SyntaxError => format!("the node could not parse it: {}", s.message),
-            DbError::Invalid => format!("the node refused it as invalid: {}", s.message),
-            DbError::AlreadyExists { keyspace, table } => {
-                format!("{keyspace}.{table} already exists")
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(error, message)) => {
+            match error {
+                DbError::SyntaxError => format!("the node could not parse it: {message}"),
+                DbError::Invalid => format!("the node refused it as invalid: {message}"),
+                DbError::AlreadyExists { keyspace, table } => {
+                    format!("{keyspace}.{table} already exists")
+                }
+                DbError::Unavailable {
+                    consistency,
+                    required,
+                    alive,
+                } => {
+                    format!(
+                        "unavailable at {consistency}: {required} replicas required, {alive} alive"
+                    )
+                }
+                other => format!("the node answered {other} (code {:#06x})", other.code()),
             }
-            DbError::Unavailable {
-                consistency,
-                required,
-                alive,
-            } => {
-                format!("unavailable at {consistency}: {required} replicas required, {alive} alive")
-            }
-            other => format!("the node answered {other} (code {:#06x})", s.code()),
-        },
-        ExecutionError::Timeout { timeout, .. } => format!("no answer within {timeout:?}"),
-        ExecutionError::NoConnection { .. } => "no node could take the request".to_owned(),
-        ExecutionError::Connection { node, .. } => format!("the connection to {node} failed"),
-        ExecutionError::Serialization(e) => format!("a bound value does not fit: {e}"),
+        }
+        ExecutionError::RequestTimeout(timeout) => format!("no answer within {timeout:?}"),
+        ExecutionError::ConnectionPoolError(_) => "no node could take the request".to_owned(),
+        ExecutionError::LastAttemptError(RequestAttemptError::BrokenConnectionError(_)) => {
+            "the connection failed".to_owned()
+        }
+        ExecutionError::BadQuery(BadQuery::SerializationError(e)) => {
+            format!("a bound value does not fit: {e}")
+        }
         ExecutionError::TypeCheck(e) => format!("the rows do not fit the Rust type: {e}"),
         other => format!("other: {other}"),
     }

@@ -21,7 +21,7 @@ mod common;
 
 use std::time::Duration;
 
-use scylla_driver::errors::DbError;
+use scylla_driver::errors::{DbError, RequestAttemptError};
 use scylla_driver::policy::speculative::SpeculativeExecution;
 use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
 use scylla_driver::{ExecutionError, SessionBuilder};
@@ -108,17 +108,19 @@ async fn main() -> Result<(), common::BoxError> {
     let demanding = Statement::new("SELECT seq FROM examples.events WHERE day = ?")
         .with_execution_profile(three);
     match session.query_unpaged(demanding, ("2026-11-26",)).await {
-        Err(ExecutionError::Server(e)) => match &e.error {
-            DbError::Unavailable {
-                consistency,
-                required,
-                alive,
-            } => println!(
-                "at {consistency} (the three-replicas profile): UNAVAILABLE, \
+        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(error, _))) => {
+            match error {
+                DbError::Unavailable {
+                    consistency,
+                    required,
+                    alive,
+                } => println!(
+                    "at {consistency} (the three-replicas profile): UNAVAILABLE, \
                  {required} replicas required, {alive} alive"
-            ),
-            other => return Err(format!("expected UNAVAILABLE, got {other}").into()),
-        },
+                ),
+                other => return Err(format!("expected UNAVAILABLE, got {other}").into()),
+            }
+        }
         Err(e) => return Err(e.into()),
         Ok(_) => return Err("a read at THREE succeeded on a keyspace with one replica".into()),
     }

@@ -31,6 +31,7 @@ mod common;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use scylla_driver::errors::RequestAttemptError;
 use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
 use scylla_driver::{ExecutionError, SessionBuilder};
 
@@ -313,7 +314,9 @@ async fn run(uri: &str) -> Result<bool, Box<dyn std::error::Error>> {
     loop {
         match session.execute_unpaged(&lookup, (&probe,)).await {
             Ok(r) if r.rows_count() == K as usize => break,
-            Ok(_) | Err(ExecutionError::Server(_)) if Instant::now() < ready_by => {
+            Ok(_) | Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(..)))
+                if Instant::now() < ready_by =>
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Ok(r) => return Err(format!("the index returns {} rows", r.rows_count()).into()),

@@ -204,7 +204,7 @@ async fn queued_requests_time_out_at_their_deadline() {
     for r in results {
         // The ordinary timeout, never the queue's error (the queue had room).
         assert!(
-            matches!(r, Err(ExecutionError::Timeout { timeout: t, .. }) if t == timeout),
+            matches!(r, Err(ExecutionError::RequestTimeout(t)) if t == timeout),
             "{r:?}"
         );
     }

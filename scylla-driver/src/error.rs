@@ -1,35 +1,44 @@
-//! The public error catalogue, one type per operation.
+//! The public error catalogue, one type per operation, in the official
+//! `scylla` crate's shapes (programs written for it match on the same
+//! variants).
 //!
 //! | operation | error |
 //! |---|---|
 //! | building a session | [`NewSessionError`] |
 //! | running a statement (query, execute, batch, a page of a stream) | [`ExecutionError`] |
-//! | preparing a statement | [`PrepareError`] (inside an [`ExecutionError::Prepare`] when a `query_*` call prepared implicitly) |
-//! | waiting for schema agreement | [`SchemaAgreementError`] (inside an [`ExecutionError::SchemaAgreement`] after DDL) |
+//! | preparing a statement | [`PrepareError`] (inside an [`ExecutionError::PrepareError`] when a `query_*` call prepared implicitly) |
+//! | waiting for schema agreement | [`SchemaAgreementError`] (inside an [`ExecutionError::SchemaAgreementError`] after DDL) |
 //! | refreshing metadata, reading tablets | [`ControlError`] |
 //!
-//! Every variant is matched by its shape, never by its text: a server error
-//! keeps the node that answered, the server's code ([`ServerError::code`])
-//! and its message as data; a failed execution lists the earlier attempts
-//! it made ([`ExecutionError::attempts`]), each with its node and error.
-//! Causes are reachable through [`std::error::Error::source`], and
-//! `Display` is one line, meant for logs: it says what happened at its own
-//! level (and, for the failures a user can fix, what to check) and never
-//! repeats the text of its source, so a report that walks the chain (as
-//! anyhow's `{:#}` does) shows every cause once. Lists of failures (the
-//! attempts of a request, the contact points tried) are data rather than
-//! one cause: they are displayed inline, each with its full chain.
+//! A request that failed says how its **last attempt** failed
+//! ([`ExecutionError::LastAttemptError`] with a [`RequestAttemptError`]: the
+//! server's error code and message, a broken connection, ...), or that its
+//! deadline passed ([`ExecutionError::RequestTimeout`]), or that the node it
+//! reached last had no open connection ([`ExecutionError::ConnectionPoolError`],
+//! with the error that node's last connection attempt failed with). The
+//! earlier attempts of a request, each with its node, are told to a
+//! [`HistoryListener`](crate::observability::history::HistoryListener) and
+//! logged (`tracing`, level `debug`).
+//!
+//! Every variant is matched by its shape, never by its text. Causes are
+//! reachable through [`std::error::Error::source`], and `Display` is one
+//! line, meant for logs: it says what happened at its own level (and, for the
+//! failures a user can fix, what to check) and never repeats the text of its
+//! source, so a report that walks the chain (as anyhow's `{:#}` does) shows
+//! every cause once.
 //!
 //! ```
-//! use scylla_driver::ExecutionError;
+//! use scylla_driver::errors::{DbError, ExecutionError, RequestAttemptError};
 //!
 //! /// What to do with a failed request.
 //! fn describe(e: &ExecutionError) -> &'static str {
 //!     match e {
-//!         ExecutionError::Timeout { .. } => "slow: retry later if idempotent",
-//!         ExecutionError::Server(s) if s.code() == 0x2000 => "a syntax error: fix the statement",
-//!         ExecutionError::Server(_) => "the server refused it",
-//!         ExecutionError::NoConnection { .. } => "no node reachable",
+//!         ExecutionError::RequestTimeout(_) => "slow: retry later if idempotent",
+//!         ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::SyntaxError, _)) => {
+//!             "a syntax error: fix the statement"
+//!         }
+//!         ExecutionError::LastAttemptError(RequestAttemptError::DbError(_, _)) => "the server refused it",
+//!         ExecutionError::ConnectionPoolError(_) => "no node reachable",
 //!         _ => "other",
 //!     }
 //! }
@@ -37,91 +46,78 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::response::error::DbError;
+use scylla_cql::{DecodeError, EncodeError};
 
 pub use crate::cluster::control::ControlError;
+use crate::cluster::MetadataError;
 use scylla_cql::types::{DeserializationError, SerializationError, TypeCheckError};
 
-pub use crate::connection::{BrokenConnection, ConnectionError, RequestError};
+pub use crate::connection::{BrokenConnection, ConnectionError, ConnectionRequestError};
 
 /// Running a statement failed.
+///
+/// The first nine variants are the official crate's; the others are
+/// failures it reports elsewhere or not at all.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExecutionError {
-    /// The server answered with an error (boxed: it is large, and errors
-    /// travel through every `Result` of the driver). The earlier attempts
-    /// of the request are in [`ServerError::attempts`].
-    #[error(transparent)]
-    Server(Box<ServerError>),
-    /// No response within the request's deadline (the statement's timeout,
-    /// or the stream's deadline for a page of a [`RowStream`](crate::session::RowStream)).
-    #[error("{}", TimeoutText(*.timeout, .attempts))]
-    Timeout {
-        /// The timeout that ran out.
-        timeout: Duration,
-        /// The request's attempts, oldest first: those that failed before
-        /// the deadline and, last, the one it cut short while waiting on a
-        /// node (its error a [`RequestError::Timeout`]; the text names that
-        /// node as where no response came from).
-        attempts: Attempts,
-    },
-    /// No node could take the request: all down, none connected yet, or
-    /// every node of the plan was tried. `attempts` lists each node tried
-    /// and why it could not take the request.
-    #[error("no node could take the request (check that the nodes are up and reachable from this host){attempts}")]
-    NoConnection {
-        /// Each node tried and how it failed (empty when the plan had no
-        /// node at all).
-        attempts: Attempts,
-    },
-    /// The statement's load-balancing policy offered no node for the
-    /// request (neither [`pick`](crate::policies::load_balancing::LoadBalancingPolicy::pick)
-    /// nor its fallback): nothing was sent.
-    #[error("the load-balancing policy offered no node for the request (check the nodes, datacenters or filters it chooses by)")]
-    EmptyPlan,
-    /// The connection broke while the request was in flight (and it was not
-    /// retried: the statement is not idempotent, or the retry policy said no).
-    #[error("the request to {node} failed on its connection{attempts}")]
-    Connection {
-        /// The node.
-        node: SocketAddr,
-        /// What happened.
-        #[source]
-        error: RequestError,
-        /// The attempts before this one.
-        attempts: Attempts,
-    },
-    /// The statement or its values are invalid on the client side.
+    /// The statement or its values are invalid on the client side (nothing
+    /// was sent).
     #[error(transparent)]
     BadQuery(BadQuery),
-    /// The values could not be serialized for the statement's bind markers.
+    /// The load-balancing plan held no node for the request: a policy set
+    /// on the session, a profile or the statement offered none, or the
+    /// session knows no node. Nothing was sent. (The default plan leaves
+    /// out only nodes that are down: when it has none left, the request
+    /// fails with [`ExecutionError::ConnectionPoolError`].)
+    #[error("the load-balancing plan held no node for the request (check the nodes, datacenters or filters the policy chooses by)")]
+    EmptyPlan,
+    /// A `query_*` call with values, or a batch, had to prepare its
+    /// statement, and that failed.
     #[error(transparent)]
-    Serialization(#[from] SerializationError),
+    PrepareError(PrepareError),
+    /// The last node of the plan had no open connection: nothing was sent
+    /// to it.
+    #[error(transparent)]
+    ConnectionPoolError(ConnectionPoolError),
+    /// The last attempt of the request failed, and the retry policy did not
+    /// try again (or the plan had no node left).
+    #[error(transparent)]
+    LastAttemptError(RequestAttemptError),
+    /// No response within the request's deadline (the statement's timeout,
+    /// or the stream's deadline for a page of a [`RowStream`](crate::session::RowStream)).
+    #[error("no response within {0:?} (the request timeout: check the nodes' load, or raise `request_timeout` on the session, profile or statement)")]
+    RequestTimeout(Duration),
+    /// The connection the request went to could not be switched to the
+    /// session's keyspace.
+    #[error("switching the connection to the session's keyspace failed")]
+    UseKeyspaceError(#[source] UseKeyspaceError),
+    /// A schema change ran, but the nodes did not agree on the new schema
+    /// (the change itself was applied by the coordinator).
+    #[error("the schema change was applied, but the nodes did not confirm they agree on it")]
+    SchemaAgreementError(#[source] SchemaAgreementError),
+    /// Reading the cluster's metadata failed. Requests do not return it
+    /// today (the official crate does, while awaiting schema agreement,
+    /// which here is a [`SchemaAgreementError::Control`]); kept so that
+    /// matches written for the official crate compile.
+    #[error("reading the cluster's metadata failed")]
+    MetadataError(#[source] MetadataError),
     /// The rows do not have the requested Rust type.
     #[error(transparent)]
     TypeCheck(#[from] TypeCheckError),
     /// A value could not be deserialized.
     #[error(transparent)]
     Deserialization(#[from] DeserializationError),
-    /// A node sent a response the protocol does not allow here.
-    #[error(transparent)]
-    Protocol(UnexpectedResponse),
-    /// A `query_*` call with values, or a batch, had to prepare its
-    /// statement, and that failed.
-    #[error(transparent)]
-    Prepare(PrepareError),
     /// A stream failed fetching a page after it had delivered earlier ones:
     /// retrying the whole query would repeat those rows; resume from
     /// [`RowStream::paging_state`](crate::session::RowStream::paging_state)
     /// instead.
     #[error(transparent)]
     Page(Box<PageError>),
-    /// A schema change ran, but the nodes did not agree on the new schema
-    /// (the change itself was applied by the coordinator).
-    #[error("the schema change was applied, but the nodes did not confirm they agree on it")]
-    SchemaAgreement(#[source] SchemaAgreementError),
     /// [`Session::execution_profile`](crate::Session::execution_profile)
     /// was asked for a name no profile was registered under.
     #[error("no execution profile named {0:?} is registered on the session")]
@@ -150,96 +146,293 @@ impl ExecutionError {
     /// The server's error, if a node answered with one (also when a
     /// preparation made for this request failed, or a page of a stream).
     pub fn db_error(&self) -> Option<&DbError> {
-        self.server_error().map(|e| &e.error)
-    }
-
-    /// The node's error answer, with its node, code and message, if a node
-    /// answered with one (looking into [`Prepare`](Self::Prepare) and
-    /// [`Page`](Self::Page)).
-    pub fn server_error(&self) -> Option<&ServerError> {
         match self {
-            ExecutionError::Server(e) => Some(e),
-            ExecutionError::Prepare(PrepareError::Server(e)) => Some(e),
-            ExecutionError::Page(p) => p.source.server_error(),
+            ExecutionError::LastAttemptError(e) => e.db_error(),
+            ExecutionError::PrepareError(e) => e.db_error(),
+            ExecutionError::UseKeyspaceError(e) => e.db_error(),
+            ExecutionError::Page(p) => p.source.db_error(),
             _ => None,
-        }
-    }
-
-    /// The failed attempts that came before this error, oldest first (empty
-    /// when the request failed on its first attempt, or before any).
-    pub fn attempts(&self) -> &[Attempt] {
-        match self {
-            ExecutionError::Server(e) => &e.attempts,
-            ExecutionError::Timeout { attempts, .. }
-            | ExecutionError::NoConnection { attempts }
-            | ExecutionError::Connection { attempts, .. } => attempts,
-            ExecutionError::Page(p) => p.source.attempts(),
-            _ => &[],
         }
     }
 
     /// Whether the request ran out of time (also for a page of a stream).
     pub fn is_timeout(&self) -> bool {
         match self {
-            ExecutionError::Timeout { .. } => true,
+            ExecutionError::RequestTimeout(_) => true,
             ExecutionError::Page(p) => p.source.is_timeout(),
             _ => false,
         }
     }
 
-    pub(crate) fn server(error: DbError, message: String, node: SocketAddr) -> Self {
-        ExecutionError::Server(Box::new(ServerError::new(error, message, node)))
-    }
-
-    pub(crate) fn timeout(timeout: Duration, attempts: Vec<Attempt>) -> Self {
-        ExecutionError::Timeout {
-            timeout,
-            attempts: Attempts::from(attempts),
-        }
-    }
-
-    /// The request's final error: `error`, the last attempt's failure on
-    /// `node`, after `earlier` failed attempts.
-    pub(crate) fn from_attempt(
-        node: SocketAddr,
-        error: AttemptError,
-        earlier: Vec<Attempt>,
-    ) -> Self {
+    /// The request's final error when its last attempt failed with `error`
+    /// (a deadline that cut the attempt short is the request's timeout,
+    /// `timeout`).
+    pub(crate) fn last_attempt(error: RequestAttemptError, timeout: Duration) -> Self {
         match error {
-            AttemptError::Server { error, message } => {
-                ExecutionError::Server(Box::new(ServerError {
-                    attempts: Attempts::from(earlier),
-                    ..ServerError::new(error, message, node)
-                }))
-            }
-            AttemptError::Connection(error) => ExecutionError::Connection {
-                node,
-                error,
-                attempts: Attempts::from(earlier),
-            },
-            AttemptError::NoConnection => {
-                let mut all = earlier;
-                all.push(Attempt {
-                    node,
-                    error: AttemptError::NoConnection,
-                });
-                ExecutionError::NoConnection {
-                    attempts: Attempts::from(all),
-                }
-            }
+            RequestAttemptError::Timeout(_) => ExecutionError::RequestTimeout(timeout),
+            e => ExecutionError::LastAttemptError(e),
         }
     }
 }
 
 impl From<PrepareError> for ExecutionError {
     fn from(e: PrepareError) -> Self {
-        ExecutionError::Prepare(e)
+        ExecutionError::PrepareError(e)
     }
 }
 
 impl From<BadQuery> for ExecutionError {
     fn from(e: BadQuery) -> Self {
         ExecutionError::BadQuery(e)
+    }
+}
+
+impl From<SerializationError> for ExecutionError {
+    fn from(e: SerializationError) -> Self {
+        ExecutionError::BadQuery(BadQuery::SerializationError(e))
+    }
+}
+
+impl From<RequestAttemptError> for ExecutionError {
+    fn from(e: RequestAttemptError) -> Self {
+        ExecutionError::LastAttemptError(e)
+    }
+}
+
+impl From<ConnectionPoolError> for ExecutionError {
+    fn from(e: ConnectionPoolError) -> Self {
+        ExecutionError::ConnectionPoolError(e)
+    }
+}
+
+impl From<UseKeyspaceError> for ExecutionError {
+    fn from(e: UseKeyspaceError) -> Self {
+        ExecutionError::UseKeyspaceError(e)
+    }
+}
+
+impl From<SchemaAgreementError> for ExecutionError {
+    fn from(e: SchemaAgreementError) -> Self {
+        ExecutionError::SchemaAgreementError(e)
+    }
+}
+
+impl From<RequestError> for ExecutionError {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::EmptyPlan => ExecutionError::EmptyPlan,
+            RequestError::ConnectionPoolError(e) => ExecutionError::ConnectionPoolError(e),
+            RequestError::RequestTimeout(d) => ExecutionError::RequestTimeout(d),
+            RequestError::LastAttemptError(e) => ExecutionError::LastAttemptError(e),
+        }
+    }
+}
+
+/// How running a request over its plan failed: the part of an
+/// [`ExecutionError`] that is about the plan's nodes and attempts (the
+/// official crate's name and shape).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The load-balancing plan held no node.
+    #[error("the load-balancing plan held no node for the request (check the nodes, datacenters or filters the policy chooses by)")]
+    EmptyPlan,
+    /// The last node of the plan had no open connection.
+    #[error(transparent)]
+    ConnectionPoolError(#[from] ConnectionPoolError),
+    /// No response within the request's deadline.
+    #[error("no response within {0:?} (the request timeout: check the nodes' load, or raise `request_timeout` on the session, profile or statement)")]
+    RequestTimeout(Duration),
+    /// The last attempt failed.
+    #[error(transparent)]
+    LastAttemptError(#[from] RequestAttemptError),
+}
+
+impl RequestError {
+    /// As an [`ExecutionError`].
+    pub fn into_execution_error(self) -> ExecutionError {
+        self.into()
+    }
+}
+
+/// A node of the plan had no open connection to take the request.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectionPoolError {
+    /// The node's connections are down; its last connection attempt failed
+    /// with `last_connection_error` (the pool keeps trying, backing off).
+    #[error("the node has no open connection (its last connection attempt failed; check that it is up and reachable from this host)")]
+    Broken {
+        /// How the node's last connection attempt failed.
+        #[source]
+        last_connection_error: Arc<ConnectionError>,
+    },
+    /// The node's pool has not opened a connection yet, and none of its
+    /// attempts failed so far.
+    #[error("the node's connections are still being opened")]
+    Initializing,
+    /// The node is excluded by the session's host filter.
+    #[error("the node is excluded by the session's host filter")]
+    NodeDisabledByHostFilter,
+}
+
+impl ConnectionPoolError {
+    /// A pool's error, from how its latest connection attempt failed.
+    pub(crate) fn from_last(last: Option<Arc<ConnectionError>>) -> Self {
+        match last {
+            Some(last_connection_error) => ConnectionPoolError::Broken {
+                last_connection_error,
+            },
+            None => ConnectionPoolError::Initializing,
+        }
+    }
+}
+
+/// How one attempt of a request failed (the official crate's shape): what
+/// [`ExecutionError::LastAttemptError`] carries, and what
+/// [`HistoryListener`](crate::observability::history::HistoryListener)s and
+/// [`LoadBalancingPolicy::on_request_failure`](crate::policies::load_balancing::LoadBalancingPolicy::on_request_failure)
+/// are told of each failed attempt.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestAttemptError {
+    /// The values could not be serialized for the statement (nothing was
+    /// sent).
+    #[error(transparent)]
+    SerializationError(SerializationError),
+    /// The request could not be encoded for the connection (nothing was
+    /// sent).
+    #[error("the request could not be encoded")]
+    CqlRequestSerialization(#[source] EncodeError),
+    /// Every stream id of the connection was in use.
+    #[error("every stream id of the connection was in use")]
+    UnableToAllocStreamId,
+    /// The connection failed: before the request was written (then the
+    /// server did not see it: [`BrokenConnectionError::is_not_sent`]), or
+    /// while it was in flight.
+    #[error(transparent)]
+    BrokenConnectionError(BrokenConnectionError),
+    /// The response's frame extensions (tracing id, warnings, custom
+    /// payload) were malformed.
+    #[error("the response's frame extensions were malformed")]
+    BodyExtensionsParseError(#[source] DecodeError),
+    /// A RESULT response was malformed.
+    #[error("the RESULT response was malformed")]
+    CqlResultParseError(#[source] DecodeError),
+    /// An ERROR response was malformed.
+    #[error("the ERROR response was malformed")]
+    CqlErrorParseError(#[source] DecodeError),
+    /// The node answered with an error: its code and details (the replicas
+    /// required and alive of an `Unavailable`, say), and its message as
+    /// sent.
+    #[error("the node answered {0}: {1}")]
+    DbError(DbError, String),
+    /// The node answered with a message the protocol does not allow for the
+    /// request.
+    #[error(transparent)]
+    UnexpectedResponse(UnexpectedResponse),
+    /// A statement prepared again got another id than before.
+    #[error("preparing {statement:?} again gave another id")]
+    RepreparedIdChanged {
+        /// The statement's text.
+        statement: String,
+        /// The id it had.
+        expected_id: Vec<u8>,
+        /// The id it got.
+        reprepared_id: Vec<u8>,
+    },
+    /// A node forgot a statement of a batch, and the batch does not hold
+    /// its text to prepare it again.
+    #[error("a statement of the batch is unknown to the node and cannot be prepared again")]
+    RepreparedIdMissingInBatch,
+    /// A request that must fit one page got a paging state back.
+    #[error("the result has more pages than the request reads")]
+    NonfinishedPagingState,
+    /// The request's deadline passed while this attempt waited (a request
+    /// that ends so fails with [`ExecutionError::RequestTimeout`]; this is
+    /// what history listeners and policies are told of the attempt).
+    #[error("no response within {0:?}")]
+    Timeout(Duration),
+}
+
+impl PartialEq for RequestAttemptError {
+    /// Equal when of the same variant with the same server error and
+    /// message, or (for the others, whose I/O causes do not compare) the
+    /// same text through their whole chain of causes.
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (RequestAttemptError::DbError(a, m), RequestAttemptError::DbError(b, n)) => {
+                a == b && m == n
+            }
+            _ => {
+                std::mem::discriminant(self) == std::mem::discriminant(other)
+                    && Chain(self).to_string() == Chain(other).to_string()
+            }
+        }
+    }
+}
+
+impl RequestAttemptError {
+    /// The server's error, if the node answered with one.
+    pub fn db_error(&self) -> Option<&DbError> {
+        match self {
+            RequestAttemptError::DbError(e, _) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConnectionRequestError> for RequestAttemptError {
+    fn from(e: ConnectionRequestError) -> Self {
+        match e {
+            ConnectionRequestError::Timeout(d) => RequestAttemptError::Timeout(d),
+            ConnectionRequestError::Encode(e) => RequestAttemptError::CqlRequestSerialization(e),
+            e @ (ConnectionRequestError::NotSent(_) | ConnectionRequestError::Broken(_)) => {
+                RequestAttemptError::BrokenConnectionError(BrokenConnectionError(e))
+            }
+        }
+    }
+}
+
+/// A request's connection failed (the official crate's name): how, through
+/// [`source`](std::error::Error::source) and [`Self::get_inner`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the request's connection failed")]
+pub struct BrokenConnectionError(#[source] ConnectionRequestError);
+
+impl BrokenConnectionError {
+    /// How the connection failed.
+    pub fn get_inner(&self) -> &ConnectionRequestError {
+        &self.0
+    }
+
+    /// Whether the request never reached the socket (the server did not see
+    /// it, so retrying it is safe, idempotent or not).
+    pub fn is_not_sent(&self) -> bool {
+        self.0.is_not_sent()
+    }
+}
+
+/// Switching a connection to the session's keyspace failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum UseKeyspaceError {
+    /// The `USE` request failed (the server refused it, say: the keyspace
+    /// was dropped).
+    #[error("the USE request failed")]
+    RequestError(#[source] RequestAttemptError),
+    /// No response to `USE` within the request's deadline.
+    #[error("no response to USE within {0:?}")]
+    RequestTimeout(Duration),
+}
+
+impl UseKeyspaceError {
+    /// The server's error, if the node refused the `USE`.
+    pub fn db_error(&self) -> Option<&DbError> {
+        match self {
+            UseKeyspaceError::RequestError(e) => e.db_error(),
+            UseKeyspaceError::RequestTimeout(_) => None,
+        }
     }
 }
 
@@ -261,41 +454,9 @@ impl PageError {
     }
 }
 
-/// An error answered by a node.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{node} answered: {error}: {message}{attempts}")]
-#[non_exhaustive]
-pub struct ServerError {
-    /// The error, with its code ([`DbError::code`]) and details (the
-    /// replicas required and alive of an `Unavailable`, say).
-    pub error: DbError,
-    /// The server's message, as sent.
-    pub message: String,
-    /// The node that answered (the coordinator).
-    pub node: SocketAddr,
-    /// The failed attempts of the same request before this answer.
-    pub attempts: Attempts,
-}
-
-impl ServerError {
-    pub(crate) fn new(error: DbError, message: String, node: SocketAddr) -> Self {
-        ServerError {
-            error,
-            message,
-            node,
-            attempts: Attempts::default(),
-        }
-    }
-
-    /// The protocol's error code (`0x1000` for Unavailable, ...).
-    pub fn code(&self) -> i32 {
-        self.error.code()
-    }
-}
-
 /// Displays an error and each of its sources, joined by `": "` (as
-/// anyhow's `{:#}` does): for the errors a list holds (the attempts of a
-/// request, the contact points tried), whose causes no `source()` reaches.
+/// anyhow's `{:#}` does): for the errors a list holds (the contact points
+/// tried), whose causes no `source()` reaches.
 pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
 
 impl fmt::Display for Chain<'_> {
@@ -312,145 +473,13 @@ impl fmt::Display for Chain<'_> {
     }
 }
 
-/// One failed attempt of a request: where it went and how it failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Attempt {
-    /// The node the attempt went to.
-    pub node: SocketAddr,
-    /// How it failed.
-    pub error: AttemptError,
-}
-
-impl fmt::Display for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.node, Chain(&self.error))
-    }
-}
-
-/// How one attempt failed.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum AttemptError {
-    /// The node answered with an error.
-    #[error("{error}: {message}")]
-    Server {
-        /// The error, with its code.
-        error: DbError,
-        /// The server's message.
-        message: String,
-    },
-    /// The request failed on its connection (broke, timed out, ...).
-    #[error(transparent)]
-    Connection(RequestError),
-    /// The node had no open connection: nothing was sent.
-    #[error("no open connection")]
-    NoConnection,
-}
-
-impl PartialEq for AttemptError {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                AttemptError::Server { error, message },
-                AttemptError::Server {
-                    error: e2,
-                    message: m2,
-                },
-            ) => error == e2 && message == m2,
-            // Connection errors carry I/O errors, which do not compare:
-            // equal when they display the same.
-            (AttemptError::Connection(a), AttemptError::Connection(b)) => {
-                a.to_string() == b.to_string()
-            }
-            (AttemptError::NoConnection, AttemptError::NoConnection) => true,
-            _ => false,
-        }
-    }
-}
-
-impl Eq for AttemptError {}
-
-/// The failed attempts of a request, oldest first. Costs one pointer and
-/// allocates nothing while empty (a request that succeeds at once never
-/// records any); dereferences to `[Attempt]`. Displays as
-/// `" (after: node: error; ...)"`, or nothing when empty.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-// Boxed on purpose: one thin pointer in every error instead of a Vec's
-// three words (or a boxed slice's two); only failures allocate it.
-#[allow(clippy::box_collection)]
-pub struct Attempts(Option<Box<Vec<Attempt>>>);
-
-impl From<Vec<Attempt>> for Attempts {
-    fn from(v: Vec<Attempt>) -> Self {
-        Attempts((!v.is_empty()).then(|| Box::new(v)))
-    }
-}
-
-impl std::ops::Deref for Attempts {
-    type Target = [Attempt];
-
-    fn deref(&self) -> &[Attempt] {
-        self.0.as_deref().map_or(&[], Vec::as_slice)
-    }
-}
-
-impl fmt::Display for Attempts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_attempts(f, self)
-    }
-}
-
-/// `" (after: node: error; ...)"`, or nothing for no attempts.
-fn write_attempts(f: &mut fmt::Formatter<'_>, attempts: &[Attempt]) -> fmt::Result {
-    if attempts.is_empty() {
-        return Ok(());
-    }
-    f.write_str(" (after: ")?;
-    for (i, a) in attempts.iter().enumerate() {
-        if i > 0 {
-            f.write_str("; ")?;
-        }
-        write!(f, "{a}")?;
-    }
-    f.write_str(")")
-}
-
-/// [`ExecutionError::Timeout`]'s text: the attempt the deadline cut short
-/// (if it was waiting on a node) is named once, as where no response came
-/// from, rather than listed with its own "no response within" text; the
-/// attempts that failed before it follow as usual.
-struct TimeoutText<'a>(Duration, &'a Attempts);
-
-impl fmt::Display for TimeoutText<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let TimeoutText(timeout, attempts) = *self;
-        let (waiting_on, earlier) = match attempts.split_last() {
-            Some((last, earlier))
-                if matches!(
-                    last.error,
-                    AttemptError::Connection(RequestError::Timeout(_))
-                ) =>
-            {
-                (Some(last.node), earlier)
-            }
-            _ => (None, &attempts[..]),
-        };
-        write!(f, "no response within {timeout:?}")?;
-        if let Some(node) = waiting_on {
-            write!(f, " from {node}")?;
-        }
-        f.write_str(
-            " (the request timeout: check the nodes' load, or raise `request_timeout` on the session, profile or statement)",
-        )?;
-        write_attempts(f, earlier)
-    }
-}
-
 /// A statement or its values are invalid on the client side.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BadQuery {
+    /// The values could not be serialized for the statement's bind markers.
+    #[error(transparent)]
+    SerializationError(SerializationError),
     /// A batch was given another number of value lists than it has
     /// statements.
     #[error("the batch has {statements} statements but {value_lists} value lists were given")]
@@ -505,27 +534,24 @@ impl UnexpectedResponse {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PrepareError {
-    /// A node refused the statement (a syntax error, an unknown table, ...:
-    /// the same everywhere, so the other nodes were not waited for).
-    #[error("preparing refused: {0}")]
-    Server(Box<ServerError>),
-    /// No node had an open connection.
-    #[error("preparing failed: no node is connected")]
-    NoConnection,
-    /// Every node tried failed (connections broken, timeouts, ...): each
-    /// with its node and error.
-    #[error("preparing failed on every node{attempts}")]
-    AllNodesFailed {
-        /// Each node and its failure.
-        attempts: Attempts,
+    /// No node had an open connection (the first node's pool says why).
+    #[error(transparent)]
+    ConnectionPoolError(ConnectionPoolError),
+    /// No node prepared the statement: a node refused it (a syntax error, an
+    /// unknown table, ...: the same everywhere, so the other nodes were not
+    /// waited for), or every node failed (connections broken, timeouts,
+    /// ...; the other nodes' failures are logged). `first_attempt` is the
+    /// first failure.
+    #[error("preparing failed")]
+    AllAttemptsFailed {
+        /// The first node's failure.
+        #[source]
+        first_attempt: RequestAttemptError,
     },
     /// Switching a connection to the session's keyspace before the PREPARE
     /// failed.
     #[error("preparing failed: switching the connection to the session's keyspace failed")]
-    Keyspace(#[source] Box<ExecutionError>),
-    /// A node answered PREPARE with another message.
-    #[error(transparent)]
-    Protocol(UnexpectedResponse),
+    UseKeyspaceError(#[source] UseKeyspaceError),
     /// The session was closed ([`Session::close`](crate::Session::close)):
     /// nothing was sent.
     #[error("the session is closed (Session::close was called): nothing was prepared")]
@@ -539,8 +565,8 @@ impl PrepareError {
     /// The server's error, if a node refused the statement.
     pub fn db_error(&self) -> Option<&DbError> {
         match self {
-            PrepareError::Server(e) => Some(&e.error),
-            PrepareError::Keyspace(e) => e.db_error(),
+            PrepareError::AllAttemptsFailed { first_attempt } => first_attempt.db_error(),
+            PrepareError::UseKeyspaceError(e) => e.db_error(),
             _ => None,
         }
     }
@@ -565,7 +591,7 @@ pub enum SchemaAgreementError {
 pub enum NewSessionError {
     /// No contact point was given.
     #[error("no contact points were given")]
-    NoContactPoints,
+    EmptyKnownNodesList,
     /// A contact point could not be resolved.
     #[error("cannot resolve contact point {contact_point:?}: check the host name")]
     Resolve {
@@ -589,76 +615,54 @@ pub enum NewSessionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn addr(last: u8) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, last], 9042))
-    }
+    use crate::connection::BrokenReason;
 
     #[test]
-    fn attempts_cost_a_pointer_and_display_on_one_line() {
-        assert_eq!(
-            std::mem::size_of::<Attempts>(),
-            std::mem::size_of::<usize>()
+    fn a_deadline_that_cut_the_last_attempt_is_the_requests_timeout() {
+        let ms = Duration::from_millis(300);
+        let e = ExecutionError::last_attempt(
+            RequestAttemptError::from(ConnectionRequestError::Timeout(Duration::from_millis(20))),
+            ms,
         );
-        let e = ExecutionError::from_attempt(
-            addr(2),
-            AttemptError::Server {
-                error: DbError::Overloaded,
-                message: "busy".into(),
-            },
-            vec![Attempt {
-                node: addr(1),
-                error: AttemptError::NoConnection,
-            }],
-        );
-        let text = e.to_string();
-        assert!(!text.contains('\n'), "{text}");
-        assert!(text.starts_with("127.0.0.2:9042 answered"), "{text}");
         assert!(
-            text.ends_with("(after: 127.0.0.1:9042: no open connection)"),
-            "{text}"
-        );
-        assert_eq!(e.attempts().len(), 1);
-        assert_eq!(e.server_error().map(|s| s.node), Some(addr(2)));
-        // The last attempt of an exhausted plan without connections is
-        // listed too.
-        let e = ExecutionError::from_attempt(addr(3), AttemptError::NoConnection, Vec::new());
-        assert!(
-            matches!(&e, ExecutionError::NoConnection { attempts } if attempts[0].node == addr(3)),
+            matches!(e, ExecutionError::RequestTimeout(d) if d == ms),
             "{e:?}"
         );
-    }
-
-    #[test]
-    fn a_timeout_names_the_node_it_waited_on_once() {
-        let ms = Duration::from_millis(300);
-        let cut = Attempt {
-            node: addr(2),
-            error: AttemptError::Connection(RequestError::Timeout(ms)),
-        };
-        let refused = Attempt {
-            node: addr(1),
-            error: AttemptError::NoConnection,
-        };
-        let text = ExecutionError::timeout(ms, vec![refused.clone(), cut.clone()]).to_string();
-        assert_eq!(text.matches("no response within").count(), 1, "{text}");
-        assert!(
-            text.starts_with("no response within 300ms from 127.0.0.2:9042 (the request timeout"),
-            "{text}"
-        );
-        assert!(
-            text.ends_with("(after: 127.0.0.1:9042: no open connection)"),
-            "{text}"
-        );
-        // Cut short while between attempts (a retry's pause): no node named.
-        let text = ExecutionError::timeout(ms, vec![refused]).to_string();
+        assert!(e.is_timeout());
+        let text = e.to_string();
+        assert!(!text.contains('\n'), "{text}");
         assert!(
             text.starts_with("no response within 300ms (the request timeout"),
             "{text}"
         );
-        assert!(text.ends_with("(after: 127.0.0.1:9042: no open connection)"));
-        let text = ExecutionError::timeout(ms, Vec::new()).to_string();
-        assert!(text.ends_with("statement)"), "{text}");
+        let e = ExecutionError::last_attempt(
+            RequestAttemptError::DbError(DbError::Overloaded, "busy".into()),
+            ms,
+        );
+        assert!(
+            matches!(&e, ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::Overloaded, m)) if m == "busy"),
+            "{e:?}"
+        );
+        assert_eq!(e.db_error(), Some(&DbError::Overloaded));
+    }
+
+    #[test]
+    fn connection_failures_keep_whether_the_request_was_sent() {
+        let not_sent = RequestAttemptError::from(ConnectionRequestError::NotSent(
+            BrokenConnection(Arc::new(BrokenReason::Closed)),
+        ));
+        let RequestAttemptError::BrokenConnectionError(b) = &not_sent else {
+            panic!("{not_sent:?}")
+        };
+        assert!(b.is_not_sent());
+        let broken = RequestAttemptError::from(ConnectionRequestError::Broken(BrokenConnection(
+            Arc::new(BrokenReason::ClosedByPeer),
+        )));
+        let RequestAttemptError::BrokenConnectionError(b) = &broken else {
+            panic!("{broken:?}")
+        };
+        assert!(!b.is_not_sent());
+        assert!(matches!(b.get_inner(), ConnectionRequestError::Broken(_)));
     }
 
     #[test]
@@ -666,31 +670,34 @@ mod tests {
         use std::error::Error as _;
         let e = ExecutionError::Page(Box::new(PageError::new(
             1,
-            ExecutionError::from(PrepareError::Server(Box::new(ServerError::new(
-                DbError::SyntaxError,
-                "line 1".into(),
-                addr(1),
-            )))),
+            ExecutionError::from(PrepareError::AllAttemptsFailed {
+                first_attempt: RequestAttemptError::DbError(DbError::SyntaxError, "line 1".into()),
+            }),
         )));
         let inner = e.source().expect("page -> execution error");
         assert!(
             matches!(
                 inner.downcast_ref::<ExecutionError>(),
-                Some(ExecutionError::Prepare(PrepareError::Server(_)))
+                Some(ExecutionError::PrepareError(
+                    PrepareError::AllAttemptsFailed { .. }
+                ))
             ),
             "{inner:?}"
         );
         // A prepare error inside an execution error is transparent: it
         // displays as itself, and the page's text does not repeat it.
-        assert!(
-            inner.to_string().starts_with("preparing refused"),
-            "{inner}"
-        );
+        assert!(inner.to_string().starts_with("preparing failed"), "{inner}");
         assert!(!e.to_string().contains(&inner.to_string()), "{e}");
+        let cause = inner.source().expect("prepare -> its first attempt");
+        assert_eq!(
+            cause.to_string(),
+            format!("the node answered {}: line 1", DbError::SyntaxError)
+        );
         // The error stays small: it travels through every `Result` (the
-        // largest variant is a connection error with its node).
+        // largest variants hold a server error with its message: the
+        // official shapes, unboxed).
         let size = std::mem::size_of::<ExecutionError>();
-        assert!(size <= 112, "{size}");
+        assert!(size <= 120, "{size}");
         assert_eq!(e.db_error(), Some(&DbError::SyntaxError));
     }
 }

@@ -17,10 +17,10 @@ pub use crate::session::{RowsStreamError, TracingError};
 /// page that could not be fetched or a row that could not be read, which is
 /// an [`ExecutionError`] here.
 pub type NextRowError = ExecutionError;
-/// How one attempt of a request failed, as
-/// [`LoadBalancingPolicy::on_request_failure`](crate::policies::load_balancing::LoadBalancingPolicy::on_request_failure)
-/// is told (the official crate's name): an [`AttemptError`] here.
-pub type RequestAttemptError = AttemptError;
+/// The error of [`Session::query_iter`](crate::Session::query_iter) and
+/// [`Session::execute_iter`](crate::Session::execute_iter) (the official
+/// crate's name): an [`ExecutionError`] here.
+pub type PagerExecutionError = ExecutionError;
 pub use crate::statement::NotSerialConsistency;
 #[cfg(feature = "tls")]
 pub use crate::tls::TlsConfigError;

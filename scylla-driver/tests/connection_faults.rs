@@ -19,8 +19,8 @@ use scylla_cql::frame::response::{
 };
 use scylla_cql::frame::Flags;
 use scylla_driver::connection::{
-    open, BrokenReason, Connection, ConnectionConfig, ConnectionError, PlainTextAuthenticator,
-    RequestError, RequestOptions, SetupStep,
+    open, BrokenReason, Connection, ConnectionConfig, ConnectionError, ConnectionRequestError,
+    PlainTextAuthenticator, RequestOptions, SetupStep,
 };
 use tokio::sync::Notify;
 
@@ -248,7 +248,7 @@ fn spawn_requests(
     conn: &Connection,
     n: usize,
     timeout: Duration,
-) -> Vec<tokio::task::JoinHandle<Result<Response, RequestError>>> {
+) -> Vec<tokio::task::JoinHandle<Result<Response, ConnectionRequestError>>> {
     (0..n)
         .map(|_| {
             let c = conn.clone();
@@ -280,7 +280,7 @@ async fn unknown_stream_breaks_the_connection() {
     let mut broken = 0;
     for h in handles {
         match h.await.unwrap() {
-            Err(RequestError::Broken(b)) => {
+            Err(ConnectionRequestError::Broken(b)) => {
                 assert!(matches!(b.reason(), BrokenReason::UnknownStream(999)));
                 broken += 1;
             }
@@ -293,7 +293,10 @@ async fn unknown_stream_breaks_the_connection() {
         Some(BrokenReason::UnknownStream(999))
     ));
     let later = conn.request(&Options, &opts(Duration::from_secs(1))).await;
-    assert!(matches!(later, Err(RequestError::NotSent(_))), "{later:?}");
+    assert!(
+        matches!(later, Err(ConnectionRequestError::NotSent(_))),
+        "{later:?}"
+    );
     assert!(later.unwrap_err().is_not_sent());
     assert_eq!(conn.in_flight(), 0);
     // The client closed its side.
@@ -354,7 +357,7 @@ async fn timeouts_orphan_ids_until_late_responses_drain_them() {
     for h in handles {
         let (r, took) = h.await.unwrap();
         assert!(
-            matches!(r, Err(RequestError::Timeout(t)) if t == timeout),
+            matches!(r, Err(ConnectionRequestError::Timeout(t)) if t == timeout),
             "{r:?}"
         );
         assert!(took >= timeout, "{took:?}");
@@ -389,7 +392,10 @@ async fn too_many_orphans_recycles_the_connection() {
     let handles = spawn_requests(&conn, 8, Duration::from_millis(50));
     for h in handles {
         let r = h.await.unwrap();
-        assert!(matches!(r, Err(RequestError::Timeout(_))), "{r:?}");
+        assert!(
+            matches!(r, Err(ConnectionRequestError::Timeout(_))),
+            "{r:?}"
+        );
     }
     let reason = wait_closed(&conn, Duration::from_secs(2)).await;
     assert!(
@@ -431,7 +437,7 @@ async fn peer_close_fails_every_request_in_flight_once() {
         .collect();
     for h in handles {
         match h.await.unwrap() {
-            Err(RequestError::Broken(b)) => {
+            Err(ConnectionRequestError::Broken(b)) => {
                 assert!(
                     matches!(b.reason(), BrokenReason::ClosedByPeer),
                     "{:?}",
@@ -543,7 +549,10 @@ async fn exhausted_stream_ids_wait_then_proceed() {
     let r = conn
         .request(&Options, &opts(Duration::from_millis(50)))
         .await;
-    assert!(matches!(r, Err(RequestError::Timeout(_))), "{r:?}");
+    assert!(
+        matches!(r, Err(ConnectionRequestError::Timeout(_))),
+        "{r:?}"
+    );
     assert!(start.elapsed() < Duration::from_millis(190));
 
     // A fifth request with time to spare waits for an id and completes.
@@ -690,7 +699,7 @@ async fn damaged_length_field_recycles_the_connection_within_the_probe_bound() {
     let first = conn.request(&Options, &opts(Duration::from_secs(30))).await;
     let elapsed = start.elapsed();
     match &first {
-        Err(RequestError::Broken(b)) => assert!(
+        Err(ConnectionRequestError::Broken(b)) => assert!(
             matches!(b.reason(), BrokenReason::ReadStalled { .. }),
             "{b}"
         ),
@@ -751,7 +760,7 @@ async fn a_length_beyond_the_frame_cap_fails_at_once() {
     let r = conn.request(&Options, &opts(Duration::from_secs(10))).await;
     assert!(start.elapsed() < Duration::from_secs(1));
     match r {
-        Err(RequestError::Broken(b)) => {
+        Err(ConnectionRequestError::Broken(b)) => {
             assert!(matches!(b.reason(), BrokenReason::Decode(_)), "{b}")
         }
         other => panic!("{other:?}"),

@@ -9,7 +9,7 @@ use scylla_cql::compression::Compression;
 use scylla_cql::frame::request::Query;
 use scylla_cql::frame::ProtocolVersion;
 use scylla_driver::connection::{
-    self, BrokenReason, ConnectionConfig, ProtocolChoice, RequestError, RequestOptions,
+    self, BrokenReason, ConnectionConfig, ConnectionRequestError, ProtocolChoice, RequestOptions,
 };
 use scylla_driver::SessionBuilder;
 use scylla_testbed::{Faults, TestCluster};
@@ -224,7 +224,7 @@ async fn a_damaged_segment_is_a_checksum_error_never_a_wrong_value() {
             .await
             .unwrap_err();
         match &err {
-            RequestError::Broken(b) => assert!(
+            ConnectionRequestError::Broken(b) => assert!(
                 matches!(b.reason(), BrokenReason::Segment(_)),
                 "{compression:?}: {err}"
             ),
@@ -340,7 +340,7 @@ async fn a_damaged_v4_length_is_recycled_within_the_bound() {
         .unwrap_err();
     let took = started.elapsed();
     assert!(
-        matches!(&err, RequestError::Broken(b) if matches!(b.reason(), BrokenReason::ReadStalled { .. })),
+        matches!(&err, ConnectionRequestError::Broken(b) if matches!(b.reason(), BrokenReason::ReadStalled { .. })),
         "{err}"
     );
     // probe after + probe timeout + a tick or two (generous for a shared machine).

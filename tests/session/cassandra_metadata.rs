@@ -336,7 +336,7 @@ async fn start_fails_listing_every_contact_point() {
             ControlOptions::default()
         )
         .await,
-        Err(ControlError::NoContactPoints)
+        Err(ControlError::EmptyKnownNodesList)
     ));
 }
 

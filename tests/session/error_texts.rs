@@ -66,7 +66,7 @@ async fn common_failures_say_what_happened_once_and_what_to_check() {
         .await
         .unwrap();
 
-    // A syntax error: the server's message, and which node said it.
+    // A syntax error: the server's message.
     let err = session
         .query_unpaged("SELEC nonsense", ())
         .await
@@ -95,11 +95,7 @@ async fn common_failures_say_what_happened_once_and_what_to_check() {
     let all = check_chain("timeout", &anyhow::Error::new(err));
     assert!(all.contains("300ms"), "{all}");
     assert!(all.contains("request_timeout"), "{all}");
-    // The node waited on is named, and the deadline said once.
-    assert!(
-        all.contains(&format!("from {}", cluster.cql_addrs()[0])),
-        "{all}"
-    );
+    // The deadline is said once.
     assert_eq!(all.matches("no response within").count(), 1, "{all}");
     cluster.shutdown().await;
 }

@@ -242,7 +242,7 @@ async fn a_profile_s_timeout_applies_and_a_statement_timeout_beats_it() {
     let err = session.query_unpaged(s.clone(), ()).await.unwrap_err();
     let took = started.elapsed();
     assert!(
-        matches!(err, ExecutionError::Timeout { timeout, .. } if timeout == Duration::from_millis(150)),
+        matches!(err, ExecutionError::RequestTimeout(timeout) if timeout == Duration::from_millis(150)),
         "{err:?}"
     );
     assert!(took < Duration::from_millis(550), "{took:?}");

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use scylla_driver::error::AttemptError;
+use scylla_driver::error::RequestAttemptError;
 use scylla_driver::frame::response::DbError;
 use scylla_driver::observability::history::{
     AttemptResult, HistoryCollector, RequestHistory, RequestHistoryResult, StructuredHistory,
@@ -102,7 +102,7 @@ async fn a_retry_shows_as_a_failed_attempt_then_one_on_another_node() {
     assert_eq!(attempts.len(), 2, "{history}");
     assert_eq!(attempts[0].node_addr, replica);
     match &attempts[0].result {
-        Some(AttemptResult::Error(at, AttemptError::Server { error, .. }, decision)) => {
+        Some(AttemptResult::Error(at, RequestAttemptError::DbError(error, _), decision)) => {
             assert_eq!(*error, DbError::Overloaded);
             assert!(
                 matches!(decision, RetryDecision::RetryNextTargetAfter(None, _)),
@@ -203,7 +203,7 @@ async fn a_failed_request_pages_and_batches_are_told() {
             attempts[0].result,
             Some(AttemptResult::Error(
                 _,
-                AttemptError::Server { .. },
+                RequestAttemptError::DbError(..),
                 RetryDecision::Fail
             ))
         ),

@@ -2,6 +2,7 @@
 //! cluster's own accounting as the judge of routing.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use scylla_driver::errors::{BadQuery, RequestAttemptError};
 use scylla_driver::statement::{Batch, BatchType, Statement};
 use scylla_driver::ExecutionError;
 
@@ -121,9 +122,9 @@ async fn paging_batches_and_errors() {
         .await
         .unwrap_err();
     match &err {
-        ExecutionError::Server(e) => {
-            assert_eq!(e.error.code(), 0x2000);
-            assert!(!e.message.is_empty());
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(e, message)) => {
+            assert_eq!(e.code(), 0x2000);
+            assert!(!message.is_empty());
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -134,7 +135,13 @@ async fn paging_batches_and_errors() {
     assert_eq!(err.db_error().map(|e| e.code()), Some(0x2200), "{err}");
     // A value count mismatch is caught before sending.
     let err = session.execute_unpaged(&insert, (1,)).await.unwrap_err();
-    assert!(matches!(err, ExecutionError::Serialization(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            ExecutionError::BadQuery(BadQuery::SerializationError(_))
+        ),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

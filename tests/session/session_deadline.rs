@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use scylla_driver::errors::{RequestAttemptError, UseKeyspaceError};
 use scylla_driver::{ExecutionError, SessionBuilder, Statement};
 use scylla_testbed::{CqlHandler, Faults, TestCluster};
 
@@ -56,7 +57,7 @@ async fn a_reprepare_and_its_retry_share_the_deadline() {
     let outcome = session.execute_unpaged(&select, (1i64,)).await;
     let took = started.elapsed();
     assert!(
-        matches!(outcome, Err(ExecutionError::Timeout { .. })),
+        matches!(outcome, Err(ExecutionError::RequestTimeout(_))),
         "expected the deadline to cut the re-preparation: {outcome:?} after {took:?}"
     );
     // The deadline plus a tick or two of the connection's timer (10 ms),
@@ -95,7 +96,9 @@ async fn a_failed_use_is_an_error_not_silence() {
         .await
         .unwrap_err();
     match &err {
-        ExecutionError::Server(_) => assert!(err.to_string().contains("ks1"), "{err}"),
+        ExecutionError::UseKeyspaceError(UseKeyspaceError::RequestError(
+            RequestAttemptError::DbError(_, message),
+        )) => assert!(message.contains("ks1"), "{err}"),
         other => panic!("expected the server's refusal of USE ks1, got {other:?}"),
     }
 }
@@ -146,7 +149,7 @@ async fn the_deadline_holds_across_a_paging_fetch() {
     let took = started.elapsed();
     assert_eq!(delivered, 4, "two pages fit in 600 ms, {err}");
     assert!(
-        matches!(&err, ExecutionError::Page(p) if p.page == 2 && matches!(p.source, ExecutionError::Timeout { .. })),
+        matches!(&err, ExecutionError::Page(p) if p.page == 2 && matches!(p.source, ExecutionError::RequestTimeout(_))),
         "{err:?}"
     );
     assert!(err.is_timeout());

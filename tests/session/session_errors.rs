@@ -1,16 +1,18 @@
 //! The error paths a user matches on, each matched by variant (and the
 //! server's error code as data), never by message text: bad credentials,
 //! unknown keyspace, syntax error, unavailable, timeout, no node reachable;
-//! a failed preparation is a `PrepareError`, and a failed execution lists
+//! a failed preparation is a `PrepareError`, and a request's history shows
 //! its attempts.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_cql::frame::response::error::DbError;
 use scylla_driver::cluster::control::{ContactError, ControlError};
 use scylla_driver::connection::ConnectionError;
-use scylla_driver::error::{AttemptError, PrepareError};
+use scylla_driver::error::{PrepareError, RequestAttemptError};
+use scylla_driver::observability::history::{AttemptResult, HistoryCollector};
 use scylla_driver::{Consistency, ExecutionError, NewSessionError, SessionBuilder, Statement};
 use scylla_testbed::{Faults, TestCluster};
 
@@ -135,15 +137,14 @@ async fn unknown_keyspace_syntax_error_and_timeout() {
         .query_unpaged("SELECT release_version FROM system.local", ())
         .await
         .unwrap_err();
-    assert!(matches!(err, ExecutionError::Timeout { .. }), "{err:?}");
+    assert!(matches!(err, ExecutionError::RequestTimeout(_)), "{err:?}");
 }
 
 /// RF 3, one node stopped: CL=ALL cannot be met and the coordinator says
-/// UNAVAILABLE (required 3, alive 2), with the node that answered; the
-/// default policy tried another node first, listed in the attempts. CL=ONE
-/// still works.
+/// UNAVAILABLE (required 3, alive 2); the default policy tried another node
+/// first, as the request's history shows. CL=ONE still works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unavailable_names_the_coordinator_and_the_attempts() {
+async fn unavailable_is_retried_once_on_another_node() {
     let (cluster, session) =
         cluster_and_session(3, 1, |b| b.request_timeout(Duration::from_secs(5))).await;
     create_keyspace(&session, "ks", 3).await;
@@ -155,7 +156,9 @@ async fn unavailable_names_the_coordinator_and_the_attempts() {
         .prepare("INSERT INTO ks.t (k, v) VALUES (?, ?)")
         .await
         .unwrap();
-    let all = insert.clone().with_consistency(Consistency::All);
+    let mut all = insert.clone().with_consistency(Consistency::All);
+    let history = Arc::new(HistoryCollector::new());
+    all.set_history_listener(history.clone());
     cluster.topology().set_check_live_replicas(true);
     // Every replica up: ALL is fine.
     session.execute_unpaged(&all, (1i64, 1i64)).await.unwrap();
@@ -182,12 +185,12 @@ async fn unavailable_names_the_coordinator_and_the_attempts() {
         .execute_unpaged(&all, (2i64, 2i64))
         .await
         .unwrap_err();
-    let ExecutionError::Server(e) = &err else {
+    let ExecutionError::LastAttemptError(RequestAttemptError::DbError(e, _)) = &err else {
         panic!("expected the server's UNAVAILABLE, got {err:?}");
     };
     assert!(
         matches!(
-            e.error,
+            e,
             DbError::Unavailable {
                 consistency: Consistency::All,
                 required: 3,
@@ -197,25 +200,28 @@ async fn unavailable_names_the_coordinator_and_the_attempts() {
         "{e:?}"
     );
     assert_eq!(e.code(), 0x1000);
-    let up = &cluster.cql_addrs()[..2];
-    assert!(up.contains(&e.node), "{} answered", e.node);
-    // The first UNAVAILABLE was retried on another node (once).
-    let retried: Vec<_> = err
-        .attempts()
-        .iter()
-        .filter(|a| {
-            matches!(
-                a.error,
-                AttemptError::Server {
-                    error: DbError::Unavailable { .. },
-                    ..
-                }
-            )
-        })
-        .collect();
-    assert_eq!(retried.len(), 1, "{err}");
-    assert_ne!(retried[0].node, e.node, "{err}");
     assert!(!err.to_string().contains('\n'), "{err}");
+    // The first UNAVAILABLE was retried on another node (once), and both
+    // nodes are up ones.
+    let history = history.take_structured_history();
+    let request = history.requests.last().expect("the failed request");
+    let attempts = &request.non_speculative_fiber.attempts;
+    assert_eq!(attempts.len(), 2, "{history}");
+    for a in attempts {
+        assert!(
+            matches!(
+                a.result,
+                Some(AttemptResult::Error(
+                    _,
+                    RequestAttemptError::DbError(DbError::Unavailable { .. }, _),
+                    _
+                ))
+            ),
+            "{history}"
+        );
+        assert!(cluster.cql_addrs()[..2].contains(&a.node_addr), "{history}");
+    }
+    assert_ne!(attempts[0].node_addr, attempts[1].node_addr, "{history}");
 
     // ONE needs one live replica.
     session
@@ -225,17 +231,16 @@ async fn unavailable_names_the_coordinator_and_the_attempts() {
 }
 
 /// `prepare` fails with a `PrepareError`; a query with values that had to
-/// prepare says so (`ExecutionError::Prepare`), keeping the server's error.
+/// prepare says so (`ExecutionError::PrepareError`), keeping the server's error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_preparation_is_a_prepare_error() {
     let cluster = cluster(false).await;
     let session = builder(&cluster).build().await.unwrap();
     let err = session.prepare("SELEC nonsense ?").await.unwrap_err();
     match &err {
-        PrepareError::Server(e) => {
-            assert!(matches!(e.error, DbError::SyntaxError), "{e:?}");
-            assert_eq!(e.node, cluster.cql_addrs()[0]);
-        }
+        PrepareError::AllAttemptsFailed {
+            first_attempt: RequestAttemptError::DbError(e, _),
+        } => assert!(matches!(e, DbError::SyntaxError), "{e:?}"),
         other => panic!("expected the server's refusal, got {other:?}"),
     }
     let err = session
@@ -243,13 +248,16 @@ async fn a_failed_preparation_is_a_prepare_error() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, ExecutionError::Prepare(PrepareError::Server(_))),
+        matches!(
+            &err,
+            ExecutionError::PrepareError(PrepareError::AllAttemptsFailed { .. })
+        ),
         "{err:?}"
     );
     assert_eq!(err.db_error(), Some(&DbError::SyntaxError));
     // The preparation's error is the execution's own (transparent): it
     // displays as itself, once.
-    let ExecutionError::Prepare(inner) = &err else {
+    let ExecutionError::PrepareError(inner) = &err else {
         unreachable!()
     };
     assert_eq!(err.to_string(), inner.to_string());

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use scylla_driver::errors::RequestAttemptError;
 use scylla_driver::pool::backoff::ExponentialBackoff;
 use scylla_driver::statement::Statement;
 use scylla_driver::ExecutionError;
@@ -64,9 +65,10 @@ async fn node_stop_under_load() {
                         assert!(
                             matches!(
                                 e,
-                                ExecutionError::Connection { .. }
-                                    | ExecutionError::Timeout { .. }
-                                    | ExecutionError::NoConnection { .. }
+                                ExecutionError::LastAttemptError(
+                                    RequestAttemptError::BrokenConnectionError(_)
+                                ) | ExecutionError::RequestTimeout(_)
+                                    | ExecutionError::ConnectionPoolError(_)
                             ),
                             "{e}"
                         );

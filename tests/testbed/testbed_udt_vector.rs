@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use scylla_cql::frame::response::DbError;
+use scylla_driver::errors::{BadQuery, PrepareError, RequestAttemptError};
 use scylla_driver::statement::Statement;
 use scylla_driver::{
     DeserializeRow, DeserializeValue, ExecutionError, SerializeRow, SerializeValue,
@@ -230,9 +231,10 @@ async fn ann_queries_return_the_nearest_vectors_first() {
     // Without an index: Cassandra's error, at PREPARE.
     let e = session.prepare(query).await.unwrap_err();
     assert!(
-        e.to_string()
-            .contains("ANN ordering by vector requires the column to be indexed"),
-        "{e}"
+        matches!(&e, PrepareError::AllAttemptsFailed {
+            first_attempt: RequestAttemptError::DbError(DbError::Invalid, message),
+        } if message.contains("ANN ordering by vector requires the column to be indexed")),
+        "{e:?}"
     );
     session
         .query_unpaged(
@@ -273,7 +275,10 @@ async fn ann_queries_return_the_nearest_vectors_first() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&e, ExecutionError::Server(s) if s.error == DbError::Invalid),
+        matches!(
+            &e,
+            ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::Invalid, _))
+        ),
         "{e}"
     );
     assert!(
@@ -288,5 +293,8 @@ async fn ann_queries_return_the_nearest_vectors_first() {
         .execute_unpaged(&ann, (vec![1.0f32, 2.0],))
         .await
         .unwrap_err();
-    assert!(matches!(e, ExecutionError::Serialization(_)), "{e}");
+    assert!(
+        matches!(e, ExecutionError::BadQuery(BadQuery::SerializationError(_))),
+        "{e}"
+    );
 }

@@ -3,7 +3,7 @@
 //! Set-up errors name the step that failed ([`SetupStep`]). Once a connection
 //! runs, a failure of the connection itself is a [`BrokenConnection`]: cheap to
 //! clone, because one failure ends every request in flight on it. A request
-//! that never reached the socket fails with [`RequestError::NotSent`], which a
+//! that never reached the socket fails with [`ConnectionRequestError::NotSent`], which a
 //! caller may always retry, idempotent or not.
 
 use std::fmt;
@@ -357,7 +357,7 @@ impl std::error::Error for BrokenConnection {
 /// for the layer above to interpret.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
-pub enum RequestError {
+pub enum ConnectionRequestError {
     /// The request never reached the socket (the connection was already
     /// broken or closed): retrying it elsewhere is always safe.
     #[error("request not sent: the connection had already stopped")]
@@ -375,10 +375,10 @@ pub enum RequestError {
     Encode(#[from] EncodeError),
 }
 
-impl RequestError {
+impl ConnectionRequestError {
     /// Whether the server certainly did not see the request.
     pub fn is_not_sent(&self) -> bool {
-        matches!(self, RequestError::NotSent(_) | RequestError::Encode(_))
+        matches!(self, ConnectionRequestError::NotSent(_) | ConnectionRequestError::Encode(_))
     }
 }
 

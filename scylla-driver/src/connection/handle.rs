@@ -8,7 +8,7 @@ use std::time::Instant;
 use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::frame::{MessageBody, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
-use super::{BrokenConnection, BrokenReason, IoCounters, RequestError, RequestOptions, ResponseFrame, ServerInfo, Shared};
+use super::{BrokenConnection, BrokenReason, IoCounters, ConnectionRequestError, RequestOptions, ResponseFrame, ServerInfo, Shared};
 
 
 /// A handle to an open connection. Cheap to clone; the connection closes when
@@ -68,7 +68,7 @@ impl Connection {
     ///
     /// An ERROR from the server is a successful round trip here
     /// ([`Response::Error`](scylla_cql::frame::response::Response::Error)); only failures of the connection itself, the
-    /// timeout and encoding are [`RequestError`]s.
+    /// timeout and encoding are [`ConnectionRequestError`]s.
     ///
     /// # Cancellation
     ///
@@ -79,7 +79,7 @@ impl Connection {
         &self,
         msg: &(impl MessageBody + ?Sized),
         opts: &RequestOptions<'_>,
-    ) -> Result<ResponseFrame, RequestError> {
+    ) -> Result<ResponseFrame, ConnectionRequestError> {
         self.inner.shared.request(msg, opts, Instant::now()).await
     }
 
@@ -90,7 +90,7 @@ impl Connection {
         msg: &(impl MessageBody + ?Sized),
         opts: &RequestOptions<'_>,
         now: Instant,
-    ) -> Result<ResponseFrame, RequestError> {
+    ) -> Result<ResponseFrame, ConnectionRequestError> {
         self.inner.shared.request(msg, opts, now).await
     }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use scylla_cql::frame::request::Options;
 use scylla_cql::frame::response::Response;
 
-use super::error::{BrokenReason, RequestError};
+use super::error::{BrokenReason, ConnectionRequestError};
 use super::{RequestOptions, Shared};
 
 pub(super) struct TickConfig {
@@ -184,7 +184,7 @@ async fn send_heartbeat(shared: &Shared, timeout: Duration) -> Result<(), String
             Response::Supported(_) => Ok(()),
             other => Err(format!("unexpected answer to OPTIONS: {other:?}")),
         },
-        Err(RequestError::NotSent(_)) => Ok(()), // the connection is already closing
+        Err(ConnectionRequestError::NotSent(_)) => Ok(()), // the connection is already closing
         Err(e) => Err(e.to_string()),
     }
 }

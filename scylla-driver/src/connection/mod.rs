@@ -35,7 +35,7 @@
 //! Dropping the future of a request that was already encoded does not unsend
 //! it: its stream id stays reserved until the response arrives and is
 //! discarded. A request that fails before its frame reached the socket fails
-//! with [`RequestError::NotSent`], so it can be retried safely. Dropping the
+//! with [`ConnectionRequestError::NotSent`], so it can be retried safely. Dropping the
 //! last [`Connection`] handle closes the connection.
 
 // Internals: what users need is re-exported below (or in `tls`).
@@ -76,7 +76,7 @@ pub use self::auth::{
 };
 pub use self::coalescing::Coalescing;
 pub use self::error::{
-    BrokenConnection, BrokenReason, ConnectionError, RequestError, SetupStep, TlsErrorKind,
+    BrokenConnection, BrokenReason, ConnectionError, ConnectionRequestError, SetupStep, TlsErrorKind,
 };
 pub use self::handshake::ServerInfo;
 pub use self::negotiation::ProtocolChoice;

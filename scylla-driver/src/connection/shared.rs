@@ -15,9 +15,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
-use super::{BrokenConnection, BrokenReason, IoCounters, RequestError, RequestOptions, ResponseFrame, coalescing, stats};
+use super::{BrokenConnection, BrokenReason, IoCounters, ConnectionRequestError, RequestOptions, ResponseFrame, coalescing, stats};
 
-pub(super) type SlotValue = Result<ResponseFrame, RequestError>;
+pub(super) type SlotValue = Result<ResponseFrame, ConnectionRequestError>;
 
 /// Frames encoded by requesters and not yet taken by the writer.
 pub(super) struct Pending {
@@ -238,10 +238,10 @@ impl Shared {
             // These were never handed to the socket.
             let _ = self
                 .slots
-                .complete(id as i16, Err(RequestError::NotSent(broken.clone())));
+                .complete(id as i16, Err(ConnectionRequestError::NotSent(broken.clone())));
         }
         self.slots
-            .close(|_| Err(RequestError::Broken(broken.clone())));
+            .close(|_| Err(ConnectionRequestError::Broken(broken.clone())));
         // Last, so that whoever awaits `Connection::closed` sees every request
         // already ended and every orphaned id freed.
         self.cancel.cancel();
@@ -257,7 +257,7 @@ impl Shared {
         msg: &(impl MessageBody + ?Sized),
         opts: &RequestOptions<'_>,
         now: Instant,
-    ) -> Result<ResponseFrame, RequestError> {
+    ) -> Result<ResponseFrame, ConnectionRequestError> {
         let deadline = opts.deadline.or_else(|| opts.timeout.map(|t| now + t));
         // What a timeout error reports: the time the request was given.
         let budget = || {
@@ -290,7 +290,7 @@ impl Shared {
             if let Some(b) = self.broken.get() {
                 drop(p);
                 self.slots.cancel_unsent(id);
-                return Err(RequestError::NotSent(b.clone()));
+                return Err(ConnectionRequestError::NotSent(b.clone()));
             }
             let was_empty = p.is_empty();
             let Pending {
@@ -312,7 +312,7 @@ impl Shared {
             ) {
                 drop(p);
                 self.slots.cancel_unsent(id);
-                return Err(RequestError::Encode(e));
+                return Err(ConnectionRequestError::Encode(e));
             }
             ids.push(id);
             ends.push(buf.len());
@@ -346,7 +346,7 @@ impl Shared {
             SlotOutcome::Done(result) => result,
             SlotOutcome::TimedOut => {
                 IoCounters::add(&self.counters.timeouts, 1);
-                Err(RequestError::Timeout(budget()))
+                Err(ConnectionRequestError::Timeout(budget()))
             }
         }
     }
@@ -356,9 +356,9 @@ impl Shared {
         &self,
         deadline: Option<Instant>,
         budget: Duration,
-    ) -> Result<u16, RequestError> {
+    ) -> Result<u16, ConnectionRequestError> {
         let closed = || {
-            RequestError::NotSent(
+            ConnectionRequestError::NotSent(
                 self.broken
                     .get()
                     .cloned()
@@ -371,7 +371,7 @@ impl Shared {
         let id = match deadline {
             Some(d) => tokio::time::timeout_at(d.into(), wait)
                 .await
-                .map_err(|_| RequestError::Timeout(budget))?,
+                .map_err(|_| ConnectionRequestError::Timeout(budget))?,
             None => wait.await,
         };
         id.ok_or_else(closed)

@@ -38,7 +38,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{AttemptError, ExecutionError};
+use crate::error::{ExecutionError, RequestAttemptError};
 use crate::policy::retry::RetryDecision;
 
 /// A request, as its listener numbered it.
@@ -96,7 +96,7 @@ pub trait HistoryListener: fmt::Debug + Send + Sync {
     fn log_attempt_error(
         &self,
         attempt_id: AttemptId,
-        error: &AttemptError,
+        error: &RequestAttemptError,
         retry_decision: &RetryDecision,
     );
 }
@@ -154,7 +154,7 @@ pub enum HistoryEvent {
     /// The attempt succeeded.
     AttemptSuccess(AttemptId),
     /// The attempt failed, and what the retry policy decided.
-    AttemptError(AttemptId, AttemptError, RetryDecision),
+    AttemptError(AttemptId, RequestAttemptError, RetryDecision),
 }
 
 /// What a [`HistoryCollector`] holds: its events in the order they came,
@@ -277,7 +277,7 @@ impl HistoryListener for HistoryCollector {
     fn log_attempt_error(
         &self,
         attempt_id: AttemptId,
-        error: &AttemptError,
+        error: &RequestAttemptError,
         retry_decision: &RetryDecision,
     ) {
         let event = HistoryEvent::AttemptError(attempt_id, error.clone(), *retry_decision);
@@ -343,7 +343,7 @@ pub enum AttemptResult {
     Success(TimePoint),
     /// It failed, at this time, with this error; the retry policy decided
     /// this.
-    Error(TimePoint, AttemptError, RetryDecision),
+    Error(TimePoint, RequestAttemptError, RetryDecision),
 }
 
 /// Where an attempt sits in a [`StructuredHistory`]: request, fiber (0: the
@@ -576,7 +576,7 @@ mod tests {
         let a2 = c.log_attempt_start(r1, None, addr(3));
         c.log_attempt_error(
             a0,
-            &AttemptError::NoConnection,
+            &RequestAttemptError::UnableToAllocStreamId,
             &RetryDecision::RetryNextTarget(None),
         );
         let a3 = c.log_attempt_start(r0, None, addr(4));
@@ -603,7 +603,7 @@ mod tests {
             first.non_speculative_fiber.attempts[0].result,
             Some(AttemptResult::Error(
                 _,
-                AttemptError::NoConnection,
+                RequestAttemptError::UnableToAllocStreamId,
                 RetryDecision::RetryNextTarget(None)
             ))
         ));

@@ -42,7 +42,7 @@ use uuid::Uuid;
 
 use crate::cluster::ClusterState;
 pub use crate::cluster::NodeRef;
-use crate::error::AttemptError;
+use crate::error::RequestAttemptError;
 use crate::routing::{DcId, RackId, RoutingTable};
 use crate::statement::SerialConsistency;
 
@@ -154,7 +154,7 @@ pub trait LoadBalancingPolicy: fmt::Debug + Send + Sync {
         _request: &RoutingInfo,
         _latency: Duration,
         _node: NodeRef<'_>,
-        _error: &AttemptError,
+        _error: &RequestAttemptError,
     ) {
     }
 
@@ -188,7 +188,8 @@ pub enum NodeIdentifier {
 /// shard past the node's count is taken modulo the count by the pool).
 /// No other node is tried: when the node is unknown to the session or has
 /// no open connection, the request fails with
-/// [`ExecutionError::NoConnection`](crate::ExecutionError::NoConnection).
+/// [`ExecutionError::ConnectionPoolError`](crate::ExecutionError::ConnectionPoolError)
+/// (an unknown node: [`ExecutionError::EmptyPlan`](crate::ExecutionError::EmptyPlan)).
 ///
 /// ```
 /// use scylla_driver::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};

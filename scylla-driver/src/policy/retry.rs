@@ -31,7 +31,7 @@ use std::time::Duration;
 use scylla_cql::frame::response::error::{DbError, WriteType};
 use scylla_cql::Consistency;
 
-use crate::connection::RequestError;
+use crate::connection::ConnectionRequestError;
 
 /// Why an attempt failed.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +39,7 @@ pub enum AttemptFailure<'a> {
     /// The server answered with an error.
     Server(&'a DbError),
     /// The connection failed (before or after sending).
-    Connection(&'a RequestError),
+    Connection(&'a ConnectionRequestError),
 }
 
 /// What the retry policy knows about the request.
@@ -204,12 +204,13 @@ mod tests {
     #[test]
     fn never_retries_non_idempotent_writes_that_may_have_applied() {
         let p = DefaultRetryPolicy;
-        let broken = RequestError::Broken(BrokenConnection(Arc::new(BrokenReason::ClosedByPeer)));
+        let broken =
+            ConnectionRequestError::Broken(BrokenConnection(Arc::new(BrokenReason::ClosedByPeer)));
         assert_eq!(
             p.decide(AttemptFailure::Connection(&broken), &ctx(false, 0)),
             RetryDecision::Fail
         );
-        let timeout = RequestError::Timeout(Duration::from_secs(1));
+        let timeout = ConnectionRequestError::Timeout(Duration::from_secs(1));
         assert_eq!(
             p.decide(AttemptFailure::Connection(&timeout), &ctx(false, 0)),
             RetryDecision::Fail
@@ -238,7 +239,7 @@ mod tests {
     #[test]
     fn not_sent_is_always_retried_elsewhere() {
         let p = DefaultRetryPolicy;
-        let e = RequestError::NotSent(BrokenConnection(Arc::new(BrokenReason::Closed)));
+        let e = ConnectionRequestError::NotSent(BrokenConnection(Arc::new(BrokenReason::Closed)));
         assert_eq!(
             p.decide(AttemptFailure::Connection(&e), &ctx(false, 3)),
             RetryDecision::RetryNextTarget(None)

@@ -48,7 +48,7 @@ use scylla_cql::token::Token;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Connection, ConnectionConfig};
+use crate::connection::{Connection, ConnectionConfig, ConnectionError};
 use crate::metrics::record::NodeLabels;
 use crate::metrics::{record, Metrics};
 
@@ -232,6 +232,10 @@ struct PoolInner {
     /// The node was reported up: reconnect now, but spread.
     up_hint: std::sync::atomic::AtomicBool,
     health: Mutex<ShardAwareHealth>,
+    /// How the latest connection attempt failed (`None` before any did):
+    /// what a request that finds no connection here reports. Written on
+    /// failures only.
+    last_error: Mutex<Option<Arc<ConnectionError>>>,
     cancel: CancellationToken,
     /// Set by [`NodePool::retire`]: on stopping, the connections drain
     /// instead of closing at once.
@@ -286,6 +290,7 @@ impl NodePool {
             addr,
             labels: NodeLabels::new(addr, config.connection.uses_tls()),
             health: Mutex::new(ShardAwareHealth::new(config.fallback)),
+            last_error: Mutex::new(None),
             config,
             metrics,
             snapshot: ArcSwap::from_pointee(PoolSnapshot::default()),
@@ -310,6 +315,16 @@ impl NodePool {
     /// The node's regular CQL address.
     pub fn addr(&self) -> SocketAddr {
         self.inner.addr
+    }
+
+    /// How the pool's latest connection attempt failed (`None` before any
+    /// did): why a request finds no connection here.
+    pub fn last_error(&self) -> Option<Arc<ConnectionError>> {
+        self.inner
+            .last_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// A connection to `shard` if there is one, else (counted as a shard

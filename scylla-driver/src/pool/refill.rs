@@ -540,6 +540,7 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
         Err(e) => {
             note_shed(inner, &e);
             tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
+            note_failure(inner, e);
             Round::Failed
         }
     }
@@ -758,6 +759,7 @@ async fn fill_missing(
             Err(e) => {
                 note_shed(inner, &e);
                 tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
+                note_failure(inner, e);
                 failed = true;
             }
         }
@@ -830,6 +832,15 @@ fn trim_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, target: usize
 /// that filled at the same moment do not try to cover shards in step.
 fn coverage_delay(interval: Duration, rng: &mut fastrand::Rng) -> Duration {
     interval / 2 + spread(interval, rng)
+}
+
+/// Keeps `e` as the pool's latest connection failure (see
+/// [`super::NodePool::last_error`]).
+fn note_failure(inner: &PoolInner, e: ConnectionError) {
+    *inner
+        .last_error
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(e));
 }
 
 /// Counts a handshake the node shed (see [`super::shed`]); the caller's

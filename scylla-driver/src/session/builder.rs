@@ -1005,7 +1005,7 @@ impl SessionBuilder {
     pub async fn build(self) -> Result<Session, NewSessionError> {
         let mut config = self.config;
         if config.contact_points.is_empty() {
-            return Err(NewSessionError::NoContactPoints);
+            return Err(NewSessionError::EmptyKnownNodesList);
         }
         let mut addrs = Vec::new();
         for cp in &config.contact_points {

@@ -153,7 +153,7 @@ impl CachingSession {
     async fn prepared(&self, statement: Statement) -> Result<PreparedStatement, ExecutionError> {
         self.add_prepared_statement(statement)
             .await
-            .map_err(ExecutionError::Prepare)
+            .map_err(ExecutionError::PrepareError)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PreparedCache> {

@@ -29,11 +29,13 @@ use scylla_cql::EncodeError;
 use tokio_util::either::Either;
 use tracing::Instrument;
 
+use super::inner::SwitchFailed;
 use crate::cluster::state::{ClusterState, Node};
 use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::{
-    Attempt, AttemptError, BadQuery, ExecutionError, PrepareError, ServerError, UnexpectedResponse,
+    BadQuery, ConnectionPoolError, ExecutionError, PrepareError, RequestAttemptError,
+    UnexpectedResponse,
 };
 use crate::metrics::{record, Metrics};
 use crate::observability::history::{AttemptId, HistoryListener, RequestId, SpeculativeId};
@@ -113,7 +115,7 @@ impl Fiber<'_> {
 fn log_attempt_error(
     fiber: Option<&Fiber<'_>>,
     attempt: usize,
-    error: &AttemptError,
+    error: &RequestAttemptError,
     decision: &RetryDecision,
 ) {
     if let Some(f) = fiber {
@@ -342,15 +344,7 @@ async fn run_in_span<'s>(
             Err(e) => f.listener.log_request_error(f.request, e),
         }
     }
-    match result {
-        Ok(timed) => Ok(timed.answer),
-        Err(ExecutionError::NoConnection { attempts })
-            if attempts.is_empty() && by_policy.as_ref().is_some_and(|t| t.was_empty()) =>
-        {
-            Err(ExecutionError::EmptyPlan)
-        }
-        Err(e) => Err(e),
-    }
+    result.map(|timed| timed.answer)
 }
 
 /// The seed of a request's plan (its rotation and tie-breaks): a counter
@@ -490,9 +484,11 @@ async fn attempt_chain<'s>(
     let mut first_now = Some(started);
     let mut consistency = opts.consistency;
     let mut retries = 0u32;
-    // The failed attempts, recorded on the failure path only (an empty Vec
-    // does not allocate).
-    let mut attempts: Vec<Attempt> = Vec::new();
+    // The latest failure, the request's error when the plan ends: an
+    // attempt's (the retry policy went on) or a node's without connection.
+    // Boxed: it lives across every await of the chain, and only failures
+    // allocate it.
+    let mut last: Option<Box<ExecutionError>> = None;
     let mut target = targets.next();
     while let Some(t) = target {
         let Some(node) = state.node(t.node) else {
@@ -504,10 +500,10 @@ async fn attempt_chain<'s>(
             None => node.pool.connection_for_token(routing.token),
         };
         let Some(conn) = conn else {
-            attempts.push(Attempt {
-                node: node.address,
-                error: AttemptError::NoConnection,
-            });
+            tracing::debug!(node = %node.address, "no open connection to the node; next target");
+            last = Some(Box::new(ExecutionError::ConnectionPoolError(
+                ConnectionPoolError::from_last(node.pool.last_error()),
+            )));
             target = targets.next();
             continue;
         };
@@ -516,7 +512,7 @@ async fn attempt_chain<'s>(
             None => Instant::now(),
         };
         if now >= deadline {
-            return Err(ExecutionError::timeout(opts.timeout, attempts));
+            return Err(ExecutionError::RequestTimeout(opts.timeout));
         }
         // The attempt's id when the fiber is told of attempts (a plain
         // word: this lives across the attempt's await).
@@ -569,7 +565,8 @@ async fn attempt_chain<'s>(
             let attempt_latency = finished.saturating_duration_since(now);
             if let Some(load) = load {
                 match &outcome {
-                    Ok(_) | Err(Failed::Request(crate::connection::RequestError::Timeout(_))) => {
+                    Ok(_)
+                    | Err(Failed::Request(crate::connection::ConnectionRequestError::Timeout(_))) => {
                         load.finish(attempt_latency, finished)
                     }
                     Err(_) => load.discard(),
@@ -610,32 +607,25 @@ async fn attempt_chain<'s>(
                         debug_assert!(false, "matched ERROR above");
                         return Err(ExecutionError::Internal("an ERROR response changed kind"));
                     };
-                    let error = AttemptError::Server {
-                        error: e.error,
-                        message: e.message,
-                    };
+                    let error = RequestAttemptError::DbError(e.error, e.message);
                     (decision, error)
                 }
                 Err(Failed::Request(e)) => {
                     tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                    if matches!(e, crate::connection::RequestError::Timeout(_))
+                    if matches!(e, crate::connection::ConnectionRequestError::Timeout(_))
                         && finished >= deadline
                     {
-                        let error = AttemptError::Connection(e);
+                        let error = RequestAttemptError::from(e);
                         log_attempt_error(fiber, attempt_id, &error, &RetryDecision::Fail);
                         if opts.load_balancing.is_some() {
                             targets.attempt_finished(t.node, attempt_latency, Some(&error));
                         }
-                        attempts.push(Attempt {
-                            node: node.address,
-                            error,
-                        });
-                        return Err(ExecutionError::timeout(opts.timeout, attempts));
+                        return Err(ExecutionError::RequestTimeout(opts.timeout));
                     }
                     let decision = opts
                         .retry_policy
                         .decide(AttemptFailure::Connection(&e), &ctx);
-                    (decision, AttemptError::Connection(e))
+                    (decision, RequestAttemptError::from(e))
                 }
                 Err(Failed::Fatal(e)) => return Err(e),
             };
@@ -646,9 +636,7 @@ async fn attempt_chain<'s>(
         };
         log_attempt_error(fiber, attempt_id, &error, &decision);
         let (retry_at, next, delay) = match decision {
-            RetryDecision::Fail => {
-                return Err(ExecutionError::from_attempt(node.address, error, attempts))
-            }
+            RetryDecision::Fail => return Err(ExecutionError::last_attempt(error, opts.timeout)),
             RetryDecision::RetrySameTarget(c) => (c, false, None),
             RetryDecision::RetryNextTarget(c) => (c, true, None),
             RetryDecision::RetryNextTargetAfter(c, d) => (c, true, Some(d)),
@@ -657,7 +645,7 @@ async fn attempt_chain<'s>(
             // Backoff from an overloaded node, within the deadline: a delay
             // that would pass it is not taken.
             if Instant::now() + delay >= deadline {
-                return Err(ExecutionError::from_attempt(node.address, error, attempts));
+                return Err(ExecutionError::last_attempt(error, opts.timeout));
             }
             tracing::debug!(node = %node.address, ?delay, "backing off before the next target");
             tokio::time::sleep(delay).await;
@@ -666,21 +654,28 @@ async fn attempt_chain<'s>(
         Metrics::inc(&inner.metrics.retries);
         record::retry();
         retries += 1;
-        attempts.push(Attempt {
-            node: node.address,
-            error,
-        });
+        last = Some(Box::new(ExecutionError::last_attempt(error, opts.timeout)));
         if next {
             target = targets.next();
         }
     }
-    // The plan is exhausted: the last attempt's failure is the request's.
-    Err(match attempts.pop() {
-        Some(last) => ExecutionError::from_attempt(last.node, last.error, attempts),
-        None => ExecutionError::NoConnection {
-            attempts: Default::default(),
-        },
+    // The plan is exhausted: its last failure is the request's.
+    Err(match last {
+        Some(e) => *e,
+        None => empty_plan(state, opts),
     })
+}
+
+/// The error of a plan that held no node: a policy's plan that was empty
+/// is [`ExecutionError::EmptyPlan`]; the default plan leaves out only nodes
+/// that are down, so when it is empty the cluster is unreachable, a pool
+/// error (the first that knows how its last connection attempt failed).
+fn empty_plan(state: &ClusterState, opts: &RunOptions<'_>) -> ExecutionError {
+    if opts.load_balancing.is_some() || state.nodes.is_empty() {
+        return ExecutionError::EmptyPlan;
+    }
+    let last = state.nodes.iter().find_map(|n| n.pool.last_error());
+    ExecutionError::ConnectionPoolError(ConnectionPoolError::from_last(last))
 }
 
 /// Learns the tablet of a `tablets-routing-v1` payload (the request was
@@ -744,15 +739,15 @@ async fn switch_then_attempt(
 ) -> Result<ResponseFrame, Failed> {
     match inner.switch_keyspace(conn, want, deadline).await {
         Ok(()) => attempt(&inner.repreparations, conn, msg, at, now, deadline, tracing).await,
-        Err(ExecutionError::Connection { error, .. }) => Err(Failed::Request(error)),
-        Err(e) => Err(Failed::Fatal(e)),
+        Err(SwitchFailed::Connection(e)) => Err(Failed::Request(e)),
+        Err(SwitchFailed::Refused(e)) => Err(Failed::Fatal(ExecutionError::UseKeyspaceError(e))),
     }
 }
 
 /// How [`attempt`] failed: on its connection (the retry policy decides), or
 /// for good.
 enum Failed {
-    Request(crate::connection::RequestError),
+    Request(crate::connection::ConnectionRequestError),
     Fatal(ExecutionError),
 }
 
@@ -832,7 +827,7 @@ async fn reprepare_and_retry(
     let node = conn.info().peer;
     let timed_out = || {
         let left = deadline.saturating_duration_since(Instant::now());
-        Failed::Request(crate::connection::RequestError::Timeout(left))
+        Failed::Request(crate::connection::ConnectionRequestError::Timeout(left))
     };
     let opts = until(deadline, tracing);
     let mut sent = sent;
@@ -911,17 +906,19 @@ async fn prepare_again(
     match prepared.response {
         Response::Result(ResultBody::Prepared(_)) => {}
         Response::Error(e) => {
-            return Err(Failed::Fatal(ExecutionError::from(PrepareError::Server(
-                Box::new(ServerError::new(e.error, e.message, conn.info().peer)),
-            ))))
+            return Err(Failed::Fatal(ExecutionError::from(
+                PrepareError::AllAttemptsFailed {
+                    first_attempt: RequestAttemptError::DbError(e.error, e.message),
+                },
+            )))
         }
         other => {
-            return Err(Failed::Fatal(ExecutionError::Protocol(
-                UnexpectedResponse::new(
+            return Err(Failed::Fatal(ExecutionError::LastAttemptError(
+                RequestAttemptError::UnexpectedResponse(UnexpectedResponse::new(
                     conn.info().peer,
                     "PREPARE",
                     crate::connection::handshake::response_name(&other),
-                ),
+                )),
             )))
         }
     }
@@ -930,9 +927,9 @@ async fn prepare_again(
 
 /// A request that cannot be written for its connection (a v5-only option on
 /// v4, say) fails the same way everywhere: no retry, a client-side error.
-fn request_error(e: crate::connection::RequestError) -> Failed {
+fn request_error(e: crate::connection::ConnectionRequestError) -> Failed {
     match e {
-        crate::connection::RequestError::Encode(EncodeError::Invalid(why)) => {
+        crate::connection::ConnectionRequestError::Encode(EncodeError::Invalid(why)) => {
             Failed::Fatal(ExecutionError::BadQuery(BadQuery::Unsupported(why)))
         }
         e => Failed::Request(e),

@@ -26,8 +26,10 @@ use super::execute::{Answer, RunOptions};
 use super::{limiter, prepared_cache};
 use crate::cluster::runtime::Cluster;
 use crate::cluster::state::ClusterState;
-use crate::connection::{Connection, RequestOptions};
-use crate::error::{ExecutionError, SchemaAgreementError, UnexpectedResponse};
+use crate::connection::{Connection, ConnectionRequestError, RequestOptions};
+use crate::error::{
+    ExecutionError, RequestAttemptError, SchemaAgreementError, UnexpectedResponse, UseKeyspaceError,
+};
 use crate::metrics::{Metrics, Paging};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;
@@ -177,6 +179,14 @@ pub(super) enum Finished {
     /// afford it, and every request's result is not made larger by it.
     SchemaChanged(Box<(QueryResult, SocketAddr, String)>),
 }
+/// How switching a connection to the session's keyspace failed.
+pub(crate) enum SwitchFailed {
+    /// On the connection: the request's retry policy decides.
+    Connection(ConnectionRequestError),
+    /// For good (the server refused `USE`, or the deadline passed).
+    Refused(UseKeyspaceError),
+}
+
 impl SessionInner {
     /// Switches `conn` to the session's keyspace if it is on another one,
     /// within the request's `deadline`. A `USE` the server refuses (the
@@ -187,7 +197,7 @@ impl SessionInner {
         &self,
         conn: &Connection,
         deadline: Instant,
-    ) -> Result<(), ExecutionError> {
+    ) -> Result<(), SwitchFailed> {
         match self.keyspace_switch(conn) {
             None => Ok(()),
             // Rare (a connection's first request after a keyspace change):
@@ -217,7 +227,7 @@ impl SessionInner {
         conn: &Connection,
         want: Arc<String>,
         deadline: Instant,
-    ) -> Result<(), ExecutionError> {
+    ) -> Result<(), SwitchFailed> {
         let query = Query::use_keyspace(&want);
         let now = Instant::now();
         let opts = RequestOptions {
@@ -225,24 +235,28 @@ impl SessionInner {
             ..RequestOptions::default()
         };
         let node = conn.info().peer;
+        let refused = |e| Err(SwitchFailed::Refused(UseKeyspaceError::RequestError(e)));
         match conn.request_at(&query, &opts, now).await {
             Ok(f) => match f.response {
                 Response::Result(ResultBody::SetKeyspace(_)) => {
                     conn.set_keyspace(Some(want));
                     Ok(())
                 }
-                Response::Error(e) => Err(ExecutionError::server(e.error, e.message, node)),
-                other => Err(ExecutionError::Protocol(UnexpectedResponse::new(
-                    node,
-                    "USE",
-                    crate::connection::handshake::response_name(&other),
-                ))),
+                Response::Error(e) => refused(RequestAttemptError::DbError(e.error, e.message)),
+                other => refused(RequestAttemptError::UnexpectedResponse(
+                    UnexpectedResponse::new(
+                        node,
+                        "USE",
+                        crate::connection::handshake::response_name(&other),
+                    ),
+                )),
             },
-            Err(error) => Err(ExecutionError::Connection {
-                node,
-                error,
-                attempts: Default::default(),
-            }),
+            Err(ConnectionRequestError::Timeout(_)) if Instant::now() >= deadline => {
+                Err(SwitchFailed::Refused(UseKeyspaceError::RequestTimeout(
+                    deadline.saturating_duration_since(now),
+                )))
+            }
+            Err(error) => Err(SwitchFailed::Connection(error)),
         }
     }
 
@@ -408,11 +422,13 @@ impl SessionInner {
             }
             Response::Result(_) => {}
             other => {
-                return Err(ExecutionError::Protocol(UnexpectedResponse::new(
-                    node,
-                    "a statement",
-                    crate::connection::handshake::response_name(&other),
-                )))
+                return Err(ExecutionError::LastAttemptError(
+                    RequestAttemptError::UnexpectedResponse(UnexpectedResponse::new(
+                        node,
+                        "a statement",
+                        crate::connection::handshake::response_name(&other),
+                    )),
+                ))
             }
         }
         Ok(Finished::Done(result))
@@ -449,7 +465,7 @@ impl SessionInner {
             if self.config.auto_await_schema_agreement {
                 self.after_schema_change(Some(node), Some(&keyspace))
                     .await
-                    .map_err(ExecutionError::SchemaAgreement)?;
+                    .map_err(ExecutionError::SchemaAgreementError)?;
             } else {
                 self.refresh_after_schema_change(Some(&keyspace)).await;
             }

@@ -9,7 +9,7 @@
 //! a mutex; a finishing request hands its permit straight to the first
 //! waiter, so a newcomer cannot overtake the queue. A request fails with
 //! [`ExecutionError::ClientOverloaded`] only when the queue is full, and with
-//! the ordinary [`ExecutionError::Timeout`] when its deadline passes while it
+//! the ordinary [`ExecutionError::RequestTimeout`] when its deadline passes while it
 //! waits.
 //!
 //! The state is one word: the permits held, plus the [`WAITERS`] bit while
@@ -282,7 +282,7 @@ impl RequestLimiter {
         match tokio::time::timeout_at(deadline.into(), waiting).await {
             Ok(Ok(p)) => Ok(p),
             Ok(Err(Refused)) => Err(ExecutionError::SessionClosed),
-            Err(_) => Err(ExecutionError::timeout(timeout, Vec::new())),
+            Err(_) => Err(ExecutionError::RequestTimeout(timeout)),
         }
     }
 
@@ -510,7 +510,7 @@ mod tests {
         let e = l.acquire(Instant::now() + t, t).await.unwrap_err();
         assert!(before.elapsed() >= t, "{:?}", before.elapsed());
         assert!(
-            matches!(e, ExecutionError::Timeout { timeout: d, .. } if d == t),
+            matches!(e, ExecutionError::RequestTimeout(d) if d == t),
             "{e}"
         );
         assert_eq!(l.queued(), 0);

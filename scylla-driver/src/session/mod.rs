@@ -33,12 +33,14 @@ pub mod trace;
 pub(crate) mod values;
 
 use scylla_cql::types::serialize::BatchValues;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
 use scylla_cql::frame::request::Query;
 use scylla_cql::types::{Row, SerializeRow, SerializedValues};
+use tokio_util::either::Either;
 
 pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::{RowStream, RowsStreamError};
@@ -118,7 +120,7 @@ impl Session {
     pub async fn query_unpaged(
         &self,
         statement: impl Into<Statement>,
-        values: impl SerializeRow + Send + Sync,
+        values: impl SerializeRow,
     ) -> Result<QueryResult, ExecutionError> {
         let statement = statement.into();
         Ok(self
@@ -144,7 +146,7 @@ impl Session {
     pub async fn query_single_page<P: PageStart>(
         &self,
         statement: impl Into<Statement>,
-        values: impl SerializeRow + Send + Sync,
+        values: impl SerializeRow,
         paging_state: P,
     ) -> Result<(QueryResult, P::Next), ExecutionError> {
         self.query_page(
@@ -158,32 +160,53 @@ impl Session {
         .map(|(result, next)| (result, P::next(next)))
     }
 
-    async fn query_page(
+    /// A page of an unprepared statement. Generic over the values (as the
+    /// official crate's methods), so that the future is `Send` whenever
+    /// they are `Sync`, and values that are not can still be used. Not an
+    /// `async fn`: it picks one of two futures, and holds its arguments
+    /// only in that one.
+    fn query_page<'a, V: SerializeRow + ?Sized>(
+        &'a self,
+        statement: Statement,
+        values: &'a V,
+        paging_state: Option<Bytes>,
+        paging: Paging,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<(QueryResult, Option<Bytes>), ExecutionError>> + 'a {
+        // Values for no bind marker go as they are; others need their
+        // markers' types (`is_empty` asks the row, as the official crate
+        // does: a row written by hand may expect its markers).
+        if values.is_empty() {
+            return Either::Left(self.query_page_without_values(
+                statement,
+                paging_state,
+                paging,
+                deadline,
+            ));
+        }
+        // Values need their bind markers' types: prepare. Boxed: inline,
+        // the preparation's and the execution's futures made every query's
+        // future larger (it is moved at each await layer).
+        Either::Right(Box::pin(async move {
+            let mut prepared = self.prepare(statement.contents.as_str()).await?;
+            prepared.options = statement.options;
+            let serialized = values::serialize(&prepared, values)?;
+            self.execute_page(&prepared, &serialized, paging_state, paging, deadline)
+                .await
+                .map(with_next_page)
+        }))
+    }
+
+    /// [`Session::query_page`] for a statement without values (not
+    /// generic: one copy for every caller).
+    async fn query_page_without_values(
         &self,
         statement: Statement,
-        values: &(dyn SerializeRow + Send + Sync),
         paging_state: Option<Bytes>,
         paging: Paging,
         deadline: Option<Instant>,
     ) -> Result<(QueryResult, Option<Bytes>), ExecutionError> {
-        // Values for no bind marker go as they are; others need their
-        // markers' types (`is_empty` asks the row, as the official crate
-        // does: a row written by hand may expect its markers).
         let none = SerializedValues::new();
-        if !values.is_empty() {
-            // Values need their bind markers' types: prepare. Boxed: inline,
-            // the preparation's and the execution's futures made every
-            // query's future larger (it is moved at each await layer).
-            return Box::pin(async move {
-                let mut prepared = self.prepare(statement.contents.as_str()).await?;
-                prepared.options = statement.options;
-                let serialized = values::serialize(&prepared, values)?;
-                self.execute_page(&prepared, &serialized, paging_state, paging, deadline)
-                    .await
-                    .map(with_next_page)
-            })
-            .await;
-        }
         let inner = &self.inner;
         let profiles = inner.profiles(&statement.options);
         let mut params = inner.params(&statement.options, &profiles, &none);
@@ -480,7 +503,7 @@ impl Session {
     pub async fn query_iter(
         &self,
         statement: impl Into<Statement>,
-        values: impl SerializeRow + Send + Sync,
+        values: impl SerializeRow,
     ) -> Result<RowStream<Row>, ExecutionError> {
         let statement = statement.into();
         let none = SerializedValues::new();

@@ -11,7 +11,7 @@
 //! the deadline is set when the stream is created (`query_iter`,
 //! `execute_iter`) and every page fetch, with its retries and
 //! re-preparations, must end by it; a page that cannot is a
-//! [`ExecutionError::Timeout`] (inside an [`ExecutionError::Page`] after the
+//! [`ExecutionError::RequestTimeout`] (inside an [`ExecutionError::Page`] after the
 //! first page). The time the caller spends between pages counts. A stream
 //! meant to outlive its timeout (a long scan consumed slowly) sets its own
 //! with [`RowStream::with_deadline`] (or `None`: each page then gets the

@@ -8,7 +8,6 @@
 //! per cluster state (and again, at most once a second, while some node's
 //! sharding is not yet known) and shared by the requests that need it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ use crate::cluster::state::ClusterState;
 use crate::cluster::tablets::TabletStore;
 use crate::cluster::view::ClusterView;
 use crate::cluster::ClusterState as PublicClusterState;
-use crate::error::AttemptError;
+use crate::error::RequestAttemptError;
 use crate::policy::load_balancing::{LoadBalancingPolicy, RoutingInfo};
 use crate::policy::steering::{restricted_next, Only};
 use crate::routing::{NodeIdx, Plan, Target};
@@ -37,7 +36,13 @@ pub(super) trait Targets: Sync {
 
     /// An attempt on `node` ended after `latency`: answered (`None`) or
     /// failed. Only requests with a load-balancing policy call it.
-    fn attempt_finished(&self, _node: NodeIdx, _latency: Duration, _error: Option<&AttemptError>) {}
+    fn attempt_finished(
+        &self,
+        _node: NodeIdx,
+        _latency: Duration,
+        _error: Option<&RequestAttemptError>,
+    ) {
+    }
 }
 
 /// The routing table's plan, restricted as a built-in policy says.
@@ -133,8 +138,6 @@ pub(super) struct PolicyTargets<'a> {
     table: Option<TableSpec<'a>>,
     lwt: bool,
     progress: Mutex<Progress>,
-    /// The policy offered no target at all.
-    empty: AtomicBool,
 }
 
 impl<'a> PolicyTargets<'a> {
@@ -161,14 +164,7 @@ impl<'a> PolicyTargets<'a> {
             table,
             lwt,
             progress: Mutex::new(Progress::Start),
-            empty: AtomicBool::new(false),
         }
-    }
-
-    /// Whether the policy offered no target at all (neither `pick` nor
-    /// the fallback).
-    pub(super) fn was_empty(&self) -> bool {
-        self.empty.load(Ordering::Relaxed)
     }
 
     fn info(&self) -> RoutingInfo<'_> {
@@ -223,7 +219,6 @@ impl Targets for PolicyTargets<'_> {
                     rest.reverse();
                     if picked.is_none() && rest.is_empty() {
                         tracing::debug!(policy = %self.policy.name(), "load balancing: the policy gave an empty plan; the request fails without an attempt");
-                        self.empty.store(true, Ordering::Relaxed);
                     }
                     *progress = Progress::Fallback(rest, picked);
                 }
@@ -240,7 +235,12 @@ impl Targets for PolicyTargets<'_> {
         }
     }
 
-    fn attempt_finished(&self, node: NodeIdx, latency: Duration, error: Option<&AttemptError>) {
+    fn attempt_finished(
+        &self,
+        node: NodeIdx,
+        latency: Duration,
+        error: Option<&RequestAttemptError>,
+    ) {
         let Some(host) = self.state.node(node).map(|n| n.host_id) else {
             return;
         };

@@ -17,11 +17,10 @@ use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::frame::ProtocolVersion;
 use tokio::task::JoinSet;
 
+use super::inner::SwitchFailed;
 use super::SessionInner;
 use crate::connection::{Connection, RequestOptions};
-use crate::error::{
-    Attempt, AttemptError, ExecutionError, PrepareError, ServerError, UnexpectedResponse,
-};
+use crate::error::{ConnectionPoolError, PrepareError, RequestAttemptError, UnexpectedResponse};
 use crate::statement::prepared::{PreparedShared, ResultShape};
 use crate::statement::PreparedStatement;
 
@@ -55,10 +54,13 @@ pub(super) async fn prepare_everywhere(
         });
     }
     if tasks.is_empty() {
-        return Err(PrepareError::NoConnection);
+        let last = state.nodes.first().and_then(|n| n.pool.last_error());
+        return Err(PrepareError::ConnectionPoolError(
+            ConnectionPoolError::from_last(last),
+        ));
     }
-    // The nodes that failed (the failure path only allocates).
-    let mut failed: Vec<Attempt> = Vec::new();
+    // The first node's failure (the others are logged).
+    let mut first_failure: Option<RequestAttemptError> = None;
     let mut winner = None;
     // Bounded: one iteration per node's task.
     while let Some(joined) = tasks.join_next().await {
@@ -78,12 +80,16 @@ pub(super) async fn prepare_everywhere(
             }
             // A refusal (bad syntax, ...) is the same everywhere.
             Err(NodeFailure::Fatal(e)) => return Err(e),
-            Err(NodeFailure::Node(node, error)) => failed.push(Attempt { node, error }),
+            Err(NodeFailure::Node(node, error)) => {
+                tracing::debug!(%node, %error, "preparing on a node failed");
+                first_failure.get_or_insert(error);
+            }
         }
     }
     let Some(prepared) = winner else {
-        return Err(PrepareError::AllNodesFailed {
-            attempts: failed.into(),
+        return Err(match first_failure {
+            Some(first_attempt) => PrepareError::AllAttemptsFailed { first_attempt },
+            None => PrepareError::Internal("every preparation task ended without an outcome"),
         });
     };
     if !tasks.is_empty() {
@@ -114,7 +120,7 @@ type PrepareOutcome = (SocketAddr, Result<PreparedStatement, NodeFailure>);
 /// How preparing on one node failed.
 enum NodeFailure {
     /// That node failed (its connection, a timeout): others may succeed.
-    Node(SocketAddr, AttemptError),
+    Node(SocketAddr, RequestAttemptError),
     /// The statement itself failed (refused, ...): the same everywhere.
     Fatal(PrepareError),
 }
@@ -158,10 +164,12 @@ async fn prepare_on(
     let deadline = std::time::Instant::now() + inner.config.request_timeout;
     match inner.ensure_keyspace(conn, deadline).await {
         Ok(()) => {}
-        Err(ExecutionError::Connection { error, .. }) => {
-            return Err(NodeFailure::Node(address, AttemptError::Connection(error)))
+        Err(SwitchFailed::Connection(error)) => {
+            return Err(NodeFailure::Node(address, error.into()))
         }
-        Err(e) => return Err(NodeFailure::Fatal(PrepareError::Keyspace(Box::new(e)))),
+        Err(SwitchFailed::Refused(e)) => {
+            return Err(NodeFailure::Fatal(PrepareError::UseKeyspaceError(e)))
+        }
     }
     let msg = Prepare {
         query: text.into(),
@@ -179,23 +187,23 @@ async fn prepare_on(
     let frame = conn
         .request_at(&msg, &opts, now)
         .await
-        .map_err(|error| NodeFailure::Node(address, AttemptError::Connection(error)))?;
+        .map_err(|error| NodeFailure::Node(address, error.into()))?;
     let tracing_id = frame.tracing_id();
     let p = match frame.response {
         Response::Result(ResultBody::Prepared(p)) => p,
         Response::Error(e) => {
-            return Err(NodeFailure::Fatal(PrepareError::Server(Box::new(
-                ServerError::new(e.error, e.message, address),
-            ))))
+            return Err(NodeFailure::Fatal(PrepareError::AllAttemptsFailed {
+                first_attempt: RequestAttemptError::DbError(e.error, e.message),
+            }))
         }
         other => {
-            return Err(NodeFailure::Fatal(PrepareError::Protocol(
-                UnexpectedResponse::new(
+            return Err(NodeFailure::Fatal(PrepareError::AllAttemptsFailed {
+                first_attempt: RequestAttemptError::UnexpectedResponse(UnexpectedResponse::new(
                     address,
                     "PREPARE",
                     crate::connection::handshake::response_name(&other),
-                ),
-            )))
+                )),
+            }))
         }
     };
     let ctx_mask = conn.info().server.response_context.lwt_metadata_mask;

@@ -150,7 +150,7 @@ pub struct ContactFailure {
 pub enum ControlError {
     /// The session was given no contact point.
     #[error("no contact points were given")]
-    NoContactPoints,
+    EmptyKnownNodesList,
     /// No contact point could be connected to and read.
     #[error("no contact point could be used: {}", Failures(.0))]
     Unreachable(Vec<ContactFailure>),
@@ -317,7 +317,7 @@ impl ControlHandle {
         options: ControlOptions,
     ) -> Result<(ControlHandle, watch::Receiver<Arc<Metadata>>), ControlError> {
         if contact_points.is_empty() {
-            return Err(ControlError::NoContactPoints);
+            return Err(ControlError::EmptyKnownNodesList);
         }
         let (events_tx, events_rx) = mpsc::channel(options.event_buffer.max(1));
         let mut config = config;

@@ -48,7 +48,7 @@ pub use self::query::QueryOptions;
 
 use super::host_filter::{HostFilter, HostInfo};
 use super::translation::{AddressTranslator, IdentityTranslator, UntranslatedPeer};
-use crate::connection::{Connection, RequestError};
+use crate::connection::{Connection, ConnectionRequestError};
 use crate::routing::{NodeInfo, ReplicationStrategy, TopologyInput};
 
 /// One node, as `system.local` / `system.peers` describe it.
@@ -175,7 +175,7 @@ pub enum MetadataError {
         query: &'static str,
         /// Why.
         #[source]
-        source: RequestError,
+        source: ConnectionRequestError,
     },
     /// The server answered with an error.
     #[error("metadata query `{query}` was refused: {error}")]
@@ -226,7 +226,7 @@ impl MetadataError {
         matches!(
             self,
             MetadataError::Request {
-                source: RequestError::NotSent(_) | RequestError::Broken(_),
+                source: ConnectionRequestError::NotSent(_) | ConnectionRequestError::Broken(_),
                 ..
             }
         )
