@@ -5,7 +5,10 @@
 //! code and message out of `LastAttemptError(RequestAttemptError::DbError)`,
 //! `RequestTimeout`, a node without connections as
 //! `ConnectionPoolError::Broken`, and values of a type that is neither
-//! `Send` nor `Sync` passed to `query_unpaged` through a generic function.
+//! `Send` nor `Sync` passed to `query_unpaged` (through a generic function)
+//! and to `batch`,
+//! and a hand-written serializer that refuses a column type with the
+//! official `BuiltinTypeCheckError`.
 //! Run against the in-process test cluster.
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -15,12 +18,16 @@ use std::time::{Duration, Instant};
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::cluster::metadata::{ColumnType, NativeType};
+use scylla::errors::BadQuery;
 use scylla::errors::{
     ConnectionPoolError, DbError, ExecutionError, PrepareError, RequestAttemptError, RequestError,
 };
 use scylla::serialize::row::{RowSerializationContext, SerializeRow};
-use scylla::serialize::writers::RowWriter;
+use scylla::serialize::value::{BuiltinTypeCheckError, BuiltinTypeCheckErrorKind, SerializeValue};
+use scylla::serialize::writers::{CellWriter, RowWriter, WrittenCellProof};
 use scylla::serialize::SerializationError;
+use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::unprepared::Statement;
 use scylla_testbed::{Faults, TestCluster};
 
@@ -90,11 +97,35 @@ impl SerializeRow for Local {
         ctx: &RowSerializationContext<'_>,
         writer: &mut RowWriter,
     ) -> Result<(), SerializationError> {
-        (self.k, self.v.as_str()).serialize(ctx, writer)
+        SerializeRow::serialize(&(self.k, self.v.as_str()), ctx, writer)
     }
 
     fn is_empty(&self) -> bool {
         false
+    }
+}
+
+/// A counter value, serialized by hand, as only a `counter` column.
+struct CounterOnly(i64);
+
+impl SerializeValue for CounterOnly {
+    fn serialize<'b>(
+        &self,
+        typ: &ColumnType,
+        writer: CellWriter<'b>,
+    ) -> Result<WrittenCellProof<'b>, SerializationError> {
+        if typ != &ColumnType::Native(NativeType::Counter) {
+            return Err(SerializationError::new(BuiltinTypeCheckError {
+                rust_name: std::any::type_name::<CounterOnly>(),
+                got: typ.clone().into_owned(),
+                kind: BuiltinTypeCheckErrorKind::MismatchedType {
+                    expected: &[ColumnType::Native(NativeType::Counter)],
+                },
+            }));
+        }
+        writer
+            .set_value(self.0.to_be_bytes().as_slice())
+            .map_err(SerializationError::new)
     }
 }
 
@@ -160,12 +191,50 @@ async fn errors_have_the_official_shapes() -> Result<(), Error> {
         local,
     )
     .await?;
+    // And a batch of such values; with `Sync` values the futures stay
+    // `Send` (they can be spawned).
+    let mut batch = Batch::new(BatchType::Unlogged);
+    batch.append_statement("INSERT INTO errs.kv (k, v) VALUES (?, ?)");
+    let local = Local {
+        k: 2,
+        v: Rc::new("two".to_owned()),
+    };
+    session.batch(&batch, (local,)).await?;
+    fn sendable<F: std::future::Future + Send>(f: F) -> F {
+        f
+    }
+    sendable(session.batch(&batch, ((3i32, "three"),))).await?;
+    sendable(session.query_unpaged("INSERT INTO errs.kv (k, v) VALUES (?, ?)", (4i32, "four")))
+        .await?;
+    let (v,) = session
+        .query_unpaged("SELECT v FROM errs.kv WHERE k = 2", &[])
+        .await?
+        .into_rows_result()?
+        .single_row::<(String,)>()?;
+    assert_eq!(v, "two");
     let (v,) = session
         .query_unpaged("SELECT v FROM errs.kv WHERE k = 1", &[])
         .await?
         .into_rows_result()?
         .single_row::<(String,)>()?;
     assert_eq!(v, "one");
+
+    // A hand-written serializer's type check, for an `int` column.
+    let err = session
+        .query_unpaged(
+            "INSERT INTO errs.kv (k, v) VALUES (?, 'x')",
+            (CounterOnly(1),),
+        )
+        .await
+        .unwrap_err();
+    let ExecutionError::BadQuery(BadQuery::SerializationError(e)) = &err else {
+        panic!("expected the serializer's refusal, got {err:?}");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("CounterOnly") && text.contains("serializes only as `counter`"),
+        "{text}"
+    );
 
     // The node answers after the deadline: `RequestTimeout`.
     cluster

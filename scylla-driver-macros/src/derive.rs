@@ -28,10 +28,11 @@ fn skipped_inits(s: &Struct<'_>) -> Vec<TokenStream2> {
 }
 
 /// What both deserializing derives start from: the frame lifetime, the
-/// metadata lifetime (a row's column specs live as long as its frame; a
-/// UDT's field types get a lifetime of their own, `'__metadata`), the impl
-/// header (generics with those lifetimes, the type's own generics, a where
-/// clause bounding every field by `DeserializeValue<'frame, 'metadata>`),
+/// metadata lifetime `'__metadata` (the trait's second one; a UDT's field
+/// types live in it, while a row's cells are read with the frame's lifetime
+/// for both, see [`Meta`]), the impl header (generics with those lifetimes,
+/// the type's own generics, a where clause bounding every field by
+/// `DeserializeValue`),
 /// and the non-skipped fields' idents, column names and types.
 struct Deserializing<'s> {
     m: TokenStream2,
@@ -51,19 +52,28 @@ struct Deserializing<'s> {
     skipped: Vec<TokenStream2>,
 }
 
-fn deserializing<'s>(s: &'s Struct<'_>, udt: bool) -> syn::Result<Deserializing<'s>> {
+/// Where a deserializing derive's metadata lifetime goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Meta {
+    /// In the trait and in the fields' bounds (a UDT's field types).
+    OfFields,
+    /// In the trait only (a row: its cells are read with the frame's
+    /// lifetime for both).
+    OfTrait,
+}
+
+fn deserializing<'s>(s: &'s Struct<'_>, meta_of: Meta) -> syn::Result<Deserializing<'s>> {
     let m = s.internal();
     let (lt, mut generics) = s.frame_generics()?;
-    let meta = if udt {
-        let meta = syn::Lifetime::new("'__metadata", proc_macro2::Span::call_site());
-        // After the frame lifetime, before any type parameter.
-        generics.params.insert(
-            1,
-            syn::GenericParam::Lifetime(syn::LifetimeParam::new(meta.clone())),
-        );
-        meta
-    } else {
-        lt.clone()
+    let meta = syn::Lifetime::new("'__metadata", proc_macro2::Span::call_site());
+    // After the frame lifetime, before any type parameter.
+    generics.params.insert(
+        1,
+        syn::GenericParam::Lifetime(syn::LifetimeParam::new(meta.clone())),
+    );
+    let field_meta = match meta_of {
+        Meta::OfFields => meta.clone(),
+        Meta::OfTrait => lt.clone(),
     };
     let (impl_g, _, _) = generics.split_for_impl();
     let (_, ty_g, _) = s.input.generics.split_for_impl();
@@ -71,7 +81,7 @@ fn deserializing<'s>(s: &'s Struct<'_>, udt: bool) -> syn::Result<Deserializing<
         .bound()
         .map(|f| {
             let ty = f.ty;
-            quote!(#ty: #m::DeserializeValue<#lt, #meta>)
+            quote!(#ty: #m::DeserializeValue<#lt, #field_meta>)
         })
         .collect();
     let wc = where_clause(&generics, bounds);
@@ -97,7 +107,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     let Deserializing {
         m,
         lt,
-        meta: _,
+        meta,
         impl_g,
         ty_g,
         wc,
@@ -108,7 +118,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         null_default,
         allow_missing: _,
         skipped,
-    } = deserializing(s, false)?;
+    } = deserializing(s, Meta::OfTrait)?;
     let n = idents.len();
     // Each field's value from its cell `col` (`default_when_null`: a null
     // cell is the type's default).
@@ -215,7 +225,7 @@ pub(crate) fn deserialize_row(s: &Struct<'_>) -> syn::Result<TokenStream2> {
     };
     Ok(quote! {
         #[automatically_derived]
-        impl #impl_g #m::DeserializeRow<#lt> for #name #ty_g #wc {
+        impl #impl_g #m::DeserializeRow<#lt, #meta> for #name #ty_g #wc {
             fn type_check(
                 specs: &[#m::ColumnSpec],
             ) -> ::std::result::Result<(), #m::TypeCheckError> {
@@ -363,7 +373,7 @@ pub(crate) fn deserialize_value(s: &Struct<'_>) -> syn::Result<TokenStream2> {
         null_default,
         allow_missing,
         skipped,
-    } = deserializing(s, true)?;
+    } = deserializing(s, Meta::OfFields)?;
     // A field the UDT lacks: an error, or none (`allow_missing`).
     let when_missing: Vec<TokenStream2> = names
         .iter()

@@ -257,7 +257,9 @@ impl QueryResult {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn rows<'r, R: DeserializeRow<'r>>(&'r self) -> Result<RowIterator<'r, R>, ExecutionError> {
+    pub fn rows<'r, R: DeserializeRow<'r, 'r>>(
+        &'r self,
+    ) -> Result<RowIterator<'r, R>, ExecutionError> {
         let Some(rows) = &self.rows else {
             return Err(ExecutionError::BadQuery(crate::error::BadQuery::NoRows));
         };
@@ -271,7 +273,7 @@ impl QueryResult {
     /// All rows, as an owned type.
     pub fn into_rows<R>(self) -> Result<Vec<R>, ExecutionError>
     where
-        R: for<'r> DeserializeRow<'r>,
+        R: for<'r> DeserializeRow<'r, 'r>,
     {
         self.rows::<R>()?
             .map(|r| r.map_err(ExecutionError::from))
@@ -279,12 +281,12 @@ impl QueryResult {
     }
 
     /// The first row, if any.
-    pub fn first_row<'r, R: DeserializeRow<'r>>(&'r self) -> Result<Option<R>, ExecutionError> {
+    pub fn first_row<'r, R: DeserializeRow<'r, 'r>>(&'r self) -> Result<Option<R>, ExecutionError> {
         Ok(self.rows::<R>()?.next().transpose()?)
     }
 
     /// The only row: an error unless there is exactly one.
-    pub fn single_row<'r, R: DeserializeRow<'r>>(&'r self) -> Result<R, ExecutionError> {
+    pub fn single_row<'r, R: DeserializeRow<'r, 'r>>(&'r self) -> Result<R, ExecutionError> {
         let mut it = self.rows::<R>()?;
         match (it.next(), it.next()) {
             (Some(r), None) => Ok(r?),

@@ -14,7 +14,7 @@ pub use scylla_cql::types::{SerializedValues, Written};
 
 /// One value: [`value::SerializeValue`].
 pub mod value {
-    pub use scylla_cql::types::SerializeValue;
+    pub use scylla_cql::types::{BuiltinTypeCheckError, BuiltinTypeCheckErrorKind, SerializeValue};
 }
 
 /// Where a [`value::SerializeValue`] writes: [`writers::CellWriter`], and the

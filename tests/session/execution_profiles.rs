@@ -358,3 +358,72 @@ async fn a_remapped_handle_changes_its_statements_and_its_sessions_from_the_next
     let own = profiled.clone().with_consistency(Consistency::Three);
     assert_eq!(seen(&own).await.0, Consistency::Three);
 }
+
+/// A retry policy that counts the failures it is asked about and gives up.
+#[derive(Debug, Default)]
+struct CountingFail(std::sync::atomic::AtomicUsize);
+
+impl scylla_driver::policy::retry::RetryPolicy for CountingFail {
+    fn decide(
+        &self,
+        _failure: scylla_driver::policy::retry::AttemptFailure<'_>,
+        _ctx: &scylla_driver::policy::retry::RetryContext,
+    ) -> scylla_driver::policy::retry::RetryDecision {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        scylla_driver::policy::retry::RetryDecision::Fail
+    }
+}
+
+/// A statement's own retry policy decides over its profile's and the
+/// session's: an idempotent read meeting OVERLOADED, which the session's
+/// default policy retries elsewhere, fails at once, and only the
+/// statement's policy was asked; cleared, the profile's is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statements_retry_policy_wins_over_its_profiles() {
+    use scylla_driver::errors::{DbError, RequestAttemptError};
+    use std::sync::atomic::Ordering;
+
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(1)
+        .start()
+        .await
+        .unwrap();
+    let session = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .build()
+        .await
+        .unwrap();
+    let of_profile = Arc::new(CountingFail::default());
+    let of_statement = Arc::new(CountingFail::default());
+    let profile = ExecutionProfile::new().retry_policy(of_profile.clone());
+    let mut read = Statement::new("SELECT release_version FROM system.local")
+        .with_idempotent(true)
+        .with_execution_profile(profile.into_handle("counting"));
+    read.set_retry_policy(Some(of_statement.clone()));
+    assert!(read.get_retry_policy().is_some());
+
+    cluster
+        .set_faults(0, Faults::none().with_overloaded(1))
+        .await
+        .unwrap();
+    let err = session.query_unpaged(read.clone(), ()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::Overloaded, _))
+        ),
+        "{err:?}"
+    );
+    assert_eq!(of_statement.0.load(Ordering::Relaxed), 1);
+    assert_eq!(of_profile.0.load(Ordering::Relaxed), 0);
+
+    read.set_retry_policy(None);
+    cluster
+        .set_faults(0, Faults::none().with_overloaded(1))
+        .await
+        .unwrap();
+    session.query_unpaged(read, ()).await.unwrap_err();
+    assert_eq!(of_statement.0.load(Ordering::Relaxed), 1);
+    assert_eq!(of_profile.0.load(Ordering::Relaxed), 1);
+}

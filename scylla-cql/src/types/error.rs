@@ -341,6 +341,54 @@ pub enum DeserializationErrorKind {
     Other(SharedError),
 }
 
+/// A Rust value cannot be serialized as a column's CQL type, in the shape
+/// of the official crate's built-in serializers' error: for hand-written
+/// [`SerializeValue`](crate::types::SerializeValue) implementations that
+/// report a mismatch as programs written for it do
+/// (`SerializationError::new(BuiltinTypeCheckError { .. })`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the Rust type `{rust_name}` cannot be serialized as the CQL type `{got}`: {kind}")]
+pub struct BuiltinTypeCheckError {
+    /// The Rust type (`std::any::type_name`).
+    pub rust_name: &'static str,
+    /// The column's CQL type.
+    pub got: ColumnType,
+    /// Why.
+    pub kind: BuiltinTypeCheckErrorKind,
+}
+
+/// Why a [`BuiltinTypeCheckError`] happened.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuiltinTypeCheckErrorKind {
+    /// The Rust type serializes only as the listed CQL types.
+    #[error("it serializes only as {}", ExpectedTypes(expected))]
+    MismatchedType {
+        /// The CQL types the Rust type serializes as.
+        expected: &'static [ColumnType],
+    },
+    /// The CQL type has no empty value, and the value was empty.
+    #[error("the CQL type has no empty value")]
+    NotEmptyable,
+}
+
+/// `a, b or c` for a list of CQL types.
+struct ExpectedTypes<'a>(&'a [ColumnType]);
+
+impl fmt::Display for ExpectedTypes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.0.iter().enumerate() {
+            match i {
+                0 => {}
+                _ if i + 1 == self.0.len() => f.write_str(" or ")?,
+                _ => f.write_str(", ")?,
+            }
+            write!(f, "`{t}`")?;
+        }
+        Ok(())
+    }
+}
+
 impl From<EncodeError> for SerializationError {
     fn from(e: EncodeError) -> Self {
         Self::new(SerializationErrorKind::Encode(e))

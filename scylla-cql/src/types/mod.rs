@@ -54,8 +54,9 @@ pub use decimal::CqlDecimal;
 pub use deserialize::{DeserializeRow, DeserializeValue, Row, RowIterator};
 pub use duration::CqlDuration;
 pub use error::{
-    DeserializationError, DeserializationErrorKind, ErrorContext, SerializationError,
-    SerializationErrorKind, SharedError, TypeCheckError, TypeCheckErrorKind,
+    BuiltinTypeCheckError, BuiltinTypeCheckErrorKind, DeserializationError,
+    DeserializationErrorKind, ErrorContext, SerializationError, SerializationErrorKind,
+    SharedError, TypeCheckError, TypeCheckErrorKind,
 };
 pub use serialize::{MaybeUnset, SerializeRow, SerializeValue, Unset, Written};
 pub use serialized_values::SerializedValues;

@@ -35,11 +35,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{ExecutionError, RequestAttemptError};
 use crate::policy::retry::RetryDecision;
+use crate::statement::Handle;
 
 /// A request, as its listener numbered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -101,37 +102,8 @@ pub trait HistoryListener: fmt::Debug + Send + Sync {
     );
 }
 
-/// A statement's listener, as its options hold it: two options compare
-/// equal when they hold the same listener. One pointer wide (statements,
-/// with their options, are moved into request futures).
-#[derive(Clone)]
-pub struct HistoryListenerHandle(Arc<Arc<dyn HistoryListener>>);
-
-impl HistoryListenerHandle {
-    /// A handle to `listener`.
-    pub fn new(listener: Arc<dyn HistoryListener>) -> Self {
-        HistoryListenerHandle(Arc::new(listener))
-    }
-
-    /// The listener.
-    pub fn listener(&self) -> &Arc<dyn HistoryListener> {
-        &self.0
-    }
-}
-
-impl fmt::Debug for HistoryListenerHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl PartialEq for HistoryListenerHandle {
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&*self.0), Arc::as_ptr(&*other.0))
-    }
-}
-
-impl Eq for HistoryListenerHandle {}
+/// A statement's history listener, as its options hold it (see [`Handle`]).
+pub type HistoryListenerHandle = Handle<dyn HistoryListener>;
 
 /// When an event happened (the system clock).
 pub type TimePoint = SystemTime;
@@ -645,14 +617,5 @@ mod tests {
         assert!(c.clone_collected().events().is_empty());
         assert_eq!(c.log_request_start(), RequestId(1));
         assert_eq!(c.clone_structured_history().requests.len(), 1);
-    }
-
-    #[test]
-    fn handles_compare_by_listener() {
-        let a: Arc<dyn HistoryListener> = Arc::new(HistoryCollector::new());
-        let b: Arc<dyn HistoryListener> = Arc::new(HistoryCollector::new());
-        let ha = HistoryListenerHandle::new(Arc::clone(&a));
-        assert_eq!(ha, HistoryListenerHandle::new(a));
-        assert_ne!(ha, HistoryListenerHandle::new(b));
     }
 }

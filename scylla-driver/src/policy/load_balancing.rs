@@ -44,7 +44,7 @@ use crate::cluster::ClusterState;
 pub use crate::cluster::NodeRef;
 use crate::error::RequestAttemptError;
 use crate::routing::{DcId, RackId, RoutingTable};
-use crate::statement::SerialConsistency;
+use crate::statement::{Handle, SerialConsistency};
 
 use super::steering;
 
@@ -536,38 +536,8 @@ pub(crate) fn preference(policy: &dyn LoadBalancingPolicy) -> Option<Preference<
         .map(Preference::Single)
 }
 
-/// A load-balancing policy as a statement holds it: compared by identity,
-/// so that statements stay comparable. One pointer wide (the policy's `Arc`
-/// in an `Arc`, allocated when the policy is set), so that statements, which
-/// request futures carry, grow by one word only.
-#[derive(Clone)]
-pub struct PolicyHandle(pub(crate) Arc<Arc<dyn LoadBalancingPolicy>>);
-
-impl PolicyHandle {
-    /// A handle to `policy`.
-    pub fn new(policy: Arc<dyn LoadBalancingPolicy>) -> Self {
-        PolicyHandle(Arc::new(policy))
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> &Arc<dyn LoadBalancingPolicy> {
-        &self.0
-    }
-}
-
-impl fmt::Debug for PolicyHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl PartialEq for PolicyHandle {
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&*self.0), Arc::as_ptr(&*other.0))
-    }
-}
-
-impl Eq for PolicyHandle {}
+/// A load-balancing policy as a statement holds it (see [`Handle`]).
+pub type PolicyHandle = Handle<dyn LoadBalancingPolicy>;
 
 #[cfg(test)]
 mod tests {

@@ -32,6 +32,7 @@ use scylla_cql::frame::response::error::{DbError, WriteType};
 use scylla_cql::Consistency;
 
 use crate::connection::ConnectionRequestError;
+use crate::statement::Handle;
 
 /// Why an attempt failed.
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +74,9 @@ pub trait RetryPolicy: Send + Sync + fmt::Debug {
     /// The decision for `failure`.
     fn decide(&self, failure: AttemptFailure<'_>, ctx: &RetryContext) -> RetryDecision;
 }
+
+/// A retry policy as a statement holds it (see [`Handle`]).
+pub type RetryPolicyHandle = Handle<dyn RetryPolicy>;
 
 /// Delays before retrying after overload: after the n-th retry (n = 0, 1,
 /// ...) a delay drawn uniformly from `[b/2, b)`, where

@@ -61,7 +61,7 @@ impl QueryRowsResult {
 
     /// The rows as `R`, borrowing from the result; fails at once if the
     /// columns do not match `R`.
-    pub fn rows<'r, R: DeserializeRow<'r>>(&'r self) -> Result<RowIterator<'r, R>, RowsError> {
+    pub fn rows<'r, R: DeserializeRow<'r, 'r>>(&'r self) -> Result<RowIterator<'r, R>, RowsError> {
         // `into_rows_result` only builds results with rows; without, there
         // is nothing to iterate.
         let (raw, count) = self
@@ -73,7 +73,7 @@ impl QueryRowsResult {
     }
 
     /// The first row; an error if there is none.
-    pub fn first_row<'r, R: DeserializeRow<'r>>(&'r self) -> Result<R, FirstRowError> {
+    pub fn first_row<'r, R: DeserializeRow<'r, 'r>>(&'r self) -> Result<R, FirstRowError> {
         match self.maybe_first_row::<R>() {
             Ok(Some(row)) => Ok(row),
             Ok(None) => Err(FirstRowError::RowsEmpty),
@@ -85,7 +85,7 @@ impl QueryRowsResult {
     }
 
     /// The first row, or `None` if there are no rows.
-    pub fn maybe_first_row<'r, R: DeserializeRow<'r>>(
+    pub fn maybe_first_row<'r, R: DeserializeRow<'r, 'r>>(
         &'r self,
     ) -> Result<Option<R>, MaybeFirstRowError> {
         let mut rows = self.rows::<R>().map_err(MaybeFirstRowError::from_rows)?;
@@ -95,7 +95,7 @@ impl QueryRowsResult {
     }
 
     /// The only row; an error unless there is exactly one.
-    pub fn single_row<'r, R: DeserializeRow<'r>>(&'r self) -> Result<R, SingleRowError> {
+    pub fn single_row<'r, R: DeserializeRow<'r, 'r>>(&'r self) -> Result<R, SingleRowError> {
         let count = self.rows_num();
         if count != 1 {
             return Err(SingleRowError::UnexpectedRowCount(count));

@@ -20,7 +20,7 @@ use crate::statement::{Batch, BatchStatement, PreparedStatement};
 pub(super) async fn run(
     session: &Session,
     batch: &Batch,
-    values: &(impl BatchValues + Sync + ?Sized),
+    values: &(impl BatchValues + ?Sized),
 ) -> Result<QueryResult, ExecutionError> {
     if values.len() != batch.statements.len() {
         return Err(ExecutionError::BadQuery(BadQuery::BatchValuesCount {
@@ -46,7 +46,14 @@ pub(super) async fn run(
                 if v.is_empty() {
                     resolved.push((None, Some(text.as_str()), SerializedValues::new()));
                 } else {
+                    // The row is asked for again after the await: a
+                    // `&dyn SerializeRow` held across it would make the
+                    // future `Send` only for `Sync` rows of any type, not
+                    // (as it is) whenever `values` is `Sync`.
                     let p = session.prepare(text.as_str()).await?;
+                    let v = values
+                        .row(i)
+                        .ok_or(ExecutionError::BadQuery(BadQuery::BatchValuesMissing(i)))?;
                     let s = values::serialize(&p, v)?.into_inner();
                     resolved.push((Some(p), None, s));
                 }

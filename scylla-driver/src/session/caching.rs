@@ -97,7 +97,7 @@ impl CachingSession {
     pub async fn batch(
         &self,
         batch: &Batch,
-        values: impl BatchValues + Send + Sync,
+        values: impl BatchValues,
     ) -> Result<QueryResult, ExecutionError> {
         let batch = self.prepare_batch(batch).await?;
         self.session.batch(&batch, values).await

@@ -297,18 +297,21 @@ impl SessionInner {
                 .unwrap_or(d.timeout),
             deadline: None,
             tracing: o.tracing,
-            retry_policy: p
-                .get(|p| p.retry_policy.as_deref())
-                .unwrap_or(&*d.retry_policy),
+            retry_policy: match &o.retry_policy {
+                Some(h) => &**h.get(),
+                None => p
+                    .get(|p| p.retry_policy.as_deref())
+                    .unwrap_or(&*d.retry_policy),
+            },
             speculative: p.get(|p| p.speculative_execution).or(d.speculative),
             serial_consistency: self.serial_consistency(o, p),
             load_balancing: match &o.load_balancing {
-                Some(h) => Some(&*h.0),
+                Some(h) => Some(h.get()),
                 None => p
                     .get(|p| p.load_balancing.as_ref())
                     .or(d.load_balancing.as_ref()),
             },
-            history: o.history_listener.as_ref().map(|h| h.listener()),
+            history: o.history_listener.as_ref().map(|h| h.get()),
         }
     }
 

@@ -453,7 +453,7 @@ impl Session {
     pub async fn batch(
         &self,
         batch: &Batch,
-        values: impl BatchValues + Send + Sync,
+        values: impl BatchValues,
     ) -> Result<QueryResult, ExecutionError> {
         batch::run(self, batch, &values).await
     }

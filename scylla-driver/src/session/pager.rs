@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use scylla_cql::types::{DeserializeRow, Row, SerializedValues};
+use scylla_cql::types::{DeserializeRow, Row, SerializedValues, TypeCheckError};
 
 use super::Session;
 use crate::error::{ExecutionError, PageError};
@@ -95,7 +95,7 @@ impl<R> std::fmt::Debug for RowStream<R> {
 
 impl<R> RowStream<R>
 where
-    R: for<'r> DeserializeRow<'r> + Send + 'static,
+    R: for<'r> DeserializeRow<'r, 'r>,
 {
     pub(crate) fn new(session: Session, source: Source, values: SerializedValues) -> Self {
         let options = match &source {
@@ -301,15 +301,25 @@ where
 /// # Ok(()) }
 /// ```
 impl RowStream<Row> {
-    /// The same stream, its rows read as `T` (checked against the columns
-    /// when the first page arrives). Fails if rows were already read as
+    /// The same stream, its rows read as `T`: checked against the columns
+    /// now when they are known (the first page of
+    /// [`Session::query_iter`] is fetched before the stream is handed over,
+    /// and a prepared statement knows its columns), else when the first
+    /// page arrives. Fails, as the official crate does, with a
+    /// [`TypeCheckError`]: that `T` does not fit the columns, or (a
+    /// [`RowsStreamError`] inside it) that rows were already read as
     /// [`Row`]s, which cannot be read again as `T`.
-    pub fn rows_stream<T>(self) -> Result<RowStream<T>, RowsStreamError>
+    pub fn rows_stream<T>(self) -> Result<RowStream<T>, TypeCheckError>
     where
-        T: for<'r> DeserializeRow<'r> + Send + 'static,
+        T: for<'r> DeserializeRow<'r, 'r>,
     {
         if !self.rows.is_empty() || self.pages > 0 {
-            return Err(RowsStreamError::RowsAlreadyRead { pages: self.pages });
+            return Err(TypeCheckError::new(RowsStreamError::RowsAlreadyRead {
+                pages: self.pages,
+            }));
+        }
+        if let Some(specs) = &self.specs {
+            T::type_check(specs).map_err(TypeCheckError::with_rust_type::<T>)?;
         }
         Ok(RowStream {
             session: self.session,
@@ -329,7 +339,8 @@ impl RowStream<Row> {
     }
 }
 
-/// [`RowStream::rows_stream`] failed.
+/// Why [`RowStream::rows_stream`] could not read the stream as another type
+/// (inside the [`TypeCheckError`] it returns).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RowsStreamError {
@@ -346,7 +357,7 @@ pub enum RowsStreamError {
 
 impl<R> futures_core::Stream for RowStream<R>
 where
-    R: for<'r> DeserializeRow<'r> + Send + 'static,
+    R: for<'r> DeserializeRow<'r, 'r>,
 {
     type Item = Result<R, ExecutionError>;
 

@@ -2,6 +2,7 @@
 //! [`Batch`]es, each with its [`StatementOptions`].
 
 pub mod batch;
+mod handle;
 pub mod prepared;
 pub mod profile;
 
@@ -11,6 +12,7 @@ pub use scylla_cql::frame::request::BatchType;
 pub use scylla_cql::Consistency;
 
 pub use self::batch::{Batch, BatchStatement};
+pub use self::handle::Handle;
 pub use self::prepared::PreparedStatement;
 pub use self::profile::{ExecutionProfile, ExecutionProfileHandle};
 
@@ -91,6 +93,10 @@ pub struct StatementOptions {
     /// The listener told of this statement's requests, their attempts and
     /// speculative fibers (see [`observability::history`](crate::observability::history)).
     pub history_listener: Option<crate::observability::history::HistoryListenerHandle>,
+    /// The retry policy, over the profile's (see
+    /// [`policy::retry`](crate::policy::retry)); `None`: the profile's, else
+    /// the session's.
+    pub retry_policy: Option<crate::policy::retry::RetryPolicyHandle>,
 }
 
 /// An unprepared CQL statement.
@@ -279,7 +285,23 @@ macro_rules! option_setters {
         pub fn get_load_balancing_policy(
             &self,
         ) -> Option<&std::sync::Arc<dyn crate::policy::load_balancing::LoadBalancingPolicy>> {
-            self.options.load_balancing.as_ref().map(|h| h.policy())
+            self.options.load_balancing.as_ref().map(|h| h.get())
+        }
+
+        /// Sets (or clears) the retry policy of this statement (it takes
+        /// precedence over its execution profile's and the session's).
+        pub fn set_retry_policy(
+            &mut self,
+            policy: Option<std::sync::Arc<dyn crate::policy::retry::RetryPolicy>>,
+        ) {
+            self.options.retry_policy = policy.map(crate::policy::retry::RetryPolicyHandle::new);
+        }
+
+        /// The retry policy of this statement, if set.
+        pub fn get_retry_policy(
+            &self,
+        ) -> Option<&std::sync::Arc<dyn crate::policy::retry::RetryPolicy>> {
+            self.options.retry_policy.as_ref().map(|h| h.get())
         }
 
         /// Sets the listener told of this statement's requests: each
@@ -302,7 +324,7 @@ macro_rules! option_setters {
             self.options
                 .history_listener
                 .take()
-                .map(|h| std::sync::Arc::clone(h.listener()))
+                .map(|h| std::sync::Arc::clone(h.get()))
         }
 
         /// The execution profile, if set.

@@ -106,7 +106,15 @@ impl<'frame> Iterator for ColumnIterator<'frame> {
 }
 
 /// A Rust value built from one row.
-pub trait DeserializeRow<'frame>: Sized {
+///
+/// The lifetimes are the official `scylla` crate's: `'frame`, the response
+/// frame the row's cells borrow from, and `'metadata`, the result metadata
+/// its column specs live in. Here a row's specs live as long as its frame,
+/// so the driver asks for `DeserializeRow<'frame, 'frame>`; implement it for
+/// every `'metadata` (as the derive does) so that bounds written for the
+/// official crate (`for<'frame, 'metadata> DeserializeRow<'frame, 'metadata>`)
+/// hold.
+pub trait DeserializeRow<'frame, 'metadata>: Sized {
     /// Whether rows with these columns can be deserialized into `Self`.
     fn type_check(specs: &[ColumnSpec]) -> Result<(), TypeCheckError>;
 
@@ -123,7 +131,7 @@ pub struct Row {
     pub columns: Vec<Option<CqlValue>>,
 }
 
-impl<'frame> DeserializeRow<'frame> for Row {
+impl<'frame, 'metadata> DeserializeRow<'frame, 'metadata> for Row {
     fn type_check(_: &[ColumnSpec]) -> Result<(), TypeCheckError> {
         Ok(())
     }
@@ -153,7 +161,7 @@ pub fn check_column_count<T: ?Sized>(specs: &[ColumnSpec], n: usize) -> Result<(
 /// Implements [`DeserializeRow`] for one tuple arity.
 macro_rules! impl_row_tuple {
     ($n:expr; $($T:ident $idx:tt),+) => {
-        impl<'frame, $($T: DeserializeValue<'frame, 'frame>),+> DeserializeRow<'frame> for ($($T,)+) {
+        impl<'frame, 'metadata, $($T: DeserializeValue<'frame, 'frame>),+> DeserializeRow<'frame, 'metadata> for ($($T,)+) {
             fn type_check(specs: &[ColumnSpec]) -> Result<(), TypeCheckError> {
                 check_column_count::<Self>(specs, $n)?;
                 $($T::type_check(&specs[$idx].typ).map_err(|e| e.with_column(&specs[$idx].name))?;)+
@@ -209,7 +217,7 @@ impl<R> fmt::Debug for RowIterator<'_, R> {
     }
 }
 
-impl<'frame, R: DeserializeRow<'frame>> RowIterator<'frame, R> {
+impl<'frame, R: DeserializeRow<'frame, 'frame>> RowIterator<'frame, R> {
     /// Rows of `raw_rows`, after checking that `R` fits `specs`.
     pub fn new(
         specs: &'frame [ColumnSpec],
@@ -245,7 +253,7 @@ impl<'frame, R: DeserializeRow<'frame>> RowIterator<'frame, R> {
     }
 }
 
-impl<'frame, R: DeserializeRow<'frame>> Iterator for RowIterator<'frame, R> {
+impl<'frame, R: DeserializeRow<'frame, 'frame>> Iterator for RowIterator<'frame, R> {
     type Item = Result<R, DeserializationError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -273,7 +281,7 @@ impl<'frame, R: DeserializeRow<'frame>> Iterator for RowIterator<'frame, R> {
 #[macro_export]
 macro_rules! impl_deserialize_row {
     ($name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
-        impl<'frame> $crate::types::deserialize::DeserializeRow<'frame> for $name {
+        impl<'frame, 'metadata> $crate::types::deserialize::DeserializeRow<'frame, 'metadata> for $name {
             fn type_check(
                 specs: &[$crate::types::ColumnSpec],
             ) -> ::std::result::Result<(), $crate::types::TypeCheckError> {

@@ -28,35 +28,35 @@ pub trait BatchValues {
     }
 
     /// The row of statement `i`, or `None` past the end.
-    fn row(&self, i: usize) -> Option<&(dyn SerializeRow + Sync)>;
+    fn row(&self, i: usize) -> Option<&dyn SerializeRow>;
 }
 
-impl<T: SerializeRow + Sync> BatchValues for [T] {
+impl<T: SerializeRow> BatchValues for [T] {
     fn len(&self) -> usize {
         <[T]>::len(self)
     }
 
-    fn row(&self, i: usize) -> Option<&(dyn SerializeRow + Sync)> {
-        self.get(i).map(|r| r as &(dyn SerializeRow + Sync))
+    fn row(&self, i: usize) -> Option<&dyn SerializeRow> {
+        self.get(i).map(|r| r as &dyn SerializeRow)
     }
 }
 
-impl<T: SerializeRow + Sync, const N: usize> BatchValues for [T; N] {
+impl<T: SerializeRow, const N: usize> BatchValues for [T; N] {
     fn len(&self) -> usize {
         N
     }
 
-    fn row(&self, i: usize) -> Option<&(dyn SerializeRow + Sync)> {
+    fn row(&self, i: usize) -> Option<&dyn SerializeRow> {
         self.as_slice().row(i)
     }
 }
 
-impl<T: SerializeRow + Sync> BatchValues for Vec<T> {
+impl<T: SerializeRow> BatchValues for Vec<T> {
     fn len(&self) -> usize {
         Vec::len(self)
     }
 
-    fn row(&self, i: usize) -> Option<&(dyn SerializeRow + Sync)> {
+    fn row(&self, i: usize) -> Option<&dyn SerializeRow> {
         self.as_slice().row(i)
     }
 }
@@ -66,7 +66,7 @@ impl<B: BatchValues + ?Sized> BatchValues for &B {
         (**self).len()
     }
 
-    fn row(&self, i: usize) -> Option<&(dyn SerializeRow + Sync)> {
+    fn row(&self, i: usize) -> Option<&dyn SerializeRow> {
         (**self).row(i)
     }
 }
@@ -77,7 +77,7 @@ impl BatchValues for () {
         0
     }
 
-    fn row(&self, _i: usize) -> Option<&(dyn SerializeRow + Sync)> {
+    fn row(&self, _i: usize) -> Option<&dyn SerializeRow> {
         None
     }
 }
@@ -86,14 +86,14 @@ impl BatchValues for () {
 /// statement `i`.
 macro_rules! impl_batch_tuple {
     ($n:expr; $($T:ident $idx:tt),+) => {
-        impl<$($T: SerializeRow + Sync),+> BatchValues for ($($T,)+) {
+        impl<$($T: SerializeRow),+> BatchValues for ($($T,)+) {
             fn len(&self) -> usize {
                 $n
             }
 
-            fn row(&self, i: usize) -> Option<&(dyn SerializeRow + Sync)> {
+            fn row(&self, i: usize) -> Option<&dyn SerializeRow> {
                 match i {
-                    $($idx => Some(&self.$idx as &(dyn SerializeRow + Sync)),)+
+                    $($idx => Some(&self.$idx as &dyn SerializeRow),)+
                     _ => None,
                 }
             }
@@ -133,7 +133,7 @@ mod tests {
         }
     }
 
-    fn serialized(v: &(dyn SerializeRow + Sync), specs: &[ColumnSpec]) -> SerializedValues {
+    fn serialized(v: &dyn SerializeRow, specs: &[ColumnSpec]) -> SerializedValues {
         let mut out = SerializedValues::new();
         v.serialize_row(specs, &mut out).unwrap();
         out

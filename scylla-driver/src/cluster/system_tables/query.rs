@@ -179,7 +179,7 @@ pub(crate) fn for_each_row<R>(
     mut f: impl FnMut(Result<R, DeserializationError>),
 ) -> Result<(), MetadataError>
 where
-    R: for<'r> DeserializeRow<'r>,
+    R: for<'r> DeserializeRow<'r, 'r>,
 {
     for page in pages {
         let specs = specs(page, query)?;

@@ -110,7 +110,7 @@ pub(super) struct ColumnRow {
 
 // The row macro names fields after columns, and `type` is a keyword: this
 // one is written by hand.
-impl<'frame> scylla_cql::types::DeserializeRow<'frame> for ColumnRow {
+impl<'frame, 'metadata> scylla_cql::types::DeserializeRow<'frame, 'metadata> for ColumnRow {
     fn type_check(
         specs: &[scylla_cql::types::ColumnSpec],
     ) -> Result<(), scylla_cql::types::TypeCheckError> {
@@ -123,7 +123,7 @@ impl<'frame> scylla_cql::types::DeserializeRow<'frame> for ColumnRow {
             Option<String>,
             Option<String>,
         );
-        <Row as scylla_cql::types::DeserializeRow<'frame>>::type_check(specs)
+        <Row as scylla_cql::types::DeserializeRow<'frame, 'metadata>>::type_check(specs)
     }
 
     fn deserialize(
