@@ -383,17 +383,7 @@ async fn a_statements_retry_policy_wins_over_its_profiles() {
     use scylla_driver::errors::{DbError, RequestAttemptError};
     use std::sync::atomic::Ordering;
 
-    let cluster = TestCluster::builder()
-        .nodes(1)
-        .shards(1)
-        .start()
-        .await
-        .unwrap();
-    let session = SessionBuilder::new()
-        .known_node(cluster.cql_addrs()[0].to_string())
-        .build()
-        .await
-        .unwrap();
+    let (cluster, session) = crate::common::cluster_and_session(1, 1, |b| b).await;
     let of_profile = Arc::new(CountingFail::default());
     let of_statement = Arc::new(CountingFail::default());
     let profile = ExecutionProfile::new().retry_policy(of_profile.clone());
