@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::coalescing::Coalescer;
 use super::stream_slots::StreamSlots;
 use super::{Connection, ConnectionConfig, ConnectionError, ConnectionInfo, Handle, Pending, ServerInfo, SetupStep, Shared, handshake, housekeeping, reader, writer};
 #[cfg(feature = "tls")]
@@ -323,12 +324,8 @@ where
         counters: config.counters.clone(),
         last_write: AtomicU64::new(0),
         frames_in: AtomicU64::new(0),
-        last_arrival: AtomicU64::new(0),
-        arrival_gap: AtomicU64::new(0),
-        gather_until: AtomicU64::new(0),
         epoch: Instant::now(),
-        direct_writes: direct.is_some() && config.coalescing.writes_when_idle(),
-        gather_max_bytes: config.coalescing.max_bytes(),
+        coalescer: Coalescer::new(config.coalescing, direct.is_some()),
         max_frame_len: config.max_frame_len,
         version,
         peer: addr,
@@ -337,7 +334,7 @@ where
     let segments = version
         .uses_segments()
         .then(|| SegmentEncoder::new(server.compression.is_some()));
-    tokio::spawn(writer::run(shared.clone(), wr, config.coalescing, segments));
+    tokio::spawn(writer::run(shared.clone(), wr, segments));
     tokio::spawn(reader::run(
         shared.clone(),
         rd,

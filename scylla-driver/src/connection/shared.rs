@@ -15,7 +15,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
-use super::{BrokenConnection, BrokenReason, IoCounters, ConnectionRequestError, RequestOptions, ResponseFrame, coalescing, stats};
+use super::{BrokenConnection, BrokenReason, IoCounters, ConnectionRequestError, RequestOptions, ResponseFrame, stats};
+use super::coalescing::Coalescer;
 
 pub(super) type SlotValue = Result<ResponseFrame, ConnectionRequestError>;
 
@@ -122,28 +123,9 @@ pub(super) struct Shared {
     /// Response frames completed by the reader so far (written by the
     /// reader only, once per read; the tick watches it for stalls).
     pub(super) frames_in: AtomicU64,
-    /// Nanoseconds after `epoch` of the last request submitted.
-    pub(super) last_arrival: AtomicU64,
-    /// Moving average of the time between submissions, in nanoseconds: how
-    /// soon the coalescing writer can expect the next frame.
-    pub(super) arrival_gap: AtomicU64,
-    /// While the writer waits for more frames: nanoseconds after `epoch` by
-    /// which it must write anyway (0 otherwise). Whoever ends the wait takes
-    /// it (swaps in 0) and wakes the writer: the requester whose frame
-    /// completes the batch, or, once the time has passed, the reader (after
-    /// each read) or the tick. Set and taken by requesters under the pending
-    /// lock, so a frame added after the writer looked is never missed. So the
-    /// wait needs no timer of its own (registering one per wait woke a parked
-    /// worker thread through the runtime's driver: measured 0.04 extra
-    /// eventfd writes and 15% more client CPU per request at concurrency 64).
-    pub(super) gather_until: AtomicU64,
     pub(super) epoch: Instant,
-    /// The adaptive policy's byte cap: a requester whose frame reaches it
-    /// wakes a writer waiting for more frames.
-    pub(super) gather_max_bytes: usize,
-    /// Whether idle requesters write their frame themselves (see
-    /// [`Coalescing::writes_when_idle`]).
-    pub(super) direct_writes: bool,
+    /// When the writer writes, and what it waits for meanwhile.
+    pub(super) coalescer: Coalescer,
     pub(super) max_frame_len: usize,
     /// The protocol version every frame is written in.
     pub(super) version: ProtocolVersion,
@@ -168,45 +150,17 @@ impl Shared {
         self.last_write.store(self.nanos_at(now), Ordering::Relaxed);
     }
 
-    /// Records a submission and updates the average gap between them
-    /// (weight 1/8; a single long pause counts as at most 1 ms, so one idle
-    /// spell does not make the writer impatient for long).
-    pub(super) fn note_arrival(&self, now: Instant) {
-        let now = self.nanos_at(now);
-        let prev = self.last_arrival.swap(now, Ordering::Relaxed);
-        if prev == 0 {
-            return;
-        }
-        let gap = now.saturating_sub(prev).min(1_000_000);
-        let old = self.arrival_gap.load(Ordering::Relaxed);
-        let new = if old == 0 {
-            gap
-        } else {
-            old - old / 8 + gap / 8
-        };
-        self.arrival_gap.store(new, Ordering::Relaxed);
-    }
-
     /// Nanoseconds after `epoch` at `t`.
-    pub(super) fn nanos_at(&self, t: Instant) -> u64 {
+    fn nanos_at(&self, t: Instant) -> u64 {
         u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Wakes the writer if it waits for frames past its bound (called by the
-    /// reader after each read and by the tick). Reads the clock only while
-    /// the writer waits.
+    /// reader after each read and by the tick).
     pub(super) fn end_overdue_gathering(&self) {
-        let until = self.gather_until.load(Ordering::Relaxed);
-        if until != 0
-            && self.nanos_at(Instant::now()) >= until
-            && self.gather_until.swap(0, Ordering::Relaxed) != 0
-        {
+        if self.coalescer.take_overdue() {
             self.writer_wake.notify_one();
         }
-    }
-
-    pub(super) fn arrival_gap(&self) -> Duration {
-        Duration::from_nanos(self.arrival_gap.load(Ordering::Relaxed))
     }
 
     pub(super) fn since_last_write(&self) -> Duration {
@@ -316,12 +270,12 @@ impl Shared {
             }
             ids.push(id);
             ends.push(buf.len());
-            self.note_arrival(now);
+            self.coalescer.note_arrival(now);
             // An idle connection (this request is the only one in flight,
             // nothing else pending, the writer not writing): write from here.
             let direct = was_empty
                 && !p.writing
-                && self.direct_writes
+                && self.coalescer.writes_direct()
                 && self.slots.in_use() == 1
                 && p.write_direct(&self.counters);
             if direct {
@@ -330,13 +284,9 @@ impl Shared {
             // A writer waiting for frames wakes when the batch is large
             // enough for the load or the bytes reach its cap (or the reader
             // or the tick finds its time bound passed).
-            let batch_done = self.gather_until.load(Ordering::Relaxed) != 0
-                && {
-                    let frames = p.ids.len();
-                    coalescing::batch_is_large(frames, self.slots.in_use().saturating_sub(frames))
-                        || p.buf.len() >= self.gather_max_bytes
-                }
-                && self.gather_until.swap(0, Ordering::Relaxed) != 0;
+            let batch_done =
+                self.coalescer
+                    .frame_ends_wait(p.ids.len(), self.slots.in_use(), p.buf.len());
             (was_empty || batch_done) && !direct
         };
         if wake_writer {

@@ -9,7 +9,6 @@
 //! (for frames, or for more frames while coalescing) before the swap.
 
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -27,9 +26,9 @@ use super::Shared;
 pub(super) async fn run<W: AsyncWrite + Unpin>(
     shared: Arc<Shared>,
     mut socket: W,
-    policy: Coalescing,
     segments: Option<SegmentEncoder>,
 ) {
+    let policy = shared.coalescer.policy();
     let mut bufs = WriteBuffers {
         out: BytesMut::with_capacity(8 * 1024),
         framed: BytesMut::new(),
@@ -229,11 +228,11 @@ async fn coalesce(shared: &Shared, policy: Coalescing) {
             waited: now - first_seen,
             rounds,
             grew: rounds > 0 && bytes > last_bytes,
-            arrival_gap: shared.arrival_gap(),
+            arrival_gap: shared.coalescer.arrival_gap(),
         };
         last_bytes = bytes;
         woke = false;
-        match policy.decide(&state) {
+        match shared.coalescer.decide(&state) {
             Decision::Write => return,
             Decision::Yield => YieldToQueue::default().await,
             Decision::WaitForFrames(at_most) => {
@@ -246,10 +245,10 @@ async fn coalesce(shared: &Shared, policy: Coalescing) {
     }
 }
 
-/// Parks the writer until whoever takes `gather_until` wakes it (see
-/// [`Shared::gather_until`]: the requester whose frame completes the batch,
-/// or the reader or the tick once `until` has passed), or the connection
-/// ends. Returns at once if frames came since the writer counted `bytes`. No
+/// Parks the writer until whoever ends the wait wakes it (see
+/// [`Coalescer`](super::coalescing::Coalescer): the requester whose frame
+/// completes the batch, or the reader or the tick once `until` has passed),
+/// or the connection ends. Returns at once if frames came since the writer counted `bytes`. No
 /// timer: the reader runs whenever responses arrive, and the tick while
 /// requests are in flight, so a wait outlives its bound only while the
 /// server answers nothing, by at most a tick.
@@ -259,15 +258,11 @@ async fn wait_for_frames(shared: &Shared, bytes: usize, until: Instant) {
         if p.buf.len() != bytes || shared.cancel.is_cancelled() {
             return;
         }
-        shared
-            .gather_until
-            .store(shared.nanos_at(until).max(1), Ordering::Relaxed);
+        shared.coalescer.begin_wait(until);
     }
     // `Shared::fail` wakes it too, after cancelling.
     shared.writer_wake.notified().await;
-    // Already taken unless a wake-up stored earlier ended the wait (that
-    // only costs one extra look).
-    shared.gather_until.store(0, Ordering::Relaxed);
+    shared.coalescer.end_wait();
 }
 
 /// Lets the tasks already queued on this worker run once (requesters about
