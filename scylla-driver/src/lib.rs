@@ -1,19 +1,21 @@
 #![doc = include_str!("lib.md")]
 
-/// Declares internal modules: public (and hidden from the docs) with the
-/// `unstable-internals` feature, crate-private otherwise. In the private
-/// build their `pub` items are unreachable from outside, and the helpers
-/// and re-exports only benches and tests use are unused. `cluster` and
-/// `routing` are public either way for their user-facing items (the
-/// cluster's state, tokens and shards); their internal submodules are
-/// declared with this inside them.
+/// Declares internal modules, the one way the driver has of them: public
+/// (and hidden from the docs) with the `unstable-internals` feature, for the
+/// project's own tests, benches and tools; crate-private otherwise, where
+/// their `pub` items are unreachable from outside. Dead code is not hidden:
+/// an item only tests, benches or tools use is itself declared
+/// `#[cfg(any(test, feature = "unstable-internals"))]`, so the build users
+/// get warns about anything unused. `cluster` and `routing` are public
+/// either way for their user-facing items (the cluster's state, tokens and
+/// shards); their internal submodules are declared with this inside them.
 macro_rules! internal_mods {
     ($($name:ident),+ $(,)?) => {$(
         #[cfg(feature = "unstable-internals")]
         #[doc(hidden)]
         pub mod $name;
         #[cfg(not(feature = "unstable-internals"))]
-        #[allow(unreachable_pub, dead_code, unused_imports)]
+        #[allow(unreachable_pub)]
         pub(crate) mod $name;
     )+};
 }

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::client_routes::ClientRoutes;
-use crate::cluster::{HostFilter, TabletWarmup};
+use crate::cluster::host_filter::HostFilter;
+use crate::cluster::TabletWarmup;
 use crate::connection::{AuthenticatorProvider, Coalescing};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::speculative::SpeculativeExecution;

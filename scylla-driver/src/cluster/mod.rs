@@ -43,11 +43,7 @@ pub mod events;
 internal_mods!(host_filter);
 pub(crate) mod location;
 internal_mods!(system_tables);
-#[cfg_attr(
-    not(feature = "unstable-internals"),
-    allow(unreachable_pub, dead_code, unused_imports)
-)]
-pub(crate) mod runtime;
+internal_mods!(runtime);
 internal_mods!(state);
 internal_mods!(tablets);
 internal_mods!(translation);
@@ -71,12 +67,10 @@ pub use crate::connection::UNIX_SOCKET_NODE_ADDRESS;
 #[cfg(feature = "unstable-internals")]
 #[doc(hidden)]
 pub use internal::*;
-#[cfg(not(feature = "unstable-internals"))]
-#[allow(unused_imports)]
-pub(crate) use internal::*;
 
-/// The internals' names at this module's root.
-#[allow(unreachable_pub, unused_imports)]
+/// The internals' names at this module's root, for the project's tests and
+/// benches.
+#[cfg(feature = "unstable-internals")]
 mod internal {
     pub use super::control::{ControlHandle, ControlOptions, NodeEvent};
     pub use super::host_filter::{

@@ -178,6 +178,7 @@ impl TabletStore {
             >= self.warmups_requested.load(Ordering::Acquire)
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Number of tablets known over all tables.
     pub fn tablets_known(&self) -> usize {
         self.read().values().map(|t| t.snapshot().map.len()).sum()

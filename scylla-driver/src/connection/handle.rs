@@ -8,7 +8,7 @@ use std::time::Instant;
 use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::frame::{MessageBody, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
-use super::{BrokenConnection, BrokenReason, IoCounters, ConnectionRequestError, RequestOptions, ResponseFrame, ServerInfo, Shared};
+use super::{BrokenConnection, BrokenReason, ConnectionRequestError, RequestOptions, ResponseFrame, ServerInfo, Shared};
 
 
 /// A handle to an open connection. Cheap to clone; the connection closes when
@@ -119,6 +119,7 @@ impl Connection {
         self.inner.shared.slots.in_use()
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Timed-out or abandoned requests still holding stream ids.
     pub fn orphans(&self) -> usize {
         self.inner.shared.slots.orphans()
@@ -139,6 +140,7 @@ impl Connection {
         self.inner.shared.cancel.cancelled().await;
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The keyspace the connection is using, as far as the driver knows.
     pub fn keyspace(&self) -> Option<Arc<String>> {
         self.inner.shared.keyspace.load_full()
@@ -171,8 +173,9 @@ impl Connection {
         self.inner.shared.fail(BrokenReason::Closed);
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The I/O counters this connection updates.
-    pub fn counters(&self) -> &Arc<IoCounters> {
+    pub fn counters(&self) -> &Arc<super::IoCounters> {
         &self.inner.shared.counters
     }
 }

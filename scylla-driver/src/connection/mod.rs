@@ -83,10 +83,9 @@ pub use self::negotiation::ProtocolChoice;
 pub use self::open::{OpenError, OpenStep, SocketConfig};
 pub use self::stats::{IoCounters, IoSnapshot};
 
-pub use self::config::{
-    ConnectionConfig, RequestOptions, DEFAULT_DRIVER_NAME, DEFAULT_DRIVER_VERSION,
-    DEFAULT_MAX_FRAME_LEN, UNIX_SOCKET_NODE_ADDRESS,
-};
+pub use self::config::{ConnectionConfig, RequestOptions, UNIX_SOCKET_NODE_ADDRESS};
+#[cfg(any(test, feature = "unstable-internals"))]
+pub use self::config::{DEFAULT_DRIVER_NAME, DEFAULT_DRIVER_VERSION, DEFAULT_MAX_FRAME_LEN};
 pub use self::establish::open;
 use self::handle::Handle;
 pub use self::handle::{Connection, ConnectionInfo};

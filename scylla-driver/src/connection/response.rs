@@ -75,6 +75,7 @@ impl ResponseFrame {
         self.extras.tracing_id()
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Server warnings (empty for most responses).
     pub fn warnings(&self) -> &[String] {
         self.extras.warnings()

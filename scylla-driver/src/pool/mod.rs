@@ -53,7 +53,7 @@ use crate::metrics::record::NodeLabels;
 use crate::metrics::{record, Metrics};
 
 use self::backoff::{ExponentialBackoff, ReconnectPolicy};
-use self::nat::{FallbackConfig, FallbackReason, ShardAwareHealth};
+use self::nat::{FallbackConfig, ShardAwareHealth};
 use self::shard_port::PortRange;
 
 /// How many connections a node's pool keeps (the official `scylla` crate's
@@ -203,6 +203,7 @@ impl PoolSnapshot {
         self.shards.iter().all(Vec::is_empty)
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Shards with at least one connection.
     pub fn covered_shards(&self) -> usize {
         self.shards.iter().filter(|s| !s.is_empty()).count()
@@ -312,6 +313,7 @@ impl NodePool {
         }
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The node's regular CQL address.
     pub fn addr(&self) -> SocketAddr {
         self.inner.addr
@@ -397,8 +399,9 @@ impl NodePool {
         self.inner.flips.load(Ordering::Acquire)
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Why the shard-aware port is not in use for this node, if it is not.
-    pub fn fallback(&self) -> Option<FallbackReason> {
+    pub fn fallback(&self) -> Option<nat::FallbackReason> {
         self.inner
             .health
             .lock()

@@ -139,6 +139,7 @@ pub struct PortLease {
 }
 
 impl PortLease {
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The leased port.
     pub fn port(&self) -> u16 {
         self.port

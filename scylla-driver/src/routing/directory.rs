@@ -162,6 +162,7 @@ impl Directory {
             .map(|i| DcId(i as u32))
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The name of datacenter `dc`.
     pub(crate) fn dc_name(&self, dc: DcId) -> Option<&str> {
         self.dc_names.get(dc.0 as usize).map(String::as_str)

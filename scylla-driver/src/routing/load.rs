@@ -164,6 +164,7 @@ impl NodeLoad {
         self.samples.load(Ordering::Relaxed) >= WARM_UP
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The latency average, `None` before the first sample.
     pub fn latency(&self) -> Option<Duration> {
         match self.latency.load(Ordering::Relaxed) >> 32 {

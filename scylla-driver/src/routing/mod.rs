@@ -4,29 +4,13 @@
 //! driver's precomputed token- and shard-aware routing table (pure data, no
 //! I/O; see `table`); without it, only the items above are public.
 
-#[cfg_attr(
-    not(feature = "unstable-internals"),
-    allow(unreachable_pub, dead_code, unused_imports)
-)]
-mod directory;
+internal_mods!(directory);
 internal_mods!(load);
 pub(crate) mod partition_key;
 internal_mods!(plan);
-#[cfg_attr(
-    not(feature = "unstable-internals"),
-    allow(unreachable_pub, dead_code, unused_imports)
-)]
-mod replicas;
-#[cfg_attr(
-    not(feature = "unstable-internals"),
-    allow(unreachable_pub, dead_code, unused_imports)
-)]
-mod ring;
-#[cfg_attr(
-    not(feature = "unstable-internals"),
-    allow(unreachable_pub, dead_code, unused_imports)
-)]
-mod table;
+internal_mods!(replicas);
+internal_mods!(ring);
+internal_mods!(table);
 internal_mods!(tablets);
 #[cfg(test)]
 mod tests;
@@ -41,5 +25,4 @@ pub use scylla_cql::token::Token;
 #[doc(hidden)]
 pub use table::*;
 #[cfg(not(feature = "unstable-internals"))]
-#[allow(unused_imports)]
 pub(crate) use table::*;

@@ -123,6 +123,7 @@ impl Ring {
         &self.owners
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The node owning `token` on the ring (its primary replica).
     #[inline]
     pub(crate) fn owner(&self, token: Token) -> Option<NodeIdx> {

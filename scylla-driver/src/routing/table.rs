@@ -58,12 +58,10 @@ use scylla_cql::sharding::Sharder;
 use scylla_cql::token::Token;
 
 pub use super::directory::{DcId, RackId};
-pub use super::load::{InFlight, NodeLoad};
+pub use super::load::NodeLoad;
 pub use super::plan::{Plan, RoutingRequest, Target};
-pub use super::tablets::{ResolvedTablets, Tablet, TabletMap, TabletReplicas, TabletTable};
-pub use super::topology::{
-    NodeIdx, NodeInfo, ReplicationParseError, ReplicationStrategy, TopologyInput,
-};
+pub use super::tablets::{Tablet, TabletMap, TabletReplicas, TabletTable};
+pub use super::topology::{NodeIdx, NodeInfo, ReplicationStrategy, TopologyInput};
 
 use super::directory::Directory;
 use super::replicas::{PlacementRule, ReplicaSets, ReplicaView, RingCensus};
@@ -246,11 +244,13 @@ impl RoutingTable {
         self.dir.rack_id(dc, rack)
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The name of datacenter `dc`.
     pub fn dc_name(&self, dc: DcId) -> Option<&str> {
         self.dir.dc_name(dc)
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Number of nodes (indices `0..node_count()`).
     pub fn node_count(&self) -> usize {
         self.dir.node_count()
@@ -266,11 +266,13 @@ impl RoutingTable {
         self.dir.sharder_of(node)
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Number of entries (tokens) on the ring.
     pub fn ring_len(&self) -> usize {
         self.ring.len()
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// The node that owns `token` on the ring (`None` on an empty ring).
     pub fn owner(&self, token: Token) -> Option<NodeIdx> {
         self.ring.owner(token)

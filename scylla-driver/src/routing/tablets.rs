@@ -57,11 +57,13 @@ pub struct Tablet {
 
 impl Tablet {
     /// Whether the tablet's range holds `token`.
+    #[cfg(any(test, feature = "unstable-internals"))]
     #[inline]
     pub fn contains(&self, token: Token) -> bool {
         contains(self.first_token.0, self.last_token.0, token.0)
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Whether the ranges of `self` and `other` share a token.
     pub fn overlaps(&self, other: &Tablet) -> bool {
         // (a1, a2] and (b1, b2] meet iff a1 < b2 and b1 < a2 (the minimum
@@ -87,11 +89,13 @@ pub struct TabletReplicas<'a> {
 }
 
 impl TabletReplicas<'_> {
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Number of replicas.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
@@ -141,6 +145,7 @@ fn offset(v: usize) -> u32 {
 }
 
 impl TabletMap {
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// An empty map.
     pub fn new() -> Self {
         Self::default()
@@ -321,6 +326,7 @@ impl TabletMap {
         self.position(token).map(|i| self.tablet_at(i))
     }
 
+    #[cfg(any(test, feature = "unstable-internals"))]
     /// Every tablet as learned, sorted by range (copies).
     pub fn to_tablets(&self) -> Vec<Tablet> {
         (0..self.len()).map(|i| self.tablet_at(i)).collect()

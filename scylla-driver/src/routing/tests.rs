@@ -736,7 +736,7 @@ mod tablet_plans {
 /// then however loaded it is.
 mod preferences {
     use super::*;
-    use crate::routing::load::{PROBE_EVERY, WARM_UP};
+    use crate::routing::load::{InFlight, PROBE_EVERY, WARM_UP};
 
     /// Per node: requests in flight, and a latency sample in µs, if any.
     fn arb_loads() -> impl Strategy<Value = Vec<(u32, Option<u64>)>> {

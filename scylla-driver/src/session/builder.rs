@@ -14,9 +14,10 @@ use scylla_cql::Consistency;
 use super::trace::TraceFetchOptions;
 use super::Session;
 use crate::cluster::control::{ControlHandle, ControlOptions};
+use crate::cluster::host_filter::HostFilter;
 use crate::cluster::runtime::Cluster;
+use crate::cluster::translation::AddressTranslator;
 use crate::cluster::TabletWarmup;
-use crate::cluster::{AddressTranslator, HostFilter};
 use crate::connection::{AuthenticatorProvider, Coalescing, PlainTextAuthenticator};
 use crate::error::NewSessionError;
 use crate::metrics::Metrics;
@@ -976,7 +977,7 @@ impl SessionBuilder {
     /// ```
     #[must_use]
     pub fn maintenance_socket(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        use crate::cluster::{FnHostFilter, HostInfo};
+        use crate::cluster::host_filter::{FnHostFilter, HostInfo};
         use crate::connection::UNIX_SOCKET_NODE_ADDRESS;
         self.config.pool.connection.unix_socket = Some(path.into());
         // Every connection goes through the socket: the contact point only

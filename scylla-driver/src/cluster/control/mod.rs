@@ -66,7 +66,7 @@ pub struct ControlOptions {
     pub refresh_interval: Option<Duration>,
     /// Pauses between rounds of reconnect attempts.
     pub reconnect: Arc<dyn ReconnectPolicy>,
-    /// Schema agreement checks ([`ControlHandle::await_schema_agreement`]).
+    /// Schema agreement checks ([`ControlHandle::agreed_schema_version`]).
     pub agreement: AgreementOptions,
     /// Events buffered between the connection and the control task (more
     /// are dropped; the periodic refresh repairs what they would have done).
@@ -414,11 +414,6 @@ impl ControlHandle {
         self.shared.metadata.load_full()
     }
 
-    /// A receiver of every snapshot published from now on.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<Metadata>> {
-        self.shared.watch.subscribe()
-    }
-
     /// A receiver of node up/down events from now on.
     pub fn node_events(&self) -> broadcast::Receiver<NodeEvent> {
         self.shared.node_events.subscribe()
@@ -469,21 +464,10 @@ impl ControlHandle {
     }
 
     /// Waits until every node not reported down has the same schema version
-    /// (`Ok(true)`) or the agreement timeout passes (`Ok(false)`); see
-    /// [`wait_for_schema_agreement`].
-    pub async fn await_schema_agreement(&self) -> Result<bool, ControlError> {
-        self.await_schema_version(None).await
-    }
-
-    /// Like [`await_schema_agreement`](Self::await_schema_agreement), but
-    /// only agreement on `expected` counts (pass the version of the node
-    /// that ran a DDL statement).
-    pub async fn await_schema_version(&self, expected: Option<Uuid>) -> Result<bool, ControlError> {
-        Ok(self.agreed_schema_version(expected).await?.is_some())
-    }
-
-    /// Like [`await_schema_version`](Self::await_schema_version), returning
-    /// the version the nodes agreed on (`None`: the timeout passed first).
+    /// (see [`wait_for_schema_agreement`]), and returns it; `None`: the
+    /// agreement timeout passed first. With `expected`, only agreement on
+    /// that version counts (pass the version of the node that ran a DDL
+    /// statement).
     pub async fn agreed_schema_version(
         &self,
         expected: Option<Uuid>,

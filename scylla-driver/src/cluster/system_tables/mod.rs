@@ -40,7 +40,7 @@ use scylla_cql::types::{ColumnType, TypeCheckError};
 use uuid::Uuid;
 
 pub use self::agreement::{
-    check_schema_agreement, local_schema_version, schema_versions, wait_for_schema_agreement,
+    check_schema_agreement, local_schema_version, wait_for_schema_agreement,
     AgreementOptions,
 };
 pub(crate) use self::query::for_each_page;
