@@ -12,7 +12,7 @@
 //!   from the system tables (topology, schema, schema agreement).
 //! - [`metadata`]: the schema model applications read
 //!   ([`ClusterState::get_keyspace`]), built by `system_tables`.
-//! - `state`: the `state::ClusterState` requests see: nodes
+//! - `state`: the `state::Snapshot` requests see: nodes
 //!   with their pools and the routing table, swapped atomically.
 //! - `runtime`: the running cluster (`Cluster`): the control connection,
 //!   the tablet store and the task that rebuilds the state on changes.

@@ -1,7 +1,7 @@
 //! The running cluster: [`Cluster`] owns the control connection, the tablet
-//! store and the task that keeps the [`ClusterState`] current. On a new
+//! store and the task that keeps the [`Snapshot`] current. On a new
 //! metadata snapshot the task builds the next state
-//! ([`ClusterState::build`]); on a node's UP event it tells that node's pool
+//! ([`Snapshot::build`]); on a node's UP event it tells that node's pool
 //! to reconnect now; when a pool learns its node's sharding it rebuilds the
 //! routing table; on schema changes it updates the tablet store.
 
@@ -18,17 +18,17 @@ use uuid::Uuid;
 
 use super::control::{ControlHandle, NodeEvent};
 use super::events::{NodeEvent as AppNodeEvent, NodeEventKind};
-use super::state::ClusterState;
+use super::state::Snapshot;
 use super::system_tables::Metadata;
 use super::tablets::{TabletStore, TabletWarmup};
 use crate::metrics::Metrics;
 use crate::pool::PoolConfig;
 use crate::routing::NodeIdx;
 
-/// The control connection, the pools and the current [`ClusterState`].
+/// The control connection, the pools and the current [`Snapshot`].
 #[derive(Debug)]
 pub(crate) struct Cluster {
-    pub(crate) state: Arc<ArcSwap<ClusterState>>,
+    pub(crate) state: Arc<ArcSwap<Snapshot>>,
     pub(crate) control: ControlHandle,
     pub(crate) tablets: Arc<TabletStore>,
     /// The application's node events ([`NodeEvents`](super::events::NodeEvents)):
@@ -59,7 +59,7 @@ impl Cluster {
         let mut pool_config = pool_config;
         pool_config.sharding_changed = Some(sharding_changed.clone());
         pool_config.connectivity_changed = Some(connectivity_changed.clone());
-        let first = ClusterState::build(
+        let first = Snapshot::build(
             control.metadata(),
             None,
             &pool_config,
@@ -178,7 +178,7 @@ impl Cluster {
 }
 
 struct Worker {
-    state: Arc<ArcSwap<ClusterState>>,
+    state: Arc<ArcSwap<Snapshot>>,
     pool_config: PoolConfig,
     metrics: Arc<Metrics>,
     local_dc: Option<String>,
@@ -294,7 +294,7 @@ impl Worker {
 
     fn rebuild(&mut self, metadata: Arc<Metadata>) {
         let previous = self.state.load_full();
-        let next = ClusterState::build(
+        let next = Snapshot::build(
             metadata,
             Some(&previous),
             &self.pool_config,
@@ -306,7 +306,7 @@ impl Worker {
         let next = Arc::new(next);
         self.state.store(next.clone());
         // Nodes that joined or left the session's view.
-        let known = |state: &ClusterState, id: Uuid| state.nodes.iter().any(|n| n.host_id == id);
+        let known = |state: &Snapshot, id: Uuid| state.nodes.iter().any(|n| n.host_id == id);
         for n in next.nodes.iter().filter(|n| !known(&previous, n.host_id)) {
             let _ = self.node_events.send(app_event(NodeEventKind::Added, n, 0));
         }
@@ -352,7 +352,7 @@ impl Worker {
 
 /// The application's event of `kind` about node `n` (`flip`: the pool's
 /// flip it reports, for Up and Down).
-fn app_event(kind: NodeEventKind, n: &super::state::Node, flip: u64) -> AppNodeEvent {
+fn app_event(kind: NodeEventKind, n: &super::state::PooledNode, flip: u64) -> AppNodeEvent {
     AppNodeEvent {
         kind,
         host_id: n.host_id,

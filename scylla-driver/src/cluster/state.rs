@@ -1,9 +1,9 @@
 //! The cluster as requests see it: nodes with their pools, and the routing
-//! table, in one immutable [`ClusterState`] replaced atomically whenever the
+//! table, in one immutable [`Snapshot`] replaced atomically whenever the
 //! metadata changes. A request loads it once (lock-free) and only indexes
 //! arrays from then on.
 //!
-//! `ClusterState::build` makes the next state from a metadata snapshot and
+//! `Snapshot::build` makes the next state from a metadata snapshot and
 //! the previous state: it reuses the pools of known nodes (by host id),
 //! starts pools for new ones, shuts those of removed ones down, and builds
 //! the routing table. The tasks that call it live in `runtime`.
@@ -22,7 +22,7 @@ use crate::routing::{DcId, NodeIdx, NodeLoad, RackId, RoutingTable};
 
 /// One node and its pool.
 #[derive(Debug)]
-pub struct Node {
+pub struct PooledNode {
     /// The node's host id.
     pub host_id: Uuid,
     /// Its CQL address.
@@ -41,9 +41,9 @@ pub struct Node {
 /// Nodes (indexed like the routing table's `NodeIdx`), the routing table and
 /// the metadata they were built from.
 #[derive(Debug)]
-pub struct ClusterState {
+pub struct Snapshot {
     /// Nodes, in `NodeIdx` order.
-    pub nodes: Vec<Arc<Node>>,
+    pub nodes: Vec<Arc<PooledNode>>,
     /// The precomputed routing table.
     pub routing: RoutingTable,
     /// The metadata snapshot.
@@ -66,7 +66,7 @@ pub struct ClusterState {
 
 /// What the official metrics' open connection count reads: the pools of
 /// the session's current cluster state.
-impl crate::metrics::OpenConnections for arc_swap::ArcSwap<ClusterState> {
+impl crate::metrics::OpenConnections for arc_swap::ArcSwap<Snapshot> {
     fn open_connections(&self) -> u64 {
         self.load()
             .nodes
@@ -76,9 +76,9 @@ impl crate::metrics::OpenConnections for arc_swap::ArcSwap<ClusterState> {
     }
 }
 
-impl ClusterState {
+impl Snapshot {
     /// The node at `idx`.
-    pub fn node(&self, idx: NodeIdx) -> Option<&Arc<Node>> {
+    pub fn node(&self, idx: NodeIdx) -> Option<&Arc<PooledNode>> {
         self.nodes.get(idx.0 as usize)
     }
 
@@ -89,13 +89,13 @@ impl ClusterState {
 
     pub(super) fn build(
         metadata: Arc<Metadata>,
-        previous: Option<&ClusterState>,
+        previous: Option<&Snapshot>,
         pool_config: &PoolConfig,
         metrics: &Arc<Metrics>,
         local_dc: Option<&str>,
         local_rack: Option<&str>,
-    ) -> ClusterState {
-        let mut old: HashMap<Uuid, &Arc<Node>> = previous
+    ) -> Snapshot {
+        let mut old: HashMap<Uuid, &Arc<PooledNode>> = previous
             .map(|p| p.nodes.iter().map(|n| (n.host_id, n)).collect())
             .unwrap_or_default();
         let mut old_loads: HashMap<Uuid, &Arc<NodeLoad>> = previous
@@ -112,11 +112,11 @@ impl ClusterState {
             .iter()
             .map(|m| old_loads.remove(&m.host_id).cloned().unwrap_or_default())
             .collect();
-        let nodes: Vec<Arc<Node>> = metadata
+        let nodes: Vec<Arc<PooledNode>> = metadata
             .nodes
             .iter()
             .map(|m| match old.remove(&m.host_id) {
-                Some(n) if n.address == m.address => Arc::new(Node {
+                Some(n) if n.address == m.address => Arc::new(PooledNode {
                     host_id: m.host_id,
                     address: m.address,
                     datacenter: m.datacenter.clone(),
@@ -142,7 +142,7 @@ impl ClusterState {
                             ShardAwareTarget::Disabled
                         };
                     }
-                    Arc::new(Node {
+                    Arc::new(PooledNode {
                         host_id: m.host_id,
                         address: m.address,
                         datacenter: m.datacenter.clone(),
@@ -157,7 +157,7 @@ impl ClusterState {
             tracing::info!(node = %gone.address, host_id = %gone.host_id, "node removed");
             gone.pool.shutdown();
         }
-        let by_host: HashMap<Uuid, &Arc<Node>> = nodes.iter().map(|n| (n.host_id, n)).collect();
+        let by_host: HashMap<Uuid, &Arc<PooledNode>> = nodes.iter().map(|n| (n.host_id, n)).collect();
         let input =
             metadata.to_topology_input(&|host| by_host.get(host).and_then(|n| n.pool.sharder()));
         let routing = RoutingTable::build(&input);
@@ -171,7 +171,7 @@ impl ClusterState {
             .map(|(i, n)| (n.host_id, NodeIdx(i as u32)))
             .collect();
         let layout = layout_of(&nodes);
-        ClusterState {
+        Snapshot {
             nodes,
             routing,
             metadata,
@@ -185,7 +185,7 @@ impl ClusterState {
 }
 
 /// FNV-1a of the host ids in node order.
-fn layout_of(nodes: &[Arc<Node>]) -> u64 {
+fn layout_of(nodes: &[Arc<PooledNode>]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for n in nodes {
         for &b in n.host_id.as_bytes() {

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use super::control::ControlHandle;
 use super::system_tables::tablets::{TabletRowsReader, TABLETS_QUERY};
 use super::system_tables::{Metadata, MetadataError, NodeOptions, QueryOptions};
-use super::state::ClusterState;
+use super::state::Snapshot;
 use crate::metrics::Metrics;
 use crate::routing::tablets::{ResolvedTablets, TabletTable};
 use crate::routing::{Tablet, TabletMap};
@@ -58,7 +58,7 @@ pub struct TabletStore {
     tables: RwLock<HashMap<(String, String), Arc<TabletTable>>>,
     /// Keyspaces the session uses (its keyspace, prepared statements').
     used: Mutex<BTreeSet<String>>,
-    state: Arc<ArcSwap<ClusterState>>,
+    state: Arc<ArcSwap<Snapshot>>,
     metrics: Arc<Metrics>,
     warmup: Notify,
     /// Warm-ups asked for so far.
@@ -82,7 +82,7 @@ pub struct Learned {
 }
 
 impl TabletStore {
-    pub(crate) fn new(state: Arc<ArcSwap<ClusterState>>, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(state: Arc<ArcSwap<Snapshot>>, metrics: Arc<Metrics>) -> Self {
         Self {
             tables: RwLock::new(HashMap::new()),
             used: Mutex::new(BTreeSet::new()),
@@ -197,7 +197,7 @@ impl TabletStore {
 
     /// Replaces `slot`'s map by `f(current map, state)`, resolved against
     /// the current cluster state.
-    fn update(&self, slot: &TabletTable, f: impl Fn(&TabletMap, &ClusterState) -> TabletMap) {
+    fn update(&self, slot: &TabletTable, f: impl Fn(&TabletMap, &Snapshot) -> TabletMap) {
         let sizes = slot.update(|current| {
             let state = self.state.load();
             let resolve = |h: &uuid::Uuid| state.node_of_host(h);
@@ -283,7 +283,7 @@ impl TabletStore {
     /// Follows a new cluster state: which keyspaces use tablets, which
     /// tables are gone (their tablets dropped), and a new node numbering
     /// (every map re-resolved, tablets naming removed nodes dropped).
-    pub(crate) fn sync(&self, previous: &ClusterState, state: &ClusterState) {
+    pub(crate) fn sync(&self, previous: &Snapshot, state: &Snapshot) {
         let slots: Vec<Arc<TabletTable>> = self.read().values().cloned().collect();
         for slot in slots {
             let ks = state.metadata.keyspaces.get(slot.keyspace());
@@ -296,7 +296,7 @@ impl TabletStore {
                 slot.set_leader_first(ks.strongly_consistent);
             }
             let exists =
-                |s: &ClusterState| s.metadata.table(slot.keyspace(), slot.table()).is_some();
+                |s: &Snapshot| s.metadata.table(slot.keyspace(), slot.table()).is_some();
             // Only a disappearance counts (a table created since the state's
             // metadata was read is not gone).
             if exists(previous) && !exists(state) {
@@ -492,7 +492,7 @@ mod tests {
     async fn learn_reresolve_and_invalidate() {
         let metrics = Arc::new(Metrics::default());
         let config = PoolConfig::default();
-        let first = ClusterState::build(
+        let first = Snapshot::build(
             metadata(&[1, 2, 3], true),
             None,
             &config,
@@ -535,7 +535,7 @@ mod tests {
 
         // Node 2 leaves: its tablet goes, the other is renumbered.
         let previous = swap.load_full();
-        let next = ClusterState::build(
+        let next = Snapshot::build(
             metadata(&[1, 3], true),
             Some(&previous),
             &config,
@@ -550,7 +550,7 @@ mod tests {
         assert!(Arc::ptr_eq(&next.loads[1], &previous.loads[2]));
         // The local rack resolves within the local datacenter only.
         let rack = |dc: Option<&str>, rack: Option<&str>| {
-            let s = ClusterState::build(
+            let s = Snapshot::build(
                 metadata(&[1, 3], true),
                 Some(&previous),
                 &config,
@@ -583,7 +583,7 @@ mod tests {
         store.replace("ks", "t", vec![tablet(i64::MIN, 0, &[(1, 1)])]);
         assert_eq!(store.tablets_known(), 1);
         let previous = swap.load_full();
-        let next = Arc::new(ClusterState::build(
+        let next = Arc::new(Snapshot::build(
             metadata(&[1, 3], false),
             Some(&previous),
             &config,

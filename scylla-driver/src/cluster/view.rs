@@ -16,7 +16,7 @@ use scylla_cql::sharding::{Shard, Sharder};
 use scylla_cql::token::Token;
 use uuid::Uuid;
 
-use super::state::ClusterState as Snapshot;
+use super::state::Snapshot;
 use super::tablets::TabletStore;
 
 /// A snapshot of the cluster as the session sees it. Cheap to take (two

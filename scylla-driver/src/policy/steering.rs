@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::cluster::state::ClusterState;
+use crate::cluster::state::Snapshot;
 use crate::cluster::NodeRef;
 use crate::policy::load_balancing::{
     preference, FallbackPlan, LoadBalancingPolicy, NodeIdentifier, Preference, RoutingInfo,
@@ -48,7 +48,7 @@ pub(crate) fn token_aware(policy: Option<&Arc<dyn LoadBalancingPolicy>>) -> bool
 /// by host id (a hash lookup) or address (a scan of the nodes).
 pub(crate) fn steer(
     pref: Preference<'_>,
-    state: &ClusterState,
+    state: &Snapshot,
     request: &mut RoutingRequest,
     local_rack: &mut Option<RackId>,
 ) -> Only {
@@ -130,7 +130,7 @@ pub(crate) fn plan<'a>(
     info: &RoutingInfo<'_>,
     cluster: &'a crate::cluster::ClusterState,
 ) -> FallbackPlan<'a> {
-    let state: &ClusterState = cluster.view().snapshot();
+    let state: &Snapshot = cluster.view().snapshot();
     let table = info.table;
     let mut request = RoutingRequest {
         keyspace: table.and_then(|t| state.routing.keyspace_id(t.ks_name())),

@@ -142,7 +142,7 @@ impl Session {
     /// `unstable-internals` only).
     #[cfg(feature = "unstable-internals")]
     #[doc(hidden)]
-    pub fn cluster_state(&self) -> Arc<crate::cluster::state::ClusterState> {
+    pub fn cluster_state(&self) -> Arc<crate::cluster::state::Snapshot> {
         self.inner.state()
     }
 

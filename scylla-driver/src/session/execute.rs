@@ -30,7 +30,7 @@ use tokio_util::either::Either;
 use tracing::Instrument;
 
 use super::inner::SwitchFailed;
-use crate::cluster::state::{ClusterState, Node};
+use crate::cluster::state::{PooledNode, Snapshot};
 use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::{
@@ -130,7 +130,7 @@ pub(crate) struct Answer<'s> {
     /// The node that answered, in the request's cluster state: a
     /// reference, so that the answer, moved out through every future on
     /// its way, is a word here instead of its address and host id.
-    pub(crate) node: &'s Node,
+    pub(crate) node: &'s PooledNode,
     /// The shard of the connection that carried the attempt.
     pub(crate) shard: Option<u16>,
 }
@@ -164,7 +164,7 @@ impl Timed<'_> {
 /// room for this function's own copy of the arguments.
 pub(crate) fn run<'a, 's: 'a>(
     inner: &'a SessionInner,
-    state: &'s ClusterState,
+    state: &'s Snapshot,
     routing: &'a RoutingInfo<'a>,
     msg: &'a dyn MessageFor,
     opts: &'a RunOptions<'a>,
@@ -184,7 +184,7 @@ pub(crate) fn run<'a, 's: 'a>(
 
 async fn run_in_span<'s>(
     inner: &SessionInner,
-    state: &'s ClusterState,
+    state: &'s Snapshot,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
@@ -367,7 +367,7 @@ fn next_seed() -> u64 {
 #[allow(clippy::too_many_arguments)]
 async fn speculate<'s>(
     inner: &SessionInner,
-    state: &'s ClusterState,
+    state: &'s Snapshot,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: RunOptions<'_>,
@@ -447,7 +447,7 @@ async fn speculate<'s>(
 #[allow(clippy::too_many_arguments)]
 async fn speculative_chain<'s>(
     inner: &SessionInner,
-    state: &'s ClusterState,
+    state: &'s Snapshot,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
@@ -472,7 +472,7 @@ async fn speculative_chain<'s>(
 #[allow(clippy::too_many_arguments)]
 async fn attempt_chain<'s>(
     inner: &SessionInner,
-    state: &'s ClusterState,
+    state: &'s Snapshot,
     routing: &RoutingInfo<'_>,
     msg: &dyn MessageFor,
     opts: &RunOptions<'_>,
@@ -670,7 +670,7 @@ async fn attempt_chain<'s>(
 /// is [`ExecutionError::EmptyPlan`]; the default plan leaves out only nodes
 /// that are down, so when it is empty the cluster is unreachable, a pool
 /// error (the first that knows how its last connection attempt failed).
-fn empty_plan(state: &ClusterState, opts: &RunOptions<'_>) -> ExecutionError {
+fn empty_plan(state: &Snapshot, opts: &RunOptions<'_>) -> ExecutionError {
     if opts.load_balancing.is_some() || state.nodes.is_empty() {
         return ExecutionError::EmptyPlan;
     }

@@ -25,7 +25,7 @@ use super::builder::SessionConfig;
 use super::execute::{Answer, RunOptions};
 use super::{limiter, prepared_cache};
 use crate::cluster::runtime::Cluster;
-use crate::cluster::state::ClusterState;
+use crate::cluster::state::Snapshot;
 use crate::connection::{Connection, ConnectionRequestError, RequestOptions};
 use crate::error::{
     ExecutionError, RequestAttemptError, SchemaAgreementError, UnexpectedResponse, UseKeyspaceError,
@@ -589,7 +589,7 @@ impl SessionInner {
         self.metrics.request_ended(paging, true, error.is_timeout());
     }
 
-    pub(super) fn state(&self) -> Arc<ClusterState> {
+    pub(super) fn state(&self) -> Arc<Snapshot> {
         self.cluster.state.load_full()
     }
 }

@@ -4,7 +4,7 @@
 //! [`fallback`](LoadBalancingPolicy::fallback), which is also told how each
 //! attempt went.
 //!
-//! A user's policy sees the cluster as a [`PublicClusterState`], built once
+//! A user's policy sees the cluster as a [`ClusterState`], built once
 //! per cluster state (and again, at most once a second, while some node's
 //! sharding is not yet known) and shared by the requests that need it.
 
@@ -18,10 +18,10 @@ use scylla_cql::types::TableSpec;
 use scylla_cql::Consistency;
 use uuid::Uuid;
 
-use crate::cluster::state::ClusterState;
+use crate::cluster::state::Snapshot;
 use crate::cluster::tablets::TabletStore;
 use crate::cluster::view::ClusterView;
-use crate::cluster::ClusterState as PublicClusterState;
+use crate::cluster::ClusterState;
 use crate::error::RequestAttemptError;
 use crate::policy::load_balancing::{LoadBalancingPolicy, RoutingInfo};
 use crate::policy::steering::{restricted_next, Only};
@@ -69,7 +69,7 @@ where
 pub(super) struct PolicyClusterCache(ArcSwapOption<Cached>);
 
 struct Cached {
-    cluster: Arc<PublicClusterState>,
+    cluster: Arc<ClusterState>,
     built: Instant,
     /// Every node's sharding was known when it was built.
     complete: bool,
@@ -85,10 +85,10 @@ impl PolicyClusterCache {
     /// request loaded it).
     pub(super) fn get(
         &self,
-        state: &ClusterState,
-        current: impl FnOnce() -> Arc<ClusterState>,
+        state: &Snapshot,
+        current: impl FnOnce() -> Arc<Snapshot>,
         tablets: &Arc<TabletStore>,
-    ) -> Arc<PublicClusterState> {
+    ) -> Arc<ClusterState> {
         if let Some(c) = &*self.0.load() {
             if std::ptr::eq(Arc::as_ptr(c.cluster.view().snapshot()), state)
                 && (c.complete || c.built.elapsed() < INCOMPLETE_REBUILD)
@@ -96,7 +96,7 @@ impl PolicyClusterCache {
                 return Arc::clone(&c.cluster);
             }
         }
-        let cluster = Arc::new(PublicClusterState::new(ClusterView::new(
+        let cluster = Arc::new(ClusterState::new(ClusterView::new(
             current(),
             Arc::clone(tablets),
         )));
@@ -130,8 +130,8 @@ enum Progress {
 /// The plan of a user's load-balancing policy for one request.
 pub(super) struct PolicyTargets<'a> {
     policy: &'a dyn LoadBalancingPolicy,
-    cluster: Arc<PublicClusterState>,
-    state: &'a ClusterState,
+    cluster: Arc<ClusterState>,
+    state: &'a Snapshot,
     consistency: Consistency,
     serial_consistency: Option<SerialConsistency>,
     token: Option<Token>,
@@ -143,8 +143,8 @@ pub(super) struct PolicyTargets<'a> {
 impl<'a> PolicyTargets<'a> {
     pub(super) fn new(
         policy: &'a dyn LoadBalancingPolicy,
-        cluster: Arc<PublicClusterState>,
-        state: &'a ClusterState,
+        cluster: Arc<ClusterState>,
+        state: &'a Snapshot,
         (consistency, serial_consistency): (Consistency, Option<Consistency>),
         token: Option<Token>,
         table: Option<TableSpec<'a>>,

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use scylla_cql::types::{SerializeRow, SerializedValues};
 
 use super::execute::RoutingInfo;
-use crate::cluster::state::ClusterState;
+use crate::cluster::state::Snapshot;
 use crate::error::ExecutionError;
 use crate::routing::partition_key::token_of;
 use crate::statement::PreparedStatement;
@@ -82,7 +82,7 @@ static EMPTY: SerializedValues = SerializedValues::new();
 
 /// Where a prepared statement with these values should go.
 pub(crate) fn routing<'p>(
-    state: &ClusterState,
+    state: &Snapshot,
     prepared: &'p PreparedStatement,
     values: &SerializedValues,
 ) -> RoutingInfo<'p> {
