@@ -580,6 +580,20 @@ struct Opened {
     result: Result<(Connection, Option<PortLease>), ConnectionError>,
 }
 
+/// How a round fills the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fill {
+    /// Through a working shard-aware port: a connection for every missing
+    /// slot, exactly.
+    Strict,
+    /// Without a usable shard-aware port and below the wanted total: as many
+    /// connections as are missing in total, wherever the node puts them.
+    Total,
+    /// At the wanted total with shards still uncovered: one background
+    /// coverage attempt now and then.
+    Background,
+}
+
 async fn fill_missing(
     inner: &Arc<PoolInner>,
     slots: &mut Slots,
@@ -594,79 +608,148 @@ async fn fill_missing(
         trim_surplus(inner, slots, want, target);
         return Round::Complete;
     }
-    let sharding = slots.sharding.clone();
-    let tls = inner.config.connection.uses_tls();
-    let shard_aware = sharding.as_ref().and_then(|s| {
-        // The same selection either way; only the port differs: a TLS
-        // connection must reach the node's TLS shard-aware port.
-        let advertised = if tls {
-            s.shard_aware_port_ssl
-        } else {
-            s.shard_aware_port
-        };
-        if !inner.config.shard_aware_port || unsharded(inner) {
-            return None;
-        }
-        match inner.config.shard_aware_target {
-            ShardAwareTarget::Advertised => {
-                // `inner.addr` is already translated (address translation
-                // applies to the node's address); the port number is the
-                // node's own.
-                let port = advertised?;
-                Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
-            }
-            // A client route through a PROXY v2 balancer: the route's own
-            // port is shard-aware (the header carries our source port).
-            ShardAwareTarget::Dialled => Some((s.sharder(), inner.addr)),
-            ShardAwareTarget::Disabled => None,
-        }
-    });
+    let shard_aware = shard_aware_port(inner, slots.sharding.as_ref());
     // Exact coverage is chased only while the shard-aware port works.
-    let strict = shard_aware.is_some() && lock_health(inner).fallback().is_none();
-    let total = slots.total();
-    let background = !strict && total >= target;
-    let wanted: Vec<Shard> = if strict {
-        deficit
-    } else if !background {
-        // As many as are wanted in total: the node spreads them.
-        deficit.into_iter().take(target - total).collect()
+    let fill = if shard_aware.is_some() && lock_health(inner).fallback().is_none() {
+        Fill::Strict
+    } else if slots.total() < target {
+        Fill::Total
     } else {
-        let now = Instant::now();
-        if now < coverage.next {
-            return Round::Partial;
-        }
-        let interval = inner
-            .config
-            .coverage_interval
-            .saturating_mul(coverage.slowdown);
-        coverage.next = now + coverage_delay(interval, plan.rng());
-        Metrics::inc(&inner.metrics.coverage_attempts);
-        // Through the shard-aware port, a source port for any shard: the
-        // NAT decides where it lands (a NAT that shifts ports by a constant
-        // would otherwise never reach the one missing shard).
-        vec![plan.rng().u16(..slots.shards.len() as u16)]
+        Fill::Background
     };
-    let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));
-    let mut set = JoinSet::new();
-    let shared = inner.clone();
+    let wanted: Vec<Shard> = match fill {
+        Fill::Strict => deficit,
+        Fill::Total => deficit.into_iter().take(target - slots.total()).collect(),
+        Fill::Background => match coverage.attempt_due(inner, plan, slots.shards.len()) {
+            Some(shard) => vec![shard],
+            None => return Round::Partial,
+        },
+    };
     // Behind a NAT the shard-aware port still connects, and the NAT's port
     // choice puts the connection on a random shard: a fair chance at a
     // missing one, where the regular port gives every client the same least
     // loaded shard. So background attempts go there (without counting as
     // evidence or probes), unless the port itself failed.
-    let background_via_shard_aware = background
+    let behind_nat = fill == Fill::Background
         && !coverage.via_regular
         && lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
+    let mut set = spawn_opens(inner, wanted, shard_aware, behind_nat, window, plan);
+
+    let mut progress = false;
+    let mut covered_new = false;
+    let mut failed = false;
+    // Background attempts that land on a covered shard are kept too, up to a
+    // few beyond the wanted total: each raises its shard's load, so the
+    // node's least-loaded choice moves on to other shards for the next
+    // attempts (of this client and others) instead of handing everyone the
+    // same shard again.
+    let room = if fill == Fill::Background {
+        target + surplus_bound(slots.shards.len())
+    } else {
+        target
+    };
+    let bounds = Bounds { want, target, room };
+    while let Some(joined) = set.join_next().await {
+        let Ok(opened) = joined else {
+            failed = true;
+            continue;
+        };
+        match opened.result {
+            Ok((conn, lease)) => match place(inner, slots, conn, lease, opened.wanted, fill, bounds) {
+                Placement::Kept { covers } => {
+                    progress = true;
+                    covered_new |= covers;
+                }
+                Placement::Rotated | Placement::Closed => {}
+            },
+            Err(e) => {
+                note_shed(inner, &e);
+                tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
+                note_failure(inner, e);
+                failed = true;
+            }
+        }
+    }
+    if fill == Fill::Total {
+        // Filling: the first background attempt waits one interval.
+        coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, plan.rng());
+    }
+    let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
+    coverage.after_round(fill, covered_new, shard_aware.is_some() && nat);
+    let complete = missing(inner, slots).is_empty();
+    if complete {
+        trim_surplus(inner, slots, want, target);
+    }
+    Round::of(RoundFacts {
+        complete,
+        failed,
+        partial: fill != Fill::Strict && (fill == Fill::Background || slots.total() >= target),
+        progress,
+    })
+}
+
+/// The node's shard-aware port to open connections through, with its
+/// sharder: `None` when the pool does not use one (turned off, an unsharded
+/// node, none advertised, or an unknown sharding).
+fn shard_aware_port(
+    inner: &PoolInner,
+    sharding: Option<&ShardingInfo>,
+) -> Option<(Sharder, SocketAddr)> {
+    let s = sharding?;
+    if !inner.config.shard_aware_port || unsharded(inner) {
+        return None;
+    }
+    match inner.config.shard_aware_target {
+        ShardAwareTarget::Advertised => {
+            // The same selection either way; only the port differs: a TLS
+            // connection must reach the node's TLS shard-aware port.
+            // `inner.addr` is already translated (address translation
+            // applies to the node's address); the port number is the
+            // node's own.
+            let port = if inner.config.connection.uses_tls() {
+                s.shard_aware_port_ssl
+            } else {
+                s.shard_aware_port
+            }?;
+            Some((s.sharder(), SocketAddr::new(inner.addr.ip(), port)))
+        }
+        // A client route through a PROXY v2 balancer: the route's own
+        // port is shard-aware (the header carries our source port).
+        ShardAwareTarget::Dialled => Some((s.sharder(), inner.addr)),
+        ShardAwareTarget::Disabled => None,
+    }
+}
+
+/// Starts one open per shard in `wanted`, each after its delay in the
+/// refill window and within the pool's limit of concurrent opens, on the
+/// port the node's shard-aware health chooses (`behind_nat`: background
+/// attempts through the shard-aware port of a node behind a NAT).
+fn spawn_opens(
+    inner: &Arc<PoolInner>,
+    wanted: Vec<Shard>,
+    shard_aware: Option<(Sharder, SocketAddr)>,
+    behind_nat: bool,
+    window: Duration,
+    plan: &mut RefillPlan,
+) -> JoinSet<Opened> {
+    let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));
+    let mut set = JoinSet::new();
     for shard in wanted {
-        let choice = match &shard_aware {
-            Some(_) if background_via_shard_aware => PortChoice::ShardAware,
-            Some(_) => lock_health(inner).choose(Instant::now()),
-            None => PortChoice::Regular(FallbackReason::Refused),
+        let port = match shard_aware {
+            Some((sharder, sa_addr)) if behind_nat => {
+                Some((sharder, sa_addr, PortJudgement::BehindNat))
+            }
+            Some((sharder, sa_addr)) => match lock_health(inner).choose(Instant::now()) {
+                PortChoice::ShardAware | PortChoice::Probe => {
+                    Some((sharder, sa_addr, PortJudgement::Judge))
+                }
+                PortChoice::Regular(_) => None,
+            },
+            None => None,
         };
         let delay = plan.open_delay(window);
         let permits = permits.clone();
-        let shared = shared.clone();
-        let sa = shard_aware;
+        let shared = inner.clone();
         let seed = plan.rng().u64(..);
         set.spawn(async move {
             tokio::time::sleep(delay).await;
@@ -678,16 +761,11 @@ async fn fill_missing(
                 Some(g) => Some(g.enter().await),
                 None => None,
             };
-            let result = match (choice, sa) {
-                (PortChoice::ShardAware, Some((sharder, sa_addr)))
-                    if background_via_shard_aware =>
-                {
-                    open_behind_nat(&shared, sharder, shard, sa_addr, seed).await
+            let result = match port {
+                Some((sharder, sa_addr, judgement)) => {
+                    open_for_shard(&shared, sharder, shard, sa_addr, seed, judgement).await
                 }
-                (PortChoice::ShardAware | PortChoice::Probe, Some((sharder, sa_addr))) => {
-                    open_for_shard(&shared, sharder, shard, sa_addr, seed).await
-                }
-                _ => open_regular(&shared).await.map(|c| (c, None)),
+                None => open_regular(&shared).await.map(|c| (c, None)),
             };
             Opened {
                 wanted: shard,
@@ -695,105 +773,77 @@ async fn fill_missing(
             }
         });
     }
+    set
+}
 
-    let mut progress = false;
-    let mut covered_new = false;
-    let mut failed = false;
-    // Background attempts that land on a covered shard are kept too, up to a
-    // few beyond the wanted total: each raises its shard's load, so the
-    // node's least-loaded choice moves on to other shards for the next
-    // attempts (of this client and others) instead of handing everyone the
-    // same shard again.
-    let room = if background {
-        target + surplus_bound(slots.shards.len())
-    } else {
-        target
+/// How many connections a round may keep: `want` per shard, `target` in
+/// all, `room` in all while covering shards in the background.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    want: usize,
+    target: usize,
+    room: usize,
+}
+
+/// What became of an opened connection.
+enum Placement {
+    /// Kept; `covers`: it fills a missing slot of its shard.
+    Kept { covers: bool },
+    /// Kept in place of an older surplus connection, retired.
+    Rotated,
+    /// Closed: its shard has all it wants and the pool all it may hold.
+    Closed,
+}
+
+/// Puts an opened connection where it landed, or closes it.
+fn place(
+    inner: &Arc<PoolInner>,
+    slots: &mut Slots,
+    conn: Connection,
+    lease: Option<PortLease>,
+    wanted: Shard,
+    fill: Fill,
+    b: Bounds,
+) -> Placement {
+    let landed = slot_of(slots, &conn);
+    if lease.is_some() && landed != wanted {
+        Metrics::inc(&inner.metrics.wrong_shard_landings);
+        tracing::debug!(node = %inner.addr, wanted, landed, "shard-aware connection landed on another shard");
+    }
+    let total = slots.total();
+    let Some(held) = slots.shards.get(landed as usize).map(Vec::len) else {
+        Metrics::inc(&inner.metrics.excess_connections_closed);
+        conn.close();
+        return Placement::Closed;
     };
-    while let Some(joined) = set.join_next().await {
-        let Ok(opened) = joined else {
-            failed = true;
-            continue;
-        };
-        match opened.result {
-            Ok((conn, lease)) => {
-                let landed = slot_of(slots, &conn);
-                if lease.is_some() && landed != opened.wanted {
-                    Metrics::inc(&inner.metrics.wrong_shard_landings);
-                    tracing::debug!(node = %inner.addr, wanted = opened.wanted, landed, "shard-aware connection landed on another shard");
-                }
-                let total = slots.total();
-                let Some(held) = slots.shards.get(landed as usize).map(Vec::len) else {
-                    Metrics::inc(&inner.metrics.excess_connections_closed);
-                    conn.close();
-                    continue;
-                };
-                let covers = held < want;
-                if background && !covers && total >= room {
-                    // At the bound: rotate, keeping the new connection and
-                    // retiring an older surplus one elsewhere. Closing the
-                    // new one would hand its shard's slot straight back, and
-                    // the node would give the next attempt (of anyone) the
-                    // same shard: coverage would stall.
-                    watch_close(inner, &conn);
-                    if let Some(s) = slots.shards.get_mut(landed as usize) {
-                        s.push(Held { conn, lease });
-                    }
-                    retire_surplus(inner, slots, want, Some(landed as usize));
-                } else if covers || total < room {
-                    // A missing slot, or extra capacity on a covered shard
-                    // (while fewer than `room` are open).
-                    watch_close(inner, &conn);
-                    if let Some(s) = slots.shards.get_mut(landed as usize) {
-                        s.push(Held { conn, lease });
-                    }
-                    progress = true;
-                    covered_new |= covers;
-                    if covers && total >= target {
-                        retire_surplus(inner, slots, want, None);
-                    }
-                } else {
-                    Metrics::inc(&inner.metrics.excess_connections_closed);
-                    conn.close();
-                }
-            }
-            Err(e) => {
-                note_shed(inner, &e);
-                tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
-                note_failure(inner, e);
-                failed = true;
-            }
+    let covers = held < b.want;
+    if fill == Fill::Background && !covers && total >= b.room {
+        // At the bound: rotate, keeping the new connection and retiring an
+        // older surplus one elsewhere. Closing the new one would hand its
+        // shard's slot straight back, and the node would give the next
+        // attempt (of anyone) the same shard: coverage would stall.
+        watch_close(inner, &conn);
+        if let Some(s) = slots.shards.get_mut(landed as usize) {
+            s.push(Held { conn, lease });
         }
-    }
-    if !strict && !background {
-        // Filling: the first background attempt waits one interval.
-        coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, plan.rng());
-    }
-    if background && !covered_new {
-        // Missed: the other port next time. The regular port gives every
-        // client the same least loaded shard (ties: the lowest), so many
-        // clients behind a NAT miss there; one client alone hits its missing
-        // shard there at once.
-        coverage.via_regular = !coverage.via_regular;
-        // With the regular port alone, misses are what many clients get:
-        // try less often (up to MAX_SLOWDOWN intervals apart) rather than
-        // churn connections at full rate for long.
-        let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
-        if shard_aware.is_none() || !nat {
-            coverage.slowdown = (coverage.slowdown * 2).min(MAX_SLOWDOWN);
+        retire_surplus(inner, slots, b.want, Some(landed as usize));
+        Placement::Rotated
+    } else if covers || total < b.room {
+        // A missing slot, or extra capacity on a covered shard (while fewer
+        // than `room` are open).
+        watch_close(inner, &conn);
+        if let Some(s) = slots.shards.get_mut(landed as usize) {
+            s.push(Held { conn, lease });
         }
-    } else if covered_new {
-        coverage.slowdown = 1;
+        if covers && total >= b.target {
+            retire_surplus(inner, slots, b.want, None);
+        }
+        Placement::Kept { covers }
+    } else {
+        Metrics::inc(&inner.metrics.excess_connections_closed);
+        conn.close();
+        Placement::Closed
     }
-    let complete = missing(inner, slots).is_empty();
-    if complete {
-        trim_surplus(inner, slots, want, target);
-    }
-    Round::of(RoundFacts {
-        complete,
-        failed,
-        partial: background || (!strict && slots.total() >= target),
-        progress,
-    })
 }
 
 /// The background coverage attempts of a pool without a usable shard-aware
@@ -807,6 +857,53 @@ struct Coverage {
     /// Intervals between attempts: doubled by each miss when only the
     /// regular port is usable, back to 1 when an attempt covers a shard.
     slowdown: u32,
+}
+
+impl Coverage {
+    /// The shard a background attempt aims at, if one is due now (and then
+    /// the next one is scheduled). Through the shard-aware port, a source
+    /// port for any shard: the NAT decides where it lands (a NAT that
+    /// shifts ports by a constant would otherwise never reach the one
+    /// missing shard).
+    fn attempt_due(
+        &mut self,
+        inner: &PoolInner,
+        plan: &mut RefillPlan,
+        shards: usize,
+    ) -> Option<Shard> {
+        let now = Instant::now();
+        if now < self.next {
+            return None;
+        }
+        let interval = inner.config.coverage_interval.saturating_mul(self.slowdown);
+        self.next = now + coverage_delay(interval, plan.rng());
+        Metrics::inc(&inner.metrics.coverage_attempts);
+        Some(plan.rng().u16(..shards as u16))
+    }
+
+    /// After a round: `covered`, whether it covered a shard;
+    /// `nat_via_shard_aware`, whether the node's shard-aware port is usable
+    /// behind a NAT.
+    fn after_round(&mut self, fill: Fill, covered: bool, nat_via_shard_aware: bool) {
+        if covered {
+            self.slowdown = 1;
+            return;
+        }
+        if fill != Fill::Background {
+            return;
+        }
+        // Missed: the other port next time. The regular port gives every
+        // client the same least loaded shard (ties: the lowest), so many
+        // clients behind a NAT miss there; one client alone hits its missing
+        // shard there at once.
+        self.via_regular = !self.via_regular;
+        // With the regular port alone, misses are what many clients get:
+        // try less often (up to MAX_SLOWDOWN intervals apart) rather than
+        // churn connections at full rate for long.
+        if !nat_via_shard_aware {
+            self.slowdown = (self.slowdown * 2).min(MAX_SLOWDOWN);
+        }
+    }
 }
 
 /// The longest gap between background attempts, in coverage intervals.
@@ -957,6 +1054,19 @@ fn timed_out(e: &ConnectionError) -> bool {
         || matches!(e, ConnectionError::Open(o) if o.timed_out())
 }
 
+/// What an attempt through the shard-aware port may conclude about the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PortJudgement {
+    /// The port's health follows the outcome (where the connection landed,
+    /// why the port failed), and a refusal right after the pool lost its
+    /// connections does not fall back.
+    Judge,
+    /// A background coverage attempt on a node behind a NAT: the pool
+    /// already falls back for its port, so where the attempt lands says
+    /// nothing new and the port's health is left alone.
+    BehindNat,
+}
+
 /// Opens a connection to `shard` through the shard-aware port, falling back to
 /// the regular port (at once) when that port fails for this connection.
 async fn open_for_shard(
@@ -965,7 +1075,9 @@ async fn open_for_shard(
     shard: Shard,
     sa_addr: SocketAddr,
     seed: u64,
+    judgement: PortJudgement,
 ) -> Result<(Connection, Option<PortLease>), ConnectionError> {
+    let judged = judgement == PortJudgement::Judge;
     let started = Instant::now();
     let in_flight = InFlight::new(&inner.metrics);
     let opened = open_shard_aware(inner, sharder, shard, sa_addr, seed).await;
@@ -976,12 +1088,14 @@ async fn open_for_shard(
             let landed = conn.shard().unwrap_or(shard);
             count_shard_aware(inner, ShardTag::Shard(landed), true);
             count_tls(inner, &conn);
-            let t = lock_health(inner).on_landed(shard, landed, Instant::now());
-            report(inner, t);
+            if judged {
+                let t = lock_health(inner).on_landed(shard, landed, Instant::now());
+                report(inner, t);
+            }
             Ok((conn, Some(lease)))
         }
         Err(ShardAwareError::Fallback(FallbackReason::Refused, Some(error)))
-            if lock_health(inner).in_restart_grace(Instant::now()) =>
+            if judged && lock_health(inner).in_restart_grace(Instant::now()) =>
         {
             // Refused right after the pool lost its connections: the node
             // is most likely stopping (its listeners close one after
@@ -1004,40 +1118,12 @@ async fn open_for_shard(
             // Blame the shard-aware port only if the regular port works: a
             // node that is down refuses both, and that is no reason to stop
             // using its shard-aware port once it is back.
-            if regular.is_ok() || reason == FallbackReason::PortsExhausted {
+            if judged && (regular.is_ok() || reason == FallbackReason::PortsExhausted) {
                 let t = lock_health(inner).on_failure(reason, Instant::now());
                 report(inner, t);
             }
             regular.map(|c| (c, None))
         }
-        Err(ShardAwareError::Other(e)) => {
-            count_shard_aware(inner, ShardTag::Shard(shard), false);
-            if timed_out(&e) {
-                Metrics::inc(&inner.metrics.connect_timeouts);
-            }
-            Err(e)
-        }
-    }
-}
-
-/// A background coverage attempt through the shard-aware port of a node
-/// behind a NAT: where it lands says nothing new about the port (the pool
-/// already falls back for it), so the port's health is left alone; if the
-/// port fails, the regular port is used.
-async fn open_behind_nat(
-    inner: &PoolInner,
-    sharder: Sharder,
-    shard: Shard,
-    sa_addr: SocketAddr,
-    seed: u64,
-) -> Result<(Connection, Option<PortLease>), ConnectionError> {
-    match open_shard_aware(inner, sharder, shard, sa_addr, seed).await {
-        Ok((conn, lease)) => {
-            count_shard_aware(inner, ShardTag::of(conn.shard()), true);
-            count_tls(inner, &conn);
-            Ok((conn, Some(lease)))
-        }
-        Err(ShardAwareError::Fallback(..)) => open_regular(inner).await.map(|c| (c, None)),
         Err(ShardAwareError::Other(e)) => {
             count_shard_aware(inner, ShardTag::Shard(shard), false);
             if timed_out(&e) {
