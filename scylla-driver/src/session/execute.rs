@@ -577,62 +577,42 @@ async fn attempt_chain<'s>(
                 retries,
                 consistency,
             };
-            let failed = match outcome {
-                Ok(frame) => {
-                    let Response::Error(e) = &frame.response else {
-                        if let Some(payload) = frame.custom_payload() {
-                            learn_tablet(inner, routing, payload);
-                        }
-                        if let Some(f) = fiber {
-                            f.listener.log_attempt_success(AttemptId(attempt_id));
-                        }
-                        if opts.load_balancing.is_some() {
-                            targets.attempt_finished(t.node, attempt_latency, None);
-                        }
-                        return Ok(Timed {
-                            answer: Answer {
-                                frame,
-                                node,
-                                shard: conn.shard(),
-                            },
-                            attempt_started: now,
-                            attempt_latency,
-                        });
-                    };
-                    tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                    let decision = opts
-                        .retry_policy
-                        .decide(AttemptFailure::Server(&e.error), &ctx);
-                    let Response::Error(e) = frame.response else {
-                        debug_assert!(false, "matched ERROR above");
-                        return Err(ExecutionError::Internal("an ERROR response changed kind"));
-                    };
-                    let error = RequestAttemptError::DbError(e.error, e.message);
+            let feedback = opts.load_balancing.is_some();
+            match judge(inner, routing, opts, &ctx, outcome, finished >= deadline) {
+                Verdict::Answered(frame) => {
+                    if let Some(f) = fiber {
+                        f.listener.log_attempt_success(AttemptId(attempt_id));
+                    }
+                    if feedback {
+                        targets.attempt_finished(t.node, attempt_latency, None);
+                    }
+                    return Ok(Timed {
+                        answer: Answer {
+                            frame,
+                            node,
+                            shard: conn.shard(),
+                        },
+                        attempt_started: now,
+                        attempt_latency,
+                    });
+                }
+                Verdict::DeadlinePassed(error) => {
+                    tracing::debug!(node = %node.address, error = %error, "attempt failed");
+                    log_attempt_error(fiber, attempt_id, &error, &RetryDecision::Fail);
+                    if feedback {
+                        targets.attempt_finished(t.node, attempt_latency, Some(&error));
+                    }
+                    return Err(ExecutionError::RequestTimeout(opts.timeout));
+                }
+                Verdict::Fatal(e) => return Err(e),
+                Verdict::Failed(decision, error) => {
+                    tracing::debug!(node = %node.address, error = %error, "attempt failed");
+                    if feedback {
+                        targets.attempt_finished(t.node, attempt_latency, Some(&error));
+                    }
                     (decision, error)
                 }
-                Err(Failed::Request(e)) => {
-                    tracing::debug!(node = %node.address, error = %e, "attempt failed");
-                    if matches!(e, crate::connection::ConnectionRequestError::Timeout(_))
-                        && finished >= deadline
-                    {
-                        let error = RequestAttemptError::from(e);
-                        log_attempt_error(fiber, attempt_id, &error, &RetryDecision::Fail);
-                        if opts.load_balancing.is_some() {
-                            targets.attempt_finished(t.node, attempt_latency, Some(&error));
-                        }
-                        return Err(ExecutionError::RequestTimeout(opts.timeout));
-                    }
-                    let decision = opts
-                        .retry_policy
-                        .decide(AttemptFailure::Connection(&e), &ctx);
-                    (decision, RequestAttemptError::from(e))
-                }
-                Err(Failed::Fatal(e)) => return Err(e),
-            };
-            if opts.load_balancing.is_some() {
-                targets.attempt_finished(t.node, attempt_latency, Some(&failed.1));
             }
-            failed
         };
         log_attempt_error(fiber, attempt_id, &error, &decision);
         let (retry_at, next, delay) = match decision {
@@ -664,6 +644,57 @@ async fn attempt_chain<'s>(
         Some(e) => *e,
         None => empty_plan(state, opts),
     })
+}
+
+/// What an attempt's outcome means for the request.
+enum Verdict {
+    /// The node answered (not with an error): the request's response.
+    Answered(ResponseFrame),
+    /// The attempt failed; the retry policy decided what comes next.
+    Failed(RetryDecision, RequestAttemptError),
+    /// The attempt timed out at the request's deadline: the request times
+    /// out.
+    DeadlinePassed(RequestAttemptError),
+    /// A failure no other attempt can mend.
+    Fatal(ExecutionError),
+}
+
+/// Judges an attempt's outcome (`past_deadline`: it ended at or after the
+/// request's deadline): an answer, whose tablet routing information is
+/// learned on the way, or a failure, with the retry policy's decision.
+fn judge(
+    inner: &SessionInner,
+    routing: &RoutingInfo<'_>,
+    opts: &RunOptions<'_>,
+    ctx: &RetryContext,
+    outcome: Result<ResponseFrame, Failed>,
+    past_deadline: bool,
+) -> Verdict {
+    match outcome {
+        Ok(frame) => {
+            let Response::Error(e) = frame.response else {
+                if let Some(payload) = frame.custom_payload() {
+                    learn_tablet(inner, routing, payload);
+                }
+                return Verdict::Answered(frame);
+            };
+            let decision = opts
+                .retry_policy
+                .decide(AttemptFailure::Server(&e.error), ctx);
+            Verdict::Failed(decision, RequestAttemptError::DbError(e.error, e.message))
+        }
+        Err(Failed::Request(e)) => {
+            let timed_out = matches!(e, crate::connection::ConnectionRequestError::Timeout(_));
+            if timed_out && past_deadline {
+                return Verdict::DeadlinePassed(RequestAttemptError::from(e));
+            }
+            let decision = opts
+                .retry_policy
+                .decide(AttemptFailure::Connection(&e), ctx);
+            Verdict::Failed(decision, RequestAttemptError::from(e))
+        }
+        Err(Failed::Fatal(e)) => Verdict::Fatal(e),
+    }
 }
 
 /// The error of a plan that held no node: a policy's plan that was empty
