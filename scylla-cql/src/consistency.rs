@@ -86,6 +86,43 @@ impl std::fmt::Display for Consistency {
     }
 }
 
+/// The consistency of a lightweight transaction's Paxos round: the
+/// serial levels of [`Consistency`], what
+/// what a statement's serial consistency is set to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SerialConsistency {
+    /// `SERIAL`: linearizable across all datacenters.
+    Serial,
+    /// `LOCAL_SERIAL`: linearizable within the local datacenter.
+    LocalSerial,
+}
+
+impl From<SerialConsistency> for Consistency {
+    fn from(c: SerialConsistency) -> Self {
+        match c {
+            SerialConsistency::Serial => Consistency::Serial,
+            SerialConsistency::LocalSerial => Consistency::LocalSerial,
+        }
+    }
+}
+
+/// A [`Consistency`] that is not a serial level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a serial consistency level; use Serial or LocalSerial")]
+pub struct NotSerialConsistency(pub Consistency);
+
+impl TryFrom<Consistency> for SerialConsistency {
+    type Error = NotSerialConsistency;
+
+    fn try_from(c: Consistency) -> Result<Self, Self::Error> {
+        match c {
+            Consistency::Serial => Ok(SerialConsistency::Serial),
+            Consistency::LocalSerial => Ok(SerialConsistency::LocalSerial),
+            other => Err(NotSerialConsistency(other)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

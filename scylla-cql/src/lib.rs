@@ -45,6 +45,6 @@ pub mod _macro_internal {
 }
 
 pub use compression::Compression;
-pub use consistency::Consistency;
+pub use consistency::{Consistency, NotSerialConsistency, SerialConsistency};
 pub use error::{DecodeError, EncodeError};
 pub use token::Token;

@@ -44,7 +44,6 @@
 //! }
 //! ```
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +53,7 @@ use scylla_cql::{DecodeError, EncodeError};
 
 pub use crate::cluster::control::ControlError;
 use crate::cluster::MetadataError;
+use crate::connection::Chain;
 use scylla_cql::types::{DeserializationError, SerializationError, TypeCheckError};
 
 pub use crate::connection::{BrokenConnection, ConnectionError, ConnectionRequestError};
@@ -451,25 +451,6 @@ pub struct PageError {
 impl PageError {
     pub(crate) fn new(page: usize, source: ExecutionError) -> Self {
         PageError { page, source }
-    }
-}
-
-/// Displays an error and each of its sources, joined by `": "` (as
-/// anyhow's `{:#}` does): for the errors a list holds (the contact points
-/// tried), whose causes no `source()` reaches.
-pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
-
-impl fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut next = self.0.source();
-        // Bounded: a cyclic chain would be a bug, not a reason to hang.
-        for _ in 0..16 {
-            let Some(e) = next else { break };
-            write!(f, ": {e}")?;
-            next = e.source();
-        }
-        Ok(())
     }
 }
 

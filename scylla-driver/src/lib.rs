@@ -31,6 +31,8 @@ pub mod deserialize;
 pub mod error;
 pub mod errors;
 pub mod frame;
+mod handle;
+mod history;
 pub mod metrics;
 pub mod observability;
 pub mod policies;

@@ -3,7 +3,11 @@
 //! of a statement's requests (attempts, retries, speculative attempts) told
 //! to a listener. The driver's own logs go through the `tracing` crate.
 
-pub mod history;
+/// What happened while a statement's requests ran: attempts, retries and
+/// speculative attempts, told to a [`HistoryListener`](history::HistoryListener).
+pub mod history {
+    pub use crate::history::*;
+}
 
 /// Fetching the trace of a traced request
 /// ([`Session::get_tracing_info`](crate::Session::get_tracing_info)).

@@ -21,7 +21,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-pub use crate::frame::response::result::{CollectionType, ColumnType, NativeType, UserDefinedType};
+pub use scylla_cql::frame::response::result::{CollectionType, ColumnType, UserDefinedType};
+pub use scylla_cql::types::NativeType;
 
 /// A keyspace.
 #[derive(Debug, Clone, PartialEq, Eq)]

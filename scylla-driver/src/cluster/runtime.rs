@@ -1,7 +1,7 @@
-//! The running cluster: [`Cluster`] owns the control connection, the tablet
+//! The running cluster: `Cluster` owns the control connection, the tablet
 //! store and the task that keeps the [`Snapshot`] current. On a new
 //! metadata snapshot the task builds the next state
-//! ([`Snapshot::build`]); on a node's UP event it tells that node's pool
+//! (`Snapshot::build`); on a node's UP event it tells that node's pool
 //! to reconnect now; when a pool learns its node's sharding it rebuilds the
 //! routing table; on schema changes it updates the tablet store.
 

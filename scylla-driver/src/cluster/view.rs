@@ -519,7 +519,7 @@ impl ClusterView {
         &self,
         keyspace: &str,
         table: &str,
-        partition_key: &dyn crate::SerializeRow,
+        partition_key: &dyn scylla_cql::types::SerializeRow,
     ) -> Result<Token, ClusterStateTokenError> {
         let meta = self
             .state
@@ -567,17 +567,8 @@ impl ClusterState {
         &self,
         keyspace: &str,
         table: &str,
-        partition_key: &dyn crate::SerializeRow,
+        partition_key: &dyn scylla_cql::types::SerializeRow,
     ) -> Result<Token, ClusterStateTokenError> {
         self.view.compute_token(keyspace, table, partition_key)
-    }
-}
-
-impl crate::Session {
-    /// The cluster as the session sees it now, in the official `scylla`
-    /// crate's shape (see [`cluster`](Self::cluster) for this crate's). A
-    /// snapshot: take another to see later changes.
-    pub fn get_cluster_state(&self) -> Arc<ClusterState> {
-        Arc::new(ClusterState::new(self.cluster()))
     }
 }

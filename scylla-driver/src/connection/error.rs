@@ -382,6 +382,25 @@ impl ConnectionRequestError {
     }
 }
 
+/// Displays an error and each of its sources, joined by `": "` (as
+/// anyhow's `{:#}` does): for the errors a list holds (the contact points
+/// tried), whose causes no `source()` reaches.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        // Bounded: a cyclic chain would be a bug, not a reason to hang.
+        for _ in 0..16 {
+            let Some(e) = next else { break };
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,7 @@ pub use self::auth::{
     PlainTextAuthenticator,
 };
 pub use self::coalescing::Coalescing;
+pub(crate) use self::error::Chain;
 pub use self::error::{
     BrokenConnection, BrokenReason, ConnectionError, ConnectionRequestError, SetupStep, TlsErrorKind,
 };

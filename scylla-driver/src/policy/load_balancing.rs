@@ -43,8 +43,9 @@ use uuid::Uuid;
 use crate::cluster::ClusterState;
 pub use crate::cluster::NodeRef;
 use crate::error::RequestAttemptError;
+use crate::handle::Handle;
 use crate::routing::{DcId, RackId, RoutingTable};
-use crate::statement::{Handle, SerialConsistency};
+use scylla_cql::SerialConsistency;
 
 use super::steering;
 

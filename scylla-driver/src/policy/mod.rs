@@ -8,8 +8,9 @@ pub use crate::cluster::host_filter::{
     AllowListHostFilter, DatacenterFilter, FnHostFilter, HostFilter, HostInfo,
 };
 pub use crate::cluster::translation::{
-    AddressTranslator, IdentityTranslator, MapTranslator, TranslationError, UntranslatedPeer,
+    AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer,
 };
+pub use crate::cluster::TranslationError;
 
 pub mod load_balancing;
 pub mod retry;

@@ -32,7 +32,7 @@ use scylla_cql::frame::response::error::{DbError, WriteType};
 use scylla_cql::Consistency;
 
 use crate::connection::ConnectionRequestError;
-use crate::statement::Handle;
+use crate::handle::Handle;
 
 /// Why an attempt failed.
 #[derive(Debug, Clone, Copy)]
@@ -187,6 +187,20 @@ pub struct FallthroughRetryPolicy;
 impl RetryPolicy for FallthroughRetryPolicy {
     fn decide(&self, _: AttemptFailure<'_>, _: &RetryContext) -> RetryDecision {
         RetryDecision::Fail
+    }
+}
+
+impl DefaultRetryPolicy {
+    /// The default policy (see the [module documentation](crate::policy::retry)).
+    pub fn new() -> Self {
+        DefaultRetryPolicy
+    }
+}
+
+impl FallthroughRetryPolicy {
+    /// A policy that never retries.
+    pub fn new() -> Self {
+        FallthroughRetryPolicy
     }
 }
 

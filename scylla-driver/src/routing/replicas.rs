@@ -6,7 +6,7 @@
 //! (replication factors capped by the nodes that exist, unknown datacenters
 //! and zero factors dropped, unknown classes mapped to `SimpleStrategy` with
 //! `rf = 1`), so keyspaces whose settings place replicas identically share one
-//! precomputed [`ReplicaSets`].
+//! precomputed `ReplicaSets`.
 //!
 //! The algorithms walk the ring clockwise from a position:
 //! - `SimpleStrategy`: the first `rf` distinct nodes.

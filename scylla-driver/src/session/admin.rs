@@ -282,6 +282,13 @@ impl Session {
         )
     }
 
+    /// The cluster as the session sees it now, in the official `scylla`
+    /// crate's shape (see [`cluster`](Self::cluster) for this crate's). A
+    /// snapshot: take another to see later changes.
+    pub fn get_cluster_state(&self) -> Arc<crate::cluster::ClusterState> {
+        Arc::new(crate::cluster::ClusterState::new(self.cluster()))
+    }
+
     /// Whether [`close`](Self::close) was called (on this session or a
     /// clone).
     pub fn is_closed(&self) -> bool {

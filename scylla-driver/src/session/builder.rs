@@ -175,6 +175,33 @@ pub struct SessionBuilder {
     pub config: SessionConfig,
 }
 
+impl SessionConfig {
+    /// The default configuration, without contact points.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a contact point (`host:port`, or `host` for port 9042).
+    pub fn add_known_node(&mut self, addr: impl Into<String>) {
+        self.contact_points.push(addr.into());
+    }
+
+    /// Adds contact points.
+    pub fn add_known_nodes<S: Into<String>>(&mut self, addrs: impl IntoIterator<Item = S>) {
+        self.contact_points
+            .extend(addrs.into_iter().map(Into::into));
+    }
+}
+
+impl Session {
+    /// Connects with `config` (the same as
+    /// [`SessionBuilder::build`] with that
+    /// configuration).
+    pub async fn connect(config: SessionConfig) -> Result<Session, crate::error::NewSessionError> {
+        SessionBuilder { config }.build().await
+    }
+}
+
 impl SessionBuilder {
     /// A builder with default settings.
     pub fn new() -> Self {
@@ -289,7 +316,7 @@ impl SessionBuilder {
     ///     );
     /// ```
     #[must_use]
-    pub fn custom_identity(mut self, identity: crate::client::SelfIdentity<'_>) -> Self {
+    pub fn custom_identity(mut self, identity: super::identity::SelfIdentity<'_>) -> Self {
         let c = &mut self.config.pool.connection;
         let set = |field: &mut Option<String>, value: Option<&str>| {
             if let Some(v) = value {
@@ -888,7 +915,7 @@ impl SessionBuilder {
     /// # drop(session); Ok(()) }
     /// ```
     #[must_use]
-    pub fn client_routes(mut self, routes: crate::ClientRoutes) -> Self {
+    pub fn client_routes(mut self, routes: crate::cluster::client_routes::ClientRoutes) -> Self {
         self.config.control.nodes.client_routes = Some(routes);
         self
     }
@@ -1144,7 +1171,7 @@ mod tests {
 
     #[test]
     fn custom_identity_sets_only_what_it_has() {
-        use crate::client::SelfIdentity;
+        use crate::session::identity::SelfIdentity;
         let builder = SessionBuilder::new()
             .application_name("kept")
             .client_id("replaced")

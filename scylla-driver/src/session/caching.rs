@@ -8,10 +8,10 @@ use scylla_cql::types::serialize::BatchValues;
 use scylla_cql::types::{Row, SerializeRow};
 
 use super::pager::RowStream;
+use super::paging::PageStart;
 use super::prepared_cache::{PreparedCache, PreparedKey};
 use super::Session;
 use crate::error::{ExecutionError, PrepareError};
-use crate::response::PageStart;
 use crate::result::QueryResult;
 use crate::statement::{Batch, BatchStatement, PreparedStatement, Statement};
 

@@ -37,8 +37,8 @@ use crate::error::{
     BadQuery, ConnectionPoolError, ExecutionError, PrepareError, RequestAttemptError,
     UnexpectedResponse,
 };
+use crate::history::{AttemptId, HistoryListener, RequestId, SpeculativeId};
 use crate::metrics::{record, Metrics};
-use crate::observability::history::{AttemptId, HistoryListener, RequestId, SpeculativeId};
 use crate::policy::load_balancing::{preference, LoadBalancingPolicy};
 use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
 use crate::policy::speculative::SpeculativeExecution;

@@ -18,11 +18,14 @@ mod admin;
 mod batch;
 pub mod builder;
 pub mod caching;
+pub(crate) mod client_routes;
 mod execute;
+pub(crate) mod identity;
 mod inner;
 mod limiter;
 mod message;
 pub mod pager;
+pub(crate) mod paging;
 mod policy_plan;
 mod prepare;
 mod prepared_cache;
@@ -44,6 +47,7 @@ use tokio_util::either::Either;
 
 pub use self::builder::{SessionBuilder, SessionConfig};
 pub use self::pager::{RowStream, RowsStreamError};
+use self::paging::PageStart;
 pub use self::shard_groups::{ShardGroup, ShardGroupLimits};
 pub use self::trace::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo};
 
@@ -54,7 +58,6 @@ use self::message::{ExecuteMessage, QueryMessage};
 use crate::cluster::runtime::Cluster;
 use crate::error::{ExecutionError, PrepareError};
 use crate::metrics::{Metrics, Paging};
-use crate::response::PageStart;
 use crate::result::QueryResult;
 use crate::statement::{Batch, ExecutionProfileHandle, PreparedStatement, Statement};
 
@@ -140,8 +143,8 @@ impl Session {
     /// never returned, so a caller resumes from the last page it received.
     ///
     /// The paging state is an `Option<Bytes>` (and so is the next page's), or
-    /// a [`PagingState`](crate::response::PagingState) (and the next page's
-    /// comes as a [`PagingStateResponse`](crate::response::PagingStateResponse)):
+    /// a [`response::PagingState`](crate::response::PagingState) (and the next page's
+    /// comes as a [`response::PagingStateResponse`](crate::response::PagingStateResponse)):
     /// see [`PageStart`].
     pub async fn query_single_page<P: PageStart>(
         &self,

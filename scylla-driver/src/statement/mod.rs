@@ -2,60 +2,23 @@
 //! [`Batch`]es, each with its [`StatementOptions`].
 
 pub mod batch;
-mod handle;
 pub mod prepared;
 pub mod profile;
+pub(crate) mod profile_builder;
 
 use std::time::Duration;
 
 pub use scylla_cql::frame::request::BatchType;
-pub use scylla_cql::Consistency;
+pub use scylla_cql::{Consistency, NotSerialConsistency, SerialConsistency};
 
 pub use self::batch::{Batch, BatchStatement};
-pub use self::handle::Handle;
 pub use self::prepared::PreparedStatement;
 pub use self::profile::{ExecutionProfile, ExecutionProfileHandle};
+pub use crate::handle::Handle;
 
 /// The unprepared [`Statement`] (the official `scylla` crate's path).
 pub mod unprepared {
     pub use super::Statement;
-}
-
-/// The consistency of a lightweight transaction's Paxos round: the
-/// serial levels of [`Consistency`], what
-/// [`set_serial_consistency`](Statement::set_serial_consistency) takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SerialConsistency {
-    /// `SERIAL`: linearizable across all datacenters.
-    Serial,
-    /// `LOCAL_SERIAL`: linearizable within the local datacenter.
-    LocalSerial,
-}
-
-impl From<SerialConsistency> for Consistency {
-    fn from(c: SerialConsistency) -> Self {
-        match c {
-            SerialConsistency::Serial => Consistency::Serial,
-            SerialConsistency::LocalSerial => Consistency::LocalSerial,
-        }
-    }
-}
-
-/// A [`Consistency`] that is not a serial level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a serial consistency level; use Serial or LocalSerial")]
-pub struct NotSerialConsistency(pub Consistency);
-
-impl TryFrom<Consistency> for SerialConsistency {
-    type Error = NotSerialConsistency;
-
-    fn try_from(c: Consistency) -> Result<Self, Self::Error> {
-        match c {
-            Consistency::Serial => Ok(SerialConsistency::Serial),
-            Consistency::LocalSerial => Ok(SerialConsistency::LocalSerial),
-            other => Err(NotSerialConsistency(other)),
-        }
-    }
 }
 
 /// Options of one statement; unset fields take the session's defaults.
@@ -92,7 +55,7 @@ pub struct StatementOptions {
     pub load_balancing: Option<crate::policy::load_balancing::PolicyHandle>,
     /// The listener told of this statement's requests, their attempts and
     /// speculative fibers (see [`observability::history`](crate::observability::history)).
-    pub history_listener: Option<crate::observability::history::HistoryListenerHandle>,
+    pub history_listener: Option<crate::history::HistoryListenerHandle>,
     /// The retry policy, over the profile's (see
     /// [`policy::retry`](crate::policy::retry)); `None`: the profile's, else
     /// the session's.
@@ -310,17 +273,16 @@ macro_rules! option_setters {
         /// [`observability::history`](crate::observability::history)).
         pub fn set_history_listener(
             &mut self,
-            listener: std::sync::Arc<dyn crate::observability::history::HistoryListener>,
+            listener: std::sync::Arc<dyn crate::history::HistoryListener>,
         ) {
-            self.options.history_listener = Some(
-                crate::observability::history::HistoryListenerHandle::new(listener),
-            );
+            self.options.history_listener =
+                Some(crate::history::HistoryListenerHandle::new(listener));
         }
 
         /// Removes the history listener, returning it.
         pub fn remove_history_listener(
             &mut self,
-        ) -> Option<std::sync::Arc<dyn crate::observability::history::HistoryListener>> {
+        ) -> Option<std::sync::Arc<dyn crate::history::HistoryListener>> {
             self.options
                 .history_listener
                 .take()

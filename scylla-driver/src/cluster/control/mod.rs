@@ -173,7 +173,7 @@ impl fmt::Display for Failures<'_> {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{}: {}", c.address, crate::error::Chain(&c.error))?;
+            write!(f, "{}: {}", c.address, crate::connection::Chain(&c.error))?;
         }
         Ok(())
     }

@@ -17,6 +17,27 @@ pub use prepared::{Prepared, PreparedMetadata};
 pub use rows::{RawRow, RawRowsIter, Rows};
 pub use schema_change::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 
+/// A column's name, table and type: [`types::ColumnSpec`](crate::types::ColumnSpec)
+/// under the official crate's name, which takes the lifetime of the
+/// frame it borrows from (unused here, as for [`ColumnType`]).
+pub type ColumnSpec<'frame> = crate::types::ColumnSpec;
+
+/// A column's CQL type: [`types::ColumnType`](crate::types::ColumnType)
+/// under the official crate's name, which takes the lifetime of the
+/// metadata it borrows from (`ColumnType<'metadata>`, or `&ColumnType`
+/// with it elided). This crate's column types own their names, so the
+/// lifetime is not used: any lifetime names the same type.
+pub type ColumnType<'metadata> = crate::types::ColumnType;
+
+/// The collections of a [`ColumnType`]: [`types::CollectionType`](crate::types::CollectionType)
+/// under the official crate's name, with its unused lifetime.
+pub type CollectionType<'metadata> = crate::types::CollectionType;
+
+/// The definition of a user-defined [`ColumnType`]:
+/// [`types::UserDefinedType`](crate::types::UserDefinedType) under the
+/// official crate's name, with its unused lifetime.
+pub type UserDefinedType<'metadata> = crate::types::UserDefinedType;
+
 use crate::frame::ProtocolVersion;
 use bytes::{Bytes, BytesMut};
 

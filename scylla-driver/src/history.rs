@@ -39,8 +39,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{ExecutionError, RequestAttemptError};
+use crate::handle::Handle;
 use crate::policy::retry::RetryDecision;
-use crate::statement::Handle;
 
 /// A request, as its listener numbered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,23 +1,7 @@
-//! Client routes as the official `scylla` crate configures them
-//! ([`ClientRoutesConfig`] of [`ClientRoutesProxy`]s, and a
-//! [`ClientRoutesSessionBuilder`]),
-//! over this crate's [`ClientRoutes`] and
-//! [`SessionBuilder::client_routes`]: see [`ClientRoutes`] for what a
-//! session does with the routes.
-//!
-//! ```
-//! use scylla_driver::client::client_routes::{ClientRoutesConfig, ClientRoutesProxy};
-//! use scylla_driver::client::session_builder::ClientRoutesSessionBuilder;
-//!
-//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let proxy = ClientRoutesProxy::new_with_connection_id("my-connection-id".to_owned());
-//! let builder = ClientRoutesSessionBuilder::new(ClientRoutesConfig::new(vec![proxy])?)
-//!     .known_node("my-link-endpoint.example.com:9042");
-//! // `builder.build().await?` connects.
-//! # drop(builder);
-//! # Ok(()) }
-//! # demo().unwrap();
-//! ```
+//! The official crate's configuration of client routes
+//! ([`ClientRoutesConfig`], [`ClientRoutesProxy`], [`ClientRoutesSessionBuilder`]),
+//! over [`ClientRoutes`] and [`SessionBuilder::client_routes`] (the official
+//! path is `client::client_routes`).
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -203,7 +187,7 @@ impl ClientRoutesSessionBuilder {
         application_name(name: impl Into<String>);
         application_version(version: impl Into<String>);
         client_id(id: impl Into<String>);
-        custom_identity(identity: crate::client::SelfIdentity<'_>);
+        custom_identity(identity: crate::session::identity::SelfIdentity<'_>);
         compression(c: Option<Compression>);
         protocol_version(version: ProtocolVersion);
         connections_per_shard(n: usize);

@@ -4,6 +4,8 @@
 //! them as any [`DeserializeRow`] type, borrowing `&str` and `&[u8]` straight
 //! from the frame where the row type asks for them.
 
+pub(crate) mod rows;
+
 use bytes::Bytes;
 use scylla_cql::frame::response::result::Rows;
 use scylla_cql::types::{ColumnSpec, DeserializeRow, RowIterator};

@@ -17,12 +17,11 @@
 //! # Ok(()) }
 //! ```
 
-pub use scylla_cql::types::ColumnSpecs;
+use scylla_cql::types::ColumnSpecs;
 use scylla_cql::types::{DeserializationError, DeserializeRow, RowIterator, TypeCheckError};
 use uuid::Uuid;
 
-use crate::response::Coordinator;
-pub use crate::result::QueryResult;
+use super::{Coordinator, QueryResult};
 
 impl QueryResult {
     /// Whether the result holds rows (the same as [`has_rows`](Self::has_rows)).
