@@ -4,6 +4,7 @@
 //! [`AuthenticatorSession`], given to
 //! [`SessionBuilder::authenticator_provider`](crate::SessionBuilder::authenticator_provider).
 
+#[doc(no_inline)]
 pub use crate::connection::{
     AuthError, AuthenticatorProvider, AuthenticatorSession, PlainTextAuthenticator,
 };

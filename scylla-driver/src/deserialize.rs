@@ -3,7 +3,9 @@
 //! ([`DeserializeRow`](crate::DeserializeRow),
 //! [`DeserializeValue`](crate::DeserializeValue)).
 
+#[doc(no_inline)]
 pub use scylla_cql::types::deserialize::{ColumnIterator, FrameSlice, RawColumn, RowIterator};
+#[doc(no_inline)]
 pub use scylla_cql::types::{
     DeserializationError, DeserializationErrorKind, ErrorContext, TypeCheckError,
     TypeCheckErrorKind,
@@ -11,12 +13,15 @@ pub use scylla_cql::types::{
 
 /// One value: [`value::DeserializeValue`].
 pub mod value {
+    #[doc(no_inline)]
     pub use scylla_cql::types::DeserializeValue;
 }
 
 /// One row: [`row::DeserializeRow`], and
 /// [`row::Row`], a row of any columns.
 pub mod row {
+    #[doc(no_inline)]
     pub use scylla_cql::types::deserialize::{ColumnIterator, RawColumn, Row};
+    #[doc(no_inline)]
     pub use scylla_cql::types::DeserializeRow;
 }

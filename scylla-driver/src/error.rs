@@ -51,6 +51,7 @@ use std::time::Duration;
 use scylla_cql::frame::response::error::DbError;
 use scylla_cql::{DecodeError, EncodeError};
 
+#[doc(no_inline)]
 pub use crate::cluster::control::ControlError;
 use crate::cluster::MetadataError;
 use crate::connection::Chain;

@@ -47,13 +47,18 @@ pub mod tls;
 pub mod types;
 pub mod value;
 
+#[doc(no_inline)]
 pub use cluster::client_routes::ClientRoutes;
+#[doc(no_inline)]
 pub use cluster::view::{ClusterView, NodeInfo, Replica};
+#[doc(no_inline)]
 pub use cluster::TabletWarmup;
 pub use connection::Coalescing;
+#[doc(no_inline)]
 pub use error::{ExecutionError, NewSessionError, PrepareError};
 pub use pool::backoff::{Backoff, ExponentialBackoff, Jitter, ReconnectPolicy, ReconnectSchedule};
 pub use pool::shard_port::PortRange;
+#[doc(no_inline)]
 pub use result::QueryResult;
 #[doc(hidden)]
 pub use scylla_cql::_macro_internal;
@@ -65,7 +70,10 @@ pub use scylla_cql::frame::ProtocolVersion;
 /// markers, `#[derive(SerializeValue, DeserializeValue)]` maps it to a UDT.
 pub use scylla_cql::types::serialize::BatchValues;
 pub use scylla_cql::types::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
+#[doc(no_inline)]
 pub use scylla_cql::Token;
 pub use scylla_driver_macros::{DeserializeRow, DeserializeValue, SerializeRow, SerializeValue};
+#[doc(no_inline)]
 pub use session::{Session, SessionBuilder, SessionConfig, ShardGroup};
+#[doc(no_inline)]
 pub use statement::{Batch, BatchType, Consistency, PreparedStatement, Statement};

@@ -12,11 +12,13 @@ pub mod history {
 /// Fetching the trace of a traced request
 /// ([`Session::get_tracing_info`](crate::Session::get_tracing_info)).
 pub mod tracing {
+    #[doc(no_inline)]
     pub use crate::session::{TraceFetchOptions, TracingError, TracingEvent, TracingInfo};
 }
 
 /// The session's metrics as the official crate reads them
 /// ([`Session::get_metrics`](crate::Session::get_metrics)).
 pub mod metrics {
+    #[doc(no_inline)]
     pub use crate::metrics::{MetricsError, SessionMetrics as Metrics, Snapshot};
 }

@@ -15,19 +15,23 @@
 /// [`SingleTargetLoadBalancingPolicy`](load_balancing::SingleTargetLoadBalancingPolicy)
 /// (see [`policy::load_balancing`](crate::policy::load_balancing)).
 pub mod load_balancing {
+    #[doc(no_inline)]
     pub use crate::policy::load_balancing::*;
 }
 
 /// What to do when an attempt fails.
 pub mod retry {
+    #[doc(no_inline)]
     pub use crate::policy::retry::*;
 }
 
 /// Speculative execution: another attempt on the next target when the
 /// current ones are slow (idempotent statements only).
 pub mod speculative_execution {
+    #[doc(no_inline)]
     pub use crate::policy::speculative::SpeculativeExecution;
 
+    #[doc(no_inline)]
     pub use crate::policy::speculative::{
         PercentileSpeculativeExecutionPolicy, SimpleSpeculativeExecutionPolicy,
         SpeculativeExecutionPolicy,
@@ -36,6 +40,7 @@ pub mod speculative_execution {
 
 /// Which nodes the session connects to.
 pub mod host_filter {
+    #[doc(no_inline)]
     pub use crate::policy::{
         AllowListHostFilter, DatacenterFilter, FnHostFilter, HostFilter, HostInfo,
     };
@@ -43,7 +48,9 @@ pub mod host_filter {
 
 /// Translating the addresses nodes advertise into addresses to connect to.
 pub mod address_translator {
+    #[doc(no_inline)]
     pub use crate::policy::TranslationError;
+    #[doc(no_inline)]
     pub use crate::policy::{
         AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer,
     };

@@ -34,8 +34,11 @@ pub mod coordinator;
 /// and what it returns.
 pub mod query_result {
     pub use crate::result::rows::*;
+    #[doc(no_inline)]
     pub use crate::result::QueryResult;
+    #[doc(no_inline)]
     pub use scylla_cql::types::ColumnSpecs;
 }
 
+#[doc(no_inline)]
 pub use coordinator::Coordinator;

@@ -12,6 +12,7 @@
 //! assert!(matches!(v, CqlValue::Date(CqlDate(d)) if d == (1 << 31) + 1));
 //! ```
 
+#[doc(no_inline)]
 pub use scylla_cql::types::{
     Counter, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlTimeuuid, CqlValue,
     CqlVarint, MaybeEmpty, MaybeUnset, Row, Unset,

@@ -14,13 +14,16 @@
 //! # Ok(()) }
 //! ```
 
+#[doc(no_inline)]
 pub use crate::pool::PoolSize;
+#[doc(no_inline)]
 pub use scylla_cql::compression::Compression;
 
 pub use crate::session::identity::SelfIdentity;
 
 /// [`Session`](session::Session) and its configuration.
 pub mod session {
+    #[doc(no_inline)]
     pub use crate::session::{Session, SessionConfig};
 }
 
@@ -29,6 +32,7 @@ pub mod session {
 /// for sessions through client routes.
 pub mod session_builder {
     pub use crate::session::client_routes::ClientRoutesSessionBuilder;
+    #[doc(no_inline)]
     pub use crate::session::SessionBuilder;
 }
 
@@ -61,6 +65,7 @@ pub mod client_routes {
 
 /// A session that prepares every statement it runs, in a bounded cache.
 pub mod caching_session {
+    #[doc(no_inline)]
     pub use crate::session::caching::{CachingSession, CachingSessionBuilder};
 }
 
@@ -76,6 +81,7 @@ pub mod caching_session {
 /// [`ExecutionProfileHandle`](execution_profile::ExecutionProfileHandle).
 pub mod execution_profile {
     pub use crate::statement::profile_builder::{ExecutionProfile, ExecutionProfileBuilder};
+    #[doc(no_inline)]
     pub use crate::statement::ExecutionProfileHandle;
 }
 

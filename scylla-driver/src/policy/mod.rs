@@ -10,6 +10,7 @@ pub use crate::cluster::host_filter::{
 pub use crate::cluster::translation::{
     AddressTranslator, IdentityTranslator, MapTranslator, UntranslatedPeer,
 };
+#[doc(no_inline)]
 pub use crate::cluster::TranslationError;
 
 pub mod load_balancing;

@@ -2,6 +2,7 @@
 
 use super::{option_setters, Consistency, PreparedStatement, Statement, StatementOptions};
 
+#[doc(no_inline)]
 pub use scylla_cql::frame::request::BatchType;
 
 /// One statement of a batch.
