@@ -32,6 +32,8 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/release-build.sh
 source "$repo/scripts/lib/release-build.sh"
+# shellcheck source=lib/testbed.sh
+source "$repo/scripts/lib/testbed.sh"
 baseline="$repo/benches/baseline/instructions.tsv"
 update=0
 build=1
@@ -60,40 +62,20 @@ fi
 client="$target/release/compare-ours"
 
 work="$(mktemp -d)"
-pids=()
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    testbed_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-# Starts a testbed (extra flags in $2...) with its output in $work/$1.out;
-# sets `started` to the node's address. Not run in a command substitution:
-# its pid must reach `pids` in this shell, for the cleanup to stop it.
-start_testbed() {
-    local name="$1"
-    shift
-    "$target/release/testbed" --nodes 1 --shards 2 --duration-secs 3600 "$@" \
-        > "$work/$name.out" 2>&1 &
-    pids+=($!)
-    local node=""
-    for _ in $(seq 200); do
-        node="$(grep -oP '^node 0: \K\S+' "$work/$name.out" || true)"
-        [[ -n "$node" ]] && break
-        sleep 0.1
-    done
-    [[ -n "$node" ]] || { echo "cost-gate: the $name testbed did not start" >&2; exit 1; }
-    started="$node"
-}
-
-start_testbed plain
-plain="$started"
+# Two testbeds, with their output in $work/plain.out and $work/tls.out.
+testbed_start "$target/release/testbed" "$work/plain.out" --nodes 1 --shards 2 --duration-secs 3600 || exit 1
+plain="$testbed_ip"
 mkdir -p "$work/tls"
-start_testbed tls --tls-dir "$work/tls"
-tls_node="$started"
-tls_port="$(grep -oP '^tls: port \K[0-9]+' "$work/tls.out" || true)"
-[[ -n "$tls_port" ]] || { echo "cost-gate: the TLS testbed reported no TLS port" >&2; exit 1; }
-tls_addr="${tls_node%:*}:$tls_port"
+testbed_start "$target/release/testbed" "$work/tls.out" --nodes 1 --shards 2 --duration-secs 3600 \
+    --tls-dir "$work/tls" || exit 1
+testbed_wait_tls || exit 1
+tls_addr="$testbed_tls_addr"
 tls_args=(--tls-ca "$work/tls/ca.pem")
 # Who seals and opens the TLS records (comparisons/ours reads it): the
 # tls-* cells take the driver's record layer, the rustls-* cells rustls'.

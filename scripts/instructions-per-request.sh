@@ -39,6 +39,8 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/release-build.sh
 source "$repo/scripts/lib/release-build.sh"
+# shellcheck source=lib/testbed.sh
+source "$repo/scripts/lib/testbed.sh"
 requests=""
 concurrency=64
 workloads="insert select"
@@ -64,10 +66,9 @@ command -v valgrind >/dev/null || { echo "instructions-per-request: valgrind is 
 cmp_target="$repo/comparisons/target"
 main_target="${CARGO_TARGET_DIR:-$repo/target}"
 work="$(mktemp -d)"
-testbed_pid=""
 rev_trees=()
 cleanup() {
-    [[ -n "$testbed_pid" ]] && kill "$testbed_pid" 2>/dev/null || true
+    testbed_stop
     for t in "${rev_trees[@]}"; do
         git -C "$repo" worktree remove --force "$t" 2>/dev/null || true
     done
@@ -127,15 +128,8 @@ else
 fi
 
 cp "$main_target/release/testbed" "$work/testbed"
-"$work/testbed" --nodes 1 --shards 2 --duration-secs 3600 > "$work/testbed.out" 2>&1 &
-testbed_pid=$!
-node=""
-for _ in $(seq 100); do
-    node="$(grep -oP '^node 0: \K\S+' "$work/testbed.out" || true)"
-    [[ -n "$node" ]] && break
-    sleep 0.1
-done
-[[ -n "$node" ]] || { echo "instructions-per-request: the testbed did not start" >&2; exit 1; }
+testbed_start "$work/testbed" "$work/testbed.out" --nodes 1 --shards 2 --duration-secs 3600 || exit 1
+node="$testbed_ip"
 
 requests_at() { # concurrency -> N
     if [[ -n "$requests" ]]; then
