@@ -34,6 +34,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/lib/release-build.sh"
 # shellcheck source=lib/testbed.sh
 source "$repo/scripts/lib/testbed.sh"
+# shellcheck source=lib/callgrind.sh
+source "$repo/scripts/lib/callgrind.sh"
 baseline="$repo/benches/baseline/instructions.tsv"
 update=0
 build=1
@@ -91,15 +93,14 @@ populate() { # address [tls args...]
 populate "$plain"
 populate "$tls_addr" "${tls_args[@]}"
 
-count() { # address workload concurrency requests [tls args...] -> instructions
-    local addr="$1" w="$2" c="$3" n="$4"
+count() { # requests address workload concurrency [tls args...] -> instructions
+    local n="$1" addr="$2" w="$3" c="$4"
     shift 4
     local extra=()
     [[ "$w" == select ]] && extra=(--no-populate --key-base "$key_base")
-    OURS_TLS_RECORDS="$tls_records" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+    OURS_TLS_RECORDS="$tls_records" callgrind_count \
         "$client" --node "$addr" "$@" --workload "$w" \
-        --concurrency "$c" --requests "$n" --warmup 2000 "${extra[@]}" --json \
-        2>&1 >/dev/null </dev/null | grep -oP 'Collected : \K[0-9]+'
+        --concurrency "$c" --requests "$n" --warmup 2000 "${extra[@]}" --json
 }
 
 marginal() { # address workload concurrency [tls args...] -> instructions per request
@@ -107,12 +108,10 @@ marginal() { # address workload concurrency [tls args...] -> instructions per re
     shift 3
     local n=5000 repeat=1
     if [[ "$c" != 1 ]]; then n=10000; repeat="$repeat_c64"; fi
-    local runs=()
+    local runs=() run
     for _ in $(seq "$repeat"); do
-        local small big
-        small="$(count "$addr" "$w" "$c" "$n" "$@")"
-        big="$(count "$addr" "$w" "$c" $((3 * n)) "$@")"
-        runs+=($(( (big - small) / (2 * n) )))
+        run="$(callgrind_marginal "$n" count "$addr" "$w" "$c" "$@")" || exit 1
+        runs+=("$run")
     done
     printf '%s\n' "${runs[@]}" | sort -n | head -1
 }

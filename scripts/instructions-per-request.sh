@@ -41,6 +41,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/lib/release-build.sh"
 # shellcheck source=lib/testbed.sh
 source "$repo/scripts/lib/testbed.sh"
+# shellcheck source=lib/callgrind.sh
+source "$repo/scripts/lib/callgrind.sh"
 requests=""
 concurrency=64
 workloads="insert select"
@@ -156,13 +158,12 @@ for d in "${drivers[@]}"; do
         --json > /dev/null 2>&1
 done
 
-count() { # binary workload concurrency requests -> instructions
+count() { # requests binary workload concurrency -> instructions
     local extra=()
-    [[ "$2" == select ]] && extra=(--no-populate --key-base "$key_base")
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        "$1" --node "$node" --workload "$2" \
-        --concurrency "$3" --requests "$4" --warmup 2000 "${extra[@]}" --json \
-        2>&1 >/dev/null | grep -oP 'Collected : \K[0-9]+'
+    [[ "$3" == select ]] && extra=(--no-populate --key-base "$key_base")
+    callgrind_count \
+        "$2" --node "$node" --workload "$3" \
+        --concurrency "$4" --requests "$1" --warmup 2000 "${extra[@]}" --json
 }
 
 echo "== instructions per request (callgrind, marginal over N -> 3N requests, median of $repeat)"
@@ -177,9 +178,8 @@ for w in $workloads; do
         for b in "${bins[@]}"; do
             runs=()
             for _ in $(seq "$repeat"); do
-                small_n="$(count "$b" "$w" "$c" "$n")"
-                big_n="$(count "$b" "$w" "$c" $((3 * n)))"
-                runs+=($(( (big_n - small_n) / (2 * n) )))
+                run="$(callgrind_marginal "$n" count "$b" "$w" "$c")" || exit 1
+                runs+=("$run")
             done
             per+=("$(printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(( (repeat + 1) / 2 ))p")")
         done
