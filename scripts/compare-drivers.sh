@@ -24,6 +24,8 @@
 # v4 only). v5 frames travel in checksummed segments and EXECUTE of a SELECT
 # skips the result metadata (the statement's metadata id).
 #
+# The testbed is started and stopped by scripts/lib/testbed.sh.
+#
 # usage: scripts/compare-drivers.sh [--node HOST:PORT] [--rounds R] [--ours-protocol 4|5]
 #          [--concurrency "1 64 512"] [--requests N] [--requests-c1 N]
 #          [--warmup N] [--threads T] [--out FILE.jsonl] [--no-build]
@@ -70,7 +72,7 @@ while [[ $# -gt 0 ]]; do
         --tls-ca) tls=1; tls_ca="$2"; shift 2 ;;
         --tls-cert) tls_cert="$2"; shift 2 ;;
         --tls-key) tls_key="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) echo "compare-drivers: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done

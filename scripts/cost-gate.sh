@@ -26,6 +26,9 @@
 # test): 0 per request in steady state, plaintext, LZ4 and TLS with the
 # driver's record layer, v4 and v5; rustls' record layer is bounded there.
 #
+# The test cluster is started and stopped by scripts/lib/testbed.sh, the
+# count and the marginal cost come from scripts/lib/callgrind.sh.
+#
 # usage: scripts/cost-gate.sh [--update] [--only PREFIX] [--no-build] [--threshold PCT]
 set -euo pipefail
 
@@ -47,7 +50,7 @@ while [[ $# -gt 0 ]]; do
         --only) only="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
         --threshold) threshold="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "cost-gate: unknown argument $1" >&2; exit 2 ;;
     esac
 done

@@ -31,6 +31,9 @@
 # binary moved by up to 1.8% (the runtime's wake-ups differ from run to
 # run); --repeat K measures each cell K times and reports the median.
 #
+# The testbed is started and stopped by scripts/lib/testbed.sh, the counts
+# and the marginal cost come from scripts/lib/callgrind.sh.
+#
 # usage: scripts/instructions-per-request.sh [--requests N] [--concurrency "C ..."]
 #          [--workloads "insert select"] [--no-build] [--repeat K]
 #          [--compare-with REV]... [--bin-cache DIR]
@@ -59,7 +62,7 @@ while [[ $# -gt 0 ]]; do
         --repeat) repeat="$2"; shift 2 ;;
         --compare-with) revs+=("$2"); shift 2 ;;
         --bin-cache) bin_cache="$2"; shift 2 ;;
-        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "instructions-per-request: unknown argument $1" >&2; exit 2 ;;
     esac
 done

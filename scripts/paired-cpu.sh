@@ -26,6 +26,8 @@
 # --node HOST:PORT runs against a server already up (a real Cassandra from
 # scripts/cassandra.sh) instead of starting a testbed.
 #
+# The testbed is started and stopped by scripts/lib/testbed.sh.
+#
 # usage: scripts/paired-cpu.sh [--node HOST:PORT] [--workload insert|select]
 #          [--concurrency C] [--rounds R] [--requests N] BIN_A BIN_B [BIN...]
 set -euo pipefail
@@ -49,7 +51,7 @@ while [[ $# -gt 0 ]]; do
         --concurrency) concurrency="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --requests) requests="$2"; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         -*) echo "paired-cpu: unknown option $1" >&2; exit 2 ;;
         *) bins+=("$1"); shift ;;
     esac

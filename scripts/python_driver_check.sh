@@ -10,7 +10,8 @@
 # against the default v5 testbed (it must settle on v5).
 #
 # Creates .venv-testbed/ (gitignored) on first use. Bounded in time: the
-# testbed stops by itself (--duration-secs) and is killed on exit anyway.
+# testbed stops by itself (--duration-secs) and is killed on exit anyway
+# (scripts/lib/testbed.sh starts and stops it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/release-build.sh
