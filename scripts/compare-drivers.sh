@@ -24,6 +24,8 @@
 # v4 only). v5 frames travel in checksummed segments and EXECUTE of a SELECT
 # skips the result metadata (the statement's metadata id).
 #
+# The testbed is started and stopped by scripts/lib/testbed.sh.
+#
 # usage: scripts/compare-drivers.sh [--node HOST:PORT] [--rounds R] [--ours-protocol 4|5]
 #          [--concurrency "1 64 512"] [--requests N] [--requests-c1 N]
 #          [--warmup N] [--threads T] [--out FILE.jsonl] [--no-build]
@@ -35,6 +37,8 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/release-build.sh
 source "$repo/scripts/lib/release-build.sh"
+# shellcheck source=lib/testbed.sh
+source "$repo/scripts/lib/testbed.sh"
 node=""
 rounds=3
 concurrencies="1 64 512"
@@ -68,7 +72,7 @@ while [[ $# -gt 0 ]]; do
         --tls-ca) tls=1; tls_ca="$2"; shift 2 ;;
         --tls-cert) tls_cert="$2"; shift 2 ;;
         --tls-key) tls_key="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) echo "compare-drivers: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -99,32 +103,10 @@ testbed_bin="$main_target/release/testbed"
 work="$(mktemp -d)"
 [[ -n "$out" ]] || out="$work/results.jsonl"
 : > "$out"
-server_pid=""
-
-# Stops the testbed with SIGINT, on which it prints its per-node counters
-# (accepted connections by port kind and over TLS) before exiting.
-stop_testbed() {
-    [[ -n "$server_pid" ]] || return 0
-    kill -INT "$server_pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-}
 
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
-    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill "$server_pid" 2>/dev/null || true
-        # The testbed stops on SIGTERM's default action; give it a moment.
-        for _ in 1 2 3 4 5 6 7 8 9 10; do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        kill -9 "$server_pid" 2>/dev/null || true
-    fi
+    testbed_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -154,23 +136,13 @@ if [[ -z "$node" ]]; then
     # Run a private copy: the target dir may be shared with other checkouts
     # whose builds would replace the binary under our feet.
     cp "$testbed_bin" "$work/testbed"
-    "$work/testbed" "${testbed_args[@]}" > "$work/testbed.out" 2>&1 &
-    server_pid=$!
-    addr="" port=""
-    for _ in $(seq 1 100); do
-        addr="$(grep -oP '^node 0: \K\S+' "$work/testbed.out" || true)"
-        if [[ "$tls" == 1 ]]; then
-            # The "tls:" line comes once ca.pem (and the client files) exist.
-            port="$(grep -oP '^tls: port \K[0-9]+' "$work/testbed.out" || true)"
-        else
-            port="$(grep -oP '^node 0: \S+ port \K[0-9]+' "$work/testbed.out" || true)"
-        fi
-        [[ -n "$addr" && -n "$port" ]] && break
-        kill -0 "$server_pid" 2>/dev/null || { cat "$work/testbed.out" >&2; exit 1; }
-        sleep 0.2
-    done
-    [[ -n "$addr" && -n "$port" ]] || { echo "testbed did not start" >&2; exit 1; }
-    node="$addr:$port"
+    testbed_start "$work/testbed" "$work/testbed.out" "${testbed_args[@]}" || exit 1
+    node="$testbed_addr"
+    if [[ "$tls" == 1 ]]; then
+        # The "tls:" line comes once ca.pem (and the client files) exist.
+        testbed_wait_tls || exit 1
+        node="$testbed_tls_addr"
+    fi
     server_desc="testbed (1 node x 2 shards, same machine)"
     if [[ "$tls" == 1 ]]; then
         tls_ca="$work/tls/ca.pem"
@@ -253,8 +225,10 @@ for c in $concurrencies; do
     done
 done
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [[ -n "$server_pid" ]]; then
-    stop_testbed
+if [[ -n "$testbed_pid" ]]; then
+    # SIGINT: the testbed prints its per-node counters (accepted connections
+    # by port kind and over TLS) before exiting.
+    testbed_stop INT
     # The testbed's own count of what it accepted over the whole comparison
     # (both drivers): by port kind, and how many of those were TLS.
     echo "== testbed accepted (all runs, both drivers): $(grep -oE 'accepted_(regular|shard_aware|tls): [0-9]+' \

@@ -26,12 +26,19 @@
 # test): 0 per request in steady state, plaintext, LZ4 and TLS with the
 # driver's record layer, v4 and v5; rustls' record layer is bounded there.
 #
+# The test cluster is started and stopped by scripts/lib/testbed.sh, the
+# count and the marginal cost come from scripts/lib/callgrind.sh.
+#
 # usage: scripts/cost-gate.sh [--update] [--only PREFIX] [--no-build] [--threshold PCT]
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/release-build.sh
 source "$repo/scripts/lib/release-build.sh"
+# shellcheck source=lib/testbed.sh
+source "$repo/scripts/lib/testbed.sh"
+# shellcheck source=lib/callgrind.sh
+source "$repo/scripts/lib/callgrind.sh"
 baseline="$repo/benches/baseline/instructions.tsv"
 update=0
 build=1
@@ -43,7 +50,7 @@ while [[ $# -gt 0 ]]; do
         --only) only="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
         --threshold) threshold="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "cost-gate: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -60,40 +67,20 @@ fi
 client="$target/release/compare-ours"
 
 work="$(mktemp -d)"
-pids=()
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    testbed_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-# Starts a testbed (extra flags in $2...) with its output in $work/$1.out;
-# sets `started` to the node's address. Not run in a command substitution:
-# its pid must reach `pids` in this shell, for the cleanup to stop it.
-start_testbed() {
-    local name="$1"
-    shift
-    "$target/release/testbed" --nodes 1 --shards 2 --duration-secs 3600 "$@" \
-        > "$work/$name.out" 2>&1 &
-    pids+=($!)
-    local node=""
-    for _ in $(seq 200); do
-        node="$(grep -oP '^node 0: \K\S+' "$work/$name.out" || true)"
-        [[ -n "$node" ]] && break
-        sleep 0.1
-    done
-    [[ -n "$node" ]] || { echo "cost-gate: the $name testbed did not start" >&2; exit 1; }
-    started="$node"
-}
-
-start_testbed plain
-plain="$started"
+# Two testbeds, with their output in $work/plain.out and $work/tls.out.
+testbed_start "$target/release/testbed" "$work/plain.out" --nodes 1 --shards 2 --duration-secs 3600 || exit 1
+plain="$testbed_ip"
 mkdir -p "$work/tls"
-start_testbed tls --tls-dir "$work/tls"
-tls_node="$started"
-tls_port="$(grep -oP '^tls: port \K[0-9]+' "$work/tls.out" || true)"
-[[ -n "$tls_port" ]] || { echo "cost-gate: the TLS testbed reported no TLS port" >&2; exit 1; }
-tls_addr="${tls_node%:*}:$tls_port"
+testbed_start "$target/release/testbed" "$work/tls.out" --nodes 1 --shards 2 --duration-secs 3600 \
+    --tls-dir "$work/tls" || exit 1
+testbed_wait_tls || exit 1
+tls_addr="$testbed_tls_addr"
 tls_args=(--tls-ca "$work/tls/ca.pem")
 # Who seals and opens the TLS records (comparisons/ours reads it): the
 # tls-* cells take the driver's record layer, the rustls-* cells rustls'.
@@ -109,15 +96,14 @@ populate() { # address [tls args...]
 populate "$plain"
 populate "$tls_addr" "${tls_args[@]}"
 
-count() { # address workload concurrency requests [tls args...] -> instructions
-    local addr="$1" w="$2" c="$3" n="$4"
+count() { # requests address workload concurrency [tls args...] -> instructions
+    local n="$1" addr="$2" w="$3" c="$4"
     shift 4
     local extra=()
     [[ "$w" == select ]] && extra=(--no-populate --key-base "$key_base")
-    OURS_TLS_RECORDS="$tls_records" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+    OURS_TLS_RECORDS="$tls_records" callgrind_count \
         "$client" --node "$addr" "$@" --workload "$w" \
-        --concurrency "$c" --requests "$n" --warmup 2000 "${extra[@]}" --json \
-        2>&1 >/dev/null </dev/null | grep -oP 'Collected : \K[0-9]+'
+        --concurrency "$c" --requests "$n" --warmup 2000 "${extra[@]}" --json
 }
 
 marginal() { # address workload concurrency [tls args...] -> instructions per request
@@ -125,12 +111,10 @@ marginal() { # address workload concurrency [tls args...] -> instructions per re
     shift 3
     local n=5000 repeat=1
     if [[ "$c" != 1 ]]; then n=10000; repeat="$repeat_c64"; fi
-    local runs=()
+    local runs=() run
     for _ in $(seq "$repeat"); do
-        local small big
-        small="$(count "$addr" "$w" "$c" "$n" "$@")"
-        big="$(count "$addr" "$w" "$c" $((3 * n)) "$@")"
-        runs+=($(( (big - small) / (2 * n) )))
+        run="$(callgrind_marginal "$n" count "$addr" "$w" "$c" "$@")" || exit 1
+        runs+=("$run")
     done
     printf '%s\n' "${runs[@]}" | sort -n | head -1
 }

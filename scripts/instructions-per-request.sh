@@ -31,6 +31,9 @@
 # binary moved by up to 1.8% (the runtime's wake-ups differ from run to
 # run); --repeat K measures each cell K times and reports the median.
 #
+# The testbed is started and stopped by scripts/lib/testbed.sh, the counts
+# and the marginal cost come from scripts/lib/callgrind.sh.
+#
 # usage: scripts/instructions-per-request.sh [--requests N] [--concurrency "C ..."]
 #          [--workloads "insert select"] [--no-build] [--repeat K]
 #          [--compare-with REV]... [--bin-cache DIR]
@@ -39,6 +42,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/release-build.sh
 source "$repo/scripts/lib/release-build.sh"
+# shellcheck source=lib/testbed.sh
+source "$repo/scripts/lib/testbed.sh"
+# shellcheck source=lib/callgrind.sh
+source "$repo/scripts/lib/callgrind.sh"
 requests=""
 concurrency=64
 workloads="insert select"
@@ -55,7 +62,7 @@ while [[ $# -gt 0 ]]; do
         --repeat) repeat="$2"; shift 2 ;;
         --compare-with) revs+=("$2"); shift 2 ;;
         --bin-cache) bin_cache="$2"; shift 2 ;;
-        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "instructions-per-request: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -64,10 +71,9 @@ command -v valgrind >/dev/null || { echo "instructions-per-request: valgrind is 
 cmp_target="$repo/comparisons/target"
 main_target="${CARGO_TARGET_DIR:-$repo/target}"
 work="$(mktemp -d)"
-testbed_pid=""
 rev_trees=()
 cleanup() {
-    [[ -n "$testbed_pid" ]] && kill "$testbed_pid" 2>/dev/null || true
+    testbed_stop
     for t in "${rev_trees[@]}"; do
         git -C "$repo" worktree remove --force "$t" 2>/dev/null || true
     done
@@ -127,15 +133,8 @@ else
 fi
 
 cp "$main_target/release/testbed" "$work/testbed"
-"$work/testbed" --nodes 1 --shards 2 --duration-secs 3600 > "$work/testbed.out" 2>&1 &
-testbed_pid=$!
-node=""
-for _ in $(seq 100); do
-    node="$(grep -oP '^node 0: \K\S+' "$work/testbed.out" || true)"
-    [[ -n "$node" ]] && break
-    sleep 0.1
-done
-[[ -n "$node" ]] || { echo "instructions-per-request: the testbed did not start" >&2; exit 1; }
+testbed_start "$work/testbed" "$work/testbed.out" --nodes 1 --shards 2 --duration-secs 3600 || exit 1
+node="$testbed_ip"
 
 requests_at() { # concurrency -> N
     if [[ -n "$requests" ]]; then
@@ -162,13 +161,12 @@ for d in "${drivers[@]}"; do
         --json > /dev/null 2>&1
 done
 
-count() { # binary workload concurrency requests -> instructions
+count() { # requests binary workload concurrency -> instructions
     local extra=()
-    [[ "$2" == select ]] && extra=(--no-populate --key-base "$key_base")
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        "$1" --node "$node" --workload "$2" \
-        --concurrency "$3" --requests "$4" --warmup 2000 "${extra[@]}" --json \
-        2>&1 >/dev/null | grep -oP 'Collected : \K[0-9]+'
+    [[ "$3" == select ]] && extra=(--no-populate --key-base "$key_base")
+    callgrind_count \
+        "$2" --node "$node" --workload "$3" \
+        --concurrency "$4" --requests "$1" --warmup 2000 "${extra[@]}" --json
 }
 
 echo "== instructions per request (callgrind, marginal over N -> 3N requests, median of $repeat)"
@@ -183,9 +181,8 @@ for w in $workloads; do
         for b in "${bins[@]}"; do
             runs=()
             for _ in $(seq "$repeat"); do
-                small_n="$(count "$b" "$w" "$c" "$n")"
-                big_n="$(count "$b" "$w" "$c" $((3 * n)))"
-                runs+=($(( (big_n - small_n) / (2 * n) )))
+                run="$(callgrind_marginal "$n" count "$b" "$w" "$c")" || exit 1
+                runs+=("$run")
             done
             per+=("$(printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(( (repeat + 1) / 2 ))p")")
         done

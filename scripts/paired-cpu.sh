@@ -26,6 +26,8 @@
 # --node HOST:PORT runs against a server already up (a real Cassandra from
 # scripts/cassandra.sh) instead of starting a testbed.
 #
+# The testbed is started and stopped by scripts/lib/testbed.sh.
+#
 # usage: scripts/paired-cpu.sh [--node HOST:PORT] [--workload insert|select]
 #          [--concurrency C] [--rounds R] [--requests N] BIN_A BIN_B [BIN...]
 set -euo pipefail
@@ -33,6 +35,8 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/release-build.sh
 source "$repo/scripts/lib/release-build.sh"
+# shellcheck source=lib/testbed.sh
+source "$repo/scripts/lib/testbed.sh"
 workload=insert
 concurrency=64
 rounds=20
@@ -47,7 +51,7 @@ while [[ $# -gt 0 ]]; do
         --concurrency) concurrency="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --requests) requests="$2"; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         -*) echo "paired-cpu: unknown option $1" >&2; exit 2 ;;
         *) bins+=("$1"); shift ;;
     esac
@@ -61,9 +65,8 @@ for b in "${bins[@]}"; do
 done
 
 work="$(mktemp -d)"
-server_pid=""
 cleanup() {
-    if [[ -n "$server_pid" ]]; then kill "$server_pid" 2>/dev/null || true; fi
+    testbed_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -74,16 +77,9 @@ if [[ -z "$node" ]]; then
     fi
     cp "$testbed_bin" "$work/testbed"
     # Bounded: about two seconds per run is plenty.
-    "$work/testbed" --nodes 1 --shards 2 --duration-secs $(( 120 + rounds * ${#bins[@]} * 10 )) \
-        > "$work/testbed.out" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 100); do
-        node="$(grep -oP '^node 0: \K\S+ port [0-9]+' "$work/testbed.out" | sed 's/ port /:/' || true)"
-        [[ -n "$node" ]] && break
-        kill -0 "$server_pid" 2>/dev/null || { cat "$work/testbed.out" >&2; exit 1; }
-        sleep 0.2
-    done
-    [[ -n "$node" ]] || { echo "paired-cpu: the testbed did not start" >&2; exit 1; }
+    testbed_start "$work/testbed" "$work/testbed.out" \
+        --nodes 1 --shards 2 --duration-secs $(( 120 + rounds * ${#bins[@]} * 10 )) || exit 1
+    node="$testbed_addr"
 fi
 
 key_base=77000000

@@ -10,11 +10,15 @@
 # against the default v5 testbed (it must settle on v5).
 #
 # Creates .venv-testbed/ (gitignored) on first use. Bounded in time: the
-# testbed stops by itself (--duration-secs) and is killed on exit anyway.
+# testbed stops by itself (--duration-secs) and is killed on exit anyway
+# (scripts/lib/testbed.sh starts and stops it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/release-build.sh
 source scripts/lib/release-build.sh
+# shellcheck source=lib/testbed.sh
+source scripts/lib/testbed.sh
+testbed_who="python_driver_check: FAIL"
 
 DRIVER_VERSION="3.29.3"
 NODES=3
@@ -36,31 +40,17 @@ release_build
 
 LOG=$(mktemp)
 cleanup() {
-    if [ -n "${TB_PID:-}" ] && kill -0 "$TB_PID" 2>/dev/null; then
-        kill "$TB_PID" 2>/dev/null || true
-        wait "$TB_PID" 2>/dev/null || true
-    fi
+    testbed_stop
     rm -f "$LOG"
 }
 trap cleanup EXIT
 
 TARGET="${CARGO_TARGET_DIR:-target}"
 run_check() {  # run_check LABEL PORT [TLS_CA]
-"$TARGET/release/testbed" --nodes "$NODES" --shards "$SHARDS" --block "$BLOCK" \
-    --port "$PORT" --duration-secs 150 "${TB_ARGS[@]}" >"$LOG" 2>&1 &
-TB_PID=$!
-
+testbed_start "$TARGET/release/testbed" "$LOG" --nodes "$NODES" --shards "$SHARDS" --block "$BLOCK" \
+    --port "$PORT" --duration-secs 150 "${TB_ARGS[@]}" || exit 1
 # Wait (bounded) until every node has printed its line, i.e. is listening.
-for _ in $(seq 1 100); do
-    if [ "$(grep -c '^node ' "$LOG" || true)" -ge "$NODES" ]; then break; fi
-    if ! kill -0 "$TB_PID" 2>/dev/null; then
-        echo "python_driver_check: FAIL: the testbed exited early:"; cat "$LOG"; exit 1
-    fi
-    sleep 0.1
-done
-if [ "$(grep -c '^node ' "$LOG" || true)" -lt "$NODES" ]; then
-    echo "python_driver_check: FAIL: the testbed did not start in time:"; cat "$LOG"; exit 1
-fi
+testbed_wait_line "^node $((NODES - 1)): " "node $((NODES - 1)) line" || exit 1
 
 echo "== python_driver_check: running the driver against $HOST:$2 ($1)"
 if ! timeout 120 "$VENV/bin/python" scripts/python_driver_check.py "$HOST" "$2" "$NODES" "$SHARDS" ${3:+"$3"}; then
@@ -83,8 +73,7 @@ if [ -n "${3:-}" ]; then
     fi
     echo "  $out"
 fi
-kill "$TB_PID" 2>/dev/null || true
-wait "$TB_PID" 2>/dev/null || true
+testbed_stop
 }
 
 TB_ARGS=()
