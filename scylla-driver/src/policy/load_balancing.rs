@@ -47,8 +47,6 @@ use crate::handle::Handle;
 use crate::routing::{DcId, RackId, RoutingTable};
 use scylla_cql::SerialConsistency;
 
-use super::steering;
-
 /// What a load-balancing policy learns of a request.
 ///
 /// ```
@@ -228,32 +226,6 @@ impl SingleTargetLoadBalancingPolicy {
     }
 }
 
-impl LoadBalancingPolicy for SingleTargetLoadBalancingPolicy {
-    fn pick<'a>(
-        &'a self,
-        request: &'a RoutingInfo,
-        cluster: &'a ClusterState,
-    ) -> Option<(NodeRef<'a>, Option<Shard>)> {
-        self.fallback(request, cluster).next()
-    }
-
-    fn fallback<'a>(
-        &'a self,
-        request: &'a RoutingInfo,
-        cluster: &'a ClusterState,
-    ) -> FallbackPlan<'a> {
-        steering::plan(Preference::Single(self), request, cluster)
-    }
-
-    fn name(&self) -> String {
-        "SingleTargetLoadBalancingPolicy".to_owned()
-    }
-
-    fn built_in(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
 /// Routing preferences: a preferred datacenter (and rack), token
 /// awareness, failover to other datacenters, rotation among replicas.
 ///
@@ -298,35 +270,6 @@ impl fmt::Debug for DefaultPolicy {
 impl Default for DefaultPolicy {
     fn default() -> Self {
         DefaultPolicyBuilder::new().policy()
-    }
-}
-
-impl LoadBalancingPolicy for DefaultPolicy {
-    fn pick<'a>(
-        &'a self,
-        request: &'a RoutingInfo,
-        cluster: &'a ClusterState,
-    ) -> Option<(NodeRef<'a>, Option<Shard>)> {
-        self.fallback(request, cluster).next()
-    }
-
-    /// The plan a request with this policy takes (replicas first, see the
-    /// [module documentation](self)), computed for the caller: requests
-    /// themselves walk the routing table without asking.
-    fn fallback<'a>(
-        &'a self,
-        request: &'a RoutingInfo,
-        cluster: &'a ClusterState,
-    ) -> FallbackPlan<'a> {
-        steering::plan(Preference::Default(self), request, cluster)
-    }
-
-    fn name(&self) -> String {
-        "DefaultPolicy".to_owned()
-    }
-
-    fn built_in(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
     }
 }
 

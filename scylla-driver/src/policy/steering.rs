@@ -10,9 +10,11 @@
 use std::sync::Arc;
 
 use crate::cluster::state::Snapshot;
+use crate::cluster::ClusterState;
 use crate::cluster::NodeRef;
 use crate::policy::load_balancing::{
-    preference, FallbackPlan, LoadBalancingPolicy, NodeIdentifier, Preference, RoutingInfo,
+    preference, DefaultPolicy, FallbackPlan, LoadBalancingPolicy, NodeIdentifier, Preference,
+    RoutingInfo, SingleTargetLoadBalancingPolicy,
 };
 use crate::routing::{NodeIdx, Plan, RackId, RoutingRequest, Target};
 use scylla_cql::sharding::Shard;
@@ -172,4 +174,61 @@ pub(crate) fn plan<'a>(
         })
         .collect::<Vec<(NodeRef<'a>, Option<Shard>)>>();
     Box::new(targets.into_iter())
+}
+
+// The built-in policies answer `pick` and `fallback` with the plan their
+// requests take.
+impl LoadBalancingPolicy for SingleTargetLoadBalancingPolicy {
+    fn pick<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> Option<(NodeRef<'a>, Option<Shard>)> {
+        self.fallback(request, cluster).next()
+    }
+
+    fn fallback<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> FallbackPlan<'a> {
+        plan(Preference::Single(self), request, cluster)
+    }
+
+    fn name(&self) -> String {
+        "SingleTargetLoadBalancingPolicy".to_owned()
+    }
+
+    fn built_in(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl LoadBalancingPolicy for DefaultPolicy {
+    fn pick<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> Option<(NodeRef<'a>, Option<Shard>)> {
+        self.fallback(request, cluster).next()
+    }
+
+    /// The plan a request with this policy takes (replicas first, see the
+    /// [module documentation](crate::policy::load_balancing)), computed for the caller: requests
+    /// themselves walk the routing table without asking.
+    fn fallback<'a>(
+        &'a self,
+        request: &'a RoutingInfo,
+        cluster: &'a ClusterState,
+    ) -> FallbackPlan<'a> {
+        plan(Preference::Default(self), request, cluster)
+    }
+
+    fn name(&self) -> String {
+        "DefaultPolicy".to_owned()
+    }
+
+    fn built_in(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }
