@@ -23,14 +23,14 @@ use std::time::{Duration, Instant};
 use scylla_cql::frame::request::Prepare;
 use scylla_cql::frame::response::error::DbError;
 use scylla_cql::frame::response::{Response, ResultBody};
-use scylla_cql::token::Token;
 use scylla_cql::Consistency;
 use scylla_cql::EncodeError;
 use tokio_util::either::Either;
 use tracing::Instrument;
 
 use super::inner::SwitchFailed;
-use crate::cluster::state::{PooledNode, Snapshot};
+use super::request::{Answer, RoutingInfo, RunOptions};
+use crate::cluster::state::Snapshot;
 use crate::cluster::tablets::count_payload;
 use crate::connection::{Connection, RequestOptions, ResponseFrame};
 use crate::error::{
@@ -39,10 +39,10 @@ use crate::error::{
 };
 use crate::history::{AttemptId, HistoryListener, RequestId, SpeculativeId};
 use crate::metrics::{record, Metrics};
-use crate::policy::load_balancing::{preference, LoadBalancingPolicy};
-use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision, RetryPolicy};
+use crate::policy::load_balancing::preference;
+use crate::policy::retry::{AttemptFailure, RetryContext, RetryDecision};
 use crate::policy::speculative::SpeculativeExecution;
-use crate::routing::{KeyspaceId, NodeIdx, RoutingRequest, Tablet, TabletTable};
+use crate::routing::{NodeIdx, RoutingRequest, Tablet, TabletTable};
 use scylla_cql::frame::tablets::{
     TabletRoutingInfo, TabletRoutingV2, TABLETS_ROUTING_V1_KEY, TABLETS_ROUTING_V2_KEY,
 };
@@ -55,43 +55,6 @@ use super::reprepare::{self, Outcome, Repreparations, Role};
 use super::tablets_v2::{leader_first, tablet_block};
 use super::SessionInner;
 use crate::policy::steering::{steer, token_aware, Only};
-
-/// Where a request should go.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RoutingInfo<'a> {
-    pub(crate) keyspace: Option<KeyspaceId>,
-    pub(crate) token: Option<Token>,
-    pub(crate) lwt: bool,
-    /// The statement's table's tablet slot (resolved when prepared).
-    /// Borrowed: a reference count bumped by every request from every
-    /// worker thread is a cache line they pass between them.
-    pub(crate) tablets: Option<&'a TabletTable>,
-}
-
-/// How a request runs (resolved from the statement, its execution profile
-/// and the session defaults).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RunOptions<'a> {
-    pub(crate) consistency: Consistency,
-    pub(crate) idempotent: bool,
-    pub(crate) timeout: Duration,
-    /// A deadline set before the request started (a stream's, covering all
-    /// its pages): the request ends by the earlier of it and `timeout`.
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) tracing: bool,
-    pub(crate) retry_policy: &'a dyn RetryPolicy,
-    pub(crate) speculative: Option<SpeculativeExecution>,
-    /// The serial consistency, for a user's load-balancing policy.
-    pub(crate) serial_consistency: Option<Consistency>,
-    /// The statement's or its profile's load-balancing policy (`None`: the
-    /// session's routing, unchanged).
-    /// (A thin reference: these options are copied into request futures.)
-    pub(crate) load_balancing: Option<&'a Arc<dyn LoadBalancingPolicy>>,
-    /// The statement's history listener, told of the request's start and
-    /// end, its attempts and speculative fibers (`None`: nothing is told,
-    /// at the cost of one check per request).
-    pub(crate) history: Option<&'a Arc<dyn HistoryListener>>,
-}
 
 /// A fiber of a request whose statement has a history listener: the
 /// request's first chain of attempts, or a speculative one.
@@ -122,17 +85,6 @@ fn log_attempt_error(
         f.listener
             .log_attempt_error(AttemptId(attempt), error, decision);
     }
-}
-
-/// A request's answer.
-pub(crate) struct Answer<'s> {
-    pub(crate) frame: ResponseFrame,
-    /// The node that answered, in the request's cluster state: a
-    /// reference, so that the answer, moved out through every future on
-    /// its way, is a word here instead of its address and host id.
-    pub(crate) node: &'s PooledNode,
-    /// The shard of the connection that carried the attempt.
-    pub(crate) shard: Option<u16>,
 }
 
 /// A successful attempt: the answer, and when. The times stay here (the

@@ -22,7 +22,7 @@ use scylla_cql::frame::response::{Response, ResultBody};
 use scylla_cql::types::SerializedValues;
 
 use super::builder::SessionConfig;
-use super::execute::{Answer, RunOptions};
+use super::request::{Answer, RunOptions};
 use super::{limiter, prepared_cache};
 use crate::cluster::runtime::Cluster;
 use crate::cluster::state::Snapshot;

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use scylla_cql::types::{SerializeRow, SerializedValues};
 
-use super::execute::RoutingInfo;
+use super::request::RoutingInfo;
 use crate::cluster::state::Snapshot;
 use crate::error::ExecutionError;
 use crate::routing::partition_key::token_of;
