@@ -23,14 +23,23 @@
 //! - [`shed`]: handshakes shed by the node's admission control.
 //! - [`plan`]: the refill task's decisions (backoff, spread, what to wait
 //!   for), without sockets or clocks: also driven by the `storm_sim` tool.
-//! - `refill`: the task that opens what is missing.
+//! - `refill`: the task that opens what is missing, round by round.
+//! - `slots`: what the pool holds by shard; where an opened connection goes,
+//!   what is missing, retiring and draining what is held beyond the target.
+//! - `open`: opening one connection, through the shard-aware port (with
+//!   fallback to the regular port) or the regular port, and counting it.
+//! - `coverage`: the background attempts that cover the remaining shards
+//!   when the shard-aware port is not usable.
 //! - `tickets` (feature `tls`): a node's TLS opens paced by the session
 //!   tickets held for it, so that they resume.
 
 pub mod backoff;
 pub mod nat;
 pub mod plan;
+mod coverage;
+mod open;
 mod refill;
+mod slots;
 pub mod shard_port;
 pub mod shed;
 #[cfg(feature = "tls")]

@@ -46,7 +46,7 @@
 //! round that completes the pool resets the backoff and the task sleeps until
 //! a connection closes or the node is reported up.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,49 +56,22 @@ use scylla_cql::sharding::{Shard, Sharder};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::backoff::spread;
+use super::coverage::{coverage_delay, Coverage};
 use super::plan::{Next, RefillPlan, Round, RoundFacts};
-use super::nat::{FallbackReason, PortChoice, Transition};
-use super::shard_port::{PortLease, SourcePortAllocator};
+use super::nat::{FallbackReason, PortChoice};
+use super::shard_port::PortLease;
 use super::shed::OpenFailure;
+use super::slots::{
+    drain_then_close, missing, place, slot_of, surplus_bound, trim_surplus, watch_close, Bounds,
+    Held, Placement,
+    Slots,
+};
+use super::open::{lock_health, open_for_shard, open_regular, PortJudgement};
 use super::{PoolInner, PoolSnapshot, ShardAwareTarget};
-use crate::connection::{self, Connection, ConnectionError, SetupStep};
+use crate::connection::{Connection, ConnectionError, SetupStep};
 use crate::metrics::record::{PortKind, ShardTag};
 use crate::metrics::Metrics;
 
-/// A pooled connection and the source port it holds, if it chose one.
-struct Held {
-    conn: Connection,
-    /// `Some` for a connection through the shard-aware port.
-    lease: Option<PortLease>,
-}
-
-/// What the pool holds, by shard.
-struct Slots {
-    shards: Vec<Vec<Held>>,
-    sharding: Option<ShardingInfo>,
-    /// First-connection setups still running, tagged with their race
-    /// ([`race_first`]); aborted when the pool stops.
-    late: JoinSet<(u64, Result<Connection, ConnectionError>)>,
-    /// The last race's tag.
-    race: u64,
-}
-
-impl Slots {
-    fn total(&self) -> usize {
-        self.shards.iter().map(Vec::len).sum()
-    }
-
-    fn prune(&mut self) -> usize {
-        let mut removed = 0;
-        for s in &mut self.shards {
-            let before = s.len();
-            s.retain(|h| h.conn.is_usable());
-            removed += before - s.len();
-        }
-        removed
-    }
-}
 
 pub(super) async fn run(inner: Arc<PoolInner>) {
     let cancel = inner.cancel.clone();
@@ -129,17 +102,6 @@ pub(super) async fn run(inner: Arc<PoolInner>) {
     publish(&inner, &slots);
 }
 
-/// Closes `held` once no request is on it (after [`RETIRE_GRACE`], at most
-/// [`RETIRE_DRAIN`] later).
-async fn drain_then_close(held: Held) {
-    tokio::time::sleep(RETIRE_GRACE).await;
-    let until = Instant::now() + RETIRE_DRAIN;
-    while held.conn.is_usable() && held.conn.in_flight() > 0 && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    held.conn.close();
-    drop(held.lease);
-}
 
 async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
     let mut plan = RefillPlan::new(
@@ -306,23 +268,6 @@ fn record_connections(inner: &PoolInner, slots: &Slots) {
     }
 }
 
-fn watch_close(inner: &Arc<PoolInner>, conn: &Connection) {
-    let token = conn.close_token();
-    let wake_target = inner.cancel.clone();
-    // The watcher must not keep the pool alive: it holds only tokens and a
-    // weak reference to the wake-up.
-    let wake = Arc::downgrade(inner);
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = token.cancelled() => {
-                if let Some(inner) = wake.upgrade() {
-                    inner.wake.notify_one();
-                }
-            }
-            _ = wake_target.cancelled() => {}
-        }
-    });
-}
 
 /// Without a setup time seen yet, a first connection is raced after this long.
 const RACE_UNSEEN: Duration = Duration::from_millis(500);
@@ -368,33 +313,6 @@ fn race_due(inner: &PoolInner, running: Duration, completed_at_start: u64) -> bo
 fn setups_completed(inner: &PoolInner) -> u64 {
     inner.metrics.connects_regular_ok.load(Ordering::Relaxed)
         + inner.metrics.connects_shard_aware_ok.load(Ordering::Relaxed)
-}
-
-/// Counts a setup in flight (see [`race_due`]) until dropped.
-struct InFlight<'a>(&'a Metrics);
-
-impl<'a> InFlight<'a> {
-    fn new(metrics: &'a Metrics) -> Self {
-        metrics.setups_in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight(metrics)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.setups_in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Records how long a successful setup took (see [`race_due`]).
-fn note_setup(inner: &PoolInner, took: Duration) {
-    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-    // `fetch_update` with a closure that always returns `Some` cannot fail.
-    let _ = inner.metrics.slowest_recent_setup_micros.fetch_update(
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-        |old| Some(us.max(old - old / 8)),
-    );
 }
 
 /// Starts one setup of a first connection, tagged with its race.
@@ -552,28 +470,7 @@ fn unsharded(inner: &PoolInner) -> bool {
     inner.config.connection.unix_socket.is_some()
 }
 
-/// The slot a connection goes to: its shard, or the one slot of a node
-/// pooled as unsharded.
-fn slot_of(slots: &Slots, conn: &Connection) -> Shard {
-    if slots.sharding.is_none() {
-        0
-    } else {
-        conn.shard().unwrap_or(0)
-    }
-}
 
-/// One entry per missing connection: the shard it is for.
-fn missing(inner: &PoolInner, slots: &Slots) -> Vec<Shard> {
-    let want = inner.config.size.per_shard(slots.shards.len());
-    slots
-        .shards
-        .iter()
-        .enumerate()
-        .flat_map(|(shard, held)| {
-            std::iter::repeat_n(shard as Shard, want.saturating_sub(held.len()))
-        })
-        .collect()
-}
 
 struct Opened {
     wanted: Shard,
@@ -655,7 +552,15 @@ async fn fill_missing(
             continue;
         };
         match opened.result {
-            Ok((conn, lease)) => match place(inner, slots, conn, lease, opened.wanted, fill, bounds) {
+            Ok((conn, lease)) => match place(
+                inner,
+                slots,
+                conn,
+                lease,
+                opened.wanted,
+                fill == Fill::Background,
+                bounds,
+            ) {
                 Placement::Kept { covers } => {
                     progress = true;
                     covered_new |= covers;
@@ -675,7 +580,7 @@ async fn fill_missing(
         coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, plan.rng());
     }
     let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
-    coverage.after_round(fill, covered_new, shard_aware.is_some() && nat);
+    coverage.after_round(fill == Fill::Background, covered_new, shard_aware.is_some() && nat);
     let complete = missing(inner, slots).is_empty();
     if complete {
         trim_surplus(inner, slots, want, target);
@@ -776,160 +681,9 @@ fn spawn_opens(
     set
 }
 
-/// How many connections a round may keep: `want` per shard, `target` in
-/// all, `room` in all while covering shards in the background.
-#[derive(Debug, Clone, Copy)]
-struct Bounds {
-    want: usize,
-    target: usize,
-    room: usize,
-}
 
-/// What became of an opened connection.
-enum Placement {
-    /// Kept; `covers`: it fills a missing slot of its shard.
-    Kept { covers: bool },
-    /// Kept in place of an older surplus connection, retired.
-    Rotated,
-    /// Closed: its shard has all it wants and the pool all it may hold.
-    Closed,
-}
 
-/// Puts an opened connection where it landed, or closes it.
-fn place(
-    inner: &Arc<PoolInner>,
-    slots: &mut Slots,
-    conn: Connection,
-    lease: Option<PortLease>,
-    wanted: Shard,
-    fill: Fill,
-    b: Bounds,
-) -> Placement {
-    let landed = slot_of(slots, &conn);
-    if lease.is_some() && landed != wanted {
-        Metrics::inc(&inner.metrics.wrong_shard_landings);
-        tracing::debug!(node = %inner.addr, wanted, landed, "shard-aware connection landed on another shard");
-    }
-    let total = slots.total();
-    let Some(held) = slots.shards.get(landed as usize).map(Vec::len) else {
-        Metrics::inc(&inner.metrics.excess_connections_closed);
-        conn.close();
-        return Placement::Closed;
-    };
-    let covers = held < b.want;
-    if fill == Fill::Background && !covers && total >= b.room {
-        // At the bound: rotate, keeping the new connection and retiring an
-        // older surplus one elsewhere. Closing the new one would hand its
-        // shard's slot straight back, and the node would give the next
-        // attempt (of anyone) the same shard: coverage would stall.
-        watch_close(inner, &conn);
-        if let Some(s) = slots.shards.get_mut(landed as usize) {
-            s.push(Held { conn, lease });
-        }
-        retire_surplus(inner, slots, b.want, Some(landed as usize));
-        Placement::Rotated
-    } else if covers || total < b.room {
-        // A missing slot, or extra capacity on a covered shard (while fewer
-        // than `room` are open).
-        watch_close(inner, &conn);
-        if let Some(s) = slots.shards.get_mut(landed as usize) {
-            s.push(Held { conn, lease });
-        }
-        if covers && total >= b.target {
-            retire_surplus(inner, slots, b.want, None);
-        }
-        Placement::Kept { covers }
-    } else {
-        Metrics::inc(&inner.metrics.excess_connections_closed);
-        conn.close();
-        Placement::Closed
-    }
-}
 
-/// The background coverage attempts of a pool without a usable shard-aware
-/// port.
-struct Coverage {
-    /// The earliest moment of the next attempt.
-    next: Instant,
-    /// Whether the next attempt goes to the regular port (else, behind a
-    /// NAT, to the shard-aware port).
-    via_regular: bool,
-    /// Intervals between attempts: doubled by each miss when only the
-    /// regular port is usable, back to 1 when an attempt covers a shard.
-    slowdown: u32,
-}
-
-impl Coverage {
-    /// The shard a background attempt aims at, if one is due now (and then
-    /// the next one is scheduled). Through the shard-aware port, a source
-    /// port for any shard: the NAT decides where it lands (a NAT that
-    /// shifts ports by a constant would otherwise never reach the one
-    /// missing shard).
-    fn attempt_due(
-        &mut self,
-        inner: &PoolInner,
-        plan: &mut RefillPlan,
-        shards: usize,
-    ) -> Option<Shard> {
-        let now = Instant::now();
-        if now < self.next {
-            return None;
-        }
-        let interval = inner.config.coverage_interval.saturating_mul(self.slowdown);
-        self.next = now + coverage_delay(interval, plan.rng());
-        Metrics::inc(&inner.metrics.coverage_attempts);
-        Some(plan.rng().u16(..shards as u16))
-    }
-
-    /// After a round: `covered`, whether it covered a shard;
-    /// `nat_via_shard_aware`, whether the node's shard-aware port is usable
-    /// behind a NAT.
-    fn after_round(&mut self, fill: Fill, covered: bool, nat_via_shard_aware: bool) {
-        if covered {
-            self.slowdown = 1;
-            return;
-        }
-        if fill != Fill::Background {
-            return;
-        }
-        // Missed: the other port next time. The regular port gives every
-        // client the same least loaded shard (ties: the lowest), so many
-        // clients behind a NAT miss there; one client alone hits its missing
-        // shard there at once.
-        self.via_regular = !self.via_regular;
-        // With the regular port alone, misses are what many clients get:
-        // try less often (up to MAX_SLOWDOWN intervals apart) rather than
-        // churn connections at full rate for long.
-        if !nat_via_shard_aware {
-            self.slowdown = (self.slowdown * 2).min(MAX_SLOWDOWN);
-        }
-    }
-}
-
-/// The longest gap between background attempts, in coverage intervals.
-const MAX_SLOWDOWN: u32 = 16;
-
-/// Most connections a pool keeps beyond its wanted total while covering
-/// shards in the background: a quarter of the shards, at least one.
-fn surplus_bound(shards: usize) -> usize {
-    (shards / 4).max(1)
-}
-
-/// Every shard is covered: retires what the pool holds beyond its wanted
-/// total.
-fn trim_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, target: usize) {
-    while slots.total() > target {
-        if !retire_surplus(inner, slots, want, None) {
-            return;
-        }
-    }
-}
-
-/// A delay uniformly drawn from `[interval / 2, 3 * interval / 2)`: pools
-/// that filled at the same moment do not try to cover shards in step.
-fn coverage_delay(interval: Duration, rng: &mut fastrand::Rng) -> Duration {
-    interval / 2 + spread(interval, rng)
-}
 
 /// Keeps `e` as the pool's latest connection failure (see
 /// [`super::NodePool::last_error`]).
@@ -947,290 +701,4 @@ fn note_shed(inner: &PoolInner, e: &ConnectionError) {
         Metrics::inc(&inner.metrics.handshakes_shed);
         tracing::debug!(node = %inner.addr, error = %e, "the node shed a handshake; backing off");
     }
-}
-
-/// The pool holds more than it wants: closes one connection of the shard
-/// with the most (beyond `want`; another shard than `not` if there is one,
-/// its oldest connection), once the requests already on it are done.
-fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, not: Option<usize>) -> bool {
-    let surplus = |skip: Option<usize>| {
-        slots
-            .shards
-            .iter()
-            .enumerate()
-            .filter(|&(i, held)| held.len() > want && Some(i) != skip)
-            .max_by_key(|(_, held)| held.len())
-            .map(|(i, _)| i)
-    };
-    let Some(shard) = surplus(not).or_else(|| surplus(None)) else {
-        return false;
-    };
-    let oldest_first = Some(shard) != not;
-    let Some(held) = slots.shards.get_mut(shard).and_then(|h| {
-        if oldest_first && !h.is_empty() {
-            Some(h.remove(0))
-        } else {
-            h.pop()
-        }
-    }) else {
-        return false;
-    };
-    Metrics::inc(&inner.metrics.surplus_connections_retired);
-    tracing::debug!(node = %inner.addr, shard, "retiring a surplus connection");
-    let cancel = inner.cancel.clone();
-    tokio::spawn(async move {
-        // The next snapshot no longer offers it; a request that took it
-        // from the previous one gets a moment to start, then the ones in
-        // flight get up to RETIRE_DRAIN to finish.
-        let wait = async {
-            tokio::time::sleep(RETIRE_GRACE).await;
-            let until = Instant::now() + RETIRE_DRAIN;
-            while held.conn.is_usable() && held.conn.in_flight() > 0 && Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        };
-        tokio::select! {
-            _ = wait => {}
-            _ = cancel.cancelled() => {}
-        }
-        held.conn.close();
-        drop(held.lease);
-    });
-    true
-}
-
-/// How long a retired connection stays open before its drain starts.
-const RETIRE_GRACE: Duration = Duration::from_millis(100);
-/// Longest wait for a retired connection's requests.
-const RETIRE_DRAIN: Duration = Duration::from_secs(10);
-
-async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> {
-    let started = Instant::now();
-    let in_flight = InFlight::new(&inner.metrics);
-    let r = connection::open(inner.addr, None, &inner.config.connection).await;
-    drop(in_flight);
-    if r.is_ok() {
-        note_setup(inner, started.elapsed());
-    }
-    let shard = match &r {
-        Ok(conn) => ShardTag::of(conn.shard()),
-        Err(_) => ShardTag::Unknown,
-    };
-    inner
-        .labels
-        .connection_attempt(PortKind::Regular, shard, r.is_ok());
-    Metrics::inc(if r.is_ok() {
-        &inner.metrics.connects_regular_ok
-    } else {
-        &inner.metrics.connects_regular_failed
-    });
-    if r.as_ref().err().is_some_and(timed_out) {
-        Metrics::inc(&inner.metrics.connect_timeouts);
-    }
-    if let Ok(conn) = &r {
-        count_tls(inner, conn);
-    }
-    r
-}
-
-/// Counts how an opened connection's TLS handshake ran (nothing without
-/// TLS): full, or resumed with a session ticket.
-fn count_tls(inner: &PoolInner, conn: &Connection) {
-    let info = conn.info();
-    if !info.tls {
-        return;
-    }
-    Metrics::inc(if info.tls_resumed {
-        &inner.metrics.tls_handshakes_resumed
-    } else {
-        &inner.metrics.tls_handshakes_full
-    });
-    inner.labels.tls_handshake(info.tls_resumed);
-}
-
-/// Whether a connection attempt failed by timing out.
-fn timed_out(e: &ConnectionError) -> bool {
-    matches!(e, ConnectionError::Timeout { .. })
-        || matches!(e, ConnectionError::Open(o) if o.timed_out())
-}
-
-/// What an attempt through the shard-aware port may conclude about the port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PortJudgement {
-    /// The port's health follows the outcome (where the connection landed,
-    /// why the port failed), and a refusal right after the pool lost its
-    /// connections does not fall back.
-    Judge,
-    /// A background coverage attempt on a node behind a NAT: the pool
-    /// already falls back for its port, so where the attempt lands says
-    /// nothing new and the port's health is left alone.
-    BehindNat,
-}
-
-/// Opens a connection to `shard` through the shard-aware port, falling back to
-/// the regular port (at once) when that port fails for this connection.
-async fn open_for_shard(
-    inner: &PoolInner,
-    sharder: Sharder,
-    shard: Shard,
-    sa_addr: SocketAddr,
-    seed: u64,
-    judgement: PortJudgement,
-) -> Result<(Connection, Option<PortLease>), ConnectionError> {
-    let judged = judgement == PortJudgement::Judge;
-    let started = Instant::now();
-    let in_flight = InFlight::new(&inner.metrics);
-    let opened = open_shard_aware(inner, sharder, shard, sa_addr, seed).await;
-    drop(in_flight);
-    match opened {
-        Ok((conn, lease)) => {
-            note_setup(inner, started.elapsed());
-            let landed = conn.shard().unwrap_or(shard);
-            count_shard_aware(inner, ShardTag::Shard(landed), true);
-            count_tls(inner, &conn);
-            if judged {
-                let t = lock_health(inner).on_landed(shard, landed, Instant::now());
-                report(inner, t);
-            }
-            Ok((conn, Some(lease)))
-        }
-        Err(ShardAwareError::Fallback(FallbackReason::Refused, Some(error)))
-            if judged && lock_health(inner).in_restart_grace(Instant::now()) =>
-        {
-            // Refused right after the pool lost its connections: the node
-            // is most likely stopping (its listeners close one after
-            // another), so the regular port would give at best a connection
-            // about to break, or one to the restarted node on a shard of
-            // its choosing. A failed attempt; the round backs off.
-            count_shard_aware(inner, ShardTag::Shard(shard), false);
-            tracing::debug!(node = %inner.addr, error = %error, "shard-aware port refused right after lost connections; not falling back");
-            Err(error)
-        }
-        Err(ShardAwareError::Fallback(reason, error)) => {
-            if reason != FallbackReason::PortsExhausted {
-                count_shard_aware(inner, ShardTag::Shard(shard), false);
-                if reason == FallbackReason::TimedOut {
-                    Metrics::inc(&inner.metrics.connect_timeouts);
-                }
-            }
-            tracing::debug!(node = %inner.addr, %reason, error = ?error, "shard-aware port failed; trying the regular port");
-            let regular = open_regular(inner).await;
-            // Blame the shard-aware port only if the regular port works: a
-            // node that is down refuses both, and that is no reason to stop
-            // using its shard-aware port once it is back.
-            if judged && (regular.is_ok() || reason == FallbackReason::PortsExhausted) {
-                let t = lock_health(inner).on_failure(reason, Instant::now());
-                report(inner, t);
-            }
-            regular.map(|c| (c, None))
-        }
-        Err(ShardAwareError::Other(e)) => {
-            count_shard_aware(inner, ShardTag::Shard(shard), false);
-            if timed_out(&e) {
-                Metrics::inc(&inner.metrics.connect_timeouts);
-            }
-            Err(e)
-        }
-    }
-}
-
-/// Counts an attempt through the shard-aware port (the metric and the
-/// labelled attempt): by the shard it landed on when it succeeded, by the
-/// shard it aimed at when it failed.
-fn count_shard_aware(inner: &PoolInner, shard: ShardTag, ok: bool) {
-    Metrics::inc(if ok {
-        &inner.metrics.connects_shard_aware_ok
-    } else {
-        &inner.metrics.connects_shard_aware_failed
-    });
-    inner
-        .labels
-        .connection_attempt(PortKind::ShardAware, shard, ok);
-}
-
-fn lock_health(inner: &PoolInner) -> std::sync::MutexGuard<'_, super::nat::ShardAwareHealth> {
-    inner.health.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn report(inner: &PoolInner, t: Option<Transition>) {
-    match t {
-        Some(Transition::Disabled { reason, probation }) => {
-            Metrics::inc(&inner.metrics.shard_aware_fallbacks);
-            inner.labels.shard_aware_fallback(reason.name());
-            tracing::warn!(node = %inner.addr, %reason, ?probation, "not using the shard-aware port for this node");
-        }
-        Some(Transition::Restored) => {
-            Metrics::inc(&inner.metrics.shard_aware_restored);
-            inner.labels.shard_aware_restored();
-            tracing::info!(node = %inner.addr, "using the shard-aware port again");
-        }
-        None => {}
-    }
-}
-
-enum ShardAwareError {
-    /// The port itself failed: fall back (with this reason).
-    Fallback(FallbackReason, Option<ConnectionError>),
-    /// Something else failed (handshake refused, ...): no fallback.
-    Other(ConnectionError),
-}
-
-async fn open_shard_aware(
-    inner: &PoolInner,
-    sharder: Sharder,
-    shard: Shard,
-    sa_addr: SocketAddr,
-    seed: u64,
-) -> Result<(Connection, PortLease), ShardAwareError> {
-    let allocator = SourcePortAllocator::global();
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let local_ip = match sa_addr.ip() {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-    };
-    let candidates: Vec<u16> = allocator
-        .candidates(
-            &sharder,
-            shard,
-            inner.config.source_ports,
-            sa_addr,
-            &mut rng,
-        )
-        .take(inner.config.max_source_port_attempts)
-        .collect();
-    for port in candidates {
-        let Some(lease) = allocator.try_lease(port, sa_addr) else {
-            continue;
-        };
-        let source = SocketAddr::new(local_ip, port);
-        match connection::open(sa_addr, Some(source), &inner.config.connection).await {
-            Ok(conn) => return Ok((conn, lease)),
-            Err(ConnectionError::Open(e)) if e.port_taken() => {
-                Metrics::inc(&inner.metrics.source_port_retries);
-                continue;
-            }
-            // The port answered; the node shed the handshake under load.
-            Err(e) if super::shed::is_shed(&e) => return Err(ShardAwareError::Other(e)),
-            Err(ConnectionError::Open(e)) if e.refused() => {
-                return Err(ShardAwareError::Fallback(
-                    FallbackReason::Refused,
-                    Some(ConnectionError::Open(e)),
-                ))
-            }
-            Err(e @ ConnectionError::Open(_)) | Err(e @ ConnectionError::Timeout { .. }) => {
-                // A connect timeout, or a handshake that never gets an answer:
-                // the port is silently dropping us.
-                return Err(if timed_out(&e) {
-                    ShardAwareError::Fallback(FallbackReason::TimedOut, Some(e))
-                } else {
-                    ShardAwareError::Other(e)
-                });
-            }
-            Err(e) => return Err(ShardAwareError::Other(e)),
-        }
-    }
-    Err(ShardAwareError::Fallback(
-        FallbackReason::PortsExhausted,
-        None,
-    ))
 }
