@@ -35,7 +35,7 @@
 //! | mode | command | sessions x nodes x shards | connections to cover |
 //! | --- | --- | --- | --- |
 //! | default | `cargo run --release --example storm_reconnect` | 20 x 3 x 16 | 960 |
-//! | ScyllaDB's measured scale | `cargo run --release --example storm_reconnect -- --sessions 50 --shards 30` | 50 x 3 x 30 | 4500 |
+//! | large | `cargo run --release --example storm_reconnect -- --sessions 50 --shards 30` | 50 x 3 x 30 | 4500 |
 //!
 //! The second is the scale of ScyllaDB's own account of a reconnect storm
 //! (50 clients, 3 nodes of 30 shards). Both ends of every connection live in

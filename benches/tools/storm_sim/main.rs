@@ -37,7 +37,7 @@ use model::{Params, PhaseResult, Policy, SimResult};
 #[derive(Parser, Debug)]
 #[command(
     name = "storm_sim",
-    about = "Reconnect storms at ScyllaDB's scale, in virtual time: this driver's reconnect code and the official driver's policy against a model of ScyllaDB's handshake admission"
+    about = "Reconnect storms up to the scale of ScyllaDB's published storm measurement (6,000 sessions x 9 nodes x 7 shards), in virtual time: this driver's reconnect code and the official driver's policy against a model of ScyllaDB's handshake admission"
 )]
 struct Cli {
     /// Client sessions.
