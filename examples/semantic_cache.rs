@@ -32,6 +32,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use scylla_driver::errors::RequestAttemptError;
+use scylla_driver::metrics::LatencyHistogram;
 use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
 use scylla_driver::{ExecutionError, SessionBuilder};
 
@@ -204,15 +205,6 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-/// The value at quantile `q` of sorted `xs`.
-fn percentile(xs: &[Duration], q: f64) -> Duration {
-    if xs.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((xs.len() as f64 - 1.0) * q).round() as usize;
-    xs[i.min(xs.len() - 1)]
-}
-
 /// One lookup's result: the nearest entry and its similarity.
 struct Nearest {
     id: i32,
@@ -348,7 +340,9 @@ async fn run(uri: &str) -> Result<bool, Box<dyn std::error::Error>> {
         }
     };
 
-    let mut latencies = Vec::new();
+    // The driver's own latency histogram (what its metrics report with).
+    let latencies = LatencyHistogram::default();
+    let mut slowest = Duration::ZERO;
     let mut ok = true;
     let (mut hits, mut wrong, mut false_hits) = (0usize, 0usize, 0usize);
     for round in 0..ROUNDS {
@@ -358,7 +352,8 @@ async fn run(uri: &str) -> Result<bool, Box<dyn std::error::Error>> {
         }
         for (question, expected) in PARAPHRASES {
             let (best, took) = nearest(question).await?;
-            latencies.push(took);
+            latencies.record(took);
+            slowest = slowest.max(took);
             if !report {
                 continue;
             }
@@ -386,7 +381,8 @@ async fn run(uri: &str) -> Result<bool, Box<dyn std::error::Error>> {
         }
         for question in UNRELATED {
             let (best, took) = nearest(question).await?;
-            latencies.push(took);
+            latencies.record(took);
+            slowest = slowest.max(took);
             if !report {
                 continue;
             }
@@ -406,7 +402,6 @@ async fn run(uri: &str) -> Result<bool, Box<dyn std::error::Error>> {
             }
         }
     }
-    latencies.sort();
     let hit_rate = hits as f64 / PARAPHRASES.len() as f64;
     println!(
         "\nparaphrase hit rate: {hits}/{} = {:.0}% (floor {:.0}%), wrong entries: {wrong}",
@@ -420,10 +415,10 @@ async fn run(uri: &str) -> Result<bool, Box<dyn std::error::Error>> {
     );
     println!(
         "lookup latency over {} ANN queries: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        latencies.len(),
-        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
-        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
-        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+        latencies.count(),
+        latencies.quantile_micros(0.50).unwrap_or(0) as f64 / 1e3,
+        latencies.quantile_micros(0.99).unwrap_or(0) as f64 / 1e3,
+        slowest.as_secs_f64() * 1e3,
     );
     if hit_rate < HIT_RATE_FLOOR {
         eprintln!("FAIL: paraphrase hit rate below the floor");

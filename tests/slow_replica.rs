@@ -153,8 +153,7 @@ impl Measured {
     fn phase(mut self) -> Phase {
         let latencies = &mut self.latencies;
         latencies.sort_unstable();
-        let at =
-            |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+        let at = |q: f64| measure::percentile(latencies, q).unwrap_or_default();
         Phase {
             p50: at(0.50),
             p99: at(0.99),
@@ -325,7 +324,7 @@ async fn paced(sessions: &[(Session, PreparedStatement)], length: Duration) -> V
 }
 
 fn p99(sorted: &[Duration]) -> Duration {
-    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+    measure::percentile(sorted, 0.99).unwrap_or_default()
 }
 
 async fn paced_sessions(cluster: &TestCluster) -> Vec<(Session, PreparedStatement)> {

@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use measure::chart::{Chart, Mark, Panel, Stroke};
 use scylla_driver::statement::{BatchType, Consistency, Statement};
 use scylla_driver::{ExecutionError, PreparedStatement, Session, SessionBuilder};
 use scylla_testbed::{Faults, NatMode, TestCluster};
@@ -936,13 +937,8 @@ fn report(
 }
 
 /// Four panels over time (memory, descriptors, connections, tasks), churn
-/// events as ticks along the bottom.
+/// events as grey lines.
 fn chart(samples: &[Sample], events: &[(f64, String)]) -> String {
-    const W: f64 = 900.0;
-    const PANEL: f64 = 150.0;
-    const LEFT: f64 = 70.0;
-    const TOP: f64 = 30.0;
-    const GAP: f64 = 30.0;
     type Series = (&'static str, fn(&Sample) -> f64);
     let series: [Series; 4] = [
         ("resident memory (MB)", |s| s.rss_mb),
@@ -951,67 +947,19 @@ fn chart(samples: &[Sample], events: &[(f64, String)]) -> String {
         ("live tokio tasks", |s| s.tasks as f64),
     ];
     let t_max = samples.last().map_or(1.0, |s| s.t.max(1.0));
-    let height = TOP + 4.0 * (PANEL + GAP) + 20.0;
-    let x = |t: f64| LEFT + (W - LEFT - 20.0) * t / t_max;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        o,
-        r#"<text x="{LEFT}" y="18" font-size="14" font-weight="bold">Soak: footprint over {t_max:.0} s (grey ticks: churn events)</text>"#
-    );
-    for (i, (title, f)) in series.iter().enumerate() {
-        let y0 = TOP + i as f64 * (PANEL + GAP) + 10.0;
-        let max = samples.iter().map(f).fold(1.0, f64::max) * 1.1;
-        let _ = writeln!(
-            o,
-            r##"<rect x="{LEFT}" y="{y0}" width="{}" height="{PANEL}" fill="none" stroke="#999"/>"##,
-            W - LEFT - 20.0
-        );
-        let _ = writeln!(o, r#"<text x="{LEFT}" y="{}">{title}</text>"#, y0 - 3.0);
-        let _ = writeln!(
-            o,
-            r#"<text x="{}" y="{}" text-anchor="end">{max:.0}</text>"#,
-            LEFT - 4.0,
-            y0 + 10.0
-        );
-        let _ = writeln!(
-            o,
-            r#"<text x="{}" y="{}" text-anchor="end">0</text>"#,
-            LEFT - 4.0,
-            y0 + PANEL
-        );
-        for (t, _) in events {
-            let _ = writeln!(
-                o,
-                r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#ddd"/>"##,
-                x(*t),
-                y0,
-                y0 + PANEL
-            );
-        }
-        let mut points = String::new();
-        for s in samples {
-            let _ = write!(
-                points,
-                "{:.1},{:.1} ",
-                x(s.t),
-                y0 + PANEL - PANEL * f(s) / max
-            );
-        }
-        let _ = writeln!(
-            o,
-            r##"<polyline points="{points}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>"##
-        );
+    let mut chart = Chart::new(
+        format!("Soak: footprint over {t_max:.0} s (dotted: churn events)"),
+        "time (s)",
+        1.0,
+    )
+    .panel_height(150.0);
+    for (t, _) in events {
+        chart.mark(Mark::new(*t, Stroke::Dotted));
     }
-    let _ = writeln!(
-        o,
-        r#"<text x="{LEFT}" y="{}">time (s), 0 to {t_max:.0}</text>"#,
-        height - 6.0
-    );
-    let _ = writeln!(o, "</svg>");
-    o
+    for (title, f) in series {
+        let mut panel = Panel::new(title);
+        panel.line(0, samples.iter().map(|s| (s.t, f(s))).collect());
+        chart.panel(panel);
+    }
+    chart.to_svg()
 }

@@ -822,14 +822,6 @@ fn cpu_time() -> Duration {
     Duration::from_nanos(ns)
 }
 
-fn percentile(sorted: &[u32], q: f64) -> u32 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
 async fn run_one(
     args: &Args,
     addr: SocketAddr,
@@ -897,9 +889,9 @@ async fn run_one(
         policy: name.to_owned(),
         protocol,
         ops_per_s: n / r.elapsed.as_secs_f64(),
-        p50: percentile(&lat, 0.50),
-        p99: percentile(&lat, 0.99),
-        p999: percentile(&lat, 0.999),
+        p50: measure::percentile(&lat, 0.50).unwrap_or(0),
+        p99: measure::percentile(&lat, 0.99).unwrap_or(0),
+        p999: measure::percentile(&lat, 0.999).unwrap_or(0),
         cpu_us_per_req: r.cpu.as_secs_f64() * 1e6 / n,
         allocs_per_req: r.allocs as f64 / n,
         writes_per_req: r.io.write_syscalls as f64 / n,

@@ -313,13 +313,7 @@ impl LatencyStats {
             }
         }
         lat.sort_unstable();
-        let q = |q: f64| -> u64 {
-            if lat.is_empty() {
-                return 0;
-            }
-            let rank = ((q * lat.len() as f64).ceil() as usize).clamp(1, lat.len());
-            u64::from(lat[rank - 1])
-        };
+        let q = |q: f64| measure::percentile(&lat, q).map_or(0, u64::from);
         LatencyStats {
             ok: lat.len() as u64,
             failed,

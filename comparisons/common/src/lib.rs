@@ -470,13 +470,9 @@ impl SyscallCounter {
     }
 }
 
-/// Nearest-rank percentile of sorted latencies, in microseconds.
+/// The percentile of sorted latencies (ns), in microseconds (0 if none).
 fn percentile_us(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1] as f64 / 1000.0
+    measure::percentile(sorted, q).map_or(0.0, |ns| ns as f64 / 1000.0)
 }
 
 /// Runs the workload named by `args` (warm-up, then the measured phase) and
