@@ -99,7 +99,9 @@ async fn main() -> Result<(), common::BoxError> {
         .known_node(&cluster.uri)
         .execution_profile(
             "downgrading",
-            ExecutionProfile::new().retry_policy(Arc::new(DowngradeOnUnavailable)),
+            ExecutionProfile::builder()
+                .retry_policy(Arc::new(DowngradeOnUnavailable))
+                .build(),
         )
         .build()
         .await?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use scylla_driver::errors::{DbError, RequestAttemptError};
 use scylla_driver::policy::speculative::SpeculativeExecution;
-use scylla_driver::statement::{Consistency, ExecutionProfile, Statement};
+use scylla_driver::statement::{Consistency, ExecutionProfile, SerialConsistency, Statement};
 use scylla_driver::{ExecutionError, SessionBuilder};
 
 #[tokio::main]
@@ -34,26 +34,30 @@ async fn main() -> Result<(), common::BoxError> {
         .known_node(&cluster.uri)
         // What every statement without a profile of its own uses.
         .default_execution_profile(
-            ExecutionProfile::new()
+            ExecutionProfile::builder()
                 .consistency(Consistency::LocalQuorum)
                 // The Paxos round of lightweight transactions (IF ...).
-                .serial_consistency(Consistency::LocalSerial)
-                .request_timeout(Duration::from_secs(5)),
+                .serial_consistency(Some(SerialConsistency::LocalSerial))
+                .request_timeout(Some(Duration::from_secs(5)))
+                .build(),
         )
         // Reads that may be slightly stale but should never give up early;
         // idempotent statements get a second attempt at another replica if
         // the first has not answered within 50 ms.
         .execution_profile(
             "analytics",
-            ExecutionProfile::new()
+            ExecutionProfile::builder()
                 .consistency(Consistency::One)
-                .request_timeout(Duration::from_secs(60))
+                .request_timeout(Some(Duration::from_secs(60)))
                 .page_size(5_000)
-                .speculative_execution(SpeculativeExecution::new(2, Duration::from_millis(50))),
+                .speculative_execution(SpeculativeExecution::new(2, Duration::from_millis(50)))
+                .build(),
         )
         .execution_profile(
             "three-replicas",
-            ExecutionProfile::new().consistency(Consistency::Three),
+            ExecutionProfile::builder()
+                .consistency(Consistency::Three)
+                .build(),
         )
         .build()
         .await?;

@@ -239,9 +239,10 @@ async fn run(uri: &str) -> Result<bool, Box<dyn std::error::Error>> {
         // single replica (an ANN query reads one replica's index anyway).
         .execution_profile(
             "cache-lookup",
-            ExecutionProfile::new()
+            ExecutionProfile::builder()
                 .consistency(Consistency::LocalOne)
-                .request_timeout(Duration::from_secs(2)),
+                .request_timeout(Some(Duration::from_secs(2)))
+                .build(),
         )
         .build()
         .await?;

@@ -263,18 +263,18 @@ fn measure(
             // The SELECTs run with a profile (over a default profile): its
             // resolution is part of the measured path, and so is its
             // load-balancing policy's (the INSERTs route without one).
-            .default_execution_profile(ExecutionProfile::new().consistency(Consistency::One))
+            .default_execution_profile(ExecutionProfile::builder().consistency(Consistency::One).build())
             .execution_profile(
                 "reads",
-                ExecutionProfile::new()
+                ExecutionProfile::builder()
                     .consistency(Consistency::LocalOne)
-                    .request_timeout(Duration::from_secs(10))
+                    .request_timeout(Some(Duration::from_secs(10)))
                     .retry_policy(std::sync::Arc::new(DefaultRetryPolicy))
                     .load_balancing_policy(
                         DefaultPolicy::builder()
                             .prefer_datacenter("datacenter1".to_owned())
                             .build(),
-                    ),
+                    ).build(),
             )
             .build()
             .await

@@ -13,7 +13,9 @@ use scylla_cql::frame::header::{Flags, Opcode};
 use scylla_cql::frame::request::{Request as Decoded, RequestContext};
 use scylla_driver::policy::retry::FallthroughRetryPolicy;
 use scylla_driver::policy::speculative::SpeculativeExecution;
-use scylla_driver::statement::{Batch, BatchType, Consistency, ExecutionProfile, Statement};
+use scylla_driver::statement::{
+    Batch, BatchType, Consistency, ExecutionProfile, SerialConsistency, Statement,
+};
 use scylla_driver::{ExecutionError, Session, SessionBuilder};
 use scylla_testbed::{
     ConnCtx, CqlHandler, Faults, HandlerFuture, Request, RequestHandler, TestCluster,
@@ -133,13 +135,18 @@ fn only(recorder: &Recorder) -> Seen {
 fn profiled(b: SessionBuilder) -> SessionBuilder {
     b.consistency(Consistency::Quorum)
         .page_size(100)
-        .default_execution_profile(ExecutionProfile::new().consistency(Consistency::Two))
+        .default_execution_profile(
+            ExecutionProfile::builder()
+                .consistency(Consistency::Two)
+                .build(),
+        )
         .execution_profile(
             "reporting",
-            ExecutionProfile::new()
+            ExecutionProfile::builder()
                 .consistency(Consistency::One)
-                .serial_consistency(Consistency::LocalSerial)
-                .page_size(7),
+                .serial_consistency(Some(SerialConsistency::LocalSerial))
+                .page_size(7)
+                .build(),
         )
 }
 
@@ -201,9 +208,10 @@ async fn a_profile_s_settings_reach_the_server() {
         (Consistency::One, Some(Consistency::LocalSerial))
     );
     let plain = insert.clone().with_execution_profile(
-        ExecutionProfile::new()
+        ExecutionProfile::builder()
             .consistency(Consistency::All)
-            .into_handle("ad hoc"),
+            .build()
+            .into_handle_with_label("ad hoc".to_owned()),
     );
     session.execute_unpaged(&plain, (2, 2)).await.unwrap();
     assert_eq!(only(&rec).consistency, Consistency::All);
@@ -226,9 +234,10 @@ async fn a_profile_s_timeout_applies_and_a_statement_timeout_beats_it() {
         b.request_timeout(Duration::from_secs(10))
             .execution_profile(
                 "impatient",
-                ExecutionProfile::new()
-                    .request_timeout(Duration::from_millis(150))
-                    .retry_policy(Arc::new(FallthroughRetryPolicy)),
+                ExecutionProfile::builder()
+                    .request_timeout(Some(Duration::from_millis(150)))
+                    .retry_policy(Arc::new(FallthroughRetryPolicy))
+                    .build(),
             )
     })
     .await;
@@ -279,8 +288,9 @@ async fn a_profile_s_speculative_execution_applies_only_to_its_statements() {
     let (cluster, _rec, session) = start_nodes(3, |b| {
         b.execution_profile(
             "hedged",
-            ExecutionProfile::new()
-                .speculative_execution(SpeculativeExecution::new(3, Duration::from_millis(30))),
+            ExecutionProfile::builder()
+                .speculative_execution(SpeculativeExecution::new(3, Duration::from_millis(30)))
+                .build(),
         )
     })
     .await;
@@ -313,14 +323,19 @@ async fn a_profile_s_speculative_execution_applies_only_to_its_statements() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remapped_handle_changes_its_statements_and_its_sessions_from_the_next_request() {
-    let mut handle = ExecutionProfile::new()
+    let mut handle = ExecutionProfile::builder()
         .consistency(Consistency::One)
         .page_size(7)
-        .into_handle("remapped");
+        .build()
+        .into_handle_with_label("remapped".to_owned());
     // The handle is the session's default, and a statement's profile.
     let (_cluster, rec, session) = start(|b| {
         b.consistency(Consistency::Quorum)
-            .default_execution_profile(ExecutionProfile::new().consistency(Consistency::Two))
+            .default_execution_profile(
+                ExecutionProfile::builder()
+                    .consistency(Consistency::Two)
+                    .build(),
+            )
             .default_execution_profile_handle(handle.clone())
     })
     .await;
@@ -348,10 +363,14 @@ async fn a_remapped_handle_changes_its_statements_and_its_sessions_from_the_next
     // Re-pointed: the statement and the session follow, prepared
     // statements too; a field the new profile leaves unset falls through to
     // the default profile.
-    handle.map_to_another_profile(ExecutionProfile::new().page_size(3));
+    handle.map_to_another_profile(ExecutionProfile::builder().page_size(3).build());
     assert_eq!(seen(&plain).await, (Consistency::Two, Some(3)));
     assert_eq!(seen(&profiled).await, (Consistency::Two, Some(3)));
-    handle.map_to_another_profile(ExecutionProfile::new().consistency(Consistency::All));
+    handle.map_to_another_profile(
+        ExecutionProfile::builder()
+            .consistency(Consistency::All)
+            .build(),
+    );
     session.execute_unpaged(&insert, (1, 1)).await.unwrap();
     assert_eq!(only(&rec).consistency, Consistency::All);
     // A statement option still beats the handle.
@@ -386,10 +405,12 @@ async fn a_statements_retry_policy_wins_over_its_profiles() {
     let (cluster, session) = crate::common::cluster_and_session(1, 1, |b| b).await;
     let of_profile = Arc::new(CountingFail::default());
     let of_statement = Arc::new(CountingFail::default());
-    let profile = ExecutionProfile::new().retry_policy(of_profile.clone());
+    let profile = ExecutionProfile::builder()
+        .retry_policy(of_profile.clone())
+        .build();
     let mut read = Statement::new("SELECT release_version FROM system.local")
         .with_idempotent(true)
-        .with_execution_profile(profile.into_handle("counting"));
+        .with_execution_profile(profile.into_handle_with_label("counting".to_owned()));
     read.set_retry_policy(Some(of_statement.clone()));
     assert!(read.get_retry_policy().is_some());
 

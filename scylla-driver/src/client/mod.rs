@@ -69,20 +69,11 @@ pub mod caching_session {
     pub use crate::session::caching::{CachingSession, CachingSessionBuilder};
 }
 
-/// Execution profiles as the official `scylla` crate builds them:
-/// [`ExecutionProfile::builder()`](execution_profile::ExecutionProfile::builder)
-/// `...build().into_handle()`.
-///
-/// This module's [`ExecutionProfile`](execution_profile::ExecutionProfile)
-/// is a thin wrapper of this crate's
-/// [`statement::ExecutionProfile`](crate::statement::ExecutionProfile) (see
-/// [`statement::profile`](crate::statement::profile) for what a profile
-/// does): the two convert into each other, and both make the same
-/// [`ExecutionProfileHandle`](execution_profile::ExecutionProfileHandle).
+/// Execution profiles at the official `scylla` crate's path (the types of
+/// [`statement::profile`](crate::statement::profile)).
 pub mod execution_profile {
-    pub use crate::statement::profile_builder::{ExecutionProfile, ExecutionProfileBuilder};
     #[doc(no_inline)]
-    pub use crate::statement::ExecutionProfileHandle;
+    pub use crate::statement::{ExecutionProfile, ExecutionProfileBuilder, ExecutionProfileHandle};
 }
 
 /// Paged results: [`QueryPager`](pager::QueryPager), what

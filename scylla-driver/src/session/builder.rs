@@ -782,16 +782,17 @@ impl SessionBuilder {
     ///     .known_node("127.0.0.1:9042")
     ///     .execution_profile(
     ///         "oltp",
-    ///         ExecutionProfile::new()
+    ///         ExecutionProfile::builder()
     ///             .consistency(Consistency::LocalQuorum)
-    ///             .request_timeout(Duration::from_millis(500)),
+    ///             .request_timeout(Some(Duration::from_millis(500)))
+    ///             .build(),
     ///     );
     /// assert!(builder.config.execution_profiles.contains_key("oltp"));
     /// ```
     #[must_use]
     pub fn execution_profile(mut self, name: impl Into<String>, profile: ExecutionProfile) -> Self {
         let name = name.into();
-        let handle = profile.into_handle(name.clone());
+        let handle = profile.into_handle_with_label(name.clone());
         self.config.execution_profiles.insert(name, handle);
         self
     }

@@ -4,7 +4,6 @@
 pub mod batch;
 pub mod prepared;
 pub mod profile;
-pub(crate) mod profile_builder;
 
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ pub use scylla_cql::{Consistency, NotSerialConsistency, SerialConsistency};
 
 pub use self::batch::{Batch, BatchStatement};
 pub use self::prepared::PreparedStatement;
-pub use self::profile::{ExecutionProfile, ExecutionProfileHandle};
+pub use self::profile::{ExecutionProfile, ExecutionProfileBuilder, ExecutionProfileHandle};
 pub use crate::handle::Handle;
 
 /// The unprepared [`Statement`] (the official `scylla` crate's path).
