@@ -14,7 +14,10 @@
 //!   chosen for a while, is judged by how it answers now. A node's first
 //!   [`WARM_UP`] samples only keep their minimum (a node's first request is
 //!   often not a typical one: DDL, a statement's first execution), and until
-//!   then the node is compared by its requests in flight only. After that a sample counts as at most 3
+//!   then only a node more than 4 times dearer than the other is passed over
+//!   on them (a slow replica from its first answer: a session's first
+//!   requests must not find it by trying it four times); nearer ones are
+//!   compared by their requests in flight. After that a sample counts as at most 3
 //!   times the average: one stall (the client descheduled, say) moves
 //!   the average by at most 1/4, which does not push a node out, while a
 //!   node that stays slow is passed over from its second slow answer on. Answers
@@ -229,10 +232,11 @@ impl NodeLoad {
     /// Whether a request to this node is expected to be answered sooner than
     /// one to `other`, clearly (a quarter cheaper): the latency average times
     /// one plus the requests in flight, or only the requests in flight while
-    /// either node has fewer than [`WARM_UP`] samples or `other`'s average is
-    /// more than a second old and at most 4 times this one's. Never when
-    /// `other`'s average is older than [`STALE_AFTER`] and at most 4 times
-    /// this one's (it gets its turn, to refresh it).
+    /// either node has no sample, or fewer than [`WARM_UP`] and the two costs
+    /// are within 4 times of each other, or `other`'s average is more than a
+    /// second old and at most 4 times this one's. Never when `other`'s
+    /// average is older than [`STALE_AFTER`] and at most 4 times this one's
+    /// (it gets its turn, to refresh it).
     pub fn better_than(&self, other: &NodeLoad) -> bool {
         let (mine, theirs) = (self.in_flight(), other.in_flight());
         let (a, other_word) = (
@@ -240,11 +244,18 @@ impl NodeLoad {
             other.latency.load(Ordering::Relaxed),
         );
         let b = other_word >> 32;
-        if a == 0 || b == 0 || !self.warm() || !other.warm() {
+        if a == 0 || b == 0 {
             return mine < theirs;
         }
         let cost = a.saturating_mul(u64::from(mine) + 1);
         let other_cost = b.saturating_mul(u64::from(theirs) + 1);
+        if !self.warm() || !other.warm() {
+            // The minimum of a few samples: decisive only when far apart.
+            if other_cost > cost.saturating_mul(STALE_RATIO) {
+                return true;
+            }
+            return mine < theirs && cost <= other_cost.saturating_mul(STALE_RATIO);
+        }
         if cost >= other_cost - other_cost / 4 {
             return false;
         }
@@ -412,11 +423,18 @@ mod tests {
         let busy = y.start(Instant::now());
         assert!(x.better_than(&y) && !y.better_than(&x));
         drop(busy);
-        // Still warming up: the same.
+        // Still warming up: within 4x of each other, requests in flight
+        // decide; farther apart, the averages (their minimum so far).
         let fast = NodeLoad::new();
+        let near = NodeLoad::new();
         let slow = warmed(Duration::from_millis(20));
         fast.record(Duration::from_micros(500));
-        assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
+        near.record(Duration::from_micros(1500));
+        assert!(!fast.better_than(&near) && !near.better_than(&fast));
+        let busy = near.start(Instant::now());
+        assert!(fast.better_than(&near) && !near.better_than(&fast));
+        drop(busy);
+        assert!(fast.better_than(&slow) && !slow.better_than(&fast));
         for _ in 1..WARM_UP {
             fast.record(Duration::from_micros(500));
         }
@@ -430,6 +448,24 @@ mod tests {
         let a = warmed(Duration::from_micros(1000));
         let b = warmed(Duration::from_micros(1300));
         assert!(!a.better_than(&b) && !b.better_than(&a));
+    }
+
+    /// At a session's start a slow replica is passed over from its first
+    /// answer, even with nothing in flight against the others' requests: the
+    /// session does not send it the four requests a warm-up would.
+    #[test]
+    fn a_slow_node_is_passed_over_from_its_first_answer() {
+        let (fast, slow) = (NodeLoad::new(), NodeLoad::new());
+        fast.record(Duration::from_micros(300));
+        slow.record(Duration::from_millis(20));
+        let busy: Vec<_> = (0..3).map(|_| fast.start(Instant::now())).collect();
+        assert!(fast.better_than(&slow) && !slow.better_than(&fast));
+        // (Dropped, an attempt would record its time as a sample.)
+        busy.into_iter().for_each(InFlight::discard);
+        // A first answer that was not typical (a DDL statement, say) stops
+        // counting once a normal one comes: the minimum is kept.
+        slow.record(Duration::from_micros(400));
+        assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
     }
 
     #[test]
