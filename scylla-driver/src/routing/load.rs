@@ -17,10 +17,14 @@
 //!   then only a node more than 4 times dearer than the other is passed over
 //!   on them (a slow replica from its first answer: a session's first
 //!   requests must not find it by trying it four times); nearer ones are
-//!   compared by their requests in flight. After that a sample counts as at most 3
-//!   times the average: one stall (the client descheduled, say) moves
+//!   compared by their requests in flight. After that a sample counts as at
+//!   most 3 times the average: one stall (the client descheduled, say) moves
 //!   the average by at most 1/4, which does not push a node out, while a
-//!   node that stays slow is passed over from its second slow answer on. Answers
+//!   node that stays slow is passed over from its second slow answer on; and
+//!   while its last answer was such an outlier it gets only its probes (see
+//!   below), not the turns a stale average gets, so that a replica that
+//!   turns slow costs a session two or three slow answers, not the ten its
+//!   capped average would take to grow 4 times. Answers
 //!   of any kind and timeouts count with the time they took, abandoned
 //!   attempts with the time until they were abandoned (a lower bound of the
 //!   node's latency); attempts whose connection failed do not count (a node
@@ -76,7 +80,7 @@
 //! every node's average stale so that each choice reads the clock; no
 //! allocation.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -122,6 +126,10 @@ pub struct NodeLoad {
     in_flight: AtomicU32,
     /// Samples recorded, counted up to `WARM_UP`.
     samples: AtomicU32,
+    /// The last sample was more than 3 times the average (and counted as
+    /// 3 times): until a normal one comes, the node gets no turns for being
+    /// stale.
+    outlier: AtomicBool,
     /// The average in microseconds (high 32 bits, 0: no sample yet) and the
     /// time of its last update (`clock_ms`, low 32 bits).
     latency: AtomicU64,
@@ -139,6 +147,7 @@ impl NodeLoad {
         Self {
             in_flight: AtomicU32::new(0),
             samples: AtomicU32::new(0),
+            outlier: AtomicBool::new(false),
             latency: AtomicU64::new(0),
         }
     }
@@ -201,14 +210,17 @@ impl NodeLoad {
         // got only probes afterwards: on a real 3-node Cassandra, 60 reads
         // after a restart did not reach it once.
         let mut restarted = false;
+        let mut outlier = false;
         let update = |old: u64| {
             let (avg, at) = (old >> 32, old as u32);
             restarted = avg != 0 && u64::from(now.wrapping_sub(at)) >= RESET_MS;
+            outlier = false;
             let avg = if avg == 0 || restarted {
                 sample
             } else if warming {
                 avg.min(sample)
             } else {
+                outlier = sample > avg.saturating_mul(3);
                 let sample = sample.min(avg.saturating_mul(3));
                 let quiet = u64::from(now.wrapping_sub(at));
                 let w = (quiet.saturating_mul(1024) / RESET_MS).clamp(MIN_WEIGHT, 1024);
@@ -221,6 +233,9 @@ impl NodeLoad {
         let _ = self
             .latency
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, update);
+        if self.outlier.load(Ordering::Relaxed) != outlier {
+            self.outlier.store(outlier, Ordering::Relaxed);
+        }
         if restarted {
             tracing::trace!(
                 sample_us = sample,
@@ -260,14 +275,17 @@ impl NodeLoad {
             return false;
         }
         // Cheaper, by averages. Far slower (more than `STALE_RATIO`
-        // times): it waits for its probes, however old its average (turns
-        // given to old averages grow, as a share of the requests, as the
-        // session's request rate falls). Otherwise the clock is read, to see
+        // times), or its last answer an outlier (it turned slow, or stalled
+        // once; a normal answer, a probe's, clears it): it waits for its
+        // probes, however old its average (turns given to old averages grow,
+        // as a share of the requests, as the session's request rate falls;
+        // and each turn of a node that turned slow would move its capped
+        // average by only a quarter). Otherwise the clock is read, to see
         // how old the other's average is: older than `RESET_MS`, it says
         // little about the node now (its next answer starts it over, see
         // `record_at`), and the two are compared by requests in flight;
         // older than `STALE_AFTER`, the other keeps its place.
-        if b > a.saturating_mul(STALE_RATIO) {
+        if b > a.saturating_mul(STALE_RATIO) || other.outlier.load(Ordering::Relaxed) {
             return true;
         }
         let age = u64::from(clock_ms().wrapping_sub(other_word as u32));
@@ -466,6 +484,34 @@ mod tests {
         // counting once a normal one comes: the minimum is kept.
         slow.record(Duration::from_micros(400));
         assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
+    }
+
+    /// A node that turns slow: its capped average passes it over from its
+    /// second slow answer, and its last answer being an outlier keeps it
+    /// from the turns a stale average gets, until a normal answer (a
+    /// probe's) comes.
+    #[test]
+    fn a_node_that_turned_slow_waits_for_its_probes() {
+        let fast = warmed(Duration::from_millis(1));
+        let node = warmed(Duration::from_millis(1));
+        let t0 = Instant::now();
+        node.record_at(Duration::from_millis(20), t0);
+        node.record_at(Duration::from_millis(20), t0);
+        assert!(node.outlier.load(Ordering::Relaxed));
+        assert!(fast.better_than(&node));
+        // Its average is stale (200 ms old) and within 4x of the other's,
+        // which would give it a turn: not after an outlier.
+        let stale = (node.latency.load(Ordering::Relaxed) >> 32 << 32)
+            | u64::from(clock_ms().wrapping_sub(200));
+        node.latency.store(stale, Ordering::Relaxed);
+        assert!(fast.better_than(&node));
+        // A normal answer clears it: a stale average gets its turn again.
+        node.record(Duration::from_millis(1));
+        assert!(!node.outlier.load(Ordering::Relaxed));
+        let stale = (node.latency.load(Ordering::Relaxed) >> 32 << 32)
+            | u64::from(clock_ms().wrapping_sub(200));
+        node.latency.store(stale, Ordering::Relaxed);
+        assert!(!fast.better_than(&node));
     }
 
     #[test]
