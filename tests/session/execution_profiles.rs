@@ -285,8 +285,11 @@ async fn an_unknown_profile_name_is_an_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profile_s_speculative_execution_applies_only_to_its_statements() {
+    // Plans that ignore latency: this is about the profile's speculation,
+    // which latency-aware plans would make unneeded once the plain requests
+    // below taught them which nodes are slow.
     let (cluster, _rec, session) = start_nodes(3, |b| {
-        b.execution_profile(
+        b.latency_aware_routing(false).execution_profile(
             "hedged",
             ExecutionProfile::builder()
                 .speculative_execution(SpeculativeExecution::new(3, Duration::from_millis(30)))
