@@ -14,17 +14,10 @@
 //!   chosen for a while, is judged by how it answers now. A node's first
 //!   [`WARM_UP`] samples only keep their minimum (a node's first request is
 //!   often not a typical one: DDL, a statement's first execution), and until
-//!   then only a node more than 4 times dearer than the other is passed over
-//!   on them (a slow replica from its first answer: a session's first
-//!   requests must not find it by trying it four times); nearer ones are
-//!   compared by their requests in flight. After that a sample counts as at
-//!   most 3 times the average: one stall (the client descheduled, say) moves
+//!   then the node is compared by its requests in flight only. After that a sample counts as at most 3
+//!   times the average: one stall (the client descheduled, say) moves
 //!   the average by at most 1/4, which does not push a node out, while a
-//!   node that stays slow is passed over from its second slow answer on; and
-//!   while its last answer was such an outlier it gets only its probes (see
-//!   below), not the turns a stale average gets, so that a replica that
-//!   turns slow costs a session two or three slow answers, not the ten its
-//!   capped average would take to grow 4 times. Answers
+//!   node that stays slow is passed over from its second slow answer on. Answers
 //!   of any kind and timeouts count with the time they took, abandoned
 //!   attempts with the time until they were abandoned (a lower bound of the
 //!   node's latency); attempts whose connection failed do not count (a node
@@ -80,7 +73,7 @@
 //! every node's average stale so that each choice reads the clock; no
 //! allocation.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -126,10 +119,6 @@ pub struct NodeLoad {
     in_flight: AtomicU32,
     /// Samples recorded, counted up to `WARM_UP`.
     samples: AtomicU32,
-    /// The last sample was more than 3 times the average (and counted as
-    /// 3 times): until a normal one comes, the node gets no turns for being
-    /// stale.
-    outlier: AtomicBool,
     /// The average in microseconds (high 32 bits, 0: no sample yet) and the
     /// time of its last update (`clock_ms`, low 32 bits).
     latency: AtomicU64,
@@ -147,7 +136,6 @@ impl NodeLoad {
         Self {
             in_flight: AtomicU32::new(0),
             samples: AtomicU32::new(0),
-            outlier: AtomicBool::new(false),
             latency: AtomicU64::new(0),
         }
     }
@@ -210,17 +198,14 @@ impl NodeLoad {
         // got only probes afterwards: on a real 3-node Cassandra, 60 reads
         // after a restart did not reach it once.
         let mut restarted = false;
-        let mut outlier = false;
         let update = |old: u64| {
             let (avg, at) = (old >> 32, old as u32);
             restarted = avg != 0 && u64::from(now.wrapping_sub(at)) >= RESET_MS;
-            outlier = false;
             let avg = if avg == 0 || restarted {
                 sample
             } else if warming {
                 avg.min(sample)
             } else {
-                outlier = sample > avg.saturating_mul(3);
                 let sample = sample.min(avg.saturating_mul(3));
                 let quiet = u64::from(now.wrapping_sub(at));
                 let w = (quiet.saturating_mul(1024) / RESET_MS).clamp(MIN_WEIGHT, 1024);
@@ -233,9 +218,6 @@ impl NodeLoad {
         let _ = self
             .latency
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, update);
-        if self.outlier.load(Ordering::Relaxed) != outlier {
-            self.outlier.store(outlier, Ordering::Relaxed);
-        }
         if restarted {
             tracing::trace!(
                 sample_us = sample,
@@ -247,11 +229,10 @@ impl NodeLoad {
     /// Whether a request to this node is expected to be answered sooner than
     /// one to `other`, clearly (a quarter cheaper): the latency average times
     /// one plus the requests in flight, or only the requests in flight while
-    /// either node has no sample, or fewer than [`WARM_UP`] and the two costs
-    /// are within 4 times of each other, or `other`'s average is more than a
-    /// second old and at most 4 times this one's. Never when `other`'s
-    /// average is older than [`STALE_AFTER`] and at most 4 times this one's
-    /// (it gets its turn, to refresh it).
+    /// either node has fewer than [`WARM_UP`] samples or `other`'s average is
+    /// more than a second old and at most 4 times this one's. Never when
+    /// `other`'s average is older than [`STALE_AFTER`] and at most 4 times
+    /// this one's (it gets its turn, to refresh it).
     pub fn better_than(&self, other: &NodeLoad) -> bool {
         let (mine, theirs) = (self.in_flight(), other.in_flight());
         let (a, other_word) = (
@@ -259,33 +240,23 @@ impl NodeLoad {
             other.latency.load(Ordering::Relaxed),
         );
         let b = other_word >> 32;
-        if a == 0 || b == 0 {
+        if a == 0 || b == 0 || !self.warm() || !other.warm() {
             return mine < theirs;
         }
         let cost = a.saturating_mul(u64::from(mine) + 1);
         let other_cost = b.saturating_mul(u64::from(theirs) + 1);
-        if !self.warm() || !other.warm() {
-            // The minimum of a few samples: decisive only when far apart.
-            if other_cost > cost.saturating_mul(STALE_RATIO) {
-                return true;
-            }
-            return mine < theirs && cost <= other_cost.saturating_mul(STALE_RATIO);
-        }
         if cost >= other_cost - other_cost / 4 {
             return false;
         }
         // Cheaper, by averages. Far slower (more than `STALE_RATIO`
-        // times), or its last answer an outlier (it turned slow, or stalled
-        // once; a normal answer, a probe's, clears it): it waits for its
-        // probes, however old its average (turns given to old averages grow,
-        // as a share of the requests, as the session's request rate falls;
-        // and each turn of a node that turned slow would move its capped
-        // average by only a quarter). Otherwise the clock is read, to see
+        // times): it waits for its probes, however old its average (turns
+        // given to old averages grow, as a share of the requests, as the
+        // session's request rate falls). Otherwise the clock is read, to see
         // how old the other's average is: older than `RESET_MS`, it says
         // little about the node now (its next answer starts it over, see
         // `record_at`), and the two are compared by requests in flight;
         // older than `STALE_AFTER`, the other keeps its place.
-        if b > a.saturating_mul(STALE_RATIO) || other.outlier.load(Ordering::Relaxed) {
+        if b > a.saturating_mul(STALE_RATIO) {
             return true;
         }
         let age = u64::from(clock_ms().wrapping_sub(other_word as u32));
@@ -441,18 +412,11 @@ mod tests {
         let busy = y.start(Instant::now());
         assert!(x.better_than(&y) && !y.better_than(&x));
         drop(busy);
-        // Still warming up: within 4x of each other, requests in flight
-        // decide; farther apart, the averages (their minimum so far).
+        // Still warming up: the same.
         let fast = NodeLoad::new();
-        let near = NodeLoad::new();
         let slow = warmed(Duration::from_millis(20));
         fast.record(Duration::from_micros(500));
-        near.record(Duration::from_micros(1500));
-        assert!(!fast.better_than(&near) && !near.better_than(&fast));
-        let busy = near.start(Instant::now());
-        assert!(fast.better_than(&near) && !near.better_than(&fast));
-        drop(busy);
-        assert!(fast.better_than(&slow) && !slow.better_than(&fast));
+        assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
         for _ in 1..WARM_UP {
             fast.record(Duration::from_micros(500));
         }
@@ -466,52 +430,6 @@ mod tests {
         let a = warmed(Duration::from_micros(1000));
         let b = warmed(Duration::from_micros(1300));
         assert!(!a.better_than(&b) && !b.better_than(&a));
-    }
-
-    /// At a session's start a slow replica is passed over from its first
-    /// answer, even with nothing in flight against the others' requests: the
-    /// session does not send it the four requests a warm-up would.
-    #[test]
-    fn a_slow_node_is_passed_over_from_its_first_answer() {
-        let (fast, slow) = (NodeLoad::new(), NodeLoad::new());
-        fast.record(Duration::from_micros(300));
-        slow.record(Duration::from_millis(20));
-        let busy: Vec<_> = (0..3).map(|_| fast.start(Instant::now())).collect();
-        assert!(fast.better_than(&slow) && !slow.better_than(&fast));
-        // (Dropped, an attempt would record its time as a sample.)
-        busy.into_iter().for_each(InFlight::discard);
-        // A first answer that was not typical (a DDL statement, say) stops
-        // counting once a normal one comes: the minimum is kept.
-        slow.record(Duration::from_micros(400));
-        assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
-    }
-
-    /// A node that turns slow: its capped average passes it over from its
-    /// second slow answer, and its last answer being an outlier keeps it
-    /// from the turns a stale average gets, until a normal answer (a
-    /// probe's) comes.
-    #[test]
-    fn a_node_that_turned_slow_waits_for_its_probes() {
-        let fast = warmed(Duration::from_millis(1));
-        let node = warmed(Duration::from_millis(1));
-        let t0 = Instant::now();
-        node.record_at(Duration::from_millis(20), t0);
-        node.record_at(Duration::from_millis(20), t0);
-        assert!(node.outlier.load(Ordering::Relaxed));
-        assert!(fast.better_than(&node));
-        // Its average is stale (200 ms old) and within 4x of the other's,
-        // which would give it a turn: not after an outlier.
-        let stale = (node.latency.load(Ordering::Relaxed) >> 32 << 32)
-            | u64::from(clock_ms().wrapping_sub(200));
-        node.latency.store(stale, Ordering::Relaxed);
-        assert!(fast.better_than(&node));
-        // A normal answer clears it: a stale average gets its turn again.
-        node.record(Duration::from_millis(1));
-        assert!(!node.outlier.load(Ordering::Relaxed));
-        let stale = (node.latency.load(Ordering::Relaxed) >> 32 << 32)
-            | u64::from(clock_ms().wrapping_sub(200));
-        node.latency.store(stale, Ordering::Relaxed);
-        assert!(!fast.better_than(&node));
     }
 
     #[test]
