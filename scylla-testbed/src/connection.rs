@@ -501,7 +501,7 @@ impl Conn {
         } else {
             max
         };
-        delay(&self.node).await;
+        sleep(self.node.faults.latency()).await;
         let r = Response::error(error_code::PROTOCOL_ERROR, &message);
         let _ = send(&self.out, reply_version, stream, &r).await;
     }
@@ -810,7 +810,7 @@ impl Conn {
             Reply::Close => return Next::Close,
             Reply::Respond(r) => r,
         };
-        if !self.node.faults.latency().is_zero() {
+        if !self.node.faults.latency_of(&r).is_zero() {
             let (node, ctx, out) = (self.node.clone(), self.ctx.clone(), self.out.clone());
             self.tasks
                 .spawn(deliver(node, ctx, out, version, stream, r));
@@ -838,16 +838,17 @@ impl Conn {
         // After STARTUP (the only time READY goes out uncompressed, through
         // `respond_now`), frames use the negotiated compression.
         let version = self.version();
+        let d = node.faults.latency_of(&r);
         let r = compressed(&self.ctx, version, r);
         self.tasks.spawn(async move {
-            delay(&node).await;
+            sleep(d).await;
             send(&out, version, stream, &r).await
         });
     }
 
     /// Responds in order, before reading on (handshake steps).
     async fn respond_now(&mut self, stream: i16, r: Response) {
-        delay(&self.node).await;
+        sleep(self.node.faults.latency_of(&r)).await;
         let _ = send(&self.out, self.version(), stream, &r).await;
     }
 
@@ -910,8 +911,8 @@ fn compressed(ctx: &ConnCtx, version: ProtocolVersion, mut r: Response) -> Respo
     r
 }
 
-async fn delay(node: &NodeShared) {
-    let d = node.faults.latency();
+/// Waits `d` (no timer when it is zero).
+async fn sleep(d: Duration) {
     if !d.is_zero() {
         tokio::time::sleep(d).await;
     }
@@ -939,7 +940,7 @@ async fn deliver(
     stream: i16,
     r: Response,
 ) -> Next {
-    delay(&node).await;
+    sleep(node.faults.latency_of(&r)).await;
     queue(&out, served(&node, &ctx, version, stream, r)).await
 }
 

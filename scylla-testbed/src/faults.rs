@@ -68,6 +68,10 @@ pub struct Faults {
     pub shard_aware_port: ShardAwarePortMode,
     /// Delay before each response the node sends (events excepted).
     pub latency: Duration,
+    /// Further delay before each answer to a DDL statement (a RESULT of kind
+    /// SCHEMA_CHANGE): a real node's schema update takes far longer than a
+    /// request (hundreds of milliseconds on Cassandra 5.0 here).
+    pub schema_change_latency: Duration,
     /// How long a silent port holds a connection before closing it;
     /// `None` means until the node stops.
     pub silent_hold: Option<Duration>,
@@ -147,6 +151,14 @@ impl Faults {
         self
     }
 
+    /// A further delay before each answer to a DDL statement (see
+    /// [`Faults::schema_change_latency`]).
+    #[must_use]
+    pub fn with_schema_change_latency(mut self, latency: Duration) -> Self {
+        self.schema_change_latency = latency;
+        self
+    }
+
     /// Damage the next `n` outgoing v5 segments (see [`Faults::corrupt_segments`]).
     #[must_use]
     pub fn with_corrupt_segments(mut self, n: u32) -> Self {
@@ -208,6 +220,7 @@ pub(crate) struct FaultState {
     /// A slow node's latency on top of `latency_us` (not part of [`Faults`]:
     /// set once from the cluster's configuration).
     extra_latency_us: AtomicU64,
+    schema_change_latency_us: AtomicU64,
     silent: AtomicU8,
     silent_hold_ms: AtomicU64,
     /// Outgoing v5 segments still to damage.
@@ -235,6 +248,7 @@ impl FaultState {
             nat_offset: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
             extra_latency_us: AtomicU64::new(0),
+            schema_change_latency_us: AtomicU64::new(0),
             silent: AtomicU8::new(0),
             silent_hold_ms: AtomicU64::new(u64::MAX),
             corrupt_segments: AtomicU32::new(0),
@@ -258,6 +272,8 @@ impl FaultState {
         self.nat_kind.store(kind, Ordering::Relaxed);
         let us = u64::try_from(f.latency.as_micros()).unwrap_or(u64::MAX);
         self.latency_us.store(us, Ordering::Relaxed);
+        let us = u64::try_from(f.schema_change_latency.as_micros()).unwrap_or(u64::MAX);
+        self.schema_change_latency_us.store(us, Ordering::Relaxed);
         let hold = f.silent_hold.map_or(u64::MAX, |d| {
             u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
         });
@@ -333,6 +349,17 @@ impl FaultState {
         let us = self.latency_us.load(Ordering::Relaxed);
         let extra = self.extra_latency_us.load(Ordering::Relaxed);
         Duration::from_micros(us.saturating_add(extra))
+    }
+
+    /// The delay before `r` goes out: [`latency`](Self::latency), and the
+    /// schema-change latency on top for a DDL statement's answer.
+    pub(crate) fn latency_of(&self, r: &crate::handler::Response) -> Duration {
+        let base = self.latency();
+        let ddl = self.schema_change_latency_us.load(Ordering::Relaxed);
+        if ddl == 0 || !r.is_schema_change() {
+            return base;
+        }
+        base.saturating_add(Duration::from_micros(ddl))
     }
 
     /// Sets the slow-node latency added to every response.

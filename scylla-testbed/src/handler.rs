@@ -75,6 +75,49 @@ impl Response {
         }
     }
 
+    /// Whether this is a RESULT of kind SCHEMA_CHANGE (the answer to a DDL
+    /// statement), looking past the tracing id, warnings and custom payload
+    /// the flags announce (in that order, as the protocol specifies). A body
+    /// too short to say is not one.
+    pub fn is_schema_change(&self) -> bool {
+        const SCHEMA_CHANGE: i32 = 0x0005;
+        if self.opcode != Opcode::Result {
+            return false;
+        }
+        fn skip(b: &[u8], n: usize) -> Option<&[u8]> {
+            b.get(n..)
+        }
+        fn short(b: &[u8]) -> Option<(usize, &[u8])> {
+            let n = u16::from_be_bytes([*b.first()?, *b.get(1)?]);
+            Some((usize::from(n), skip(b, 2)?))
+        }
+        fn kind(flags: Flags, mut b: &[u8]) -> Option<i32> {
+            if flags.contains(Flags::TRACING) {
+                b = skip(b, 16)?;
+            }
+            if flags.contains(Flags::WARNING) {
+                let (n, mut rest) = short(b)?;
+                for _ in 0..n {
+                    let (len, r) = short(rest)?;
+                    rest = skip(r, len)?;
+                }
+                b = rest;
+            }
+            if flags.contains(Flags::CUSTOM_PAYLOAD) {
+                let (n, mut rest) = short(b)?;
+                for _ in 0..n {
+                    let (len, r) = short(rest)?;
+                    let r = skip(r, len)?;
+                    let len = i32::from_be_bytes(r.get(..4)?.try_into().ok()?);
+                    rest = skip(r, 4 + usize::try_from(len).unwrap_or(0))?;
+                }
+                b = rest;
+            }
+            Some(i32::from_be_bytes(b.get(..4)?.try_into().ok()?))
+        }
+        kind(self.flags, &self.body) == Some(SCHEMA_CHANGE)
+    }
+
     /// READY (empty body).
     pub fn ready() -> Self {
         Response::new(Opcode::Ready, Bytes::new())
@@ -508,6 +551,32 @@ mod tests {
         assert_eq!(r.read_int("c").unwrap(), 0x000A);
         assert_eq!(r.read_string("m").unwrap(), "bad");
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn schema_change_results_are_told_apart_past_flags() {
+        let kind = |k: i32| k.to_be_bytes().to_vec();
+        let plain = Response::new(Opcode::Result, kind(5));
+        assert!(plain.is_schema_change());
+        assert!(!Response::new(Opcode::Result, kind(1)).is_schema_change());
+        assert!(!Response::new(Opcode::Error, kind(5)).is_schema_change());
+        assert!(!Response::new(Opcode::Result, vec![0, 0]).is_schema_change());
+        // Tracing id, one warning, one custom payload entry, then the kind.
+        let mut body = vec![7u8; 16];
+        body.extend([0, 1, 0, 2, b'h', b'i']);
+        body.extend([0, 1, 0, 1, b'k', 0, 0, 0, 3, 1, 2, 3]);
+        body.extend(kind(5));
+        let mut all = Response::new(Opcode::Result, body.clone());
+        all.flags = Flags::TRACING
+            .with(Flags::WARNING)
+            .with(Flags::CUSTOM_PAYLOAD);
+        assert!(all.is_schema_change());
+        // The same body read without its flags is not one; cut short, neither.
+        all.flags = Flags::WARNING;
+        assert!(!all.is_schema_change());
+        all.flags = Flags::TRACING.with(Flags::WARNING).with(Flags::CUSTOM_PAYLOAD);
+        all.body = Bytes::from(body[..body.len() - 2].to_vec());
+        assert!(!all.is_schema_change());
     }
 
     #[test]
