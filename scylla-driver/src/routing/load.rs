@@ -13,15 +13,24 @@
 //!   over (its next sample is the average), so a node that was down, or not
 //!   chosen for a while, is judged by how it answers now. A node's first
 //!   [`WARM_UP`] samples only keep their minimum (a node's first request is
-//!   often not a typical one: DDL, a statement's first execution), and until
-//!   then the node is compared by its requests in flight only. After that a sample counts as at most 3
-//!   times the average: one stall (the client descheduled, say) moves
-//!   the average by at most 1/4, which does not push a node out, while a
-//!   node that stays slow is passed over from its second slow answer on. Answers
-//!   of any kind and timeouts count with the time they took, abandoned
-//!   attempts with the time until they were abandoned (a lower bound of the
-//!   node's latency); attempts whose connection failed do not count (a node
-//!   going down would otherwise look fast, or slow after its restart).
+//!   often not a typical one: a statement's first execution, a cold JVM),
+//!   and until then only a node more than 4 times dearer than the other is
+//!   passed over on them (a slow replica from its first answer: a session's
+//!   first requests must not find it by trying it four times; an untypical
+//!   first answer is replaced by its probe's, see below); nearer ones are
+//!   compared by their requests in flight. After that a sample counts as at most 3 times
+//!   the average: one stall (the client descheduled, say) moves the average
+//!   by at most 1/4, which does not push a node out, while a node that stays
+//!   slow is passed over from its second slow answer on; and after two such
+//!   outliers in a row it gets only its probes (see below), not the turns a
+//!   stale average gets, until a normal answer, so that a replica that turns
+//!   slow costs a session two or three slow answers, not the ten its capped
+//!   average would take to grow 4 times. Answers of any kind and timeouts count with the time they took,
+//!   abandoned attempts with the time until they were abandoned (a lower
+//!   bound of the node's latency); attempts whose connection failed do not
+//!   count (a node going down would otherwise look fast, or slow after its
+//!   restart), nor do schema changes (a DDL statement's answer waits for the
+//!   node's schema update, far longer than a request takes).
 //!
 //! # The policy: power of two choices
 //! When a plan ([`Plan::with_loads`](super::Plan::with_loads)) starts a step
@@ -73,7 +82,7 @@
 //! every node's average stale so that each choice reads the clock; no
 //! allocation.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -105,6 +114,9 @@ const MIN_WEIGHT: u64 = 128;
 /// the average).
 pub const WARM_UP: u32 = 4;
 
+/// Outliers in a row after which a node gets no turns for a stale average.
+const OUTLIERS_IN_A_ROW: u8 = 2;
+
 /// After this long without a sample, the next sample replaces the average
 /// and the node warms up again ([`WARM_UP`] samples).
 const RESET_MS: u64 = 1000;
@@ -119,6 +131,10 @@ pub struct NodeLoad {
     in_flight: AtomicU32,
     /// Samples recorded, counted up to `WARM_UP`.
     samples: AtomicU32,
+    /// How many of the last samples in a row were more than 3 times the
+    /// average (and counted as 3 times), up to 2: from the second on, until
+    /// a normal one comes, the node gets no turns for being stale.
+    outliers: AtomicU8,
     /// The average in microseconds (high 32 bits, 0: no sample yet) and the
     /// time of its last update (`clock_ms`, low 32 bits).
     latency: AtomicU64,
@@ -136,6 +152,7 @@ impl NodeLoad {
         Self {
             in_flight: AtomicU32::new(0),
             samples: AtomicU32::new(0),
+            outliers: AtomicU8::new(0),
             latency: AtomicU64::new(0),
         }
     }
@@ -198,14 +215,17 @@ impl NodeLoad {
         // got only probes afterwards: on a real 3-node Cassandra, 60 reads
         // after a restart did not reach it once.
         let mut restarted = false;
+        let mut outlier = false;
         let update = |old: u64| {
             let (avg, at) = (old >> 32, old as u32);
             restarted = avg != 0 && u64::from(now.wrapping_sub(at)) >= RESET_MS;
+            outlier = false;
             let avg = if avg == 0 || restarted {
                 sample
             } else if warming {
                 avg.min(sample)
             } else {
+                outlier = sample > avg.saturating_mul(3);
                 let sample = sample.min(avg.saturating_mul(3));
                 let quiet = u64::from(now.wrapping_sub(at));
                 let w = (quiet.saturating_mul(1024) / RESET_MS).clamp(MIN_WEIGHT, 1024);
@@ -218,6 +238,12 @@ impl NodeLoad {
         let _ = self
             .latency
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, update);
+        // Racing updates may miscount a row by one, which does not matter.
+        let row = self.outliers.load(Ordering::Relaxed);
+        let next = if outlier { (row + 1).min(OUTLIERS_IN_A_ROW) } else { 0 };
+        if row != next {
+            self.outliers.store(next, Ordering::Relaxed);
+        }
         if restarted {
             tracing::trace!(
                 sample_us = sample,
@@ -229,10 +255,12 @@ impl NodeLoad {
     /// Whether a request to this node is expected to be answered sooner than
     /// one to `other`, clearly (a quarter cheaper): the latency average times
     /// one plus the requests in flight, or only the requests in flight while
-    /// either node has fewer than [`WARM_UP`] samples or `other`'s average is
-    /// more than a second old and at most 4 times this one's. Never when
-    /// `other`'s average is older than [`STALE_AFTER`] and at most 4 times
-    /// this one's (it gets its turn, to refresh it).
+    /// either node has no sample, or fewer than [`WARM_UP`] and the two costs
+    /// are within 4 times of each other, or `other`'s average is more than a
+    /// second old and at most 4 times this one's. Never when `other`'s
+    /// average is older than [`STALE_AFTER`] and at most 4 times this one's
+    /// (it gets its turn, to refresh it), unless its last two answers were
+    /// outliers (it waits for its probes).
     pub fn better_than(&self, other: &NodeLoad) -> bool {
         let (mine, theirs) = (self.in_flight(), other.in_flight());
         let (a, other_word) = (
@@ -240,11 +268,24 @@ impl NodeLoad {
             other.latency.load(Ordering::Relaxed),
         );
         let b = other_word >> 32;
-        if a == 0 || b == 0 || !self.warm() || !other.warm() {
+        if a == 0 || b == 0 {
             return mine < theirs;
         }
         let cost = a.saturating_mul(u64::from(mine) + 1);
         let other_cost = b.saturating_mul(u64::from(theirs) + 1);
+        if !self.warm() || !other.warm() {
+            // The minimum of a few samples: decisive only when far apart.
+            if other_cost <= cost.saturating_mul(STALE_RATIO) {
+                return mine < theirs && cost <= other_cost.saturating_mul(STALE_RATIO);
+            }
+            // Far dearer: passed over from its first answer, so that a
+            // session's first requests do not find a slow replica by trying
+            // it four times. Like a warm node far slower, it waits for its
+            // probes: an untypical first answer (a cold JVM) gives way to the
+            // probe's (the minimum is kept), while a turn on a timer would
+            // cost every session one more slow answer.
+            return true;
+        }
         if cost >= other_cost - other_cost / 4 {
             return false;
         }
@@ -255,8 +296,16 @@ impl NodeLoad {
         // how old the other's average is: older than `RESET_MS`, it says
         // little about the node now (its next answer starts it over, see
         // `record_at`), and the two are compared by requests in flight;
-        // older than `STALE_AFTER`, the other keeps its place.
-        if b > a.saturating_mul(STALE_RATIO) {
+        // older than `STALE_AFTER`, the other keeps its place. But a node
+        // whose last two answers were outliers turned slow (or stalled
+        // across several requests): each turn would move its capped average
+        // by a quarter only, and a turn a second would cost every session a
+        // slow answer a second; like a node far slower, it waits for its
+        // probes (a normal answer clears it). One outlier alone, a stall,
+        // takes none of its turns.
+        if b > a.saturating_mul(STALE_RATIO)
+            || other.outliers.load(Ordering::Relaxed) >= OUTLIERS_IN_A_ROW
+        {
             return true;
         }
         let age = u64::from(clock_ms().wrapping_sub(other_word as u32));
@@ -290,9 +339,9 @@ impl InFlight<'_> {
         self.load.record_at(latency, now);
     }
 
-    /// The attempt failed without telling anything about the node's latency
-    /// (a broken or refused connection: a node that went down must not look
-    /// fast, nor slow once it is back).
+    /// The attempt ended without telling anything about the node's latency:
+    /// a broken or refused connection (a node that went down must not look
+    /// fast, nor slow once it is back), or a schema change's answer.
     #[inline]
     pub fn discard(mut self) {
         self.ended = true;
@@ -412,11 +461,18 @@ mod tests {
         let busy = y.start(Instant::now());
         assert!(x.better_than(&y) && !y.better_than(&x));
         drop(busy);
-        // Still warming up: the same.
+        // Still warming up: within 4x of each other, requests in flight
+        // decide; farther apart, the averages (their minimum so far).
         let fast = NodeLoad::new();
+        let near = NodeLoad::new();
         let slow = warmed(Duration::from_millis(20));
         fast.record(Duration::from_micros(500));
-        assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
+        near.record(Duration::from_micros(1500));
+        assert!(!fast.better_than(&near) && !near.better_than(&fast));
+        let busy = near.start(Instant::now());
+        assert!(fast.better_than(&near) && !near.better_than(&fast));
+        drop(busy);
+        assert!(fast.better_than(&slow) && !slow.better_than(&fast));
         for _ in 1..WARM_UP {
             fast.record(Duration::from_micros(500));
         }
@@ -430,6 +486,61 @@ mod tests {
         let a = warmed(Duration::from_micros(1000));
         let b = warmed(Duration::from_micros(1300));
         assert!(!a.better_than(&b) && !b.better_than(&a));
+    }
+
+    /// At a session's start a slow replica is passed over from its first
+    /// answer, even with nothing in flight against the others' requests: the
+    /// session does not send it the four requests a warm-up would.
+    #[test]
+    fn a_slow_node_is_passed_over_from_its_first_answer() {
+        let (fast, slow) = (NodeLoad::new(), NodeLoad::new());
+        fast.record(Duration::from_micros(300));
+        slow.record(Duration::from_millis(20));
+        let busy: Vec<_> = (0..3).map(|_| fast.start(Instant::now())).collect();
+        assert!(fast.better_than(&slow) && !slow.better_than(&fast));
+        // (Dropped, an attempt would record its time as a sample.)
+        busy.into_iter().for_each(InFlight::discard);
+        // A first answer that was not typical (a cold JVM, say) stops
+        // counting once a normal one comes: the minimum is kept.
+        slow.record(Duration::from_micros(400));
+        assert!(!fast.better_than(&slow) && !slow.better_than(&fast));
+    }
+
+    /// A node that turns slow: its capped average passes it over from its
+    /// second slow answer, and two outliers in a row keep it from the turns
+    /// a stale average gets, until a normal answer (a probe's) comes.
+    #[test]
+    fn a_node_that_turned_slow_waits_for_its_probes() {
+        let fast = warmed(Duration::from_millis(1));
+        let node = warmed(Duration::from_millis(1));
+        let t0 = Instant::now();
+        let age = |node: &NodeLoad, ms: u32| {
+            let word = (node.latency.load(Ordering::Relaxed) >> 32 << 32)
+                | u64::from(clock_ms().wrapping_sub(ms));
+            node.latency.store(word, Ordering::Relaxed);
+        };
+        // One outlier (a stall): +1/4, within noise; a stale average keeps
+        // its turns.
+        node.record_at(Duration::from_millis(20), t0);
+        assert!(!fast.better_than(&node));
+        age(&node, 200);
+        assert!(!fast.better_than(&node));
+        // Two in a row: it turned slow; a stale average (200 ms old) within
+        // 4x of the other's gets no turn...
+        node.record_at(Duration::from_millis(20), t0);
+        assert_eq!(node.outliers.load(Ordering::Relaxed), OUTLIERS_IN_A_ROW);
+        assert!(fast.better_than(&node));
+        age(&node, 200);
+        assert!(fast.better_than(&node));
+        // ... however old (a turn a second is a slow answer a second for
+        // every session)...
+        age(&node, 1200);
+        assert!(fast.better_than(&node));
+        // ... until a normal answer (a probe's) clears it.
+        node.record(Duration::from_millis(1));
+        assert_eq!(node.outliers.load(Ordering::Relaxed), 0);
+        age(&node, 200);
+        assert!(!fast.better_than(&node));
     }
 
     #[test]

@@ -517,6 +517,16 @@ async fn attempt_chain<'s>(
             let attempt_latency = finished.saturating_duration_since(now);
             if let Some(load) = load {
                 match &outcome {
+                    // A DDL statement's answer waits for the node's schema
+                    // update: it says nothing about its request latency.
+                    Ok(frame)
+                        if matches!(
+                            frame.response,
+                            Response::Result(ResultBody::SchemaChange(_))
+                        ) =>
+                    {
+                        load.discard()
+                    }
                     Ok(_) | Err(Failed::Request(ConnectionRequestError::Timeout(_))) => {
                         load.finish(attempt_latency, finished)
                     }
