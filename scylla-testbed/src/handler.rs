@@ -574,7 +574,9 @@ mod tests {
         // The same body read without its flags is not one; cut short, neither.
         all.flags = Flags::WARNING;
         assert!(!all.is_schema_change());
-        all.flags = Flags::TRACING.with(Flags::WARNING).with(Flags::CUSTOM_PAYLOAD);
+        all.flags = Flags::TRACING
+            .with(Flags::WARNING)
+            .with(Flags::CUSTOM_PAYLOAD);
         all.body = Bytes::from(body[..body.len() - 2].to_vec());
         assert!(!all.is_schema_change());
     }

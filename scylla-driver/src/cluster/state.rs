@@ -157,7 +157,8 @@ impl Snapshot {
             tracing::info!(node = %gone.address, host_id = %gone.host_id, "node removed");
             gone.pool.shutdown();
         }
-        let by_host: HashMap<Uuid, &Arc<PooledNode>> = nodes.iter().map(|n| (n.host_id, n)).collect();
+        let by_host: HashMap<Uuid, &Arc<PooledNode>> =
+            nodes.iter().map(|n| (n.host_id, n)).collect();
         let input =
             metadata.to_topology_input(&|host| by_host.get(host).and_then(|n| n.pool.sharder()));
         let routing = RoutingTable::build(&input);

@@ -31,9 +31,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::control::ControlHandle;
+use super::state::Snapshot;
 use super::system_tables::tablets::{TabletRowsReader, TABLETS_QUERY};
 use super::system_tables::{Metadata, MetadataError, NodeOptions, QueryOptions};
-use super::state::Snapshot;
 use crate::metrics::Metrics;
 use crate::routing::tablets::{ResolvedTablets, TabletTable};
 use crate::routing::{Tablet, TabletMap};
@@ -295,8 +295,7 @@ impl TabletStore {
                 slot.set_uses_tablets(ks.tablets || !slot.snapshot().map.is_empty());
                 slot.set_leader_first(ks.strongly_consistent);
             }
-            let exists =
-                |s: &Snapshot| s.metadata.table(slot.keyspace(), slot.table()).is_some();
+            let exists = |s: &Snapshot| s.metadata.table(slot.keyspace(), slot.table()).is_some();
             // Only a disappearance counts (a table created since the state's
             // metadata was read is not gone).
             if exists(previous) && !exists(state) {
@@ -373,7 +372,8 @@ pub(crate) async fn warm_up(
     };
     let keep = |ks: &str| wanted.contains(ks);
     let mut reader = TabletRowsReader::new(&keep);
-    super::system_tables::for_each_page(&conn, TABLETS_QUERY, query, |page| reader.page(&page)).await?;
+    super::system_tables::for_each_page(&conn, TABLETS_QUERY, query, |page| reader.page(&page))
+        .await?;
     let rows = reader.rows;
     let tables = reader.tables;
     store
@@ -454,8 +454,8 @@ mod tests {
                 tokens: vec![Token(h as i64)],
                 schema_version: None,
                 release_version: None,
-            via_client_route: false,
-            own_address: None,
+                via_client_route: false,
+                own_address: None,
             })
             .collect();
         let mut tables = BTreeMap::new();

@@ -6,15 +6,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "tls")]
+use super::tls;
+use super::{
+    stream_slots, AuthenticatorProvider, Coalescing, IoCounters, ProtocolChoice, SocketConfig,
+};
 use scylla_cql::compression::Compression;
 use scylla_cql::frame::envelope::CustomPayload;
 use scylla_cql::frame::request::EventType;
 use scylla_cql::frame::response::event::Event;
 use tokio::sync::mpsc;
-use super::{AuthenticatorProvider, Coalescing, IoCounters, ProtocolChoice, SocketConfig, stream_slots};
-#[cfg(feature = "tls")]
-use super::tls;
-
 
 /// How to open and run a connection.
 #[derive(Debug, Clone)]

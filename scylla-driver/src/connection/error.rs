@@ -378,7 +378,10 @@ pub enum ConnectionRequestError {
 impl ConnectionRequestError {
     /// Whether the server certainly did not see the request.
     pub fn is_not_sent(&self) -> bool {
-        matches!(self, ConnectionRequestError::NotSent(_) | ConnectionRequestError::Encode(_))
+        matches!(
+            self,
+            ConnectionRequestError::NotSent(_) | ConnectionRequestError::Encode(_)
+        )
     }
 }
 

@@ -16,9 +16,12 @@ use tracing::Instrument;
 
 use super::coalescing::Coalescer;
 use super::stream_slots::StreamSlots;
-use super::{Connection, ConnectionConfig, ConnectionError, ConnectionInfo, Handle, Pending, ServerInfo, SetupStep, Shared, handshake, housekeeping, reader, writer};
 #[cfg(feature = "tls")]
 use super::tls;
+use super::{
+    handshake, housekeeping, reader, writer, Connection, ConnectionConfig, ConnectionError,
+    ConnectionInfo, Handle, Pending, ServerInfo, SetupStep, Shared,
+};
 
 /// Opens a connection to `addr`, optionally from the local address `source`.
 ///
@@ -38,7 +41,9 @@ pub async fn open(
     config: &ConnectionConfig,
 ) -> Result<Connection, ConnectionError> {
     let span = match &config.unix_socket {
-        Some(path) => tracing::debug_span!("connection", peer = %addr, unix_socket = %path.display()),
+        Some(path) => {
+            tracing::debug_span!("connection", peer = %addr, unix_socket = %path.display())
+        }
         None => tracing::debug_span!("connection", peer = %addr, tls = config.uses_tls()),
     };
     open_inner(addr, source, config).instrument(span).await

@@ -5,11 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::{
+    BrokenConnection, BrokenReason, ConnectionRequestError, RequestOptions, ResponseFrame,
+    ServerInfo, Shared,
+};
 use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::frame::{MessageBody, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
-use super::{BrokenConnection, BrokenReason, ConnectionRequestError, RequestOptions, ResponseFrame, ServerInfo, Shared};
-
 
 /// A handle to an open connection. Cheap to clone; the connection closes when
 /// the last handle is dropped (or on [`Connection::close`]).

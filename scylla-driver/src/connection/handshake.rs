@@ -504,7 +504,10 @@ mod tests {
         let ext = ScyllaExtensions::default();
         let defaults = ConnectionConfig::default();
         let plain = startup_message(&defaults, &ext, None);
-        assert_eq!(plain.get(startup::DRIVER_NAME), Some("scylla-driver (Rust)"));
+        assert_eq!(
+            plain.get(startup::DRIVER_NAME),
+            Some("scylla-driver (Rust)")
+        );
         for key in [
             startup::APPLICATION_NAME,
             startup::APPLICATION_VERSION,

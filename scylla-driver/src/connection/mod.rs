@@ -77,7 +77,8 @@ pub use self::auth::{
 pub use self::coalescing::Coalescing;
 pub(crate) use self::error::Chain;
 pub use self::error::{
-    BrokenConnection, BrokenReason, ConnectionError, ConnectionRequestError, SetupStep, TlsErrorKind,
+    BrokenConnection, BrokenReason, ConnectionError, ConnectionRequestError, SetupStep,
+    TlsErrorKind,
 };
 pub use self::handshake::ServerInfo;
 pub use self::negotiation::ProtocolChoice;

@@ -89,9 +89,15 @@ async fn read_loop<R: AsyncRead + Unpin>(
                             Ok(h) => h,
                             Err(e) => return BrokenReason::Decode(e),
                         };
-                        if let Err(reason) =
-                            dispatch(shared, cfg, &mut specs, decompressor.as_mut(), header, frame, &mut wakes)
-                        {
+                        if let Err(reason) = dispatch(
+                            shared,
+                            cfg,
+                            &mut specs,
+                            decompressor.as_mut(),
+                            header,
+                            frame,
+                            &mut wakes,
+                        ) {
                             return reason;
                         }
                         frames_in += 1;
@@ -108,9 +114,15 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 match frame_len(&buf, shared.max_frame_len) {
                     Ok(Some((header, len))) => {
                         let frame = buf.split_to(len).freeze();
-                        if let Err(reason) =
-                            dispatch(shared, cfg, &mut specs, decompressor.as_mut(), header, frame, &mut wakes)
-                        {
+                        if let Err(reason) = dispatch(
+                            shared,
+                            cfg,
+                            &mut specs,
+                            decompressor.as_mut(),
+                            header,
+                            frame,
+                            &mut wakes,
+                        ) {
                             return reason;
                         }
                         frames_in += 1;

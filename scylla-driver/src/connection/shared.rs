@@ -14,9 +14,12 @@ use scylla_cql::frame::{Direction, MessageBody, ProtocolVersion};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
-use super::{BrokenConnection, BrokenReason, IoCounters, ConnectionRequestError, RequestOptions, ResponseFrame, stats};
 use super::coalescing::Coalescer;
+use super::stream_slots::{ResponseFuture, SlotOutcome, StreamSlots};
+use super::{
+    stats, BrokenConnection, BrokenReason, ConnectionRequestError, IoCounters, RequestOptions,
+    ResponseFrame,
+};
 
 pub(super) type SlotValue = Result<ResponseFrame, ConnectionRequestError>;
 
@@ -190,9 +193,10 @@ impl Shared {
         };
         for id in unsent {
             // These were never handed to the socket.
-            let _ = self
-                .slots
-                .complete(id as i16, Err(ConnectionRequestError::NotSent(broken.clone())));
+            let _ = self.slots.complete(
+                id as i16,
+                Err(ConnectionRequestError::NotSent(broken.clone())),
+            );
         }
         self.slots
             .close(|_| Err(ConnectionRequestError::Broken(broken.clone())));

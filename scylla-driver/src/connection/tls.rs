@@ -517,7 +517,9 @@ pub enum TlsConfigError {
     /// [`RecordLayer::Driver`] was asked for with a configuration whose
     /// records it cannot encrypt as the configuration requires (a FIPS
     /// configuration, or cipher suites of a provider other than `ring`).
-    #[error("the driver's TLS record layer (RecordLayer::Driver) cannot serve this configuration: {0}")]
+    #[error(
+        "the driver's TLS record layer (RecordLayer::Driver) cannot serve this configuration: {0}"
+    )]
     DriverRecordLayerUnsupported(String),
 }
 
@@ -871,7 +873,10 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, TlsConfigError::DriverRecordLayerUnsupported(_)));
         let text = e.to_string();
-        assert!(text.contains("not ring's own") && text.contains("RecordLayer::Rustls"), "{text}");
+        assert!(
+            text.contains("not ring's own") && text.contains("RecordLayer::Rustls"),
+            "{text}"
+        );
         // A configuration changed after the check is refused at connect.
         let mut sneaky = TlsConfig::builder()
             .danger_accept_invalid_certs()
@@ -886,7 +891,10 @@ mod tests {
         let Err(e) = sneaky.connect(addr, tcp, Duration::from_secs(1)).await else {
             panic!("connected");
         };
-        assert_eq!(e.tls_kind(), Some(TlsErrorKind::DriverRecordLayerUnsupported));
+        assert_eq!(
+            e.tls_kind(),
+            Some(TlsErrorKind::DriverRecordLayerUnsupported)
+        );
         assert!(e.to_string().contains("RecordLayer::Rustls"), "{e}");
         // ring's own provider is accepted.
         let ring_config = TlsConfig::builder()
@@ -907,12 +915,30 @@ mod tests {
             (&rustls::version::TLS13, s::TLS13_AES_128_GCM_SHA256),
             (&rustls::version::TLS13, s::TLS13_AES_256_GCM_SHA384),
             (&rustls::version::TLS13, s::TLS13_CHACHA20_POLY1305_SHA256),
-            (&rustls::version::TLS12, s::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256),
-            (&rustls::version::TLS12, s::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384),
-            (&rustls::version::TLS12, s::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256),
-            (&rustls::version::TLS12, s::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
-            (&rustls::version::TLS12, s::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384),
-            (&rustls::version::TLS12, s::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256),
+            (
+                &rustls::version::TLS12,
+                s::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            ),
+            (
+                &rustls::version::TLS12,
+                s::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            ),
+            (
+                &rustls::version::TLS12,
+                s::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+            ),
+            (
+                &rustls::version::TLS12,
+                s::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+            ),
+            (
+                &rustls::version::TLS12,
+                s::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            ),
+            (
+                &rustls::version::TLS12,
+                s::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+            ),
         ];
         for (version, suite) in suites {
             let mut provider = rustls::crypto::ring::default_provider();

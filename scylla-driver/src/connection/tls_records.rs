@@ -52,9 +52,7 @@ use ring::aead;
 use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::kernel::KernelConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, UnbufferedStatus};
-use rustls::{
-    AlertDescription, ConnectionTrafficSecrets, ProtocolVersion, SupportedCipherSuite,
-};
+use rustls::{AlertDescription, ConnectionTrafficSecrets, ProtocolVersion, SupportedCipherSuite};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -299,7 +297,11 @@ impl Keys {
                 if explicit > 0 {
                     nonce[4..].copy_from_slice(&body[..8]);
                 }
-                let aad = self.aad12(header[0], [header[1], header[2]], body.len() - explicit - TAG);
+                let aad = self.aad12(
+                    header[0],
+                    [header[1], header[2]],
+                    body.len() - explicit - TAG,
+                );
                 let plain = self
                     .key
                     .open_in_place(
@@ -419,7 +421,10 @@ impl Kernel {
         let f = self.failure.get()?;
         Some(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("the TLS connection failed earlier and is unusable: {}", f.message),
+            format!(
+                "the TLS connection failed earlier and is unusable: {}",
+                f.message
+            ),
         ))
     }
 
@@ -434,7 +439,9 @@ impl Kernel {
         Keys::new(self.tls13, seq, secrets)
     }
 
-    fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, KernelConnection<ClientConnectionData>>> {
+    fn lock(
+        &self,
+    ) -> io::Result<std::sync::MutexGuard<'_, KernelConnection<ClientConnectionData>>> {
         self.conn
             .lock()
             .map_err(|_| io::Error::other("TLS key state poisoned"))
@@ -611,7 +618,8 @@ impl Recv {
             ));
         }
         if self.fragment.is_empty() {
-            let used = handle_messages(&mut self.keys, &mut self.idle, kernel, &self.buf[from..to])?;
+            let used =
+                handle_messages(&mut self.keys, &mut self.idle, kernel, &self.buf[from..to])?;
             // The start of a message continued in the next record(s):
             // bounded by `handle_messages` (a header and at most
             // MAX_HANDSHAKE_MESSAGE bytes).
@@ -892,7 +900,11 @@ impl Send {
     /// On drop: the last alert, if the socket takes it at once and only on
     /// a record boundary (a record half written cannot be followed by
     /// another).
-    fn close_on_drop(&mut self, kernel: &Kernel, try_write: impl FnOnce(&[u8]) -> io::Result<usize>) {
+    fn close_on_drop(
+        &mut self,
+        kernel: &Kernel,
+        try_write: impl FnOnce(&[u8]) -> io::Result<usize>,
+    ) {
         if self.sent != 0 || !self.out.is_empty() || self.close_sealed {
             return;
         }
@@ -923,7 +935,9 @@ impl Send {
             2
         };
         // Best effort: a connection whose keys fail cannot say goodbye.
-        let _ = self.keys.seal(ALERT, &[level, u8::from(desc)], &mut self.out);
+        let _ = self
+            .keys
+            .seal(ALERT, &[level, u8::from(desc)], &mut self.out);
     }
 }
 
@@ -1415,7 +1429,11 @@ mod tests {
             assert_eq!(back, msg, "message {i}");
         }
         let (_, _, send) = s.parts.as_ref().unwrap();
-        assert!(send.keys.seq <= 4, "the keys were renewed: {}", send.keys.seq);
+        assert!(
+            send.keys.seq <= 4,
+            "the keys were renewed: {}",
+            send.keys.seq
+        );
         drop(s);
         // The close_notify makes it a clean close.
         echo.await.unwrap().unwrap();
@@ -1455,7 +1473,13 @@ mod tests {
     /// seals with and those it opens with, and the client's ticket store.
     async fn crafted_pair(
         version: &'static rustls::SupportedProtocolVersion,
-    ) -> (TlsStream, TcpStream, Keys, Keys, Arc<crate::connection::tls_tickets::TicketStore>) {
+    ) -> (
+        TlsStream,
+        TcpStream,
+        Keys,
+        Keys,
+        Arc<crate::connection::tls_tickets::TicketStore>,
+    ) {
         let mut server = server_config(version);
         server.enable_secret_extraction = true;
         server.send_tls13_tickets = 0;
@@ -1535,14 +1559,21 @@ mod tests {
             }
         };
         assert_eq!(got, b"before", "{alert:?}");
-        assert_eq!(first.kind(), io::ErrorKind::InvalidData, "{alert:?}: {first}");
+        assert_eq!(
+            first.kind(),
+            io::ErrorKind::InvalidData,
+            "{alert:?}: {first}"
+        );
         // Poisoned: whatever the server sends next is never handed out.
         server
             .write_all(&sealed(&mut tx, APPLICATION_DATA, b"after"))
             .await
             .unwrap();
         let again = s.read(&mut buf).await;
-        assert!(again.is_err(), "{alert:?}: read after the failure: {again:?}");
+        assert!(
+            again.is_err(),
+            "{alert:?}: read after the failure: {again:?}"
+        );
         // The write fails, and the alert goes out instead.
         let w = s.write_all(b"request").await;
         assert!(w.is_err(), "{alert:?}: write after the failure");
@@ -1594,7 +1625,11 @@ mod tests {
         // The largest allowed plaintext passes.
         let (mut s, mut server, mut tx, _, _) = crafted_pair(&rustls::version::TLS13).await;
         server
-            .write_all(&sealed(&mut tx, APPLICATION_DATA, &vec![1u8; MAX_PLAINTEXT]))
+            .write_all(&sealed(
+                &mut tx,
+                APPLICATION_DATA,
+                &vec![1u8; MAX_PLAINTEXT],
+            ))
             .await
             .unwrap();
         let mut back = vec![0u8; MAX_PLAINTEXT];
@@ -1631,7 +1666,11 @@ mod tests {
         s.read_exact(&mut back).await.unwrap();
         assert_eq!(&back, b"data");
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-        assert_eq!(tickets.available_since(&name, since), 2, "both tickets stored");
+        assert_eq!(
+            tickets.available_since(&name, since),
+            2,
+            "both tickets stored"
+        );
         let recv = &s.parts.as_ref().unwrap().1;
         assert!(recv.fragment.is_empty());
     }
@@ -1639,24 +1678,34 @@ mod tests {
     #[tokio::test]
     async fn split_handshake_messages_are_bounded_and_not_interleaved() {
         // A message declared over 64 KiB.
-        assert_refused(&rustls::version::TLS13, AlertDescription::DecodeError, |tx| {
-            let len = (MAX_HANDSHAKE_MESSAGE + 1) as u32;
-            let [_, a, b, c] = len.to_be_bytes();
-            sealed(tx, HANDSHAKE, &[NEW_SESSION_TICKET, a, b, c, 0, 0])
-        })
+        assert_refused(
+            &rustls::version::TLS13,
+            AlertDescription::DecodeError,
+            |tx| {
+                let len = (MAX_HANDSHAKE_MESSAGE + 1) as u32;
+                let [_, a, b, c] = len.to_be_bytes();
+                sealed(tx, HANDSHAKE, &[NEW_SESSION_TICKET, a, b, c, 0, 0])
+            },
+        )
         .await;
         // Application data between the pieces of a message.
-        assert_refused(&rustls::version::TLS13, AlertDescription::UnexpectedMessage, |tx| {
-            let ticket = session_ticket(1);
-            let mut bytes = sealed(tx, HANDSHAKE, &ticket[..6]);
-            bytes.extend(sealed(tx, APPLICATION_DATA, b"between"));
-            bytes
-        })
+        assert_refused(
+            &rustls::version::TLS13,
+            AlertDescription::UnexpectedMessage,
+            |tx| {
+                let ticket = session_ticket(1);
+                let mut bytes = sealed(tx, HANDSHAKE, &ticket[..6]);
+                bytes.extend(sealed(tx, APPLICATION_DATA, b"between"));
+                bytes
+            },
+        )
         .await;
         // A record of no handshake bytes at all.
-        assert_refused(&rustls::version::TLS12, AlertDescription::UnexpectedMessage, |tx| {
-            sealed(tx, HANDSHAKE, &[])
-        })
+        assert_refused(
+            &rustls::version::TLS12,
+            AlertDescription::UnexpectedMessage,
+            |tx| sealed(tx, HANDSHAKE, &[]),
+        )
         .await;
     }
 
@@ -1670,7 +1719,11 @@ mod tests {
                 bytes.extend(sealed(&mut tx, APPLICATION_DATA, b""));
             }
             for _ in 0..MAX_WARNING_ALERTS {
-                bytes.extend(sealed(&mut tx, ALERT, &[1, u8::from(AlertDescription::UserCanceled)]));
+                bytes.extend(sealed(
+                    &mut tx,
+                    ALERT,
+                    &[1, u8::from(AlertDescription::UserCanceled)],
+                ));
             }
             bytes.extend(sealed(&mut tx, APPLICATION_DATA, b"ok"));
             server.write_all(&bytes).await.unwrap();
@@ -1689,7 +1742,11 @@ mod tests {
             assert_refused(version, AlertDescription::UnexpectedMessage, |tx| {
                 let mut bytes = Vec::new();
                 for _ in 0..=MAX_WARNING_ALERTS {
-                    bytes.extend(sealed(tx, ALERT, &[1, u8::from(AlertDescription::UserCanceled)]));
+                    bytes.extend(sealed(
+                        tx,
+                        ALERT,
+                        &[1, u8::from(AlertDescription::UserCanceled)],
+                    ));
                 }
                 bytes
             })
@@ -1732,7 +1789,11 @@ mod tests {
         // A close_notify of a known level is a clean end.
         let (mut s, mut server, mut tx, _, _) = crafted_pair(&rustls::version::TLS13).await;
         server
-            .write_all(&sealed(&mut tx, ALERT, &[1, u8::from(AlertDescription::CloseNotify)]))
+            .write_all(&sealed(
+                &mut tx,
+                ALERT,
+                &[1, u8::from(AlertDescription::CloseNotify)],
+            ))
             .await
             .unwrap();
         let mut buf = [0u8; 8];
@@ -1745,7 +1806,11 @@ mod tests {
     async fn a_fatal_alert_from_the_server_is_not_answered() {
         let (mut s, mut server, mut tx, mut rx, _) = crafted_pair(&rustls::version::TLS13).await;
         server
-            .write_all(&sealed(&mut tx, ALERT, &[2, u8::from(AlertDescription::InternalError)]))
+            .write_all(&sealed(
+                &mut tx,
+                ALERT,
+                &[2, u8::from(AlertDescription::InternalError)],
+            ))
             .await
             .unwrap();
         let mut buf = [0u8; 8];

@@ -56,7 +56,11 @@ struct Entry {
 
 impl Entry {
     fn held_since(&self, since: Instant) -> usize {
-        self.tls13.iter().rev().take_while(|(t, _)| *t >= since).count()
+        self.tls13
+            .iter()
+            .rev()
+            .take_while(|(t, _)| *t >= since)
+            .count()
     }
 }
 
@@ -211,7 +215,11 @@ impl ClientSessionStore for TicketStore {
         }
     }
 
-    fn insert_tls13_ticket(&self, server_name: ServerName<'static>, value: Tls13ClientSessionValue) {
+    fn insert_tls13_ticket(
+        &self,
+        server_name: ServerName<'static>,
+        value: Tls13ClientSessionValue,
+    ) {
         self.edit(server_name, |e| {
             if e.tls13.len() >= TicketStore::TICKETS_PER_SERVER {
                 e.tls13.pop_front();
@@ -223,7 +231,10 @@ impl ClientSessionStore for TicketStore {
         self.arrivals.send_modify(|n| *n += 1);
     }
 
-    fn take_tls13_ticket(&self, server_name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+    fn take_tls13_ticket(
+        &self,
+        server_name: &ServerName<'static>,
+    ) -> Option<Tls13ClientSessionValue> {
         self.lock()
             .entries
             .get_mut(server_name)

@@ -51,7 +51,12 @@ impl Coverage {
     /// whether it covered a shard;
     /// `nat_via_shard_aware`, whether the node's shard-aware port is usable
     /// behind a NAT.
-    pub(super) fn after_round(&mut self, background: bool, covered: bool, nat_via_shard_aware: bool) {
+    pub(super) fn after_round(
+        &mut self,
+        background: bool,
+        covered: bool,
+        nat_via_shard_aware: bool,
+    ) {
         if covered {
             self.slowdown = 1;
             return;

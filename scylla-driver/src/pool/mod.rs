@@ -34,14 +34,14 @@
 //!   tickets held for it, so that they resume.
 
 pub mod backoff;
-pub mod nat;
-pub mod plan;
 mod coverage;
+pub mod nat;
 mod open;
+pub mod plan;
 mod refill;
-mod slots;
 pub mod shard_port;
 pub mod shed;
+mod slots;
 #[cfg(feature = "tls")]
 mod tickets;
 

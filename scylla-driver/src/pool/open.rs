@@ -189,7 +189,9 @@ fn count_shard_aware(inner: &PoolInner, shard: ShardTag, ok: bool) {
         .connection_attempt(PortKind::ShardAware, shard, ok);
 }
 
-pub(super) fn lock_health(inner: &PoolInner) -> std::sync::MutexGuard<'_, super::nat::ShardAwareHealth> {
+pub(super) fn lock_health(
+    inner: &PoolInner,
+) -> std::sync::MutexGuard<'_, super::nat::ShardAwareHealth> {
     inner.health.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -57,21 +57,19 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::coverage::{coverage_delay, Coverage};
-use super::plan::{Next, RefillPlan, Round, RoundFacts};
 use super::nat::{FallbackReason, PortChoice};
+use super::open::{lock_health, open_for_shard, open_regular, PortJudgement};
+use super::plan::{Next, RefillPlan, Round, RoundFacts};
 use super::shard_port::PortLease;
 use super::shed::OpenFailure;
 use super::slots::{
     drain_then_close, missing, place, slot_of, surplus_bound, trim_surplus, watch_close, Bounds,
-    Held, Placement,
-    Slots,
+    Held, Placement, Slots,
 };
-use super::open::{lock_health, open_for_shard, open_regular, PortJudgement};
 use super::{PoolInner, PoolSnapshot, ShardAwareTarget};
 use crate::connection::{Connection, ConnectionError, SetupStep};
 use crate::metrics::record::{PortKind, ShardTag};
 use crate::metrics::Metrics;
-
 
 pub(super) async fn run(inner: Arc<PoolInner>) {
     let cancel = inner.cancel.clone();
@@ -101,7 +99,6 @@ pub(super) async fn run(inner: Arc<PoolInner>) {
     }
     publish(&inner, &slots);
 }
-
 
 async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
     let mut plan = RefillPlan::new(
@@ -184,7 +181,9 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
                 }
                 // Everyone hears the UP event at once: do not all come back
                 // at once.
-                if let Some(pause) = plan.after_backoff(inner.up_hint.swap(false, Ordering::Relaxed)) {
+                if let Some(pause) =
+                    plan.after_backoff(inner.up_hint.swap(false, Ordering::Relaxed))
+                {
                     tokio::time::sleep(pause).await;
                 }
             }
@@ -268,7 +267,6 @@ fn record_connections(inner: &PoolInner, slots: &Slots) {
     }
 }
 
-
 /// Without a setup time seen yet, a first connection is raced after this long.
 const RACE_UNSEEN: Duration = Duration::from_millis(500);
 /// The least delay before a race: setups of a healthy node take far less.
@@ -312,11 +310,18 @@ fn race_due(inner: &PoolInner, running: Duration, completed_at_start: u64) -> bo
 /// Successful connection setups of the session so far.
 fn setups_completed(inner: &PoolInner) -> u64 {
     inner.metrics.connects_regular_ok.load(Ordering::Relaxed)
-        + inner.metrics.connects_shard_aware_ok.load(Ordering::Relaxed)
+        + inner
+            .metrics
+            .connects_shard_aware_ok
+            .load(Ordering::Relaxed)
 }
 
 /// Starts one setup of a first connection, tagged with its race.
-fn spawn_setup(inner: &Arc<PoolInner>, late: &mut JoinSet<(u64, Result<Connection, ConnectionError>)>, race: u64) {
+fn spawn_setup(
+    inner: &Arc<PoolInner>,
+    late: &mut JoinSet<(u64, Result<Connection, ConnectionError>)>,
+    race: u64,
+) {
     let inner = inner.clone();
     late.spawn(async move {
         let r = open_regular(&inner).await;
@@ -470,8 +475,6 @@ fn unsharded(inner: &PoolInner) -> bool {
     inner.config.connection.unix_socket.is_some()
 }
 
-
-
 struct Opened {
     wanted: Shard,
     result: Result<(Connection, Option<PortLease>), ConnectionError>,
@@ -580,7 +583,11 @@ async fn fill_missing(
         coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, plan.rng());
     }
     let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
-    coverage.after_round(fill == Fill::Background, covered_new, shard_aware.is_some() && nat);
+    coverage.after_round(
+        fill == Fill::Background,
+        covered_new,
+        shard_aware.is_some() && nat,
+    );
     let complete = missing(inner, slots).is_empty();
     if complete {
         trim_surplus(inner, slots, want, target);
@@ -680,10 +687,6 @@ fn spawn_opens(
     }
     set
 }
-
-
-
-
 
 /// Keeps `e` as the pool's latest connection failure (see
 /// [`super::NodePool::last_error`]).

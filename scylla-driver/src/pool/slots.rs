@@ -203,7 +203,12 @@ pub(super) fn trim_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, ta
 /// The pool holds more than it wants: closes one connection of the shard
 /// with the most (beyond `want`; another shard than `not` if there is one,
 /// its oldest connection), once the requests already on it are done.
-pub(super) fn retire_surplus(inner: &PoolInner, slots: &mut Slots, want: usize, not: Option<usize>) -> bool {
+pub(super) fn retire_surplus(
+    inner: &PoolInner,
+    slots: &mut Slots,
+    want: usize,
+    not: Option<usize>,
+) -> bool {
     let surplus = |skip: Option<usize>| {
         slots
             .shards

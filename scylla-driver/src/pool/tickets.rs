@@ -136,8 +136,7 @@ impl TicketGate {
                 let claim = self.store.try_claim(&self.name, st.epoch);
                 if claim
                     || st.in_flight == 0
-                    || (st.finished_since_epoch
-                        && !self.store.received_since(&self.name, st.epoch))
+                    || (st.finished_since_epoch && !self.store.received_since(&self.name, st.epoch))
                     || tokio::time::Instant::now() >= deadline
                 {
                     st.in_flight += 1;

@@ -240,7 +240,11 @@ impl NodeLoad {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, update);
         // Racing updates may miscount a row by one, which does not matter.
         let row = self.outliers.load(Ordering::Relaxed);
-        let next = if outlier { (row + 1).min(OUTLIERS_IN_A_ROW) } else { 0 };
+        let next = if outlier {
+            (row + 1).min(OUTLIERS_IN_A_ROW)
+        } else {
+            0
+        };
         if row != next {
             self.outliers.store(next, Ordering::Relaxed);
         }

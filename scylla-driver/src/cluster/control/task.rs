@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{connect_and_read, Command, ControlError, NodeEvent, Refresh, Shared};
-use crate::cluster::system_tables::{read_schema, read_topology, Metadata, MetadataError, NodeMeta};
+use crate::cluster::system_tables::{
+    read_schema, read_topology, Metadata, MetadataError, NodeMeta,
+};
 use crate::connection::{Connection, ConnectionConfig};
 use crate::pool::backoff::ReconnectSchedule;
 
@@ -175,7 +177,9 @@ impl ControlTask {
         match event {
             Event::TopologyChange { .. } => Some(Refresh {
                 nodes: true,
-                schema: false, ..Default::default() }),
+                schema: false,
+                ..Default::default()
+            }),
             Event::StatusChange { change, addr } => {
                 let up = change == StatusChangeType::Up;
                 // Events name nodes by the address they report: use the
@@ -212,7 +216,9 @@ impl ControlTask {
                 // A node we do not know came up: the topology is stale.
                 (up && known.is_none()).then_some(Refresh {
                     nodes: true,
-                    schema: false, ..Default::default() })
+                    schema: false,
+                    ..Default::default()
+                })
             }
             Event::SchemaChange(change) => {
                 let keyspace = match &change.target {
@@ -238,7 +244,9 @@ impl ControlTask {
             }
             // A route was inserted, updated or deleted: the topology read
             // reads the routes too.
-            Event::ClientRoutesChange { .. } if self.shared.options.nodes.client_routes.is_some() => {
+            Event::ClientRoutesChange { .. }
+                if self.shared.options.nodes.client_routes.is_some() =>
+            {
                 Some(Refresh {
                     nodes: true,
                     schema: false,

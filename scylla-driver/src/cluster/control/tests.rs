@@ -30,8 +30,8 @@ fn node(id: u128, address: &str) -> NodeMeta {
         tokens: vec![],
         schema_version: None,
         release_version: None,
-            via_client_route: false,
-            own_address: None,
+        via_client_route: false,
+        own_address: None,
     }
 }
 
@@ -186,9 +186,8 @@ fn events_say_what_is_stale() {
             target,
         })
     };
-    let stale = |t: &ControlTask| -> Vec<String> {
-        t.shared.stale_keyspaces().iter().cloned().collect()
-    };
+    let stale =
+        |t: &ControlTask| -> Vec<String> { t.shared.stale_keyspaces().iter().cloned().collect() };
     let changed = Refresh {
         keyspaces: true,
         ..Default::default()
@@ -276,7 +275,9 @@ fn debounce_keeps_the_first_deadline_and_widens() {
     assert_eq!(d.deadline(), None);
     let schema = Refresh {
         nodes: false,
-        schema: true, ..Default::default() };
+        schema: true,
+        ..Default::default()
+    };
     d.add(t0, ms(50), schema);
     d.add(t0 + ms(30), ms(50), schema);
     d.add(
@@ -284,7 +285,9 @@ fn debounce_keeps_the_first_deadline_and_widens() {
         ms(50),
         Refresh {
             nodes: true,
-            schema: false, ..Default::default() },
+            schema: false,
+            ..Default::default()
+        },
     );
     assert_eq!(d.deadline(), Some(t0 + ms(50)));
     assert_eq!(d.take(), Some(Refresh::ALL));
@@ -309,7 +312,11 @@ fn the_periodic_check_reads_the_schema_only_when_a_version_changed() {
     assert!(schema_versions_differ(&before, &changed));
     // A node joined, left, or stopped reporting its version.
     assert!(schema_versions_differ(&before, &before[..1]));
-    let joined = vec![before[0].clone(), before[1].clone(), with_version(3, Some(7))];
+    let joined = vec![
+        before[0].clone(),
+        before[1].clone(),
+        with_version(3, Some(7)),
+    ];
     assert!(schema_versions_differ(&before, &joined));
     let unknown = vec![with_version(1, Some(7)), with_version(2, None)];
     assert!(schema_versions_differ(&before, &unknown));
@@ -336,15 +343,30 @@ fn the_control_connection_follows_its_node_s_route_only() {
     assert!(route_moved_away(&old, &moved, local, peer));
     // The route did not move, or another node's did: stay.
     assert!(!route_moved_away(&old, &old.nodes, local, peer));
-    assert!(!route_moved_away(&old, &moved, Uuid::from_u128(2), addr("10.0.0.2:9042")));
+    assert!(!route_moved_away(
+        &old,
+        &moved,
+        Uuid::from_u128(2),
+        addr("10.0.0.2:9042")
+    ));
     // Through a contact point that is no node's route: stay.
-    assert!(!route_moved_away(&old, &moved, local, addr("10.0.0.100:9042")));
+    assert!(!route_moved_away(
+        &old,
+        &moved,
+        local,
+        addr("10.0.0.100:9042")
+    ));
     // Without routes: stay.
     let plain = Metadata {
         nodes: vec![node(1, "10.0.0.1:9042")],
         keyspaces: Default::default(),
     };
-    assert!(!route_moved_away(&plain, &[node(1, "10.0.0.9:9042")], local, peer));
+    assert!(!route_moved_away(
+        &plain,
+        &[node(1, "10.0.0.9:9042")],
+        local,
+        peer
+    ));
 }
 
 #[test]

@@ -182,7 +182,10 @@ mod tests {
     #[test]
     fn versions_of_reachable_nodes_only() {
         let uuid = |v: u128| cell(&Uuid::from_u128(v), &ColumnType::Native(NativeType::Uuid));
-        let local = build(&[("schema_version", ColumnType::Native(NativeType::Uuid))], vec![vec![uuid(1)]]);
+        let local = build(
+            &[("schema_version", ColumnType::Native(NativeType::Uuid))],
+            vec![vec![uuid(1)]],
+        );
         let peers = build(
             &[
                 ("host_id", ColumnType::Native(NativeType::Uuid)),

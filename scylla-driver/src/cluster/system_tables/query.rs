@@ -14,8 +14,8 @@ use scylla_cql::frame::request::query::Query;
 use scylla_cql::frame::request::query_params::QueryParameters;
 use scylla_cql::frame::response::result::{ResultBody, Rows};
 use scylla_cql::frame::response::Response;
-use scylla_cql::types::deserialize::{ColumnIterator, DeserializationError, DeserializeRow};
 use scylla_cql::frame::wire::RawValue;
+use scylla_cql::types::deserialize::{ColumnIterator, DeserializationError, DeserializeRow};
 use scylla_cql::types::{ColumnSpec, SerializedValues};
 
 use super::MetadataError;

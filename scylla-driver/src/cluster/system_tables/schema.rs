@@ -206,7 +206,10 @@ pub(crate) fn mark_strongly_consistent(
         Ok(row) => {
             if let Some(ks) = keyspaces.get_mut(&row.keyspace_name) {
                 ks.strongly_consistent = matches!(
-                    row.consistency.as_deref().map(str::to_ascii_lowercase).as_deref(),
+                    row.consistency
+                        .as_deref()
+                        .map(str::to_ascii_lowercase)
+                        .as_deref(),
                     Some("global" | "local")
                 );
             }
@@ -300,7 +303,10 @@ mod tests {
     use scylla_cql::types::NativeType;
 
     fn keyspace_rows(entries: &[(&str, &[(&str, &str)])]) -> Rows {
-        let map_type = ColumnType::map(ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Text));
+        let map_type = ColumnType::map(
+            ColumnType::Native(NativeType::Text),
+            ColumnType::Native(NativeType::Text),
+        );
         let specs = [
             ("keyspace_name", ColumnType::Native(NativeType::Text)),
             ("replication", map_type.clone()),
@@ -311,7 +317,11 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect();
-            vec![text(name), cell(&map, &map_type), cell(&true, &ColumnType::Native(NativeType::Boolean))]
+            vec![
+                text(name),
+                cell(&map, &map_type),
+                cell(&true, &ColumnType::Native(NativeType::Boolean)),
+            ]
         });
         build(&specs, rows.collect())
     }
@@ -363,7 +373,10 @@ mod tests {
             ("initial_tablets", ColumnType::Native(NativeType::Int)),
         ];
         let rows = entries.iter().map(|(name, initial)| {
-            vec![text(name), initial.and_then(|i| cell(&i, &ColumnType::Native(NativeType::Int)))]
+            vec![
+                text(name),
+                initial.and_then(|i| cell(&i, &ColumnType::Native(NativeType::Int))),
+            ]
         });
         build(&specs, rows.collect())
     }
@@ -402,7 +415,15 @@ mod tests {
         let tables_rows = table_rows(&[("ks", "t"), ("ks", "gap"), ("other", "x")]);
         let cols = column_rows(&[
             ("ks", "t", "c", "clustering", 0, "int", "none"),
-            ("ks", "t", "b", "partition_key", 1, "frozen<list<text>>", "none"),
+            (
+                "ks",
+                "t",
+                "b",
+                "partition_key",
+                1,
+                "frozen<list<text>>",
+                "none",
+            ),
             ("ks", "t", "v", "regular", -1, "text", "none"),
             ("ks", "t", "a", "partition_key", 0, "int", "none"),
             ("ks", "t", "u", "partition_key", 2, "my_udt", "none"),

@@ -120,7 +120,10 @@ pub(crate) fn build(
         Err(e) => {
             tracing::warn!(error = %e, "system_schema.types: skipping a row that does not deserialize")
         }
-        Ok(row) => types.entry(row.keyspace_name.clone()).or_default().push(row),
+        Ok(row) => types
+            .entry(row.keyspace_name.clone())
+            .or_default()
+            .push(row),
     })?;
     for (keyspace, rows) in types {
         if let Some(ks) = out.get_mut(&keyspace) {
@@ -269,7 +272,10 @@ fn table(keyspace: &str, name: &str, columns: Vec<RawColumn>) -> Option<Table> {
             },
         );
     }
-    for (what, key) in [("partition", &mut partition), ("clustering", &mut clustering)] {
+    for (what, key) in [
+        ("partition", &mut partition),
+        ("clustering", &mut clustering),
+    ] {
         key.sort();
         if !key
             .iter()
@@ -360,11 +366,17 @@ mod tests {
 
     fn texts(items: &[&str]) -> Option<Vec<u8>> {
         let list: Vec<String> = items.iter().map(|s| (*s).to_owned()).collect();
-        cell(&list, &ColumnType::list(ColumnType::Native(NativeType::Text)))
+        cell(
+            &list,
+            &ColumnType::list(ColumnType::Native(NativeType::Text)),
+        )
     }
 
     fn keyspaces() -> Rows {
-        let map = ColumnType::map(ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Text));
+        let map = ColumnType::map(
+            ColumnType::Native(NativeType::Text),
+            ColumnType::Native(NativeType::Text),
+        );
         let repl: BTreeMap<String, String> = [
             ("class".to_owned(), "SimpleStrategy".to_owned()),
             ("replication_factor".to_owned(), "1".to_owned()),
@@ -414,7 +426,10 @@ mod tests {
     }
 
     fn indexes(rows: &[(&str, &str, &str)]) -> Rows {
-        let map = ColumnType::map(ColumnType::Native(NativeType::Text), ColumnType::Native(NativeType::Text));
+        let map = ColumnType::map(
+            ColumnType::Native(NativeType::Text),
+            ColumnType::Native(NativeType::Text),
+        );
         page(
             &[
                 ("keyspace_name", ColumnType::Native(NativeType::Text)),
@@ -427,7 +442,13 @@ mod tests {
                 .map(|(t, i, target)| {
                     let options: BTreeMap<String, String> =
                         [("target".to_owned(), (*target).to_owned())].into();
-                    vec![text("ks"), text(t), text(i), text("COMPOSITES"), cell(&options, &map)]
+                    vec![
+                        text("ks"),
+                        text(t),
+                        text(i),
+                        text("COMPOSITES"),
+                        cell(&options, &map),
+                    ]
                 })
                 .collect(),
         )

@@ -281,7 +281,10 @@ mod tests {
             ("rpc_address", ColumnType::Native(NativeType::Inet)),
             ("data_center", ColumnType::Native(NativeType::Text)),
             ("rack", ColumnType::Native(NativeType::Text)),
-            ("tokens", ColumnType::set(ColumnType::Native(NativeType::Text))),
+            (
+                "tokens",
+                ColumnType::set(ColumnType::Native(NativeType::Text)),
+            ),
             ("schema_version", ColumnType::Native(NativeType::Uuid)),
             ("release_version", ColumnType::Native(NativeType::Text)),
         ]
@@ -348,7 +351,10 @@ mod tests {
             ("native_port", ColumnType::Native(NativeType::Int)),
             ("data_center", ColumnType::Native(NativeType::Text)),
             ("rack", ColumnType::Native(NativeType::Text)),
-            ("tokens", ColumnType::set(ColumnType::Native(NativeType::Text))),
+            (
+                "tokens",
+                ColumnType::set(ColumnType::Native(NativeType::Text)),
+            ),
             ("schema_version", ColumnType::Native(NativeType::Uuid)),
             ("release_version", ColumnType::Native(NativeType::Text)),
         ];
