@@ -3,14 +3,16 @@
 //! two drivers' pools.
 //!
 //! Ours is driven by the driver's own decision code: `pool::plan::RefillPlan`
-//! (backoff, spread, what to wait for after a round, the same type the pool's
-//! refill task uses), `pool::backoff::Backoff` with the pool's default policy,
-//! `pool::shed::OpenFailure` (what a failed open means) and
-//! `pool::nat::ShardAwareHealth` (which port the next open uses, what a
-//! landing says). What the refill task does between those decisions (open
-//! every missing shard, at most `max_concurrent_opens` at once; keep what
-//! lands on a missing shard) is re-enacted here, for the path the model's
-//! network takes (no NAT: the shard-aware port works).
+//! (backoff, spread, what to wait for after a round, and a round's opens with
+//! their port, delay and seed drawn in the refill task's order: the same type
+//! the pool's refill task uses), `pool::plan::RoundTally` (a round's
+//! bookkeeping and outcome), `pool::backoff::Backoff` with the pool's default
+//! policy, `pool::shed::OpenFailure` (what a failed open means, counted in
+//! `PhaseResult::shed_seen`) and `pool::nat::ShardAwareHealth` (which port the
+//! next open uses, what a landing says). What the refill task does between
+//! those calls (at most `max_concurrent_opens` opens at once; keep what lands
+//! on a missing shard) is re-enacted here, for the path the model's network
+//! takes (no NAT: the shard-aware port works).
 //!
 //! The official driver (crate `scylla` 1.9.0) is modelled from its source:
 //! `src/network/connection_pool.rs` (`PoolRefiller::run`, `start_filling`,
@@ -38,7 +40,7 @@ use scylla_driver::connection::{
 };
 use scylla_driver::pool::backoff::{spread, Backoff, ExponentialBackoff};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
-use scylla_driver::pool::plan::{Next, RefillPlan, Round, RoundFacts};
+use scylla_driver::pool::plan::{Next, RefillPlan, Round, RoundTally};
 use scylla_driver::pool::shed::OpenFailure;
 use scylla_driver::pool::PoolConfig;
 
@@ -174,6 +176,9 @@ pub(crate) struct PhaseResult {
     pub shed: u64,
     /// Handshakes the clients timed out.
     pub timed_out: u64,
+    /// Failed opens our pools' rounds counted as shed (`RoundTally::shed`,
+    /// from `OpenFailure::of`): the node's sheds and the client's timeouts.
+    pub shed_seen: u64,
     /// Handshakes that completed but were closed by the client (excess).
     pub closed_excess: u64,
     /// Peak handshakes in their CPU stage at one node.
@@ -284,6 +289,7 @@ struct Counters {
     completed: u64,
     shed: u64,
     timed_out: u64,
+    shed_seen: u64,
     closed_excess: u64,
     peak_in_progress: u64,
     peak_waiting: u64,
@@ -311,8 +317,8 @@ struct OursPool {
     wait: OursWait,
     first: bool,
     pending: u32,
-    failed: bool,
-    progress: bool,
+    /// The round's bookkeeping, as the refill task keeps it.
+    tally: RoundTally,
     queued: VecDeque<AttemptId>,
     active: usize,
 }
@@ -467,8 +473,7 @@ impl Sim {
                             wait: OursWait::Sleep,
                             first: false,
                             pending: 0,
-                            failed: false,
-                            progress: false,
+                            tally: RoundTally::default(),
                             queued: VecDeque::new(),
                             active: 0,
                         }))
@@ -813,8 +818,7 @@ impl Sim {
         let now = self.instant();
         let o = self.ours(pool);
         o.wait = OursWait::Round;
-        o.failed = false;
-        o.progress = false;
+        o.tally = RoundTally::default();
         if total == 0 {
             o.first = true;
             o.pending = 1;
@@ -829,21 +833,18 @@ impl Sim {
         }
         let window = o.plan.fill_window();
         o.pending = missing.len() as u32;
-        let mut starts = Vec::with_capacity(missing.len());
-        for shard in missing {
-            let choice = o.health.choose(now);
-            let delay = o.plan.open_delay(window);
-            // The source-port seed the refill task draws per open.
-            let _seed = o.plan.rng().u64(..);
-            let wanted = match choice {
+        // The refill task's own draws, in its order (the source-port seed
+        // is not needed: the model's shard-aware port lands where asked).
+        let health = &mut o.health;
+        let orders = o
+            .plan
+            .orders(missing, window, |shard| match health.choose(now) {
                 PortChoice::ShardAware | PortChoice::Probe => Some(shard),
                 PortChoice::Regular(_) => None,
-            };
-            starts.push((wanted, delay));
-        }
-        for (wanted, delay) in starts {
-            let a = self.start_attempt(pool, wanted, false);
-            self.after(delay, Ev::OpenReady(a));
+            });
+        for order in orders {
+            let a = self.start_attempt(pool, order.port, false);
+            self.after(order.delay, Ev::OpenReady(a));
         }
     }
 
@@ -883,21 +884,22 @@ impl Sim {
         if first {
             // `open_first`.
             let was_full = self.pools[pool as usize].full();
-            let round = match r {
+            // `open_first`.
+            let mut tally = RoundTally::default();
+            let complete = match r {
                 Ok(landed) => {
                     self.learn_sharding(pool);
                     self.pools[pool as usize].held[landed as usize] += 1;
-                    if self.pools[pool as usize].missing().is_empty() {
-                        Round::Complete
-                    } else {
-                        Round::Progress
-                    }
+                    tally.kept(true);
+                    self.pools[pool as usize].missing().is_empty()
                 }
                 Err(e) => {
-                    let _shed = OpenFailure::of(&e) == OpenFailure::Shed;
-                    Round::Failed
+                    tally.failed(OpenFailure::of(&e));
+                    false
                 }
             };
+            self.shed_seen(pool, tally);
+            let round = tally.round(complete, false);
             self.coverage_change(pool, was_full);
             self.ours(pool).pending = 0;
             self.ours_after_round(pool, round, true);
@@ -912,15 +914,14 @@ impl Sim {
                 let held = self.pools[pool as usize].held[landed as usize];
                 if held == 0 {
                     self.pools[pool as usize].held[landed as usize] = 1;
-                    self.ours(pool).progress = true;
+                    self.ours(pool).tally.kept(true);
                     self.coverage_change(pool, was_full);
                 } else {
                     self.close_conn(node, landed, epoch);
                 }
             }
             Err(e) => {
-                let _shed = OpenFailure::of(&e) == OpenFailure::Shed;
-                self.ours(pool).failed = true;
+                self.ours(pool).tally.failed(OpenFailure::of(&e));
             }
         }
         let next = {
@@ -946,15 +947,19 @@ impl Sim {
         let complete = self.pools[pool as usize].missing().is_empty();
         let o = self.ours(pool);
         let strict = o.health.fallback().is_none();
-        let round = Round::of(RoundFacts {
-            complete,
-            failed: o.failed,
-            // The model's pools always have the shard-aware port (strict);
-            // the regular-port totals only matter without it.
-            partial: !strict && complete,
-            progress: o.progress,
-        });
+        let tally = o.tally;
+        // The model's pools always have the shard-aware port (strict); the
+        // regular-port totals only matter without it.
+        let round = tally.round(complete, !strict && complete);
+        self.shed_seen(pool, tally);
         self.ours_after_round(pool, round, false);
+    }
+
+    /// Counts the sheds a finished round saw, for a watched node.
+    fn shed_seen(&mut self, pool: PoolId, tally: RoundTally) {
+        if self.watched[self.pools[pool as usize].node] {
+            self.bump(|c| c.shed_seen += u64::from(tally.shed()));
+        }
     }
 
     fn ours_after_round(&mut self, pool: PoolId, round: Round, first: bool) {
@@ -1343,6 +1348,7 @@ impl Sim {
             },
             shed: c.shed,
             timed_out: c.timed_out,
+            shed_seen: c.shed_seen,
             closed_excess: c.closed_excess,
             peak_in_progress: c.peak_in_progress,
             peak_waiting: c.peak_waiting,

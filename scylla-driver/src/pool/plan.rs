@@ -4,7 +4,9 @@
 //! lacks, sees how the round went ([`Round`]) and decides what to wait for
 //! before the next one ([`Next`]). Those decisions (which backoff delay, when
 //! to reset it, when to spread the opens of a round over the reconnect window
-//! and how much, how long to pause after an unlucky round) live here, in a
+//! and how much, each open's draws in order ([`RefillPlan::orders`]), how a
+//! round's opens add up to its outcome ([`RoundTally`]), how long to pause
+//! after an unlucky round) live here, in a
 //! [`RefillPlan`] that takes durations and outcomes and returns durations, so
 //! that the refill task and a simulation in virtual time (the
 //! `storm_sim` tool) drive the very same code: the task waits on tokio's
@@ -16,7 +18,10 @@
 
 use std::time::Duration;
 
+use scylla_cql::sharding::Shard;
+
 use super::backoff::{spread, ReconnectSchedule};
+use super::shed::OpenFailure;
 
 /// How a refill round went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +55,71 @@ pub struct RoundFacts {
     pub partial: bool,
     /// At least one opened connection was kept.
     pub progress: bool,
+}
+
+/// One open a round starts (see [`RefillPlan::orders`]): for which shard,
+/// through which port (`P`, the caller's own description of it), after
+/// which delay within the round's window, and with which source-port seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOrder<P> {
+    /// The shard the open is for.
+    pub shard: Shard,
+    /// The port it goes through, as the caller chose it.
+    pub port: P,
+    /// Its random delay within the round's window.
+    pub delay: Duration,
+    /// The seed of its source-port choice.
+    pub seed: u64,
+}
+
+/// The bookkeeping of one round of opens, as its opens end: whether one was
+/// kept (and covered a shard that had no connection), whether one failed,
+/// and how many the node shed. [`RoundTally::round`] turns it into the
+/// round's outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundTally {
+    progress: bool,
+    covered_new: bool,
+    failed: bool,
+    shed: u32,
+}
+
+impl RoundTally {
+    /// An opened connection was kept; `covers`: on a shard that had none.
+    pub fn kept(&mut self, covers: bool) {
+        self.progress = true;
+        self.covered_new |= covers;
+    }
+
+    /// An open failed as `failure` says.
+    pub fn failed(&mut self, failure: OpenFailure) {
+        self.failed = true;
+        if failure == OpenFailure::Shed {
+            self.shed += 1;
+        }
+    }
+
+    /// Whether a kept connection covered a shard that had none.
+    pub fn covered_new(&self) -> bool {
+        self.covered_new
+    }
+
+    /// Handshakes of this round the node shed.
+    pub fn shed(&self) -> u32 {
+        self.shed
+    }
+
+    /// The round's outcome, given whether the pool now lacks nothing
+    /// (`complete`) and whether it is at its wanted total without every
+    /// shard covered (`partial`, see [`RoundFacts::partial`]).
+    pub fn round(&self, complete: bool, partial: bool) -> Round {
+        Round::of(RoundFacts {
+            complete,
+            failed: self.failed,
+            partial,
+            progress: self.progress,
+        })
+    }
 }
 
 impl Round {
@@ -129,9 +199,31 @@ impl RefillPlan {
         }
     }
 
-    /// The random delay of one open within `window`.
-    pub fn open_delay(&mut self, window: Duration) -> Duration {
-        spread(window, &mut self.rng)
+    /// The opens of a round, one per shard of `wanted` in order: each with
+    /// the port `port` chooses for it (asked first, in the same order), a
+    /// random delay within `window`, and a source-port seed (drawn in that
+    /// order, so that a simulation with the same seed draws the same
+    /// numbers as the refill task).
+    pub fn orders<P>(
+        &mut self,
+        wanted: impl IntoIterator<Item = Shard>,
+        window: Duration,
+        mut port: impl FnMut(Shard) -> P,
+    ) -> Vec<OpenOrder<P>> {
+        wanted
+            .into_iter()
+            .map(|shard| {
+                let port = port(shard);
+                let delay = spread(window, &mut self.rng);
+                let seed = self.rng.u64(..);
+                OpenOrder {
+                    shard,
+                    port,
+                    delay,
+                    seed,
+                }
+            })
+            .collect()
     }
 
     /// The random source, for the round's other draws (source-port seeds,
@@ -213,6 +305,52 @@ mod tests {
         assert_eq!(f(false, false, true, false), Round::Partial);
         assert_eq!(f(false, false, false, false), Round::Unlucky);
         assert_eq!(f(false, false, false, true), Round::Progress);
+    }
+
+    #[test]
+    fn a_tally_gives_the_rounds_outcome() {
+        let mut t = RoundTally::default();
+        assert_eq!(t.round(false, false), Round::Unlucky);
+        t.kept(false);
+        assert!(!t.covered_new());
+        assert_eq!(t.round(false, false), Round::Progress);
+        t.kept(true);
+        assert!(t.covered_new());
+        assert_eq!(t.round(false, true), Round::Partial);
+        t.failed(OpenFailure::Other);
+        assert_eq!((t.round(false, true), t.shed()), (Round::Failed, 0));
+        t.failed(OpenFailure::Shed);
+        t.failed(OpenFailure::Shed);
+        assert_eq!(t.shed(), 2);
+        assert_eq!(t.round(true, false), Round::Complete);
+    }
+
+    /// The orders of a round draw, per open and in order: the port, the
+    /// delay, the seed; the same seed gives the same orders, and the delays
+    /// stay within the window.
+    #[test]
+    fn orders_draw_port_delay_and_seed_in_order() {
+        let window = Duration::from_secs(1);
+        let mut asked = Vec::new();
+        let a = plan(7).orders([3, 1, 4], window, |shard| {
+            asked.push(shard);
+            shard * 10
+        });
+        assert_eq!(asked, vec![3, 1, 4]);
+        assert_eq!(
+            a.iter().map(|o| (o.shard, o.port)).collect::<Vec<_>>(),
+            vec![(3, 30), (1, 10), (4, 40)]
+        );
+        assert!(a.iter().all(|o| o.delay < window));
+        let mut rng = fastrand::Rng::with_seed(7);
+        for o in &a {
+            assert_eq!(o.delay, spread(window, &mut rng));
+            assert_eq!(o.seed, rng.u64(..));
+        }
+        assert_eq!(plan(7).orders([3, 1, 4], window, |s| s * 10), a);
+        // No window: no delay, the seeds still drawn.
+        let b = plan(7).orders([3], Duration::ZERO, |_| ());
+        assert_eq!(b[0].delay, Duration::ZERO);
     }
 
     #[test]

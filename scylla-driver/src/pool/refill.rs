@@ -59,7 +59,7 @@ use tokio::task::JoinSet;
 use super::coverage::{coverage_delay, Coverage};
 use super::nat::{FallbackReason, PortChoice};
 use super::open::{lock_health, open_for_shard, open_regular, PortJudgement};
-use super::plan::{Next, RefillPlan, Round, RoundFacts};
+use super::plan::{Next, OpenOrder, RefillPlan, Round, RoundTally};
 use super::shard_port::PortLease;
 use super::shed::OpenFailure;
 use super::slots::{
@@ -454,17 +454,16 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
             if let Some(s) = slots.shards.get_mut(shard) {
                 s.push(Held { conn, lease: None });
             }
-            if missing(inner, slots).is_empty() {
-                Round::Complete
-            } else {
-                Round::Progress
-            }
+            let mut tally = RoundTally::default();
+            tally.kept(true);
+            tally.round(missing(inner, slots).is_empty(), false)
         }
         Err(e) => {
-            note_shed(inner, &e);
+            let mut tally = RoundTally::default();
+            tally.failed(note_shed(inner, &e));
             tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
             note_failure(inner, e);
-            Round::Failed
+            tally.round(false, false)
         }
     }
 }
@@ -535,9 +534,7 @@ async fn fill_missing(
         && lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
     let mut set = spawn_opens(inner, wanted, shard_aware, behind_nat, window, plan);
 
-    let mut progress = false;
-    let mut covered_new = false;
-    let mut failed = false;
+    let mut tally = RoundTally::default();
     // Background attempts that land on a covered shard are kept too, up to a
     // few beyond the wanted total: each raises its shard's load, so the
     // node's least-loaded choice moves on to other shards for the next
@@ -551,7 +548,9 @@ async fn fill_missing(
     let bounds = Bounds { want, target, room };
     while let Some(joined) = set.join_next().await {
         let Ok(opened) = joined else {
-            failed = true;
+            // The open's task is gone (it does not panic): a failure that
+            // says nothing about the node.
+            tally.failed(OpenFailure::Other);
             continue;
         };
         match opened.result {
@@ -564,17 +563,13 @@ async fn fill_missing(
                 fill == Fill::Background,
                 bounds,
             ) {
-                Placement::Kept { covers } => {
-                    progress = true;
-                    covered_new |= covers;
-                }
+                Placement::Kept { covers } => tally.kept(covers),
                 Placement::Rotated | Placement::Closed => {}
             },
             Err(e) => {
-                note_shed(inner, &e);
+                tally.failed(note_shed(inner, &e));
                 tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
                 note_failure(inner, e);
-                failed = true;
             }
         }
     }
@@ -585,19 +580,17 @@ async fn fill_missing(
     let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
     coverage.after_round(
         fill == Fill::Background,
-        covered_new,
+        tally.covered_new(),
         shard_aware.is_some() && nat,
     );
     let complete = missing(inner, slots).is_empty();
     if complete {
         trim_surplus(inner, slots, want, target);
     }
-    Round::of(RoundFacts {
+    tally.round(
         complete,
-        failed,
-        partial: fill != Fill::Strict && (fill == Fill::Background || slots.total() >= target),
-        progress,
-    })
+        fill != Fill::Strict && (fill == Fill::Background || slots.total() >= target),
+    )
 }
 
 /// The node's shard-aware port to open connections through, with its
@@ -646,23 +639,27 @@ fn spawn_opens(
 ) -> JoinSet<Opened> {
     let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));
     let mut set = JoinSet::new();
-    for shard in wanted {
-        let port = match shard_aware {
-            Some((sharder, sa_addr)) if behind_nat => {
-                Some((sharder, sa_addr, PortJudgement::BehindNat))
+    let orders = plan.orders(wanted, window, |_| match shard_aware {
+        Some((sharder, sa_addr)) if behind_nat => {
+            Some((sharder, sa_addr, PortJudgement::BehindNat))
+        }
+        Some((sharder, sa_addr)) => match lock_health(inner).choose(Instant::now()) {
+            PortChoice::ShardAware | PortChoice::Probe => {
+                Some((sharder, sa_addr, PortJudgement::Judge))
             }
-            Some((sharder, sa_addr)) => match lock_health(inner).choose(Instant::now()) {
-                PortChoice::ShardAware | PortChoice::Probe => {
-                    Some((sharder, sa_addr, PortJudgement::Judge))
-                }
-                PortChoice::Regular(_) => None,
-            },
-            None => None,
-        };
-        let delay = plan.open_delay(window);
+            PortChoice::Regular(_) => None,
+        },
+        None => None,
+    });
+    for OpenOrder {
+        shard,
+        port,
+        delay,
+        seed,
+    } in orders
+    {
         let permits = permits.clone();
         let shared = inner.clone();
-        let seed = plan.rng().u64(..);
         set.spawn(async move {
             tokio::time::sleep(delay).await;
             let _permit = permits.acquire_owned().await;
@@ -697,11 +694,14 @@ fn note_failure(inner: &PoolInner, e: ConnectionError) {
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(e));
 }
 
-/// Counts a handshake the node shed (see [`super::shed`]); the caller's
-/// round fails, which backs this node's reconnects off.
-fn note_shed(inner: &PoolInner, e: &ConnectionError) {
-    if OpenFailure::of(e) == OpenFailure::Shed {
+/// Classifies a failed open, counting a handshake the node shed (see
+/// [`super::shed`]); the caller's round fails, which backs this node's
+/// reconnects off.
+fn note_shed(inner: &PoolInner, e: &ConnectionError) -> OpenFailure {
+    let failure = OpenFailure::of(e);
+    if failure == OpenFailure::Shed {
         Metrics::inc(&inner.metrics.handshakes_shed);
         tracing::debug!(node = %inner.addr, error = %e, "the node shed a handshake; backing off");
     }
+    failure
 }
