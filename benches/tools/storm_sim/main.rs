@@ -303,6 +303,9 @@ fn write_outputs(dir: &PathBuf, results: &[SimResult]) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
+mod agreement;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

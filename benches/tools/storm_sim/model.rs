@@ -40,7 +40,7 @@ use scylla_driver::connection::{
 };
 use scylla_driver::pool::backoff::{spread, Backoff, ExponentialBackoff};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
-use scylla_driver::pool::plan::{Next, RefillPlan, Round, RoundTally};
+use scylla_driver::pool::plan::{DecisionLog, Next, RefillPlan, Round, RoundTally};
 use scylla_driver::pool::shed::OpenFailure;
 use scylla_driver::pool::PoolConfig;
 
@@ -99,6 +99,9 @@ pub(crate) struct Params {
     pub sample: Duration,
     /// Seed of every random draw.
     pub seed: u64,
+    /// Where our pools append their refill decisions, if anywhere (the
+    /// agreement test compares them with a real pool's).
+    pub decision_log: Option<DecisionLog>,
 }
 
 impl Params {
@@ -125,6 +128,7 @@ impl Params {
             horizon: Duration::from_secs(600),
             sample: Duration::from_millis(100),
             seed: 1,
+            decision_log: None,
         }
     }
 }
@@ -466,7 +470,8 @@ impl Sim {
                                 Box::new(schedule),
                                 pool_cfg.reconnect_spread,
                                 fastrand::Rng::with_seed(rng.u64(..)),
-                            ),
+                            )
+                            .with_log(p.decision_log.clone()),
                             health: ShardAwareHealth::new(FallbackConfig::default()),
                             wake: false,
                             up_hint: false,

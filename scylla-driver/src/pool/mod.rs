@@ -153,6 +153,9 @@ pub struct PoolConfig {
     /// Told whenever a pool gains its first connection or loses its last:
     /// the cluster layer then tells the application (node events).
     pub(crate) connectivity_changed: Option<Arc<Notify>>,
+    /// Where the refill task appends each of its decisions, if anywhere
+    /// (see [`plan::DecisionLog`]): for comparing it with a simulation.
+    pub decision_log: Option<plan::DecisionLog>,
 }
 
 impl Default for PoolConfig {
@@ -173,6 +176,7 @@ impl Default for PoolConfig {
             tls_ticket_pacing: true,
             sharding_changed: None,
             connectivity_changed: None,
+            decision_log: None,
         }
     }
 }

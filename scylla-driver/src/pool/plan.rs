@@ -16,6 +16,7 @@
 //! owners: the missing shards in `refill`, shed handshakes in [`super::shed`],
 //! the shard-aware port's health in [`super::nat`] (all callable without I/O).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use scylla_cql::sharding::Shard;
@@ -156,6 +157,29 @@ pub enum Next {
     Backoff(Duration),
 }
 
+/// One decision of a refill task, as [`DecisionLog`] keeps it: how a round
+/// went, whether it tried the pool's first connection, how many opens it
+/// ordered ([`RefillPlan::orders`]; the first connection is not an order),
+/// and what the task waits for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// How the round went.
+    pub round: Round,
+    /// The round tried the pool's first connection.
+    pub first: bool,
+    /// Opens the round ordered.
+    pub opens: usize,
+    /// The window those opens were spread over (zero: none, or no opens).
+    pub window: Duration,
+    /// What the task waits for next.
+    pub next: Next,
+}
+
+/// Where a pool's refill decisions are appended, in order, when one is set
+/// ([`super::PoolConfig::decision_log`]): for comparing the refill task with
+/// a simulation of it, which appends its own.
+pub type DecisionLog = Arc<Mutex<Vec<Decision>>>;
+
 /// Bound of the random pause after an [`Round::Unlucky`] round.
 pub const UNLUCKY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -168,6 +192,10 @@ pub struct RefillPlan {
     rng: fastrand::Rng,
     /// Set after the node was unreachable: spread the next round's opens.
     recovering: bool,
+    /// Opens ordered since the last decision, and their window.
+    ordered: usize,
+    window: Duration,
+    log: Option<DecisionLog>,
 }
 
 impl RefillPlan {
@@ -183,7 +211,17 @@ impl RefillPlan {
             reconnect_spread,
             rng,
             recovering: false,
+            ordered: 0,
+            window: Duration::ZERO,
+            log: None,
         }
+    }
+
+    /// Appends every decision of [`after_round`](Self::after_round) to `log`.
+    #[must_use]
+    pub fn with_log(mut self, log: Option<DecisionLog>) -> Self {
+        self.log = log;
+        self
     }
 
     /// The window over which this round's opens are spread (the pool has a
@@ -210,8 +248,10 @@ impl RefillPlan {
         window: Duration,
         mut port: impl FnMut(Shard) -> P,
     ) -> Vec<OpenOrder<P>> {
+        self.window = window;
         wanted
             .into_iter()
+            .inspect(|_| self.ordered += 1)
             .map(|shard| {
                 let port = port(shard);
                 let delay = spread(window, &mut self.rng);
@@ -236,6 +276,24 @@ impl RefillPlan {
     /// the pool's first connection (the pool was empty): if that failed, the
     /// node was unreachable, and the round after it comes back is spread.
     pub fn after_round(&mut self, round: Round, first: bool) -> Next {
+        let next = self.decide(round, first);
+        let opens = std::mem::take(&mut self.ordered);
+        let window = std::mem::take(&mut self.window);
+        if let Some(log) = &self.log {
+            if let Ok(mut log) = log.lock() {
+                log.push(Decision {
+                    round,
+                    first,
+                    opens,
+                    window: if opens == 0 { Duration::ZERO } else { window },
+                    next,
+                });
+            }
+        }
+        next
+    }
+
+    fn decide(&mut self, round: Round, first: bool) -> Next {
         if first && round == Round::Failed {
             self.recovering = true;
         }

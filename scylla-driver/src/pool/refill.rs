@@ -105,7 +105,8 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
         inner.config.reconnect.new_schedule(),
         inner.config.reconnect_spread,
         fastrand::Rng::new(),
-    );
+    )
+    .with_log(inner.config.decision_log.clone());
     let mut coverage = Coverage {
         next: Instant::now(),
         via_regular: true,
