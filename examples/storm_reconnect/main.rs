@@ -49,6 +49,9 @@
 //!
 //! Options (`--help` lists them): `--sessions N`, `--shards N`, `--rate N`
 //! (requests/s in total), `--down-ms N`, `--rf N`, `--coverage-interval-ms N`,
+//! `--handshake-cost-us N` (the node's CPU time per handshake, 1000 by
+//! default, spun on a core) with `--sleep-cost` (held without spinning: the
+//! node's capacity is its admission permits, not this machine's cores),
 //! `--no-shard-aware` (with `--nodes`), `--tls` (the test cluster's TLS
 //! listeners, the driver over TLS: the same variants, each connection now
 //! also paying a real TLS handshake on both sides, and the cluster charging
@@ -126,6 +129,16 @@ struct Cli {
     /// background attempts to cover a shard without a connection, in ms.
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     coverage_interval_ms: u64,
+    /// The test cluster's modelled server CPU time of one handshake (its
+    /// STARTUP step, inside admission), in microseconds.
+    #[arg(long, value_name = "US", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    handshake_cost_us: u64,
+    /// Hold the admission permit for the handshake cost without spinning a
+    /// core: the node's capacity is then its permits (8 per shard), not this
+    /// machine's cores (a 10 ms cost spun for every shard of 3 nodes would
+    /// measure the machine).
+    #[arg(long)]
+    sleep_cost: bool,
     /// Replication factor of the workload's keyspaces.
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=3))]
     rf: u64,
@@ -202,7 +215,14 @@ fn parse_args() -> Args {
             sessions: cli.sessions as usize,
             rate: cli.rate as u32,
             rf: cli.rf as usize,
-            cost: HandshakeCost::Spin(Duration::from_millis(1)),
+            cost: {
+                let cost = Duration::from_micros(cli.handshake_cost_us);
+                if cli.sleep_cost {
+                    HandshakeCost::Sleep(cost)
+                } else {
+                    HandshakeCost::Spin(cost)
+                }
+            },
             cpu_concurrency: 8,
             shed_after: Duration::from_secs(1),
             steady: Duration::from_millis(1000),
