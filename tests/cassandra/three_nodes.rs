@@ -66,6 +66,28 @@ fn driver_replicas(
     ips
 }
 
+/// `n` reads at ONE of the rows `k, 3k` of `{ks}.t` (k < 100), each value
+/// checked; how many each node coordinated.
+async fn reads_by_coordinator(
+    session: &Session,
+    ks: &str,
+    n: i32,
+) -> std::collections::BTreeMap<SocketAddr, usize> {
+    let read = session
+        .prepare(format!("SELECT v FROM {ks}.t WHERE k = ?"))
+        .await
+        .unwrap()
+        .with_consistency(Consistency::One);
+    let mut coordinators = std::collections::BTreeMap::new();
+    for i in 0..n {
+        let k = i % 100;
+        let r = session.execute_unpaged(&read, (k,)).await.unwrap();
+        assert_eq!(r.single_row::<(i32,)>().unwrap(), (k * 3,));
+        *coordinators.entry(r.coordinator.unwrap()).or_insert(0) += 1;
+    }
+    coordinators
+}
+
 // Runs before the failover test (tests run by name with --test-threads 1):
 // right after a node restart, gossip-based schema agreement can report
 // agreement before the restarted node applied a new table.
@@ -106,17 +128,7 @@ async fn discovery_replication_and_routing() {
     for k in 0..100 {
         session.execute_unpaged(&insert, (k, k * 3)).await.unwrap();
     }
-    let read = session
-        .prepare(format!("SELECT v FROM {ks3}.t WHERE k = ?"))
-        .await
-        .unwrap()
-        .with_consistency(Consistency::One);
-    let mut coordinators = std::collections::BTreeMap::new();
-    for k in 0..100 {
-        let r = session.execute_unpaged(&read, (k,)).await.unwrap();
-        assert_eq!(r.single_row::<(i32,)>().unwrap(), (k * 3,));
-        *coordinators.entry(r.coordinator.unwrap()).or_insert(0) += 1;
-    }
+    let coordinators = reads_by_coordinator(&session, &ks3, 100).await;
     assert_eq!(
         coordinators.len(),
         3,
@@ -126,21 +138,16 @@ async fn discovery_replication_and_routing() {
     // but never starve one: among 128 x 3 consecutive requests of a session,
     // each replica comes first at least once (its probes).
     let aware = crate::session(&uri).await;
-    let read = aware
-        .prepare(format!("SELECT v FROM {ks3}.t WHERE k = ?"))
-        .await
-        .unwrap()
-        .with_consistency(Consistency::One);
-    let mut coordinators = std::collections::BTreeMap::new();
-    for k in 0..400 {
-        let r = aware.execute_unpaged(&read, (k % 100,)).await.unwrap();
-        *coordinators.entry(r.coordinator.unwrap()).or_insert(0) += 1;
-    }
+    let coordinators = reads_by_coordinator(&aware, &ks3, 400).await;
     assert_eq!(
         coordinators.len(),
         3,
         "latency-aware RF 3 reads reach every replica (reads by coordinator): {coordinators:?}"
     );
+    let read = session
+        .prepare(format!("SELECT v FROM {ks3}.t WHERE k = ?"))
+        .await
+        .unwrap();
     for k in 0..5 {
         assert_eq!(driver_replicas(&session, &ks3, &read, k).len(), 3);
         assert_eq!(
