@@ -533,6 +533,7 @@ async fn fill_missing(
     let behind_nat = fill == Fill::Background
         && !coverage.via_regular
         && lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
+    let wanted_len = wanted.len();
     let mut set = spawn_opens(inner, wanted, shard_aware, behind_nat, window, plan);
 
     let mut tally = RoundTally::default();
@@ -584,6 +585,9 @@ async fn fill_missing(
         tally.covered_new(),
         shard_aware.is_some() && nat,
     );
+    if tally.shed() > 0 {
+        tracing::debug!(node = %inner.addr, shed = tally.shed(), ordered = wanted_len, "the node shed handshakes of this round");
+    }
     let complete = missing(inner, slots).is_empty();
     if complete {
         trim_surplus(inner, slots, want, target);
