@@ -84,38 +84,20 @@ impl Response {
         if self.opcode != Opcode::Result {
             return false;
         }
-        fn skip(b: &[u8], n: usize) -> Option<&[u8]> {
-            b.get(n..)
-        }
-        fn short(b: &[u8]) -> Option<(usize, &[u8])> {
-            let n = u16::from_be_bytes([*b.first()?, *b.get(1)?]);
-            Some((usize::from(n), skip(b, 2)?))
-        }
-        fn kind(flags: Flags, mut b: &[u8]) -> Option<i32> {
-            if flags.contains(Flags::TRACING) {
-                b = skip(b, 16)?;
+        let mut r = wire::WireReader::new(&self.body);
+        let kind = (|| {
+            if self.flags.contains(Flags::TRACING) {
+                r.read_uuid("tracing id")?;
             }
-            if flags.contains(Flags::WARNING) {
-                let (n, mut rest) = short(b)?;
-                for _ in 0..n {
-                    let (len, r) = short(rest)?;
-                    rest = skip(r, len)?;
-                }
-                b = rest;
+            if self.flags.contains(Flags::WARNING) {
+                r.read_string_list("warnings")?;
             }
-            if flags.contains(Flags::CUSTOM_PAYLOAD) {
-                let (n, mut rest) = short(b)?;
-                for _ in 0..n {
-                    let (len, r) = short(rest)?;
-                    let r = skip(r, len)?;
-                    let len = i32::from_be_bytes(r.get(..4)?.try_into().ok()?);
-                    rest = skip(r, 4 + usize::try_from(len).unwrap_or(0))?;
-                }
-                b = rest;
+            if self.flags.contains(Flags::CUSTOM_PAYLOAD) {
+                r.read_bytes_map("custom payload")?;
             }
-            Some(i32::from_be_bytes(b.get(..4)?.try_into().ok()?))
-        }
-        kind(self.flags, &self.body) == Some(SCHEMA_CHANGE)
+            r.read_int("result kind")
+        })();
+        kind.ok() == Some(SCHEMA_CHANGE)
     }
 
     /// READY (empty body).

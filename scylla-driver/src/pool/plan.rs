@@ -249,9 +249,8 @@ impl RefillPlan {
         mut port: impl FnMut(Shard) -> P,
     ) -> Vec<OpenOrder<P>> {
         self.window = window;
-        wanted
+        let orders: Vec<_> = wanted
             .into_iter()
-            .inspect(|_| self.ordered += 1)
             .map(|shard| {
                 let port = port(shard);
                 let delay = spread(window, &mut self.rng);
@@ -263,7 +262,9 @@ impl RefillPlan {
                     seed,
                 }
             })
-            .collect()
+            .collect();
+        self.ordered += orders.len();
+        orders
     }
 
     /// The random source, for the round's other draws (source-port seeds,
