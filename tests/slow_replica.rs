@@ -356,13 +356,13 @@ async fn a_schema_change_does_not_count_as_the_nodes_latency() {
             .unwrap();
     }
     let read = "SELECT v FROM d.t WHERE k = 1";
-    for node in 0..3 {
+    for (node, addr) in addrs.iter().enumerate() {
         for _ in 0..4 {
             let r = session
                 .query_unpaged(on(node, Statement::new(read)), ())
                 .await
                 .unwrap();
-            assert_eq!(r.coordinator, Some(addrs[node]));
+            assert_eq!(r.coordinator, Some(*addr));
         }
     }
     for ddl in [
