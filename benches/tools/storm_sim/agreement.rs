@@ -145,9 +145,8 @@ async fn the_model_decides_as_the_pool_does() {
     );
     assert_eq!((r.cold.accepted, r.restart.accepted), (cold.1, restart.1));
     // What they agree on: the first connection, then the other shards at
-    // once; after the outage, the first connection, then the others spread
-    // over the reconnect window.
-    let spread = PoolConfig::default().reconnect_spread;
+    // once; after the outage, the first connection, then the others paced
+    // (the pool has seen handshakes: no spread window).
     let expected = [
         (Round::Progress, true, 0, Duration::ZERO, "now"),
         (Round::Complete, false, SHARDS - 1, Duration::ZERO, "idle"),
@@ -166,7 +165,7 @@ async fn the_model_decides_as_the_pool_does() {
         [
             (Round::Failed, false, 0, Duration::ZERO, "backoff"),
             (Round::Progress, true, 0, Duration::ZERO, "now"),
-            (Round::Complete, false, SHARDS - 1, spread, "idle"),
+            (Round::Complete, false, SHARDS - 1, Duration::ZERO, "idle"),
         ]
     );
 }

@@ -318,8 +318,9 @@ mod tests {
 
     /// At 50 sessions x 3 nodes x 4 shards, both policies: every session is
     /// covered again in both phases, every handshake accounted for, attempts
-    /// bounded; ours never puts more handshakes at once on the restarted
-    /// node than the official policy does, and sheds no more.
+    /// bounded; after the restart ours sheds no more than the official
+    /// policy and covers every session no later (the node has headroom
+    /// here: its admission bound is the only limit).
     #[test]
     fn small_storm_invariants() {
         for seed in 1..=3 {
@@ -346,10 +347,10 @@ mod tests {
                 }
             }
             assert!(
-                ours.restart.peak_in_progress <= official.restart.peak_in_progress,
-                "seed {seed}: ours {} official {}",
-                ours.restart.peak_in_progress,
-                official.restart.peak_in_progress
+                ours.restart.covered_after <= official.restart.covered_after,
+                "seed {seed}: ours {:?} official {:?}",
+                ours.restart.covered_after,
+                official.restart.covered_after
             );
             assert!(ours.restart.shed <= official.restart.shed);
             // Ours reaches exact coverage with exactly one accepted

@@ -10,7 +10,8 @@
 //! policy, `pool::shed::OpenFailure` (what a failed open means, counted in
 //! `PhaseResult::shed_seen`) and `pool::nat::ShardAwareHealth` (which port the
 //! next open uses, what a landing says). What the refill task does between
-//! those calls (at most `max_concurrent_opens` opens at once; keep what lands
+//! those calls (start the opens the pool's `pool::pacing::OpenPacer` allows,
+//! fed each open's time from dialling to its end; keep what lands
 //! on a missing shard) is re-enacted here, for the path the model's network
 //! takes (no NAT: the shard-aware port works).
 //!
@@ -224,6 +225,8 @@ enum Ev {
     PoolTimer(PoolId, u32),
     /// Ours: an open's spread delay passed; it queues for a permit.
     OpenReady(AttemptId),
+    /// Ours: the pause between a pool's opens passed.
+    Pump(PoolId),
     /// The TCP connect and OPTIONS are done: STARTUP reaches the shard.
     Arrive(AttemptId),
     /// The CPU stage of a handshake ends.
@@ -267,6 +270,8 @@ struct Attempt {
     first: bool,
     /// Ours: a regular-port retry after the shard-aware port failed.
     fallback_of: Option<FallbackReason>,
+    /// When the client dialled.
+    dialled: u64,
 }
 
 struct Shard {
@@ -325,6 +330,8 @@ struct OursPool {
     tally: RoundTally,
     queued: VecDeque<AttemptId>,
     active: usize,
+    /// No open starts before this moment (the pacer's pause).
+    next_start: u64,
 }
 
 /// The official driver's `HostExponentialReconnectPolicy` (scylla 1.9.0,
@@ -410,7 +417,8 @@ struct Sim {
     attempts: Vec<Attempt>,
     base: Instant,
     rng: fastrand::Rng,
-    max_concurrent_opens: usize,
+    /// Per session: its quickest handshake to any node (ours).
+    quickest: Vec<Option<Duration>>,
     /// Nodes the current phase watches.
     watched: Vec<bool>,
     phase: Counters,
@@ -471,6 +479,7 @@ impl Sim {
                                 pool_cfg.reconnect_spread,
                                 fastrand::Rng::with_seed(rng.u64(..)),
                             )
+                            .with_max_concurrent_opens(pool_cfg.max_concurrent_opens)
                             .with_log(p.decision_log.clone()),
                             health: ShardAwareHealth::new(FallbackConfig::default()),
                             wake: false,
@@ -481,6 +490,7 @@ impl Sim {
                             tally: RoundTally::default(),
                             queued: VecDeque::new(),
                             active: 0,
+                            next_start: 0,
                         }))
                     }
                     Policy::Official => PoolKind::Official(OfficialPool {
@@ -502,7 +512,6 @@ impl Sim {
             }
         }
         Sim {
-            max_concurrent_opens: pool_cfg.max_concurrent_opens.max(1),
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
@@ -516,6 +525,7 @@ impl Sim {
             interval: Counters::default(),
             uncovered_pools: 0,
             session_missing: vec![0; p.sessions],
+            quickest: vec![None; p.sessions],
             covered_at: None,
             accepted_at_coverage: 0,
             phase_start: 0,
@@ -615,12 +625,14 @@ impl Sim {
             epoch: 0,
             first,
             fallback_of: None,
+            dialled: 0,
         });
         id
     }
 
     /// The client dials now.
     fn dial(&mut self, a: AttemptId) {
+        self.attempts[a as usize].dialled = self.now;
         let node = self.pools[self.attempts[a as usize].pool as usize].node;
         if self.watched[node] {
             self.bump(|c| c.attempts += 1);
@@ -857,13 +869,29 @@ impl Sim {
     /// `max_concurrent_opens` permits, or queues for one.
     fn ours_open_ready(&mut self, a: AttemptId) {
         let pool = self.attempts[a as usize].pool;
-        let max = self.max_concurrent_opens;
-        let o = self.ours(pool);
-        if o.active < max {
+        self.ours(pool).queued.push_back(a);
+        self.ours_pump(pool);
+    }
+
+    /// Starts the queued opens the pacer allows now; if it holds one back
+    /// for its pause, comes back when the pause ends.
+    fn ours_pump(&mut self, pool: PoolId) {
+        let now = self.now;
+        loop {
+            let o = self.ours(pool);
+            if o.queued.is_empty() || o.active >= o.plan.pacer().window() {
+                return;
+            }
+            if o.next_start > now {
+                let at = o.next_start;
+                self.at(at, Ev::Pump(pool));
+                return;
+            }
+            let Some(a) = o.queued.pop_front() else {
+                return;
+            };
             o.active += 1;
             self.dial(a);
-        } else {
-            o.queued.push_back(a);
         }
     }
 
@@ -885,6 +913,19 @@ impl Sim {
         if let (Some(reason), Ok(_)) = (fallback_of, &r) {
             // The regular port worked where the shard-aware one did not.
             let _ = self.ours(pool).health.on_failure(reason, now);
+        }
+        let took = Duration::from_nanos(self.now - self.attempts[a as usize].dialled);
+        match &r {
+            Ok(_) => {
+                let s = pool as usize / self.p.nodes;
+                self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
+                self.ours(pool).plan.pacer().on_opened(took)
+            }
+            Err(e) => self
+                .ours(pool)
+                .plan
+                .pacer()
+                .on_failed(OpenFailure::of(e), took),
         }
         if first {
             // `open_first`.
@@ -929,19 +970,13 @@ impl Sim {
                 self.ours(pool).tally.failed(OpenFailure::of(&e));
             }
         }
-        let next = {
-            let o = self.ours(pool);
-            o.active -= 1;
-            o.pending -= 1;
-            if o.pending == 0 {
-                None
-            } else {
-                o.queued.pop_front()
-            }
-        };
-        if let Some(q) = next {
-            self.ours(pool).active += 1;
-            self.dial(q);
+        let now_ns = self.now;
+        let o = self.ours(pool);
+        o.active -= 1;
+        o.pending -= 1;
+        o.next_start = now_ns + ns(o.plan.pacer().gap());
+        if o.pending > 0 {
+            self.ours_pump(pool);
         }
         if self.ours(pool).pending == 0 {
             self.ours_round_end(pool);
@@ -1006,7 +1041,12 @@ impl Sim {
         match o.wait {
             OursWait::Backoff => {
                 let up = std::mem::take(&mut o.up_hint);
-                if let Some(pause) = o.plan.after_backoff(up) {
+                let s = pool as usize / self.p.nodes;
+                let quickest = self.quickest[s];
+                let o = self.ours(pool);
+                let pause = o.plan.after_backoff(up, quickest);
+                let o = self.ours(pool);
+                if let Some(pause) = pause {
                     o.wait = OursWait::Sleep;
                     self.set_timer(pool, pause);
                 } else {
@@ -1272,6 +1312,7 @@ impl Sim {
                 }
             }
             Ev::OpenReady(a) => self.ours_open_ready(a),
+            Ev::Pump(pool) => self.ours_pump(pool),
             Ev::Arrive(a) => self.arrive(a),
             Ev::CpuDone(a) => self.cpu_done(a),
             Ev::ShedCheck(a) => self.shed_check(a),

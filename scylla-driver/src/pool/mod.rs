@@ -21,6 +21,8 @@
 //! - [`shard_port`]: the process-wide source-port allocator.
 //! - [`nat`]: evidence against the shard-aware port, fallback and probation.
 //! - [`shed`]: handshakes shed by the node's admission control.
+//! - [`pacing`]: how fast the pool opens, paced by how long its handshakes
+//!   queue at the node.
 //! - [`plan`]: the refill task's decisions (backoff, spread, what to wait
 //!   for), without sockets or clocks: also driven by the `storm_sim` tool.
 //! - `refill`: the task that opens what is missing, round by round.
@@ -37,6 +39,7 @@ pub mod backoff;
 mod coverage;
 pub mod nat;
 mod open;
+pub mod pacing;
 pub mod plan;
 mod refill;
 pub mod shard_port;
@@ -126,8 +129,9 @@ pub struct PoolConfig {
     pub reconnect: Arc<dyn ReconnectPolicy>,
     /// Most connections opened to this node at the same time.
     pub max_concurrent_opens: usize,
-    /// After the node comes back, its shards' connections are opened at
-    /// random moments within this window.
+    /// After the node is reported up, the pool's first open waits a random
+    /// moment within this window, or within [`pacing::SPREAD_HANDSHAKES`]
+    /// of the session's quickest handshakes if shorter.
     pub reconnect_spread: Duration,
     /// Without a usable shard-aware port: the mean interval between the
     /// background attempts to cover a shard that has no connection (at most

@@ -43,6 +43,20 @@ fn note_setup(inner: &PoolInner, took: Duration) {
         Ordering::Relaxed,
         |old| Some(us.max(old - old / 8)),
     );
+    let us = us.max(1);
+    let _ = inner.metrics.quickest_setup_micros.fetch_update(
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+        |old| Some(if old == 0 { us } else { old.min(us) }),
+    );
+}
+
+/// The session's quickest connection setup so far, if any.
+pub(super) fn quickest_setup(inner: &PoolInner) -> Option<Duration> {
+    match inner.metrics.quickest_setup_micros.load(Ordering::Relaxed) {
+        0 => None,
+        us => Some(Duration::from_micros(us)),
+    }
 }
 
 pub(super) async fn open_regular(inner: &PoolInner) -> Result<Connection, ConnectionError> {

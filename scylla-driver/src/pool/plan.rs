@@ -22,6 +22,7 @@ use std::time::Duration;
 use scylla_cql::sharding::Shard;
 
 use super::backoff::{spread, ReconnectSchedule};
+use super::pacing::OpenPacer;
 use super::shed::OpenFailure;
 
 /// How a refill round went.
@@ -195,6 +196,7 @@ pub struct RefillPlan {
     /// Opens ordered since the last decision, and their window.
     ordered: usize,
     window: Duration,
+    pacer: OpenPacer,
     log: Option<DecisionLog>,
 }
 
@@ -213,8 +215,22 @@ impl RefillPlan {
             recovering: false,
             ordered: 0,
             window: Duration::ZERO,
+            pacer: OpenPacer::new(1),
             log: None,
         }
+    }
+
+    /// Paces the round's opens with at most `max_concurrent_opens` in flight
+    /// (see [`OpenPacer`]).
+    #[must_use]
+    pub fn with_max_concurrent_opens(mut self, max_concurrent_opens: usize) -> Self {
+        self.pacer = OpenPacer::new(max_concurrent_opens);
+        self
+    }
+
+    /// The pacing of the pool's opens.
+    pub fn pacer(&mut self) -> &mut OpenPacer {
+        &mut self.pacer
     }
 
     /// Appends every decision of [`after_round`](Self::after_round) to `log`.
@@ -226,18 +242,20 @@ impl RefillPlan {
 
     /// The window over which this round's opens are spread (the pool has a
     /// connection already). Only the first round after the node came back is
-    /// spread out: it is the one every client starts at the same moment.
-    /// Later rounds (retries for shards still missing) are already
-    /// desynchronised, and `max_concurrent_opens` bounds them.
+    /// spread out, and only by a pool that has no handshake time to pace by
+    /// yet ([`OpenPacer`]): it is the one every client starts at the same
+    /// moment. Later rounds, and a pool with a pacer that has seen
+    /// handshakes, are paced instead.
     pub fn fill_window(&mut self) -> Duration {
-        if std::mem::take(&mut self.recovering) {
+        if std::mem::take(&mut self.recovering) && self.pacer.least().is_none() {
             self.reconnect_spread
         } else {
             Duration::ZERO
         }
     }
 
-    /// The opens of a round, one per shard of `wanted` in order: each with
+    /// The opens of a round, one per shard of `wanted`, in its order but
+    /// starting at a random one of them (drawn first): each with
     /// the port `port` chooses for it (asked first, in the same order), a
     /// random delay within `window`, and a source-port seed (drawn in that
     /// order, so that a simulation with the same seed draws the same
@@ -249,6 +267,14 @@ impl RefillPlan {
         mut port: impl FnMut(Shard) -> P,
     ) -> Vec<OpenOrder<P>> {
         self.window = window;
+        let mut wanted: Vec<Shard> = wanted.into_iter().collect();
+        // Each pool starts at a random one of its missing shards: opened one
+        // after another, every pool's opens would otherwise queue at the
+        // lowest shard together, then the next.
+        if wanted.len() > 1 {
+            let start = self.rng.usize(..wanted.len());
+            wanted.rotate_left(start);
+        }
         let orders: Vec<_> = wanted
             .into_iter()
             .map(|shard| {
@@ -297,6 +323,7 @@ impl RefillPlan {
     fn decide(&mut self, round: Round, first: bool) -> Next {
         if first && round == Round::Failed {
             self.recovering = true;
+            self.pacer.on_outage();
         }
         match round {
             Round::Progress => Next::Now,
@@ -306,7 +333,9 @@ impl RefillPlan {
                 self.recovering = false;
                 Next::Idle
             }
-            Round::Failed => Next::Backoff(self.schedule.next_delay()),
+            // After a shed, at least the pacer's pause: the node's queue
+            // is long.
+            Round::Failed => Next::Backoff(self.schedule.next_delay().max(self.pacer.gap())),
         }
     }
 
@@ -324,10 +353,17 @@ impl RefillPlan {
     /// (`up_hint`), every client heard it at once, so the backoff restarts
     /// and the next round waits a random moment of the spread window first
     /// (returned); otherwise the next round starts at once.
-    pub fn after_backoff(&mut self, up_hint: bool) -> Option<Duration> {
+    pub fn after_backoff(
+        &mut self,
+        up_hint: bool,
+        quickest_setup: Option<Duration>,
+    ) -> Option<Duration> {
         if up_hint {
             self.schedule.reset();
-            Some(spread(self.reconnect_spread, &mut self.rng))
+            let window = self
+                .pacer
+                .restart_spread(self.reconnect_spread, quickest_setup);
+            Some(spread(window, &mut self.rng))
         } else {
             None
         }
@@ -384,9 +420,10 @@ mod tests {
         assert_eq!(t.round(true, false), Round::Complete);
     }
 
-    /// The orders of a round draw, per open and in order: the port, the
-    /// delay, the seed; the same seed gives the same orders, and the delays
-    /// stay within the window.
+    /// The orders of a round start at a random one of the wanted shards
+    /// and go round from there; they draw, per open and in order: the port,
+    /// the delay, the seed; the same seed gives the same orders, and the
+    /// delays stay within the window.
     #[test]
     fn orders_draw_port_delay_and_seed_in_order() {
         let window = Duration::from_secs(1);
@@ -395,13 +432,15 @@ mod tests {
             asked.push(shard);
             shard * 10
         });
-        assert_eq!(asked, vec![3, 1, 4]);
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut expected = vec![3, 1, 4];
+        expected.rotate_left(rng.usize(..3));
+        assert_eq!(asked, expected);
         assert_eq!(
             a.iter().map(|o| (o.shard, o.port)).collect::<Vec<_>>(),
-            vec![(3, 30), (1, 10), (4, 40)]
+            expected.iter().map(|&s| (s, s * 10)).collect::<Vec<_>>()
         );
         assert!(a.iter().all(|o| o.delay < window));
-        let mut rng = fastrand::Rng::with_seed(7);
         for o in &a {
             assert_eq!(o.delay, spread(window, &mut rng));
             assert_eq!(o.seed, rng.u64(..));
@@ -410,6 +449,23 @@ mod tests {
         // No window: no delay, the seeds still drawn.
         let b = plan(7).orders([3], Duration::ZERO, |_| ());
         assert_eq!(b[0].delay, Duration::ZERO);
+        // Every pool starts somewhere: over many seeds, at every shard.
+        let firsts: std::collections::BTreeSet<_> = (0..64)
+            .map(|seed| plan(seed).orders([0, 1, 2, 3], window, |_| ())[0].shard)
+            .collect();
+        assert_eq!(firsts.len(), 4);
+    }
+
+    #[test]
+    fn a_failed_round_backs_off_at_least_the_pacers_pause() {
+        let mut p = plan(4);
+        p.pacer().on_opened(Duration::from_millis(10));
+        p.pacer()
+            .on_failed(OpenFailure::Shed, Duration::from_millis(1010));
+        assert_eq!(
+            p.after_round(Round::Failed, false),
+            Next::Backoff(Duration::from_secs(3))
+        );
     }
 
     #[test]
@@ -451,8 +507,10 @@ mod tests {
         }
         assert!(!p.wake_ends_backoff(false));
         assert!(p.wake_ends_backoff(true));
-        assert_eq!(p.after_backoff(false), None);
-        let pause = p.after_backoff(true).expect("spread after an up hint");
+        assert_eq!(p.after_backoff(false, None), None);
+        let pause = p
+            .after_backoff(true, None)
+            .expect("spread after an up hint");
         assert!(pause < Duration::from_secs(1));
         assert_eq!(
             p.after_round(Round::Failed, true),

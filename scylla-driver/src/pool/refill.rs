@@ -31,10 +31,12 @@
 //! the two is kept if its shard still lacks a connection when it completes,
 //! closed otherwise.
 //!
-//! At most `max_concurrent_opens` connections are opened at a time. After the
-//! node was unreachable, each waits a random delay within `reconnect_spread`
-//! first, so a restarted node does not get every shard's handshake at the same
-//! instant.
+//! The opens of a round start as the pool's pacer allows ([`super::pacing`]):
+//! at most its window in flight (at most `max_concurrent_opens`), each after
+//! its pause, starting at a random one of the missing shards. After the node
+//! was reported up, the first open waits a random moment of the restart
+//! spread, so a restarted node does not get every client's first handshake at
+//! the same instant.
 //!
 //! Over TLS each open also waits (briefly, bounded) for a session ticket of
 //! the node when others in flight are about to bring one (`super::tickets`),
@@ -53,12 +55,11 @@ use std::time::{Duration, Instant};
 
 use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::sharding::{Shard, Sharder};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::coverage::{coverage_delay, Coverage};
 use super::nat::{FallbackReason, PortChoice};
-use super::open::{lock_health, open_for_shard, open_regular, PortJudgement};
+use super::open::{lock_health, open_for_shard, open_regular, quickest_setup, PortJudgement};
 use super::plan::{Next, OpenOrder, RefillPlan, Round, RoundTally};
 use super::shard_port::PortLease;
 use super::shed::OpenFailure;
@@ -106,12 +107,16 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
         inner.config.reconnect_spread,
         fastrand::Rng::new(),
     )
+    .with_max_concurrent_opens(inner.config.max_concurrent_opens)
     .with_log(inner.config.decision_log.clone());
     let mut coverage = Coverage {
         next: Instant::now(),
         via_regular: true,
         slowdown: 1,
     };
+    // No open starts before this moment: the pacer's pause after the last
+    // open ended, kept across rounds.
+    let mut next_start = tokio::time::Instant::now();
     loop {
         if slots.prune() > 0 {
             // Connections broke: the node may have restarted, which makes
@@ -127,14 +132,22 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
         let first = slots.total() == 0;
         let round = if first {
             new_ticket_epoch(inner);
-            let r = open_first(inner, slots).await;
+            let r = open_first(inner, slots, &mut plan).await;
             if !matches!(r, Round::Failed) {
                 first_opened(inner);
             }
             r
         } else {
             let window = plan.fill_window();
-            fill_missing(inner, slots, window, &mut plan, &mut coverage).await
+            fill_missing(
+                inner,
+                slots,
+                window,
+                &mut plan,
+                &mut next_start,
+                &mut coverage,
+            )
+            .await
         };
         publish(inner, slots);
         match plan.after_round(round, first) {
@@ -182,9 +195,10 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
                 }
                 // Everyone hears the UP event at once: do not all come back
                 // at once.
-                if let Some(pause) =
-                    plan.after_backoff(inner.up_hint.swap(false, Ordering::Relaxed))
-                {
+                if let Some(pause) = plan.after_backoff(
+                    inner.up_hint.swap(false, Ordering::Relaxed),
+                    quickest_setup(inner),
+                ) {
                     tokio::time::sleep(pause).await;
                 }
             }
@@ -426,9 +440,11 @@ fn adopt_late(inner: &Arc<PoolInner>, slots: &mut Slots) -> bool {
     kept
 }
 
-async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
+async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut RefillPlan) -> Round {
+    let started = Instant::now();
     match race_first(inner, slots).await {
         Ok(conn) => {
+            plan.pacer().on_opened(started.elapsed());
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
             // steer it: the node is pooled as unsharded (one slot of
@@ -461,7 +477,9 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots) -> Round {
         }
         Err(e) => {
             let mut tally = RoundTally::default();
-            tally.failed(note_shed(inner, &e));
+            let failure = note_shed(inner, &e);
+            plan.pacer().on_failed(failure, started.elapsed());
+            tally.failed(failure);
             tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
             note_failure(inner, e);
             tally.round(false, false)
@@ -477,6 +495,8 @@ fn unsharded(inner: &PoolInner) -> bool {
 
 struct Opened {
     wanted: Shard,
+    /// From dialling to the connection's readiness (or failure).
+    took: Duration,
     result: Result<(Connection, Option<PortLease>), ConnectionError>,
 }
 
@@ -499,6 +519,7 @@ async fn fill_missing(
     slots: &mut Slots,
     window: Duration,
     plan: &mut RefillPlan,
+    next_start: &mut tokio::time::Instant,
     coverage: &mut Coverage,
 ) -> Round {
     let want = inner.config.size.per_shard(slots.shards.len());
@@ -534,7 +555,8 @@ async fn fill_missing(
         && !coverage.via_regular
         && lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
     let wanted_len = wanted.len();
-    let mut set = spawn_opens(inner, wanted, shard_aware, behind_nat, window, plan);
+    let mut queue = order_opens(inner, wanted, shard_aware, behind_nat, window, plan);
+    let mut set = JoinSet::new();
 
     let mut tally = RoundTally::default();
     // Background attempts that land on a covered shard are kept too, up to a
@@ -548,13 +570,45 @@ async fn fill_missing(
         target
     };
     let bounds = Bounds { want, target, room };
-    while let Some(joined) = set.join_next().await {
+    loop {
+        // Start what the pacer allows now: each open once its spread delay
+        // and the pacer's pause have passed, while fewer than its window are
+        // in flight.
+        let now = tokio::time::Instant::now();
+        while set.len() < plan.pacer().window() {
+            match queue.front() {
+                Some((at, _)) if *at <= now && *next_start <= now => {
+                    if let Some((_, order)) = queue.pop_front() {
+                        spawn_open(inner, &mut set, order);
+                    }
+                }
+                _ => break,
+            }
+        }
+        let due = if set.len() < plan.pacer().window() {
+            queue.front().map(|(at, _)| (*at).max(*next_start))
+        } else {
+            None
+        };
+        if set.is_empty() && due.is_none() {
+            break;
+        }
+        let joined = tokio::select! {
+            joined = set.join_next(), if !set.is_empty() => joined,
+            _ = tokio::time::sleep_until(due.unwrap_or(now)), if due.is_some() => continue,
+        };
+        let Some(joined) = joined else { continue };
         let Ok(opened) = joined else {
             // The open's task is gone (it does not panic): a failure that
             // says nothing about the node.
             tally.failed(OpenFailure::Other);
             continue;
         };
+        match &opened.result {
+            Ok(_) => plan.pacer().on_opened(opened.took),
+            Err(e) => plan.pacer().on_failed(OpenFailure::of(e), opened.took),
+        }
+        *next_start = tokio::time::Instant::now() + plan.pacer().gap();
         match opened.result {
             Ok((conn, lease)) => match place(
                 inner,
@@ -630,21 +684,24 @@ fn shard_aware_port(
     }
 }
 
-/// Starts one open per shard in `wanted`, each after its delay in the
-/// refill window and within the pool's limit of concurrent opens, on the
-/// port the node's shard-aware health chooses (`behind_nat`: background
-/// attempts through the shard-aware port of a node behind a NAT).
-fn spawn_opens(
+/// Where an open goes: the shard-aware port (with its sharder, address and
+/// how a landing is judged), or the regular port (`None`).
+type OpenPort = Option<(Sharder, SocketAddr, PortJudgement)>;
+
+/// The opens of a round, one per shard in `wanted`, each with the moment it
+/// may start (its delay in the refill window) and the port the node's
+/// shard-aware health chooses (`behind_nat`: background attempts through the
+/// shard-aware port of a node behind a NAT), in the order they may start.
+fn order_opens(
     inner: &Arc<PoolInner>,
     wanted: Vec<Shard>,
     shard_aware: Option<(Sharder, SocketAddr)>,
     behind_nat: bool,
     window: Duration,
     plan: &mut RefillPlan,
-) -> JoinSet<Opened> {
-    let permits = Arc::new(Semaphore::new(inner.config.max_concurrent_opens.max(1)));
-    let mut set = JoinSet::new();
-    let orders = plan.orders(wanted, window, |_| match shard_aware {
+) -> std::collections::VecDeque<(tokio::time::Instant, OpenOrder<OpenPort>)> {
+    let now = tokio::time::Instant::now();
+    let mut orders = plan.orders(wanted, window, |_| match shard_aware {
         Some((sharder, sa_addr)) if behind_nat => {
             Some((sharder, sa_addr, PortJudgement::BehindNat))
         }
@@ -656,38 +713,38 @@ fn spawn_opens(
         },
         None => None,
     });
-    for OpenOrder {
-        shard,
-        port,
-        delay,
-        seed,
-    } in orders
-    {
-        let permits = permits.clone();
-        let shared = inner.clone();
-        set.spawn(async move {
-            tokio::time::sleep(delay).await;
-            let _permit = permits.acquire_owned().await;
-            // Over TLS: wait (bounded) for a ticket of the node while other
-            // opens are about to bring one; held until this open is done.
-            #[cfg(feature = "tls")]
-            let _pass = match &shared.tickets {
-                Some(g) => Some(g.enter().await),
-                None => None,
-            };
-            let result = match port {
-                Some((sharder, sa_addr, judgement)) => {
-                    open_for_shard(&shared, sharder, shard, sa_addr, seed, judgement).await
-                }
-                None => open_regular(&shared).await.map(|c| (c, None)),
-            };
-            Opened {
-                wanted: shard,
-                result,
+    // Stable: opens with the same delay keep their order.
+    orders.sort_by_key(|o| o.delay);
+    orders.into_iter().map(|o| (now + o.delay, o)).collect()
+}
+
+/// Starts one open in `set`.
+fn spawn_open(inner: &Arc<PoolInner>, set: &mut JoinSet<Opened>, order: OpenOrder<OpenPort>) {
+    let OpenOrder {
+        shard, port, seed, ..
+    } = order;
+    let shared = inner.clone();
+    set.spawn(async move {
+        // Over TLS: wait (bounded) for a ticket of the node while other
+        // opens are about to bring one; held until this open is done.
+        #[cfg(feature = "tls")]
+        let _pass = match &shared.tickets {
+            Some(g) => Some(g.enter().await),
+            None => None,
+        };
+        let started = Instant::now();
+        let result = match port {
+            Some((sharder, sa_addr, judgement)) => {
+                open_for_shard(&shared, sharder, shard, sa_addr, seed, judgement).await
             }
-        });
-    }
-    set
+            None => open_regular(&shared).await.map(|c| (c, None)),
+        };
+        Opened {
+            wanted: shard,
+            took: started.elapsed(),
+            result,
+        }
+    });
 }
 
 /// Keeps `e` as the pool's latest connection failure (see

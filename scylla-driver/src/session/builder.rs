@@ -574,9 +574,11 @@ impl SessionBuilder {
         self
     }
 
-    /// The window over which a returning node's connections are reopened,
-    /// each at a random moment in it (default 1 s), so that thousands of
-    /// clients do not reconnect in lockstep.
+    /// The bound of the random wait before a returning node's first
+    /// connection is reopened (default 1 s), so that thousands of clients do
+    /// not reconnect in lockstep. A pool that has seen handshakes waits
+    /// within 4 of the session's quickest instead, if that is shorter; its
+    /// later opens are paced by how long its handshakes queue at the node.
     #[must_use]
     pub fn reconnect_spread(mut self, d: Duration) -> Self {
         self.config.pool.reconnect_spread = d;
