@@ -204,3 +204,32 @@ async fn requests_wait_for_free_stream_ids_and_all_complete() {
     }
     assert_eq!(conn.in_flight(), 0);
 }
+
+/// A node whose handshakes cost 40 ms of its CPU stage: the connection's
+/// STARTUP exchange takes at least that much beyond the OPTIONS round trip,
+/// which does not pay it (the pool paces its opens by that difference).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handshake_times_startup_apart_from_options() {
+    use scylla_testbed::{AdmissionConfig, HandshakeCost};
+    let cost = Duration::from_millis(40);
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(2)
+        .admission(AdmissionConfig {
+            cost: HandshakeCost::Sleep(cost),
+            ..AdmissionConfig::default()
+        })
+        .start()
+        .await
+        .unwrap();
+    let conn = open(cluster.cql_addrs()[0], None, &ConnectionConfig::default())
+        .await
+        .unwrap();
+    let times = conn.info().server.setup_times;
+    assert!(times.startup >= cost, "{times:?}");
+    assert!(
+        times.startup_excess() >= cost - times.options.min(cost),
+        "{times:?}"
+    );
+    assert!(times.options > Duration::ZERO, "{times:?}");
+}

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use std::net::SocketAddr;
 
 use scylla_driver::connection::{
-    ConnectionConfig, ConnectionError, OpenError, OpenStep, SetupStep,
+    ConnectionConfig, ConnectionError, OpenError, OpenStep, SetupStep, SetupTimes,
 };
 use scylla_driver::pool::backoff::{spread, Backoff, ExponentialBackoff};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
@@ -919,7 +919,14 @@ impl Sim {
             Ok(_) => {
                 let s = pool as usize / self.p.nodes;
                 self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
-                self.ours(pool).plan.pacer().on_opened(took)
+                // The model's STARTUP has no network time (the connect and
+                // OPTIONS take `rtt`): all of it is the node's (queue and CPU
+                // stage).
+                let times = SetupTimes {
+                    options: Duration::ZERO,
+                    startup: took.saturating_sub(self.p.rtt),
+                };
+                self.ours(pool).plan.pacer().on_opened(took, times)
             }
             Err(e) => self
                 .ours(pool)

@@ -46,6 +46,30 @@ pub struct ServerInfo {
     pub compression: Option<Compression>,
     /// What response decoding needs from the negotiation.
     pub response_context: ResponseContext,
+    /// How long the handshake's exchanges took.
+    pub setup_times: SetupTimes,
+}
+
+/// How long a handshake's exchanges took: OPTIONS to SUPPORTED (a plain
+/// round trip), and STARTUP to READY, authentication included. A node under
+/// a storm of handshakes queues STARTUP for one of a few CPU permits
+/// (ScyllaDB), so what STARTUP took beyond a round trip bounds the time the
+/// connection queued there, whatever the network's round trip: the pool
+/// paces its opens by it (`pool::pacing`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetupTimes {
+    /// OPTIONS to SUPPORTED.
+    pub options: std::time::Duration,
+    /// STARTUP to READY (or to AUTH_SUCCESS).
+    pub startup: std::time::Duration,
+}
+
+impl SetupTimes {
+    /// What STARTUP took beyond the OPTIONS round trip: the node's time on
+    /// it, queueing included.
+    pub fn startup_excess(&self) -> std::time::Duration {
+        self.startup.saturating_sub(self.options)
+    }
 }
 
 /// What a connection's handshake hands on to its reader: bytes that
@@ -77,13 +101,16 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         framing: None,
         max_frame_len: config.max_frame_len,
         context: ResponseContext::default().with_version(version),
+        times: SetupTimes::default(),
     };
 
     // OPTIONS -> SUPPORTED
+    let began = std::time::Instant::now();
     let supported = match io.round_trip(SetupStep::Options, &Options).await? {
         Response::Supported(s) => s,
         other => return Err(unexpected(SetupStep::Options, &other)),
     };
+    io.times.options = began.elapsed();
     let extensions = ScyllaExtensions::from_supported(&supported);
     for problem in &extensions.problems {
         tracing::warn!(%problem, "ignoring a malformed SUPPORTED option");
@@ -126,6 +153,7 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     // STARTUP asked for LZ4 (a compressed frame is flagged, so accepting one
     // is safe either way). In v5 the envelopes are never compressed: the
     // segments that follow the answer are.
+    let began = std::time::Instant::now();
     if version.uses_segments() {
         let mut answer = io.round_trip(SetupStep::Startup, &startup).await?;
         let lz4 = compression.is_some();
@@ -134,6 +162,7 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             SegmentDecoder::new(lz4, config.max_frame_len.saturating_add(HEADER_LEN)),
         ));
         answer = io.authenticate(config, answer).await?;
+        io.times.startup = began.elapsed();
         return io
             .finish(config, answer, extensions, sharding, compression)
             .await;
@@ -142,6 +171,7 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     let answer = io.round_trip(SetupStep::Startup, &startup).await?;
     io.compressor = compression.map(Compressor::new);
     let answer = io.authenticate(config, answer).await?;
+    io.times.startup = began.elapsed();
     io.finish(config, answer, extensions, sharding, compression)
         .await
 }
@@ -245,6 +275,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {
                 extensions,
                 sharding,
                 compression,
+                setup_times: self.times,
             },
             leftover,
         ))
@@ -366,6 +397,8 @@ struct FrameIo<'s, S> {
     framing: Option<(SegmentEncoder, SegmentDecoder)>,
     max_frame_len: usize,
     context: ResponseContext,
+    /// How long the exchanges took so far.
+    times: SetupTimes,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> FrameIo<'_, S> {

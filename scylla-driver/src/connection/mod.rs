@@ -80,7 +80,7 @@ pub use self::error::{
     BrokenConnection, BrokenReason, ConnectionError, ConnectionRequestError, SetupStep,
     TlsErrorKind,
 };
-pub use self::handshake::ServerInfo;
+pub use self::handshake::{ServerInfo, SetupTimes};
 pub use self::negotiation::ProtocolChoice;
 pub use self::open::{OpenError, OpenStep, SocketConfig};
 pub use self::stats::{IoCounters, IoSnapshot};

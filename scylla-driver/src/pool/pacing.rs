@@ -5,26 +5,33 @@
 //! A node admits handshakes a few at a time per shard (ScyllaDB: 8 in their
 //! CPU stage) and sheds those that waited too long; every client of a node
 //! that restarts reconnects at once. A client cannot see the node's queue, but
-//! it sees its own handshakes take longer than the quickest it has seen: the
-//! difference is the time spent queued at the node. [`OpenPacer`] reasons as
-//! delay-based congestion control does (TCP Vegas, Brakmo and Peterson 1995:
-//! the expected against the actual rate, from the base RTT; LEDBAT, RFC 6817:
-//! a target queueing delay over the least delay seen):
+//! it sees how long each handshake's STARTUP took beyond a plain round trip
+//! (the OPTIONS exchange before it,
+//! [`SetupTimes::startup_excess`]):
+//! the node's time on it, queueing included, whatever the network's round
+//! trip. [`OpenPacer`] reasons as delay-based congestion control does (TCP
+//! Vegas, Brakmo and Peterson 1995: act on the queueing delay, not on loss;
+//! LEDBAT, RFC 6817: a target queueing delay):
 //!
-//! - while its handshakes take less than twice the quickest seen, the node
-//!   has headroom: the opens in flight grow by one each time as many opens
-//!   as are allowed completed so (from one, up to the pool's
-//!   `max_concurrent_opens`), with no pause between them;
-//! - once they take longer, the node queues them: one open at a time;
-//! - once the time queued passes [`TARGET_QUEUEING`], each open is followed
-//!   by a pause of [`GAP_FACTOR`] times the excess. Every client of the node
-//!   pauses by the same queue, so together they open about as fast as the
-//!   node completes handshakes, and its queue settles short of the wait at
-//!   which the node sheds; the node stays busy meanwhile, so the storm ends
-//!   about when the node's handshake capacity allows;
-//! - a shed handshake (or one that timed out) queued at least as long as it
-//!   waited: the same pause, and the round fails; the pool's backoff is then
-//!   at least that pause ([`super::plan::RefillPlan`]).
+//! - while that time is short (under half of [`TARGET_QUEUEING`], and under
+//!   the quickest whole handshake seen), the node has headroom: the opens in
+//!   flight grow by one each time as many opens as are allowed completed so
+//!   (from one, up to the pool's `max_concurrent_opens`), with no pause;
+//! - longer, the node queues them: one open at a time;
+//! - beyond [`TARGET_QUEUEING`], each open is followed by a pause as long as
+//!   the excess ([`GAP_FACTOR`] times it). Every client of the node pauses by the
+//!   same queue, so together they open about as fast as the node completes
+//!   handshakes, and its queue settles short of the wait at which the node
+//!   sheds; the node stays busy meanwhile, so the storm ends about when the
+//!   node's handshake capacity allows;
+//! - a shed handshake (or one that timed out) queued about as long as it
+//!   took: the same pause, and the round fails; the pool's backoff is then at
+//!   least that pause ([`super::plan::RefillPlan`]).
+//!
+//! Why not the quickest handshake seen as the base, as Vegas takes the least
+//! RTT: a pool whose every handshake so far happened during a storm (all of
+//! them, for clients that started together) has only queued samples, and
+//! would take a long queue for none.
 //!
 //! After an outage the pool's first open waits a random moment within
 //! [`SPREAD_HANDSHAKES`] quickest handshakes of the session
@@ -32,16 +39,19 @@
 //! at once; the pauses above pace the rest.
 //!
 //! The constants were chosen with the `storm_sim` tool (6,000 and 600
-//! sessions, 1 to 20 ms of handshake CPU; `docs/performance.md`): a target of
-//! 100 ms or a factor of 2 shed more or covered later.
+//! sessions, 1 to 20 ms of handshake CPU; `docs/performance.md`): with 10 ms
+//! handshakes at 6,000 sessions a factor of 2 shed 471 handshakes at the
+//! restart and 4 covered it 33 % later, where 1 sheds none; a target of
+//! 400 ms shed 44.
 
 use std::time::Duration;
 
 use super::shed::OpenFailure;
+use crate::connection::SetupTimes;
 
 /// The pause after an open that queued at the node, in multiples of the time
 /// it queued beyond [`TARGET_QUEUEING`].
-pub const GAP_FACTOR: u32 = 4;
+pub const GAP_FACTOR: u32 = 1;
 
 /// The queueing delay the pacer tolerates before it spaces opens out (the
 /// role of LEDBAT's target, RFC 6817 section 2.5, which is 100 ms there).
@@ -90,12 +100,13 @@ impl OpenPacer {
     }
 
     /// An open completed after `took` (from dialling to the connection's
-    /// readiness).
-    pub fn on_opened(&mut self, took: Duration) {
+    /// readiness); `times`: how long its handshake's exchanges took, whose
+    /// STARTUP beyond a round trip bounds the time it queued at the node.
+    pub fn on_opened(&mut self, took: Duration, times: SetupTimes) {
+        let queued = times.startup_excess();
         let least = self.least.map_or(took, |l| l.min(took));
         self.least = Some(least);
-        let queued = took.saturating_sub(least);
-        if queued < least {
+        if queued < least && queued < TARGET_QUEUEING / 2 {
             self.calm += 1;
             if self.calm >= self.window {
                 self.calm = 0;
@@ -114,15 +125,14 @@ impl OpenPacer {
     }
 
     /// An open failed after `took`. A shed handshake (or one that timed out)
-    /// queued at least as long as it waited beyond the quickest handshake:
-    /// one open at a time, and a pause as after an open that queued that
-    /// long. Other failures say nothing about the node's queue.
+    /// queued about as long as it took: one open at a time, and a pause as
+    /// after an open that queued that long. Other failures say nothing about
+    /// the node's queue.
     pub fn on_failed(&mut self, failure: OpenFailure, took: Duration) {
         if failure == OpenFailure::Shed {
             self.window = 1;
             self.calm = 0;
-            let queued = took.saturating_sub(self.least.unwrap_or(Duration::ZERO));
-            self.gap = queued
+            self.gap = took
                 .saturating_sub(TARGET_QUEUEING)
                 .saturating_mul(GAP_FACTOR);
         }
@@ -156,40 +166,65 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// Exchanges whose STARTUP took `excess` beyond a 1 ms round trip.
+    fn st(excess: Duration) -> SetupTimes {
+        SetupTimes {
+            options: MS,
+            startup: MS + excess,
+        }
+    }
+
     #[test]
     fn headroom_grows_the_window_and_queueing_shrinks_it() {
         let mut p = OpenPacer::new(4);
         assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
-        p.on_opened(10 * MS);
+        p.on_opened(10 * MS, st(2 * MS));
         assert_eq!(p.window(), 2);
-        p.on_opened(12 * MS);
+        p.on_opened(12 * MS, st(3 * MS));
         assert_eq!(p.window(), 2, "grows once a whole window completed calmly");
-        p.on_opened(11 * MS);
+        p.on_opened(11 * MS, st(2 * MS));
         assert_eq!(p.window(), 3);
         for _ in 0..20 {
-            p.on_opened(10 * MS);
+            p.on_opened(10 * MS, st(2 * MS));
         }
         assert_eq!(p.window(), 4, "never beyond max_concurrent_opens");
-        // Queued 40 ms: one at a time, no pause yet.
-        p.on_opened(50 * MS);
+        // Queued 40 ms (more than the quickest handshake): one at a time, no
+        // pause yet.
+        p.on_opened(50 * MS, st(40 * MS));
         assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
-        // Queued 450 ms: a pause of 4 x (450 - 250) ms.
-        p.on_opened(460 * MS);
-        assert_eq!((p.window(), p.gap()), (1, 800 * MS));
+        // Queued 450 ms: a pause of the 200 ms beyond the target.
+        p.on_opened(460 * MS, st(450 * MS));
+        assert_eq!((p.window(), p.gap()), (1, 200 * MS));
         assert_eq!(p.least(), Some(10 * MS));
         // Calm again: no pause.
-        p.on_opened(10 * MS);
+        p.on_opened(10 * MS, st(2 * MS));
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
+    }
+
+    /// A pool whose handshakes all queued knows no quick one: what STARTUP
+    /// took still tells the queue.
+    #[test]
+    fn a_queue_is_seen_without_a_quick_handshake() {
+        let mut p = OpenPacer::new(4);
+        p.on_opened(700 * MS, st(690 * MS));
+        assert_eq!((p.window(), p.gap()), (1, 440 * MS));
+        // Quicker than the quickest whole handshake, but still queued.
+        p.on_opened(600 * MS, st(200 * MS));
+        assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
+        // A long round trip (a distant node) with a quick STARTUP is calm.
+        let mut far = OpenPacer::new(4);
+        far.on_opened(400 * MS, st(5 * MS));
+        assert_eq!((far.window(), far.gap()), (2, Duration::ZERO));
     }
 
     #[test]
     fn a_shed_pauses_like_a_long_queue_and_other_failures_do_not() {
         let mut p = OpenPacer::new(4);
-        p.on_opened(10 * MS);
+        p.on_opened(10 * MS, st(2 * MS));
         p.on_failed(OpenFailure::Other, 1000 * MS);
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
-        p.on_failed(OpenFailure::Shed, 1010 * MS);
-        assert_eq!((p.window(), p.gap()), (1, 3000 * MS));
+        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        assert_eq!((p.window(), p.gap()), (1, 750 * MS));
     }
 
     #[test]
@@ -198,10 +233,10 @@ mod tests {
         let mut p = OpenPacer::new(4);
         assert_eq!(p.restart_spread(second, None), second);
         assert_eq!(p.restart_spread(second, Some(2 * MS)), 8 * MS);
-        p.on_opened(20 * MS);
+        p.on_opened(20 * MS, st(2 * MS));
         assert_eq!(p.restart_spread(second, None), 80 * MS);
         assert_eq!(p.restart_spread(second, Some(5 * MS)), 20 * MS);
-        p.on_opened(400 * MS);
+        p.on_opened(400 * MS, st(2 * MS));
         assert_eq!(p.restart_spread(Duration::from_millis(50), None), 50 * MS);
     }
 }

@@ -459,12 +459,16 @@ mod tests {
     #[test]
     fn a_failed_round_backs_off_at_least_the_pacers_pause() {
         let mut p = plan(4);
-        p.pacer().on_opened(Duration::from_millis(10));
+        let times = crate::connection::SetupTimes {
+            options: Duration::from_millis(1),
+            startup: Duration::from_millis(3),
+        };
+        p.pacer().on_opened(Duration::from_millis(10), times);
         p.pacer()
-            .on_failed(OpenFailure::Shed, Duration::from_millis(1010));
+            .on_failed(OpenFailure::Shed, Duration::from_millis(1000));
         assert_eq!(
             p.after_round(Round::Failed, false),
-            Next::Backoff(Duration::from_secs(3))
+            Next::Backoff(Duration::from_millis(750))
         );
     }
 

@@ -444,7 +444,8 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut Refill
     let started = Instant::now();
     match race_first(inner, slots).await {
         Ok(conn) => {
-            plan.pacer().on_opened(started.elapsed());
+            let times = conn.info().server.setup_times;
+            plan.pacer().on_opened(started.elapsed(), times);
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
             // steer it: the node is pooled as unsharded (one slot of
@@ -605,7 +606,9 @@ async fn fill_missing(
             continue;
         };
         match &opened.result {
-            Ok(_) => plan.pacer().on_opened(opened.took),
+            Ok((conn, _)) => plan
+                .pacer()
+                .on_opened(opened.took, conn.info().server.setup_times),
             Err(e) => plan.pacer().on_failed(OpenFailure::of(e), opened.took),
         }
         *next_start = tokio::time::Instant::now() + plan.pacer().gap();
