@@ -26,7 +26,11 @@
 //!   node's handshake capacity allows;
 //! - a shed handshake (or one that timed out) queued about as long as it
 //!   took: the same pause, and the round fails; the pool's backoff is then at
-//!   least that pause ([`super::plan::RefillPlan`]).
+//!   least that pause ([`super::plan::RefillPlan`]). A shed also doubles the
+//!   pause's factor (up to [`MAX_GAP_FACTOR`]; each open that queued no more
+//!   than the target halves it back): where the node sheds, the queue at
+//!   which the clients' pauses balance it was too long, and longer pauses
+//!   settle it shorter.
 //!
 //! Why not the quickest handshake seen as the base, as Vegas takes the least
 //! RTT: a pool whose every handshake so far happened during a storm (all of
@@ -40,9 +44,11 @@
 //!
 //! The constants were chosen with the `storm_sim` tool (6,000 and 600
 //! sessions, 1 to 20 ms of handshake CPU; `docs/performance.md`): with 10 ms
-//! handshakes at 6,000 sessions a factor of 2 shed 471 handshakes at the
-//! restart and 4 covered it 33 % later, where 1 sheds none; a target of
-//! 400 ms shed 44.
+//! handshakes at 6,000 sessions a fixed factor of 2 shed 471 handshakes at
+//! the restart and 4 covered it a third later, where 1 sheds none; a target
+//! of 400 ms shed 44. With 20 ms handshakes a factor that stays 1 shed
+//! 13,989 at the restart; growing to 2 after sheds, 9,462; to 4, 7,013 (to
+//! 8, 6,722, covering a second later).
 
 use std::time::Duration;
 
@@ -50,8 +56,13 @@ use super::shed::OpenFailure;
 use crate::connection::SetupTimes;
 
 /// The pause after an open that queued at the node, in multiples of the time
-/// it queued beyond [`TARGET_QUEUEING`].
+/// it queued beyond [`TARGET_QUEUEING`], while the node sheds nothing.
 pub const GAP_FACTOR: u32 = 1;
+
+/// The most that factor grows to: it doubles with each shed handshake, and
+/// halves back (down to [`GAP_FACTOR`]) with each open that queued no more
+/// than the target.
+pub const MAX_GAP_FACTOR: u32 = 4;
 
 /// The queueing delay the pacer tolerates before it spaces opens out (the
 /// role of LEDBAT's target, RFC 6817 section 2.5, which is 100 ms there).
@@ -70,6 +81,7 @@ pub struct OpenPacer {
     calm: usize,
     least: Option<Duration>,
     gap: Duration,
+    factor: u32,
 }
 
 impl OpenPacer {
@@ -81,6 +93,7 @@ impl OpenPacer {
             calm: 0,
             least: None,
             gap: Duration::ZERO,
+            factor: GAP_FACTOR,
         }
     }
 
@@ -113,28 +126,31 @@ impl OpenPacer {
                 self.window = (self.window + 1).min(self.max);
             }
             self.gap = Duration::ZERO;
+            self.factor = (self.factor / 2).max(GAP_FACTOR);
         } else if queued <= TARGET_QUEUEING {
             self.window = 1;
             self.calm = 0;
             self.gap = Duration::ZERO;
+            self.factor = (self.factor / 2).max(GAP_FACTOR);
         } else {
             self.window = 1;
             self.calm = 0;
-            self.gap = (queued - TARGET_QUEUEING).saturating_mul(GAP_FACTOR);
+            self.gap = (queued - TARGET_QUEUEING).saturating_mul(self.factor);
         }
     }
 
     /// An open failed after `took`. A shed handshake (or one that timed out)
-    /// queued about as long as it took: one open at a time, and a pause as
-    /// after an open that queued that long. Other failures say nothing about
-    /// the node's queue.
+    /// queued about as long as it took: one open at a time, the pause's factor
+    /// doubled, and a pause as after an open that queued that long. Other
+    /// failures say nothing about the node's queue.
     pub fn on_failed(&mut self, failure: OpenFailure, took: Duration) {
         if failure == OpenFailure::Shed {
             self.window = 1;
             self.calm = 0;
+            self.factor = (self.factor * 2).min(MAX_GAP_FACTOR);
             self.gap = took
                 .saturating_sub(TARGET_QUEUEING)
-                .saturating_mul(GAP_FACTOR);
+                .saturating_mul(self.factor);
         }
     }
 
@@ -218,13 +234,33 @@ mod tests {
     }
 
     #[test]
+    fn sheds_lengthen_the_pauses_and_calm_opens_shorten_them_again() {
+        let mut p = OpenPacer::new(4);
+        p.on_opened(500 * MS, st(450 * MS));
+        assert_eq!(p.gap(), 200 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        assert_eq!(p.gap(), 1500 * MS, "factor 2");
+        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        assert_eq!(p.gap(), 3000 * MS, "factor 4 at most");
+        p.on_opened(500 * MS, st(450 * MS));
+        assert_eq!(p.gap(), 800 * MS);
+        p.on_opened(100 * MS, st(90 * MS));
+        p.on_opened(500 * MS, st(450 * MS));
+        assert_eq!(p.gap(), 400 * MS, "halved by a calm open");
+        p.on_opened(10 * MS, st(2 * MS));
+        p.on_opened(500 * MS, st(450 * MS));
+        assert_eq!(p.gap(), 200 * MS, "back to 1");
+    }
+
+    #[test]
     fn a_shed_pauses_like_a_long_queue_and_other_failures_do_not() {
         let mut p = OpenPacer::new(4);
         p.on_opened(10 * MS, st(2 * MS));
         p.on_failed(OpenFailure::Other, 1000 * MS);
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
         p.on_failed(OpenFailure::Shed, 1000 * MS);
-        assert_eq!((p.window(), p.gap()), (1, 750 * MS));
+        assert_eq!((p.window(), p.gap()), (1, 1500 * MS));
     }
 
     #[test]

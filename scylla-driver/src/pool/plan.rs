@@ -468,7 +468,7 @@ mod tests {
             .on_failed(OpenFailure::Shed, Duration::from_millis(1000));
         assert_eq!(
             p.after_round(Round::Failed, false),
-            Next::Backoff(Duration::from_millis(750))
+            Next::Backoff(Duration::from_millis(1500))
         );
     }
 
