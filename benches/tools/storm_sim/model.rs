@@ -915,7 +915,10 @@ impl Sim {
             let _ = self.ours(pool).health.on_failure(reason, now);
         }
         let took = Duration::from_nanos(self.now - self.attempts[a as usize].dialled);
-        match &r {
+        // What a failed open means, as the refill task classifies it: once,
+        // for the pacer and for the round.
+        let r = r.map_err(|e| OpenFailure::of(&e));
+        match r {
             Ok(_) => {
                 let s = pool as usize / self.p.nodes;
                 self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
@@ -928,11 +931,7 @@ impl Sim {
                 };
                 self.ours(pool).plan.pacer().on_opened(took, times)
             }
-            Err(e) => self
-                .ours(pool)
-                .plan
-                .pacer()
-                .on_failed(OpenFailure::of(e), took),
+            Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took),
         }
         if first {
             // `open_first`.
@@ -946,8 +945,8 @@ impl Sim {
                     tally.kept(true);
                     self.pools[pool as usize].missing().is_empty()
                 }
-                Err(e) => {
-                    tally.failed(OpenFailure::of(&e));
+                Err(failure) => {
+                    tally.failed(failure);
                     false
                 }
             };
@@ -973,8 +972,8 @@ impl Sim {
                     self.close_conn(node, landed, epoch);
                 }
             }
-            Err(e) => {
-                self.ours(pool).tally.failed(OpenFailure::of(&e));
+            Err(failure) => {
+                self.ours(pool).tally.failed(failure);
             }
         }
         let now_ns = self.now;

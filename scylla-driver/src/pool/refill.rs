@@ -605,32 +605,32 @@ async fn fill_missing(
             tally.failed(OpenFailure::Other);
             continue;
         };
-        match &opened.result {
-            Ok((conn, _)) => plan
-                .pacer()
-                .on_opened(opened.took, conn.info().server.setup_times),
-            Err(e) => plan.pacer().on_failed(OpenFailure::of(e), opened.took),
-        }
-        *next_start = tokio::time::Instant::now() + plan.pacer().gap();
         match opened.result {
-            Ok((conn, lease)) => match place(
-                inner,
-                slots,
-                conn,
-                lease,
-                opened.wanted,
-                fill == Fill::Background,
-                bounds,
-            ) {
-                Placement::Kept { covers } => tally.kept(covers),
-                Placement::Rotated | Placement::Closed => {}
-            },
+            Ok((conn, lease)) => {
+                let times = conn.info().server.setup_times;
+                plan.pacer().on_opened(opened.took, times);
+                match place(
+                    inner,
+                    slots,
+                    conn,
+                    lease,
+                    opened.wanted,
+                    fill == Fill::Background,
+                    bounds,
+                ) {
+                    Placement::Kept { covers } => tally.kept(covers),
+                    Placement::Rotated | Placement::Closed => {}
+                }
+            }
             Err(e) => {
-                tally.failed(note_shed(inner, &e));
+                let failure = note_shed(inner, &e);
+                plan.pacer().on_failed(failure, opened.took);
+                tally.failed(failure);
                 tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
                 note_failure(inner, e);
             }
         }
+        *next_start = tokio::time::Instant::now() + plan.pacer().gap();
     }
     if fill == Fill::Total {
         // Filling: the first background attempt waits one interval.
