@@ -5,17 +5,20 @@
 //! (`pool::plan::RefillPlan::with_log`); the sequences must agree, as must
 //! the connections the node accepted. A change to what a round opens, how it
 //! ends or what follows it, made in the pool or in the model alone, shows
-//! here.
+//! here. The second scenario puts a NAT that shifts source ports between
+//! them: the pool learns that the shard-aware port misleads, and covers the
+//! last shard through the regular port.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use scylla_driver::metrics::Metrics;
+use scylla_driver::pool::nat::FallbackReason;
 use scylla_driver::pool::plan::{Decision, DecisionLog, Next, Round};
 use scylla_driver::pool::{NodePool, PoolConfig};
-use scylla_testbed::TestCluster;
+use scylla_testbed::{Faults, NatMode, TestCluster};
 
-use crate::model::{self, Params, Policy};
+use crate::model::{self, Nat, Params, Policy};
 
 const SHARDS: usize = 4;
 const FULL: Duration = Duration::from_secs(20);
@@ -81,11 +84,20 @@ fn taken(log: &DecisionLog) -> Vec<Decision> {
 }
 
 /// The scenario on real sockets: returns the decisions and the connections
-/// the node accepted (regular + shard-aware), for each phase.
-async fn on_sockets(p: &Params) -> [(Vec<Decision>, u64); 2] {
+/// the node accepted (regular + shard-aware), for each phase, and the
+/// shard-aware port's fallback at the end.
+async fn on_sockets(p: &Params) -> ([(Vec<Decision>, u64); 2], Option<FallbackReason>) {
+    let mut faults = Faults::none();
+    if let Some(nat) = p.nat {
+        faults = faults.with_nat(match nat {
+            Nat::Random => NatMode::Random,
+            Nat::Offset(k) => NatMode::Offset(k),
+        });
+    }
     let cluster = TestCluster::builder()
         .nodes(1)
         .shards(SHARDS as u16)
+        .faults(0, faults)
         .start()
         .await
         .unwrap();
@@ -113,16 +125,21 @@ async fn on_sockets(p: &Params) -> [(Vec<Decision>, u64); 2] {
     tokio::time::sleep(Duration::from_millis(200)).await;
     // (A started node's stats start from zero.)
     let restart = (taken(&log), accepted(&cluster));
+    let fallback = pool.fallback();
     pool.shutdown();
-    [cold, restart]
+    ([cold, restart], fallback)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_model_decides_as_the_pool_does() {
+/// One phase's decisions, as compared.
+type Steps = Vec<(Round, bool, usize, Duration, &'static str)>;
+
+/// Runs the scenario on sockets and in the model, checks that their
+/// decisions and accepted connections agree, and returns the decisions of
+/// both phases and the pool's fallback at the end (on sockets).
+async fn agree(mut p: Params) -> ([Steps; 2], Option<FallbackReason>) {
     let log = new_log();
-    let mut p = Params::new(1, 1, SHARDS, Policy::Ours);
     p.decision_log = Some(log.clone());
-    let [cold, restart] = on_sockets(&p).await;
+    let ([cold, restart], fallback) = on_sockets(&p).await;
 
     // The model logs both phases in one run: split at the first failure.
     let r = model::run(p.clone());
@@ -144,28 +161,65 @@ async fn the_model_decides_as_the_pool_does() {
         "restart: model, then sockets"
     );
     assert_eq!((r.cold.accepted, r.restart.accepted), (cold.1, restart.1));
+    let flat = |log: &[Decision]| {
+        steps(log)
+            .iter()
+            .map(|s| (s.round, s.first, s.opens, s.window, s.next))
+            .collect::<Vec<_>>()
+    };
+    ([flat(model_cold), flat(model_restart)], fallback)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_decides_as_the_pool_does() {
+    let ([cold, restart], fallback) = agree(Params::new(1, 1, SHARDS, Policy::Ours)).await;
+    assert_eq!(fallback, None);
     // What they agree on: the first connection, then the other shards at
     // once; after the outage, the first connection, then the others paced
     // (the pool has seen handshakes: no spread window).
-    let expected = [
-        (Round::Progress, true, 0, Duration::ZERO, "now"),
-        (Round::Complete, false, SHARDS - 1, Duration::ZERO, "idle"),
-    ];
-    let got: Vec<_> = steps(model_cold)
-        .iter()
-        .map(|s| (s.round, s.first, s.opens, s.window, s.next))
-        .collect();
-    assert_eq!(got, expected);
-    let got: Vec<_> = steps(model_restart)
-        .iter()
-        .map(|s| (s.round, s.first, s.opens, s.window, s.next))
-        .collect();
     assert_eq!(
-        got,
+        cold,
+        [
+            (Round::Progress, true, 0, Duration::ZERO, "now"),
+            (Round::Complete, false, SHARDS - 1, Duration::ZERO, "idle"),
+        ]
+    );
+    assert_eq!(
+        restart,
         [
             (Round::Failed, false, 0, Duration::ZERO, "backoff"),
             (Round::Progress, true, 0, Duration::ZERO, "now"),
             (Round::Complete, false, SHARDS - 1, Duration::ZERO, "idle"),
         ]
     );
+}
+
+/// Behind a NAT that shifts every source port by one: the other shards'
+/// connections all land one shard further (three wrong landings in a row:
+/// the pool stops trusting the shard-aware port), and the one shard left
+/// is covered by a background attempt through the regular port, whose
+/// least loaded shard it is; the surplus connection is retired. After the
+/// restart the port is still distrusted: the regular port fills the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_decides_as_the_pool_does_behind_a_nat() {
+    let mut p = Params::new(1, 1, SHARDS, Policy::Ours);
+    p.nat = Some(Nat::Offset(1));
+    let ([cold, restart], fallback) = agree(p).await;
+    assert_eq!(
+        cold,
+        [
+            (Round::Progress, true, 0, Duration::ZERO, "now"),
+            (Round::Progress, false, SHARDS - 1, Duration::ZERO, "now"),
+            (Round::Complete, false, 1, Duration::ZERO, "idle"),
+        ]
+    );
+    assert_eq!(
+        restart,
+        [
+            (Round::Failed, false, 0, Duration::ZERO, "backoff"),
+            (Round::Progress, true, 0, Duration::ZERO, "now"),
+            (Round::Complete, false, SHARDS - 1, Duration::ZERO, "idle"),
+        ]
+    );
+    assert_eq!(fallback, Some(FallbackReason::ShardMismatch));
 }

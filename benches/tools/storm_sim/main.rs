@@ -8,6 +8,7 @@
 //! ```text
 //! cargo run --release --example storm_sim -- --sessions 6000 --nodes 9 --shards 7
 //! cargo run --release --example storm_sim -- --sessions 20 --nodes 3 --shards 16 --policy ours
+//! cargo run --release --example storm_sim -- --sessions 600 --nodes 3 --shards 7 --nat random
 //! ```
 //!
 //! Prints a table per policy and writes `storm_sim.csv` (the timeline, one
@@ -18,7 +19,8 @@
 //! Simplifications (the model's, not the drivers'): no request workload and
 //! no control connections (ScyllaDB's 10 s request and 6 s control timeouts
 //! do not enter); loopback-like network (a fixed `--rtt-us` per connect, no
-//! loss); one connection per shard; no NAT; the CPU stage's cost is a
+//! loss); one connection per shard wanted; with `--nat`, source ports
+//! rewritten at random (no other NAT); the CPU stage's cost is a
 //! constant per handshake and shards do not compete for cores; a client that
 //! gives up on a waiting handshake frees its place in the queue at once.
 
@@ -82,6 +84,11 @@ struct Cli {
     /// Seed of the random draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A NAT rewrites the clients' source ports: `random` (connections
+    /// through the shard-aware port land on random shards) or a number (the
+    /// port shifted by it: each lands that many shards further).
+    #[arg(long, value_parser = parse_nat)]
+    nat: Option<model::Nat>,
     /// Where to write storm_sim.csv and storm_sim.svg.
     #[arg(long, default_value = "target/storm-sim")]
     out: PathBuf,
@@ -105,7 +112,17 @@ fn params(cli: &Cli, policy: Policy) -> Params {
     p.close_spread = Duration::from_millis(cli.close_spread_ms);
     p.horizon = Duration::from_secs(cli.horizon_s);
     p.seed = cli.seed;
+    p.nat = cli.nat;
     p
+}
+
+fn parse_nat(s: &str) -> Result<model::Nat, String> {
+    if s == "random" {
+        return Ok(model::Nat::Random);
+    }
+    s.parse::<u16>()
+        .map(model::Nat::Offset)
+        .map_err(|_| format!("`{s}`: expected `random` or a port offset (0-65535)"))
 }
 
 fn main() {

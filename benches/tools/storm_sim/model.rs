@@ -6,14 +6,21 @@
 //! (backoff, spread, what to wait for after a round, and a round's opens with
 //! their port, delay and seed drawn in the refill task's order: the same type
 //! the pool's refill task uses), `pool::plan::RoundTally` (a round's
-//! bookkeeping and outcome), `pool::backoff::Backoff` with the pool's default
+//! bookkeeping and outcome), `pool::fill` (what a round aims at, where a
+//! landed connection goes, which surplus connection is retired),
+//! `pool::coverage::Coverage` (when a background coverage attempt is due and
+//! through which port), `pool::backoff::Backoff` with the pool's default
 //! policy, `pool::shed::OpenFailure` (what a failed open means, counted in
-//! `PhaseResult::shed_seen`) and `pool::nat::ShardAwareHealth` (which port the
-//! next open uses, what a landing says). What the refill task does between
-//! those calls (start the opens the pool's `pool::pacing::OpenPacer` allows,
-//! fed each open's time from dialling to its end; keep what lands
-//! on a missing shard) is re-enacted here, for the path the model's network
-//! takes (no NAT: the shard-aware port works).
+//! `PhaseResult::shed_seen`), `pool::nat::ShardAwareHealth` (which port the
+//! next open uses, what a landing or a refusal says) and
+//! `pool::pacing::OpenPacer` (how many opens in flight, the pause after
+//! each). What the refill task does between those calls (start the opens
+//! the pacer allows, fed each open's time from dialling to its end; apply
+//! the placement to what the pool holds) is re-enacted here, for the
+//! model's network: loopback-like, optionally behind a NAT that rewrites
+//! source ports ([`Nat`], as the test cluster's `NatMode`). TLS (and so the
+//! pacing of opens by session tickets, `pool::tickets`) is not modelled:
+//! a handshake's cost is one constant.
 //!
 //! The official driver (crate `scylla` 1.9.0) is modelled from its source:
 //! `src/network/connection_pool.rs` (`PoolRefiller::run`, `start_filling`,
@@ -40,6 +47,8 @@ use scylla_driver::connection::{
     ConnectionConfig, ConnectionError, OpenError, OpenStep, SetupStep, SetupTimes,
 };
 use scylla_driver::pool::backoff::{spread, Backoff, ExponentialBackoff};
+use scylla_driver::pool::coverage::Coverage;
+use scylla_driver::pool::fill::{placement, surplus_shard, Fill, Placement};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
 use scylla_driver::pool::plan::{DecisionLog, Next, RefillPlan, Round, RoundTally};
 use scylla_driver::pool::shed::OpenFailure;
@@ -103,6 +112,20 @@ pub(crate) struct Params {
     /// Where our pools append their refill decisions, if anywhere (the
     /// agreement test compares them with a real pool's).
     pub decision_log: Option<DecisionLog>,
+    /// A NAT between the clients and the nodes, rewriting source ports, if
+    /// any.
+    pub nat: Option<Nat>,
+}
+
+/// How a NAT rewrites the source ports, as the test cluster's `NatMode`
+/// does: where a connection through the shard-aware port lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Nat {
+    /// On a random shard.
+    Random,
+    /// On the shard its source port asks for, plus this many (wrapping):
+    /// the port shifted by a constant.
+    Offset(u16),
 }
 
 impl Params {
@@ -130,6 +153,7 @@ impl Params {
             sample: Duration::from_millis(100),
             seed: 1,
             decision_log: None,
+            nat: None,
         }
     }
 }
@@ -272,6 +296,9 @@ struct Attempt {
     fallback_of: Option<FallbackReason>,
     /// When the client dialled.
     dialled: u64,
+    /// Ours: its landing (or the port's failure) is evidence for the
+    /// shard-aware port's health (not a background attempt behind a NAT).
+    judged: bool,
 }
 
 struct Shard {
@@ -332,6 +359,10 @@ struct OursPool {
     active: usize,
     /// No open starts before this moment (the pacer's pause).
     next_start: u64,
+    /// How the current round fills the pool.
+    fill: Fill,
+    /// The background coverage attempts.
+    coverage: Coverage,
 }
 
 /// The official driver's `HostExponentialReconnectPolicy` (scylla 1.9.0,
@@ -447,6 +478,7 @@ fn ns(d: Duration) -> u64 {
 impl Sim {
     fn new(p: Params) -> Sim {
         let pool_cfg = PoolConfig::default();
+        let base = Instant::now();
         let mut rng = fastrand::Rng::with_seed(p.seed);
         let nodes = (0..p.nodes)
             .map(|_| Node {
@@ -491,6 +523,8 @@ impl Sim {
                             queued: VecDeque::new(),
                             active: 0,
                             next_start: 0,
+                            fill: Fill::Strict,
+                            coverage: Coverage::new(base, pool_cfg.coverage_interval),
                         }))
                     }
                     Policy::Official => PoolKind::Official(OfficialPool {
@@ -518,7 +552,7 @@ impl Sim {
             nodes,
             pools,
             attempts: Vec::new(),
-            base: Instant::now(),
+            base,
             rng,
             watched: vec![true; p.nodes],
             phase: Counters::default(),
@@ -626,6 +660,7 @@ impl Sim {
             first,
             fallback_of: None,
             dialled: 0,
+            judged: wanted.is_some(),
         });
         id
     }
@@ -656,7 +691,11 @@ impl Sim {
             self.bump(|c| c.accepted += 1);
         }
         let shard = match self.attempts[a as usize].wanted {
-            Some(s) => s as usize,
+            Some(s) => match self.p.nat {
+                None => s as usize,
+                Some(Nat::Random) => self.rng.usize(..self.p.shards),
+                Some(Nat::Offset(k)) => (s as usize + k as usize) % self.p.shards,
+            },
             None => least_loaded(&self.nodes[node]),
         };
         {
@@ -845,23 +884,79 @@ impl Sim {
         }
         o.first = false;
         if missing.is_empty() {
-            self.ours_round_end(pool);
+            // `fill_missing` with nothing missing: trims the surplus.
+            self.ours_trim(pool);
+            self.ours_after_round(pool, Round::Complete, false);
             return;
         }
         let window = o.plan.fill_window();
-        o.pending = missing.len() as u32;
+        // `fill_missing`: the round's aim and its opens, by the pool's own
+        // rules (`pool::fill`); the model's nodes always advertise their
+        // shard-aware port, and each pool wants one connection per shard.
+        let shards = self.p.shards;
+        let o = self.ours(pool);
+        let strict = o.health.fallback().is_none();
+        let fill = Fill::choose(strict, total as usize, shards);
+        o.fill = fill;
+        let wanted = match fill {
+            Fill::Strict | Fill::Total => fill.wanted(missing.clone(), total as usize, shards),
+            Fill::Background => match o.coverage.attempt_due(now, &mut o.plan, shards) {
+                Some(shard) => vec![shard],
+                None => {
+                    self.ours_after_round(pool, Round::Partial, false);
+                    return;
+                }
+            },
+        };
+        let behind_nat = fill == Fill::Background
+            && !o.coverage.via_regular
+            && o.health.fallback() == Some(FallbackReason::ShardMismatch);
+        o.pending = wanted.len() as u32;
         // The refill task's own draws, in its order (the source-port seed
-        // is not needed: the model's shard-aware port lands where asked).
+        // is not needed: the model's shard-aware port lands where asked, or
+        // where its NAT puts it).
         let health = &mut o.health;
-        let orders = o
-            .plan
-            .orders(missing, window, |shard| match health.choose(now) {
-                PortChoice::ShardAware | PortChoice::Probe => Some(shard),
+        let orders = o.plan.orders(wanted, window, |shard| {
+            if behind_nat {
+                return Some((shard, false));
+            }
+            match health.choose(now) {
+                PortChoice::ShardAware | PortChoice::Probe => Some((shard, true)),
                 PortChoice::Regular(_) => None,
-            });
+            }
+        });
         for order in orders {
-            let a = self.start_attempt(pool, order.port, false);
+            let a = self.start_attempt(pool, order.port.map(|(s, _)| s), false);
+            self.attempts[a as usize].judged = order.port.is_some_and(|(_, judged)| judged);
             self.after(order.delay, Ev::OpenReady(a));
+        }
+    }
+
+    /// `retire_surplus`: the pool gives up a connection of the shard with the
+    /// most beyond one (another than `not` if there is one). Whether it did.
+    fn ours_retire(&mut self, pool: PoolId, not: Option<usize>) -> bool {
+        let node = self.pools[pool as usize].node;
+        let held: Vec<usize> = self.pools[pool as usize]
+            .held
+            .iter()
+            .map(|&h| h as usize)
+            .collect();
+        let Some(shard) = surplus_shard(&held, 1, not) else {
+            return false;
+        };
+        self.pools[pool as usize].held[shard] -= 1;
+        let epoch = self.nodes[node].epoch;
+        self.close_conn(node, shard as u16, epoch);
+        true
+    }
+
+    /// `trim_surplus`: every shard is covered; what is beyond one per shard
+    /// goes.
+    fn ours_trim(&mut self, pool: PoolId) {
+        while self.pools[pool as usize].total() > self.p.shards as u64 {
+            if !self.ours_retire(pool, None) {
+                return;
+            }
         }
     }
 
@@ -896,19 +991,25 @@ impl Sim {
     }
 
     fn ours_opened(&mut self, pool: PoolId, a: AttemptId, r: Result<u16, ConnectionError>) {
-        let (first, wanted, fallback_of, epoch) = {
+        let (first, wanted, fallback_of, epoch, judged) = {
             let at = &self.attempts[a as usize];
-            (at.first, at.wanted, at.fallback_of, at.epoch)
+            (at.first, at.wanted, at.fallback_of, at.epoch, at.judged)
         };
         let node = self.pools[pool as usize].node;
         let now = self.instant();
         // The shard-aware port refused (the node is down): the refill task
-        // tries the regular port at once, within the same permit.
+        // tries the regular port at once, within the same permit, unless the
+        // pool lost its connections moments ago (`open_for_shard`: then the
+        // open fails).
         if let (Some(_), Err(ConnectionError::Open(_))) = (wanted, &r) {
-            let b = self.start_attempt(pool, None, false);
-            self.attempts[b as usize].fallback_of = Some(FallbackReason::Refused);
-            self.dial(b);
-            return;
+            if !(judged && self.ours(pool).health.in_restart_grace(now)) {
+                let b = self.start_attempt(pool, None, false);
+                if judged {
+                    self.attempts[b as usize].fallback_of = Some(FallbackReason::Refused);
+                }
+                self.dial(b);
+                return;
+            }
         }
         if let (Some(reason), Ok(_)) = (fallback_of, &r) {
             // The regular port worked where the shard-aware one did not.
@@ -959,18 +1060,39 @@ impl Sim {
         }
         match r {
             Ok(landed) => {
-                if let Some(w) = wanted {
+                if let (Some(w), true) = (wanted, judged) {
                     let _ = self.ours(pool).health.on_landed(w, landed, now);
                 }
+                // `place`, by the pool's own rule.
                 let was_full = self.pools[pool as usize].full();
-                let held = self.pools[pool as usize].held[landed as usize];
-                if held == 0 {
-                    self.pools[pool as usize].held[landed as usize] = 1;
-                    self.ours(pool).tally.kept(true);
-                    self.coverage_change(pool, was_full);
-                } else {
-                    self.close_conn(node, landed, epoch);
+                let fill = self.ours(pool).fill;
+                let shards = self.p.shards;
+                let held: Vec<usize> = self.pools[pool as usize]
+                    .held
+                    .iter()
+                    .map(|&h| h as usize)
+                    .collect();
+                let decision = placement(
+                    &held,
+                    landed as usize,
+                    fill.bounds(1, shards, shards),
+                    fill == Fill::Background,
+                );
+                match decision {
+                    Placement::Closed => self.close_conn(node, landed, epoch),
+                    Placement::Kept { covers, retire } => {
+                        self.pools[pool as usize].held[landed as usize] += 1;
+                        self.ours(pool).tally.kept(covers);
+                        if retire {
+                            self.ours_retire(pool, None);
+                        }
+                    }
+                    Placement::Rotated => {
+                        self.pools[pool as usize].held[landed as usize] += 1;
+                        self.ours_retire(pool, Some(landed as usize));
+                    }
                 }
+                self.coverage_change(pool, was_full);
             }
             Err(failure) => {
                 self.ours(pool).tally.failed(failure);
@@ -990,13 +1112,18 @@ impl Sim {
     }
 
     fn ours_round_end(&mut self, pool: PoolId) {
-        let complete = self.pools[pool as usize].missing().is_empty();
+        let now = self.instant();
         let o = self.ours(pool);
-        let strict = o.health.fallback().is_none();
-        let tally = o.tally;
-        // The model's pools always have the shard-aware port (strict); the
-        // regular-port totals only matter without it.
-        let round = tally.round(complete, !strict && complete);
+        let (fill, tally) = (o.fill, o.tally);
+        let nat = o.health.fallback() == Some(FallbackReason::ShardMismatch);
+        o.coverage
+            .after_round(now, fill, tally.covered_new(), nat, &mut o.plan);
+        let complete = self.pools[pool as usize].missing().is_empty();
+        if complete {
+            self.ours_trim(pool);
+        }
+        let total = self.pools[pool as usize].total() as usize;
+        let round = tally.round(complete, fill.partial(total, self.p.shards));
         self.shed_seen(pool, tally);
         self.ours_after_round(pool, round, false);
     }
@@ -1009,6 +1136,7 @@ impl Sim {
     }
 
     fn ours_after_round(&mut self, pool: PoolId, round: Round, first: bool) {
+        let now = self.instant();
         let o = self.ours(pool);
         match o.plan.after_round(round, first) {
             Next::Now => {
@@ -1018,6 +1146,18 @@ impl Sim {
             Next::Pause(d) => {
                 o.wait = OursWait::Sleep;
                 self.set_timer(pool, d);
+            }
+            Next::Idle if round == Round::Partial => {
+                // Until the next background attempt is due, or a wake.
+                o.up_hint = false;
+                let due = o.coverage.next.saturating_duration_since(now);
+                if std::mem::take(&mut o.wake) {
+                    o.wait = OursWait::Sleep;
+                    self.set_timer(pool, Duration::ZERO);
+                } else {
+                    o.wait = OursWait::Idle;
+                    self.set_timer(pool, due);
+                }
             }
             Next::Idle => {
                 o.up_hint = false;
@@ -1231,12 +1371,13 @@ impl Sim {
             if let PoolKind::Official(o) = &mut self.pools[pool as usize].kind {
                 o.excess.clear();
             }
+            // One close per connection held (behind a NAT, a shard may hold
+            // a few).
             let held: Vec<u16> = self.pools[pool as usize]
                 .held
                 .iter()
                 .enumerate()
-                .filter(|(_, &h)| h > 0)
-                .map(|(i, _)| i as u16)
+                .flat_map(|(i, &h)| std::iter::repeat_n(i as u16, h as usize))
                 .collect();
             for shard in held {
                 let d = spread(self.p.close_spread, &mut self.rng);
@@ -1337,8 +1478,13 @@ impl Sim {
                 self.coverage_change(pool, was_full);
                 match self.p.policy {
                     // Each connection's close watcher notifies the pool's
-                    // wake (the refill round prunes what it sees closed).
-                    Policy::Ours => self.ours_wake(pool),
+                    // wake (the refill round prunes what it sees closed,
+                    // and the port's health learns connections were lost).
+                    Policy::Ours => {
+                        let now = self.instant();
+                        self.ours(pool).health.on_connections_lost(now);
+                        self.ours_wake(pool);
+                    }
                     // `connection_errors` -> `remove_connection`, then the
                     // loop's scheduling.
                     Policy::Official => self.official_schedule(pool),

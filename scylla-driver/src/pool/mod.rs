@@ -30,13 +30,16 @@
 //!   what is missing, retiring and draining what is held beyond the target.
 //! - `open`: opening one connection, through the shard-aware port (with
 //!   fallback to the regular port) or the regular port, and counting it.
-//! - `coverage`: the background attempts that cover the remaining shards
+//! - [`fill`]: what a round aims at and where its connections go, decided on
+//!   counts (what `slots` applies, and the `storm_sim` tool too).
+//! - [`coverage`]: the background attempts that cover the remaining shards
 //!   when the shard-aware port is not usable.
 //! - `tickets` (feature `tls`): a node's TLS opens paced by the session
 //!   tickets held for it, so that they resume.
 
 pub mod backoff;
-mod coverage;
+pub mod coverage;
+pub mod fill;
 pub mod nat;
 mod open;
 pub mod pacing;

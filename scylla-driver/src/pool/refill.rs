@@ -57,15 +57,15 @@ use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::sharding::{Shard, Sharder};
 use tokio::task::JoinSet;
 
-use super::coverage::{coverage_delay, Coverage};
+use super::coverage::Coverage;
+use super::fill::{Fill, Placement};
 use super::nat::{FallbackReason, PortChoice};
 use super::open::{lock_health, open_for_shard, open_regular, quickest_setup, PortJudgement};
 use super::plan::{Next, OpenOrder, RefillPlan, Round, RoundTally};
 use super::shard_port::PortLease;
 use super::shed::OpenFailure;
 use super::slots::{
-    drain_then_close, missing, place, slot_of, surplus_bound, trim_surplus, watch_close, Bounds,
-    Held, Placement, Slots,
+    drain_then_close, missing, place, slot_of, trim_surplus, watch_close, Held, Slots,
 };
 use super::{PoolInner, PoolSnapshot, ShardAwareTarget};
 use crate::connection::{Connection, ConnectionError, SetupStep};
@@ -109,11 +109,7 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
     )
     .with_max_concurrent_opens(inner.config.max_concurrent_opens)
     .with_log(inner.config.decision_log.clone());
-    let mut coverage = Coverage {
-        next: Instant::now(),
-        via_regular: true,
-        slowdown: 1,
-    };
+    let mut coverage = Coverage::new(Instant::now(), inner.config.coverage_interval);
     // No open starts before this moment: the pacer's pause after the last
     // open ended, kept across rounds.
     let mut next_start = tokio::time::Instant::now();
@@ -501,20 +497,6 @@ struct Opened {
     result: Result<(Connection, Option<PortLease>), ConnectionError>,
 }
 
-/// How a round fills the pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fill {
-    /// Through a working shard-aware port: a connection for every missing
-    /// slot, exactly.
-    Strict,
-    /// Without a usable shard-aware port and below the wanted total: as many
-    /// connections as are missing in total, wherever the node puts them.
-    Total,
-    /// At the wanted total with shards still uncovered: one background
-    /// coverage attempt now and then.
-    Background,
-}
-
 async fn fill_missing(
     inner: &Arc<PoolInner>,
     slots: &mut Slots,
@@ -532,20 +514,20 @@ async fn fill_missing(
     }
     let shard_aware = shard_aware_port(inner, slots.sharding.as_ref());
     // Exact coverage is chased only while the shard-aware port works.
-    let fill = if shard_aware.is_some() && lock_health(inner).fallback().is_none() {
-        Fill::Strict
-    } else if slots.total() < target {
-        Fill::Total
-    } else {
-        Fill::Background
-    };
+    let strict = shard_aware.is_some() && lock_health(inner).fallback().is_none();
+    let fill = Fill::choose(strict, slots.total(), target);
     let wanted: Vec<Shard> = match fill {
-        Fill::Strict => deficit,
-        Fill::Total => deficit.into_iter().take(target - slots.total()).collect(),
-        Fill::Background => match coverage.attempt_due(inner, plan, slots.shards.len()) {
-            Some(shard) => vec![shard],
-            None => return Round::Partial,
-        },
+        Fill::Strict | Fill::Total => fill.wanted(deficit, slots.total(), target),
+        Fill::Background => {
+            let due = coverage.attempt_due(Instant::now(), plan, slots.shards.len());
+            match due {
+                Some(shard) => {
+                    Metrics::inc(&inner.metrics.coverage_attempts);
+                    vec![shard]
+                }
+                None => return Round::Partial,
+            }
+        }
     };
     // Behind a NAT the shard-aware port still connects, and the NAT's port
     // choice puts the connection on a random shard: a fair chance at a
@@ -565,12 +547,7 @@ async fn fill_missing(
     // node's least-loaded choice moves on to other shards for the next
     // attempts (of this client and others) instead of handing everyone the
     // same shard again.
-    let room = if fill == Fill::Background {
-        target + surplus_bound(slots.shards.len())
-    } else {
-        target
-    };
-    let bounds = Bounds { want, target, room };
+    let bounds = fill.bounds(want, target, slots.shards.len());
     loop {
         // Start what the pacer allows now: each open once its spread delay
         // and the pacer's pause have passed, while fewer than its window are
@@ -618,7 +595,7 @@ async fn fill_missing(
                     fill == Fill::Background,
                     bounds,
                 ) {
-                    Placement::Kept { covers } => tally.kept(covers),
+                    Placement::Kept { covers, .. } => tally.kept(covers),
                     Placement::Rotated | Placement::Closed => {}
                 }
             }
@@ -632,15 +609,13 @@ async fn fill_missing(
         }
         *next_start = tokio::time::Instant::now() + plan.pacer().gap();
     }
-    if fill == Fill::Total {
-        // Filling: the first background attempt waits one interval.
-        coverage.next = Instant::now() + coverage_delay(inner.config.coverage_interval, plan.rng());
-    }
     let nat = lock_health(inner).fallback() == Some(FallbackReason::ShardMismatch);
     coverage.after_round(
-        fill == Fill::Background,
+        Instant::now(),
+        fill,
         tally.covered_new(),
         shard_aware.is_some() && nat,
+        plan,
     );
     if tally.shed() > 0 {
         tracing::debug!(node = %inner.addr, shed = tally.shed(), ordered = wanted_len, "the node shed handshakes of this round");
@@ -649,10 +624,7 @@ async fn fill_missing(
     if complete {
         trim_surplus(inner, slots, want, target);
     }
-    tally.round(
-        complete,
-        fill != Fill::Strict && (fill == Fill::Background || slots.total() >= target),
-    )
+    tally.round(complete, fill.partial(slots.total(), target))
 }
 
 /// The node's shard-aware port to open connections through, with its

@@ -1,7 +1,7 @@
 //! What a pool holds, by shard ([`Slots`] of [`Held`] connections), and
-//! the decisions about it: where an opened connection goes ([`place`]),
-//! which are missing ([`missing`]), and retiring what is held beyond the
-//! wanted total once it drains.
+//! applying the decisions about it (made on counts in [`super::fill`]): where
+//! an opened connection goes ([`place`]), which are missing ([`missing`]),
+//! and retiring what is held beyond the wanted total once it drains.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +10,7 @@ use scylla_cql::frame::response::supported::ShardingInfo;
 use scylla_cql::sharding::Shard;
 use tokio::task::JoinSet;
 
+use super::fill::{placement, surplus_shard, Bounds, Placement};
 use super::shard_port::PortLease;
 use super::PoolInner;
 use crate::connection::{Connection, ConnectionError};
@@ -114,25 +115,6 @@ pub(super) fn missing(inner: &PoolInner, slots: &Slots) -> Vec<Shard> {
         .collect()
 }
 
-/// How many connections a round may keep: `want` per shard, `target` in
-/// all, `room` in all while covering shards in the background.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Bounds {
-    pub(super) want: usize,
-    pub(super) target: usize,
-    pub(super) room: usize,
-}
-
-/// What became of an opened connection.
-pub(super) enum Placement {
-    /// Kept; `covers`: it fills a missing slot of its shard.
-    Kept { covers: bool },
-    /// Kept in place of an older surplus connection, retired.
-    Rotated,
-    /// Closed: its shard has all it wants and the pool all it may hold.
-    Closed,
-}
-
 /// Puts an opened connection where it landed, or closes it.
 pub(super) fn place(
     inner: &Arc<PoolInner>,
@@ -148,46 +130,30 @@ pub(super) fn place(
         Metrics::inc(&inner.metrics.wrong_shard_landings);
         tracing::debug!(node = %inner.addr, wanted, landed, "shard-aware connection landed on another shard");
     }
-    let total = slots.total();
-    let Some(held) = slots.shards.get(landed as usize).map(Vec::len) else {
-        Metrics::inc(&inner.metrics.excess_connections_closed);
-        conn.close();
-        return Placement::Closed;
-    };
-    let covers = held < b.want;
-    if background && !covers && total >= b.room {
-        // At the bound: rotate, keeping the new connection and retiring an
-        // older surplus one elsewhere. Closing the new one would hand its
-        // shard's slot straight back, and the node would give the next
-        // attempt (of anyone) the same shard: coverage would stall.
-        watch_close(inner, &conn);
-        if let Some(s) = slots.shards.get_mut(landed as usize) {
-            s.push(Held { conn, lease });
+    let held: Vec<usize> = slots.shards.iter().map(Vec::len).collect();
+    let decision = placement(&held, landed as usize, b, background);
+    match decision {
+        Placement::Closed => {
+            Metrics::inc(&inner.metrics.excess_connections_closed);
+            conn.close();
         }
-        retire_surplus(inner, slots, b.want, Some(landed as usize));
-        Placement::Rotated
-    } else if covers || total < b.room {
-        // A missing slot, or extra capacity on a covered shard (while fewer
-        // than `room` are open).
-        watch_close(inner, &conn);
-        if let Some(s) = slots.shards.get_mut(landed as usize) {
-            s.push(Held { conn, lease });
+        Placement::Kept { .. } | Placement::Rotated => {
+            watch_close(inner, &conn);
+            if let Some(s) = slots.shards.get_mut(landed as usize) {
+                s.push(Held { conn, lease });
+            }
+            match decision {
+                Placement::Rotated => {
+                    retire_surplus(inner, slots, b.want, Some(landed as usize));
+                }
+                Placement::Kept { retire: true, .. } => {
+                    retire_surplus(inner, slots, b.want, None);
+                }
+                _ => {}
+            }
         }
-        if covers && total >= b.target {
-            retire_surplus(inner, slots, b.want, None);
-        }
-        Placement::Kept { covers }
-    } else {
-        Metrics::inc(&inner.metrics.excess_connections_closed);
-        conn.close();
-        Placement::Closed
     }
-}
-
-/// Most connections a pool keeps beyond its wanted total while covering
-/// shards in the background: a quarter of the shards, at least one.
-pub(super) fn surplus_bound(shards: usize) -> usize {
-    (shards / 4).max(1)
+    decision
 }
 
 /// Every shard is covered: retires what the pool holds beyond its wanted
@@ -209,16 +175,8 @@ pub(super) fn retire_surplus(
     want: usize,
     not: Option<usize>,
 ) -> bool {
-    let surplus = |skip: Option<usize>| {
-        slots
-            .shards
-            .iter()
-            .enumerate()
-            .filter(|&(i, held)| held.len() > want && Some(i) != skip)
-            .max_by_key(|(_, held)| held.len())
-            .map(|(i, _)| i)
-    };
-    let Some(shard) = surplus(not).or_else(|| surplus(None)) else {
+    let held: Vec<usize> = slots.shards.iter().map(Vec::len).collect();
+    let Some(shard) = surplus_shard(&held, want, not) else {
         return false;
     };
     let oldest_first = Some(shard) != not;
