@@ -1113,11 +1113,12 @@ impl Sim {
 
     fn ours_round_end(&mut self, pool: PoolId) {
         let now = self.instant();
+        let shards = self.p.shards;
         let o = self.ours(pool);
         let (fill, tally) = (o.fill, o.tally);
         let nat = o.health.fallback() == Some(FallbackReason::ShardMismatch);
         o.coverage
-            .after_round(now, fill, tally.covered_new(), nat, &mut o.plan);
+            .after_round(now, fill, tally.covered_new(), nat, &mut o.plan, shards);
         let complete = self.pools[pool as usize].missing().is_empty();
         if complete {
             self.ours_trim(pool);

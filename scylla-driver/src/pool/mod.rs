@@ -139,7 +139,10 @@ pub struct PoolConfig {
     /// Without a usable shard-aware port: the mean interval between the
     /// background attempts to cover a shard that has no connection (at most
     /// one attempt per node per interval, each interval drawn from
-    /// `[interval / 2, 3 * interval / 2)`).
+    /// `[interval / 2, 3 * interval / 2)`). Behind a NAT the attempts
+    /// follow one another, paced by the node's handshake queue, until
+    /// [`coverage::eager_attempts`] miss in a row (see
+    /// [`coverage::Coverage::after_round`]).
     pub coverage_interval: Duration,
     /// Client routes through a PROXY protocol v2 balancer: the pools of
     /// routed nodes choose source ports through the route

@@ -616,6 +616,7 @@ async fn fill_missing(
         tally.covered_new(),
         shard_aware.is_some() && nat,
         plan,
+        slots.shards.len(),
     );
     if tally.shed() > 0 {
         tracing::debug!(node = %inner.addr, shed = tally.shed(), ordered = wanted_len, "the node shed handshakes of this round");

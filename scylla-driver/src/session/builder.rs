@@ -587,7 +587,10 @@ impl SessionBuilder {
 
     /// Without a usable shard-aware port: the mean interval between
     /// background attempts to cover a shard that has no connection (default
-    /// 1 s; at most one attempt per node per interval).
+    /// 1 s; at most one attempt per node per interval). Behind a NAT, whose
+    /// random landings give every attempt a fair chance, the attempts follow
+    /// one another as fast as the node admits them, and this interval only
+    /// applies after 16 misses per shard in a row.
     #[must_use]
     pub fn coverage_interval(mut self, d: Duration) -> Self {
         self.config.pool.coverage_interval = d;
