@@ -9,6 +9,7 @@
 //! cargo run --release --example storm_sim -- --sessions 6000 --nodes 9 --shards 7
 //! cargo run --release --example storm_sim -- --sessions 20 --nodes 3 --shards 16 --policy ours
 //! cargo run --release --example storm_sim -- --sessions 600 --nodes 3 --shards 7 --nat random
+//! cargo run --release --example storm_sim -- --sessions 600 --nodes 3 --shards 7 --cost-us 10000 --tls-resumed-us 1000
 //! ```
 //!
 //! Prints a table per policy and writes `storm_sim.csv` (the timeline, one
@@ -20,7 +21,10 @@
 //! no control connections (ScyllaDB's 10 s request and 6 s control timeouts
 //! do not enter); loopback-like network (a fixed `--rtt-us` per connect, no
 //! loss); one connection per shard wanted; with `--nat`, source ports
-//! rewritten at random (no other NAT); the CPU stage's cost is a
+//! rewritten at random or shifted; with `--tls-resumed-us`, TLS session
+//! tickets (two per handshake, offered newest first, accepted by the node's
+//! current life on every shard or only the issuing one) decide whether a
+//! handshake's CPU stage is a full or a resumed one; the CPU stage's cost is a
 //! constant per handshake and shards do not compete for cores; a client that
 //! gives up on a waiting handshake frees its place in the queue at once.
 
@@ -89,6 +93,18 @@ struct Cli {
     /// port shifted by it: each lands that many shards further).
     #[arg(long, value_parser = parse_nat)]
     nat: Option<model::Nat>,
+    /// TLS between clients and nodes: the CPU stage of a resumed handshake,
+    /// in microseconds (`--cost-us` is then a full handshake's).
+    #[arg(long)]
+    tls_resumed_us: Option<u64>,
+    /// With TLS: which shards accept a node's session ticket, every shard
+    /// of the issuing node (ScyllaDB's default) or only the issuing one.
+    #[arg(long, default_value = "node", value_parser = ["node", "shard"])]
+    tickets: String,
+    /// With TLS: our pools open a node's missing shards without waiting for
+    /// its tickets (`PoolConfig::tls_ticket_pacing` off).
+    #[arg(long)]
+    no_ticket_pacing: bool,
     /// Where to write storm_sim.csv and storm_sim.svg.
     #[arg(long, default_value = "target/storm-sim")]
     out: PathBuf,
@@ -113,6 +129,11 @@ fn params(cli: &Cli, policy: Policy) -> Params {
     p.horizon = Duration::from_secs(cli.horizon_s);
     p.seed = cli.seed;
     p.nat = cli.nat;
+    p.tls = cli.tls_resumed_us.map(|us| model::Tls {
+        resumed_cost: Duration::from_micros(us),
+        node_wide_tickets: cli.tickets == "node",
+        ticket_pacing: !cli.no_ticket_pacing,
+    });
     p
 }
 
@@ -209,6 +230,17 @@ fn table(results: &[SimResult]) -> String {
         let name = r.params.policy.name();
         phase_rows(&mut o, name, "cold start (every node)", &r.cold);
         phase_rows(&mut o, name, "restart (node 0)", &r.restart);
+    }
+    for r in results.iter().filter(|r| r.params.tls.is_some()) {
+        let _ = writeln!(
+            o,
+            "\n{}: TLS handshakes full / resumed: cold start {} / {}, restart {} / {}.",
+            r.params.policy.name(),
+            r.cold.tls_full,
+            r.cold.tls_resumed,
+            r.restart.tls_full,
+            r.restart.tls_resumed,
+        );
     }
     for r in results.iter().filter(|r| r.params.policy == Policy::Ours) {
         let _ = writeln!(
@@ -376,6 +408,48 @@ mod tests {
                 assert_eq!(ours.restart.accepted_at_coverage, ours.restart.ideal);
             }
         }
+    }
+
+    /// Over TLS with tickets every shard of the node accepts, each of our
+    /// pools pays one full handshake per life of its node (its first
+    /// connection's) and resumes the rest; with per-shard tickets every
+    /// handshake is full (each shard is opened once). Behind a NAT that
+    /// shifts source ports, every shard is still covered.
+    #[test]
+    fn tickets_and_nat_as_the_pool_meets_them() {
+        for node_wide in [true, false] {
+            let mut p = Params::new(50, 3, 4, Policy::Ours);
+            p.cost = Duration::from_millis(2);
+            p.tls = Some(model::Tls {
+                resumed_cost: Duration::from_micros(200),
+                node_wide_tickets: node_wide,
+                ticket_pacing: true,
+            });
+            p.horizon = Duration::from_secs(120);
+            let r = model::run(p);
+            for (phase, pr, pools) in [("cold", &r.cold, 150), ("restart", &r.restart, 50)] {
+                assert!(pr.covered_after.is_some(), "{phase}: {pr:?}");
+                assert_eq!(pr.shed, 0, "{phase}");
+                assert_eq!(pr.tls_full + pr.tls_resumed, pr.accepted, "{phase}");
+                if node_wide {
+                    assert_eq!(
+                        (pr.tls_full, pr.tls_resumed),
+                        (pools, pr.ideal - pools),
+                        "{phase}"
+                    );
+                } else {
+                    assert_eq!((pr.tls_full, pr.tls_resumed), (pr.ideal, 0), "{phase}");
+                }
+            }
+        }
+        let mut p = Params::new(50, 3, 4, Policy::Ours);
+        p.nat = Some(model::Nat::Offset(1));
+        let r = model::run(p);
+        assert!(r.cold.covered_after.is_some() && r.restart.covered_after.is_some());
+        assert!(
+            r.cold.closed_excess > 0,
+            "the NAT cost throwaway connections"
+        );
     }
 
     /// The same seed gives the same run.

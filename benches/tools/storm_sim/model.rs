@@ -50,6 +50,7 @@ use scylla_driver::pool::backoff::{spread, Backoff, ExponentialBackoff};
 use scylla_driver::pool::coverage::Coverage;
 use scylla_driver::pool::fill::{placement, surplus_shard, Fill, Placement};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
+use scylla_driver::pool::pacing::{TicketGateFacts, TICKET_WAIT};
 use scylla_driver::pool::plan::{DecisionLog, Next, RefillPlan, Round, RoundTally};
 use scylla_driver::pool::shed::OpenFailure;
 use scylla_driver::pool::PoolConfig;
@@ -115,7 +116,40 @@ pub(crate) struct Params {
     /// A NAT between the clients and the nodes, rewriting source ports, if
     /// any.
     pub nat: Option<Nat>,
+    /// TLS between the clients and the nodes, if any.
+    pub tls: Option<Tls>,
 }
+
+/// TLS between the clients and the nodes: a handshake's CPU stage costs
+/// [`Params::cost`] when full, `resumed_cost` when the client offered a
+/// session ticket the node accepts. Each completed handshake brings the
+/// client two tickets of the node (its current life, the shard it landed
+/// on); a client offers its newest ticket of the node first, each at most
+/// once (rustls, with the driver's `TicketStore`: one per session and node
+/// here, since a session has one pool per node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tls {
+    /// The CPU stage of a resumed handshake.
+    pub resumed_cost: Duration,
+    /// Every shard of the issuing node accepts a ticket (ScyllaDB's
+    /// default), else only the shard that issued it.
+    pub node_wide_tickets: bool,
+    /// Ours: a node's opens wait for tickets (`PoolConfig::tls_ticket_pacing`,
+    /// the rule of `pool::pacing::TicketGateFacts`).
+    pub ticket_pacing: bool,
+}
+
+/// A TLS session ticket the client holds: when it arrived, and which life
+/// and shard of the node issued it.
+#[derive(Debug, Clone, Copy)]
+struct Ticket {
+    at: u64,
+    node_epoch: u32,
+    shard: u16,
+}
+
+/// Tickets a client keeps per node (`TicketStore::TICKETS_PER_SERVER`).
+const TICKETS_PER_SERVER: usize = 32;
 
 /// How a NAT rewrites the source ports, as the test cluster's `NatMode`
 /// does: where a connection through the shard-aware port lands.
@@ -154,6 +188,7 @@ impl Params {
             seed: 1,
             decision_log: None,
             nat: None,
+            tls: None,
         }
     }
 }
@@ -210,6 +245,9 @@ pub(crate) struct PhaseResult {
     pub shed_seen: u64,
     /// Handshakes that completed but were closed by the client (excess).
     pub closed_excess: u64,
+    /// Over TLS: completed handshakes that were full, and resumed.
+    pub tls_full: u64,
+    pub tls_resumed: u64,
     /// Peak handshakes in their CPU stage at one node.
     pub peak_in_progress: u64,
     /// Peak handshakes waiting at one node.
@@ -251,6 +289,9 @@ enum Ev {
     OpenReady(AttemptId),
     /// Ours: the pause between a pool's opens passed.
     Pump(PoolId),
+    /// Ours, over TLS: an open waiting at the ticket gate reached its
+    /// deadline.
+    GateWake(PoolId),
     /// The TCP connect and OPTIONS are done: STARTUP reaches the shard.
     Arrive(AttemptId),
     /// The CPU stage of a handshake ends.
@@ -299,6 +340,14 @@ struct Attempt {
     /// Ours: its landing (or the port's failure) is evidence for the
     /// shard-aware port's health (not a background attempt behind a NAT).
     judged: bool,
+    /// Ours, over TLS with ticket pacing: let through the ticket gate (and
+    /// whether it claimed a ticket there); released when the open ends.
+    gated: bool,
+    claimed: bool,
+    /// Over TLS: the ticket the client offered.
+    ticket: Option<Ticket>,
+    /// The CPU stage of its handshake (full or resumed).
+    cost: Duration,
 }
 
 struct Shard {
@@ -327,6 +376,8 @@ struct Counters {
     timed_out: u64,
     shed_seen: u64,
     closed_excess: u64,
+    tls_full: u64,
+    tls_resumed: u64,
     peak_in_progress: u64,
     peak_waiting: u64,
     peak_waiting_shard: u64,
@@ -359,6 +410,14 @@ struct OursPool {
     active: usize,
     /// No open starts before this moment (the pacer's pause).
     next_start: u64,
+    /// The ticket gate (`pool::tickets::TicketGate`): its epoch (tickets
+    /// before it do not count), opens let through and not ended, whether
+    /// one ended (or a first connection opened) since the epoch, and the
+    /// opens waiting with their deadline.
+    gate_epoch: u64,
+    gate_in_flight: usize,
+    gate_finished: bool,
+    gate_waiting: VecDeque<(AttemptId, u64)>,
     /// How the current round fills the pool.
     fill: Fill,
     /// The background coverage attempts.
@@ -419,6 +478,12 @@ struct Pool {
     sharding_known: bool,
     timer_gen: u32,
     kind: PoolKind,
+    /// Over TLS: the session's tickets of this pool's node, oldest first.
+    tickets: VecDeque<Ticket>,
+    /// Opens that claimed one of them and have not ended.
+    claims: usize,
+    /// When the last ticket arrived.
+    last_ticket: Option<u64>,
 }
 
 impl Pool {
@@ -523,6 +588,10 @@ impl Sim {
                             queued: VecDeque::new(),
                             active: 0,
                             next_start: 0,
+                            gate_epoch: 0,
+                            gate_in_flight: 0,
+                            gate_finished: false,
+                            gate_waiting: VecDeque::new(),
                             fill: Fill::Strict,
                             coverage: Coverage::new(base, pool_cfg.coverage_interval),
                         }))
@@ -542,6 +611,9 @@ impl Sim {
                     sharding_known: false,
                     timer_gen: 0,
                     kind,
+                    tickets: VecDeque::new(),
+                    claims: 0,
+                    last_ticket: None,
                 });
             }
         }
@@ -661,6 +733,10 @@ impl Sim {
             fallback_of: None,
             dialled: 0,
             judged: wanted.is_some(),
+            gated: false,
+            claimed: false,
+            ticket: None,
+            cost: self.p.cost,
         });
         id
     }
@@ -668,6 +744,11 @@ impl Sim {
     /// The client dials now.
     fn dial(&mut self, a: AttemptId) {
         self.attempts[a as usize].dialled = self.now;
+        if self.p.tls.is_some() {
+            // rustls offers the newest ticket held for the node, once.
+            let pool = self.attempts[a as usize].pool as usize;
+            self.attempts[a as usize].ticket = self.pools[pool].tickets.pop_back();
+        }
         let node = self.pools[self.attempts[a as usize].pool as usize].node;
         if self.watched[node] {
             self.bump(|c| c.attempts += 1);
@@ -698,10 +779,20 @@ impl Sim {
             },
             None => least_loaded(&self.nodes[node]),
         };
+        let epoch = self.nodes[node].epoch;
+        let resumed = match (self.p.tls, self.attempts[a as usize].ticket) {
+            (Some(tls), Some(t)) => {
+                t.node_epoch == epoch && (tls.node_wide_tickets || usize::from(t.shard) == shard)
+            }
+            _ => false,
+        };
         {
             let at = &mut self.attempts[a as usize];
             at.landed = shard as u16;
-            at.epoch = self.nodes[node].epoch;
+            at.epoch = epoch;
+            if let (true, Some(tls)) = (resumed, self.p.tls) {
+                at.cost = tls.resumed_cost;
+            }
         }
         self.nodes[node].shards[shard].conns += 1;
         if let Some(t) = self.p.handshake_timeout {
@@ -726,7 +817,8 @@ impl Sim {
         let n = &mut self.nodes[node];
         n.shards[shard].in_cpu += 1;
         n.in_cpu += 1;
-        self.after(self.p.cost, Ev::CpuDone(a));
+        let cost = self.attempts[a as usize].cost;
+        self.after(cost, Ev::CpuDone(a));
         self.peaks(node, shard);
     }
 
@@ -771,6 +863,30 @@ impl Sim {
         } else {
             if self.watched[node] {
                 self.bump(|c| c.completed += 1);
+            }
+            if self.p.tls.is_some() {
+                let resumed = self.attempts[a as usize].cost != self.p.cost;
+                if self.watched[node] {
+                    if resumed {
+                        self.bump(|c| c.tls_resumed += 1);
+                    } else {
+                        self.bump(|c| c.tls_full += 1);
+                    }
+                }
+                // Two tickets of this life of the node, this shard.
+                let now = self.now;
+                let p = &mut self.pools[pool as usize];
+                for _ in 0..2 {
+                    if p.tickets.len() >= TICKETS_PER_SERVER {
+                        p.tickets.pop_front();
+                    }
+                    p.tickets.push_back(Ticket {
+                        at: now,
+                        node_epoch: epoch,
+                        shard: shard as u16,
+                    });
+                }
+                p.last_ticket = Some(now);
             }
             self.finish(a, Ok(shard as u16));
         }
@@ -878,6 +994,8 @@ impl Sim {
         if total == 0 {
             o.first = true;
             o.pending = 1;
+            // `new_ticket_epoch`; the first connection is not paced.
+            self.gate_new_epoch(pool);
             let a = self.start_attempt(pool, None, true);
             self.dial(a);
             return;
@@ -986,8 +1104,94 @@ impl Sim {
                 return;
             };
             o.active += 1;
-            self.dial(a);
+            if self.p.tls.is_some_and(|t| t.ticket_pacing) {
+                self.gate_enter(pool, a);
+            } else {
+                self.dial(a);
+            }
         }
+    }
+
+    /// An open asks the ticket gate to start (`TicketGate::enter`): it
+    /// dials now, or waits for a ticket, an open's end or the gate's
+    /// deadline.
+    fn gate_enter(&mut self, pool: PoolId, a: AttemptId) {
+        if !self.gate_try(pool, a, false) {
+            let deadline = self.now + ns(TICKET_WAIT);
+            self.ours(pool).gate_waiting.push_back((a, deadline));
+            self.at(deadline, Ev::GateWake(pool));
+        }
+    }
+
+    /// The gate's rule for one open (`TicketGateFacts::admits`); lets it
+    /// through (and dials) if it admits it.
+    fn gate_try(&mut self, pool: PoolId, a: AttemptId, waited_out: bool) -> bool {
+        let (epoch, in_flight, finished) = {
+            let o = self.ours(pool);
+            (o.gate_epoch, o.gate_in_flight, o.gate_finished)
+        };
+        let p = &mut self.pools[pool as usize];
+        // `TicketStore::try_claim`: more tickets held since the epoch than
+        // claims.
+        let held = p.tickets.iter().rev().take_while(|t| t.at >= epoch).count();
+        let claimed = held > p.claims;
+        if claimed {
+            p.claims += 1;
+        }
+        let facts = TicketGateFacts {
+            claimed,
+            in_flight,
+            finished_since_epoch: finished,
+            received_since_epoch: p.last_ticket.is_some_and(|t| t >= epoch),
+            waited_out,
+        };
+        if !facts.admits() {
+            return false;
+        }
+        self.ours(pool).gate_in_flight += 1;
+        let at = &mut self.attempts[a as usize];
+        at.gated = true;
+        at.claimed = claimed;
+        self.dial(a);
+        true
+    }
+
+    /// Tickets arrived, a claim or an open ended, or a deadline passed: the
+    /// waiting opens look again.
+    fn gate_wake(&mut self, pool: PoolId) {
+        let waiting = std::mem::take(&mut self.ours(pool).gate_waiting);
+        let now = self.now;
+        let mut left = VecDeque::new();
+        for (a, deadline) in waiting {
+            if !self.gate_try(pool, a, now >= deadline) {
+                left.push_back((a, deadline));
+            }
+        }
+        self.ours(pool).gate_waiting = left;
+    }
+
+    /// An open let through the gate ended (`Pass` dropped).
+    fn gate_leave(&mut self, pool: PoolId, a: AttemptId) {
+        let at = &mut self.attempts[a as usize];
+        if !std::mem::take(&mut at.gated) {
+            return;
+        }
+        if std::mem::take(&mut at.claimed) {
+            let p = &mut self.pools[pool as usize];
+            p.claims = p.claims.saturating_sub(1);
+        }
+        let o = self.ours(pool);
+        o.gate_in_flight = o.gate_in_flight.saturating_sub(1);
+        o.gate_finished = true;
+        self.gate_wake(pool);
+    }
+
+    /// `new_ticket_epoch`: tickets from now on count.
+    fn gate_new_epoch(&mut self, pool: PoolId) {
+        let now = self.now;
+        let o = self.ours(pool);
+        o.gate_epoch = now;
+        o.gate_finished = false;
     }
 
     fn ours_opened(&mut self, pool: PoolId, a: AttemptId, r: Result<u16, ConnectionError>) {
@@ -1007,10 +1211,21 @@ impl Sim {
                 if judged {
                     self.attempts[b as usize].fallback_of = Some(FallbackReason::Refused);
                 }
+                // Within the same pass of the ticket gate.
+                let (gated, claimed) = {
+                    let at = &mut self.attempts[a as usize];
+                    (
+                        std::mem::take(&mut at.gated),
+                        std::mem::take(&mut at.claimed),
+                    )
+                };
+                self.attempts[b as usize].gated = gated;
+                self.attempts[b as usize].claimed = claimed;
                 self.dial(b);
                 return;
             }
         }
+        self.gate_leave(pool, a);
         if let (Some(reason), Ok(_)) = (fallback_of, &r) {
             // The regular port worked where the shard-aware one did not.
             let _ = self.ours(pool).health.on_failure(reason, now);
@@ -1037,10 +1252,12 @@ impl Sim {
         if first {
             // `open_first`.
             let was_full = self.pools[pool as usize].full();
-            // `open_first`.
             let mut tally = RoundTally::default();
             let complete = match r {
                 Ok(landed) => {
+                    // `first_opened`: the gate lets opens through when no
+                    // ticket comes.
+                    self.ours(pool).gate_finished = true;
                     self.learn_sharding(pool);
                     self.pools[pool as usize].held[landed as usize] += 1;
                     tally.kept(true);
@@ -1463,6 +1680,7 @@ impl Sim {
             Ev::Pump(pool) => self.ours_pump(pool),
             Ev::Arrive(a) => self.arrive(a),
             Ev::CpuDone(a) => self.cpu_done(a),
+            Ev::GateWake(pool) => self.gate_wake(pool),
             Ev::ShedCheck(a) => self.shed_check(a),
             Ev::ClientTimeout(a) => self.client_timeout(a),
             Ev::NodeStop => self.node_stop(0),
@@ -1484,6 +1702,7 @@ impl Sim {
                     Policy::Ours => {
                         let now = self.instant();
                         self.ours(pool).health.on_connections_lost(now);
+                        self.gate_new_epoch(pool);
                         self.ours_wake(pool);
                     }
                     // `connection_errors` -> `remove_connection`, then the
@@ -1549,6 +1768,8 @@ impl Sim {
             timed_out: c.timed_out,
             shed_seen: c.shed_seen,
             closed_excess: c.closed_excess,
+            tls_full: c.tls_full,
+            tls_resumed: c.tls_resumed,
             peak_in_progress: c.peak_in_progress,
             peak_waiting: c.peak_waiting,
             peak_waiting_shard: c.peak_waiting_shard,

@@ -72,6 +72,45 @@ pub const TARGET_QUEUEING: Duration = Duration::from_millis(250);
 /// quickest handshakes (at most the pool's `reconnect_spread`).
 pub const SPREAD_HANDSHAKES: u32 = 4;
 
+/// Longest an open waits at the TLS ticket gate ([`TicketGateFacts`]).
+#[cfg(any(test, feature = "tls", feature = "unstable-internals"))]
+pub const TICKET_WAIT: Duration = Duration::from_secs(1);
+
+/// What the TLS ticket gate (`pool::tickets`, feature `tls`) knows when an
+/// open asks to start: over TLS a node's opens are paced by the session
+/// tickets held for it, so that they resume instead of paying a full
+/// handshake. The same rule paces the opens of `storm_sim`'s TLS model.
+#[cfg(any(test, feature = "tls", feature = "unstable-internals"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketGateFacts {
+    /// The open claimed a ticket: more arrived since the pool's first
+    /// connection to the node (its epoch) than opens have claimed and not
+    /// finished.
+    pub claimed: bool,
+    /// Opens of this pool let through and not finished.
+    pub in_flight: usize,
+    /// An open finished (or a first connection was opened) since the epoch.
+    pub finished_since_epoch: bool,
+    /// A ticket arrived since the epoch.
+    pub received_since_epoch: bool,
+    /// The open has waited [`TICKET_WAIT`].
+    pub waited_out: bool,
+}
+
+#[cfg(any(test, feature = "tls", feature = "unstable-internals"))]
+impl TicketGateFacts {
+    /// Whether the open may start now: it claimed a ticket; or no open of
+    /// the pool is in flight (nothing would bring a ticket); or one
+    /// finished and no ticket came (the node issues none: no pacing); or it
+    /// waited long enough (a stuck handshake never stalls coverage).
+    pub fn admits(&self) -> bool {
+        self.claimed
+            || self.in_flight == 0
+            || (self.finished_since_epoch && !self.received_since_epoch)
+            || self.waited_out
+    }
+}
+
 /// A pool's pacing of its opens (see the [module](self)).
 #[derive(Debug, Clone)]
 pub struct OpenPacer {
@@ -261,6 +300,50 @@ mod tests {
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
         p.on_failed(OpenFailure::Shed, 1000 * MS);
         assert_eq!((p.window(), p.gap()), (1, 1500 * MS));
+    }
+
+    #[test]
+    fn the_ticket_gate_admits_a_claim_a_lone_open_or_a_node_without_tickets() {
+        let wait = TicketGateFacts {
+            claimed: false,
+            in_flight: 2,
+            finished_since_epoch: true,
+            received_since_epoch: true,
+            waited_out: false,
+        };
+        assert!(!wait.admits(), "tickets come: wait for one");
+        assert!(TicketGateFacts {
+            claimed: true,
+            ..wait
+        }
+        .admits());
+        assert!(TicketGateFacts {
+            in_flight: 0,
+            ..wait
+        }
+        .admits());
+        assert!(TicketGateFacts {
+            waited_out: true,
+            ..wait
+        }
+        .admits());
+        assert!(
+            TicketGateFacts {
+                received_since_epoch: false,
+                ..wait
+            }
+            .admits(),
+            "an open ended and no ticket came: the node issues none"
+        );
+        assert!(
+            !TicketGateFacts {
+                received_since_epoch: false,
+                finished_since_epoch: false,
+                ..wait
+            }
+            .admits(),
+            "nothing ended yet: tickets may still come"
+        );
     }
 
     #[test]

@@ -14,7 +14,10 @@
 //! - no open of this pool is in flight (nothing would bring a ticket), or
 //! - an open finished since the epoch and no ticket arrived (the node issues
 //!   none: no pacing), or
-//! - it has waited [`MAX_WAIT`] (a stuck handshake never stalls coverage).
+//! - it has waited [`TICKET_WAIT`] (a stuck handshake never stalls coverage).
+//!
+//! (The rule itself is [`TicketGateFacts::admits`], which `storm_sim`'s TLS
+//! model calls too.)
 //!
 //! Every finished handshake (full or resumed, accepted ticket or not) brings
 //! two new tickets, so the opens in flight grow 2, 3, 4... up to the pool's
@@ -31,15 +34,13 @@
 //! open in flight) and brings the new lifetime's tickets.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rustls::pki_types::ServerName;
 use tokio::sync::Notify;
 
+use super::pacing::{TicketGateFacts, TICKET_WAIT};
 use crate::connection::tls_tickets::TicketStore;
-
-/// Longest an open waits for a ticket.
-pub(crate) const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// The pacing of one pool's opens by the tickets held for its node.
 #[derive(Debug)]
@@ -119,10 +120,10 @@ impl TicketGate {
         self.store.available_since(&self.name, epoch)
     }
 
-    /// Waits (at most [`MAX_WAIT`]) until an open may start; see the module
+    /// Waits (at most [`TICKET_WAIT`]) until an open may start; see the module
     /// doc.
     pub(crate) async fn enter(self: &Arc<Self>) -> Pass {
-        let deadline = tokio::time::Instant::now() + MAX_WAIT;
+        let deadline = tokio::time::Instant::now() + TICKET_WAIT;
         let mut changes = self.store.subscribe();
         loop {
             // Register for both wake-ups before looking, so that none is
@@ -134,11 +135,14 @@ impl TicketGate {
             {
                 let mut st = self.lock();
                 let claim = self.store.try_claim(&self.name, st.epoch);
-                if claim
-                    || st.in_flight == 0
-                    || (st.finished_since_epoch && !self.store.received_since(&self.name, st.epoch))
-                    || tokio::time::Instant::now() >= deadline
-                {
+                let facts = TicketGateFacts {
+                    claimed: claim,
+                    in_flight: st.in_flight,
+                    finished_since_epoch: st.finished_since_epoch,
+                    received_since_epoch: self.store.received_since(&self.name, st.epoch),
+                    waited_out: tokio::time::Instant::now() >= deadline,
+                };
+                if facts.admits() {
                     st.in_flight += 1;
                     return Pass {
                         gate: self.clone(),
