@@ -333,9 +333,15 @@ impl RefillPlan {
                 self.recovering = false;
                 Next::Idle
             }
-            // After a shed, at least the pacer's pause: the node's queue
-            // is long.
-            Round::Failed => Next::Backoff(self.schedule.next_delay().max(self.pacer.gap())),
+            // After a shed, at least the pacer's pause (the node's queue is
+            // long), drawn from half to one and a half times it: the pools a
+            // node shed together measured about the same queue, and would
+            // otherwise come back together, as the next wave.
+            Round::Failed => {
+                let gap = self.pacer.gap();
+                let pause = gap / 2 + spread(gap, &mut self.rng);
+                Next::Backoff(self.schedule.next_delay().max(pause))
+            }
         }
     }
 
@@ -458,18 +464,30 @@ mod tests {
 
     #[test]
     fn a_failed_round_backs_off_at_least_the_pacers_pause() {
-        let mut p = plan(4);
         let times = crate::connection::SetupTimes {
             options: Duration::from_millis(1),
             startup: Duration::from_millis(3),
         };
-        p.pacer().on_opened(Duration::from_millis(10), times);
-        p.pacer()
-            .on_failed(OpenFailure::Shed, Duration::from_millis(1000));
-        assert_eq!(
-            p.after_round(Round::Failed, false),
-            Next::Backoff(Duration::from_millis(1500))
-        );
+        let mut seen = Vec::new();
+        for seed in 0..64 {
+            let mut p = plan(seed);
+            p.pacer().on_opened(Duration::from_millis(10), times);
+            // A pause of 1.5 s (factor 2 after the shed).
+            p.pacer()
+                .on_failed(OpenFailure::Shed, Duration::from_millis(1000));
+            let Next::Backoff(d) = p.after_round(Round::Failed, false) else {
+                panic!("a failed round backs off");
+            };
+            assert!(
+                d >= Duration::from_millis(750) && d < Duration::from_millis(2250),
+                "{d:?}"
+            );
+            seen.push(d);
+        }
+        // Drawn, not the same for every pool: pools shed together do not
+        // come back together.
+        seen.sort();
+        assert!(seen[63] - seen[0] > Duration::from_millis(1000), "{seen:?}");
     }
 
     #[test]
