@@ -26,7 +26,9 @@
 //!   node's handshake capacity allows;
 //! - a shed handshake (or one that timed out) queued about as long as it
 //!   took: the same pause, and the round fails; the pool's backoff is then at
-//!   least that pause ([`super::plan::RefillPlan`]). A shed also doubles the
+//!   least a draw of half to one and a half times that pause
+//!   ([`super::plan::RefillPlan`]: pools shed together measured the same
+//!   queue and would come back together). A shed also doubles the
 //!   pause's factor (up to [`MAX_GAP_FACTOR`]; each open that queued no more
 //!   than the target halves it back): where the node sheds, the queue at
 //!   which the clients' pauses balance it was too long, and longer pauses
