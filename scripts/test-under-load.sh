@@ -35,9 +35,18 @@ stop_load() {
         pkill -TERM -P "$load_pid" 2>/dev/null || true
         kill "$load_pid" 2>/dev/null || true
         wait "$load_pid" 2>/dev/null || true
-        pkill -f "target-dir $load_dir" 2>/dev/null || true
+        # cargo's and rustc's processes name the directory on their command
+        # line; they may still write into it for a moment after the signal
+        # (a removal racing them failed the script after passing runs).
+        pkill -f "$load_dir" 2>/dev/null || true
+        for _ in $(seq 1 100); do
+            pgrep -f "$load_dir" >/dev/null || break
+            sleep 0.1
+        done
     fi
-    [[ -z "${LOAD_TARGET_DIR:-}" ]] && rm -rf "$load_dir"
+    if [[ -z "${LOAD_TARGET_DIR:-}" ]]; then
+        rm -rf "$load_dir" 2>/dev/null || echo "test-under-load: could not remove $load_dir" >&2
+    fi
 }
 trap stop_load EXIT
 if [[ "$load" == 1 ]]; then
