@@ -14,13 +14,16 @@
 //! `PhaseResult::shed_seen`), `pool::nat::ShardAwareHealth` (which port the
 //! next open uses, what a landing or a refusal says) and
 //! `pool::pacing::OpenPacer` (how many opens in flight, the pause after
-//! each). What the refill task does between those calls (start the opens
-//! the pacer allows, fed each open's time from dialling to its end; apply
-//! the placement to what the pool holds) is re-enacted here, for the
-//! model's network: loopback-like, optionally behind a NAT that rewrites
-//! source ports ([`Nat`], as the test cluster's `NatMode`). TLS (and so the
-//! pacing of opens by session tickets, `pool::tickets`) is not modelled:
-//! a handshake's cost is one constant.
+//! each), `pool::pacing::FirstOpenFacts` (which of a session's pools may
+//! open its first connection now, `pool::first_opens`) and, over TLS,
+//! `pool::pacing::TicketGateFacts` (the ticket gate's rule,
+//! `pool::tickets`). What the refill task does between those calls (start
+//! the opens the pacer allows, fed each open's time from dialling to its
+//! end; apply the placement to what the pool holds) is re-enacted here, for
+//! the model's network: loopback-like, optionally behind a NAT that
+//! rewrites source ports ([`Nat`], as the test cluster's `NatMode`), and
+//! optionally over TLS ([`Tls`]: a full or a resumed handshake's cost by
+//! the ticket offered).
 //!
 //! The official driver (crate `scylla` 1.9.0) is modelled from its source:
 //! `src/network/connection_pool.rs` (`PoolRefiller::run`, `start_filling`,
@@ -50,7 +53,7 @@ use scylla_driver::pool::backoff::{spread, Backoff, ExponentialBackoff};
 use scylla_driver::pool::coverage::Coverage;
 use scylla_driver::pool::fill::{placement, surplus_shard, Fill, Placement};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
-use scylla_driver::pool::pacing::{TicketGateFacts, TICKET_WAIT};
+use scylla_driver::pool::pacing::{FirstOpenFacts, TicketGateFacts, FIRST_OPEN_STALL, TICKET_WAIT};
 use scylla_driver::pool::plan::{DecisionLog, Next, RefillPlan, Round, RoundTally};
 use scylla_driver::pool::shed::OpenFailure;
 use scylla_driver::pool::PoolConfig;
@@ -292,6 +295,8 @@ enum Ev {
     /// Ours, over TLS: an open waiting at the ticket gate reached its
     /// deadline.
     GateWake(PoolId),
+    /// Ours: a first open was in flight for `FIRST_OPEN_STALL`.
+    FirstStall(AttemptId),
     /// The TCP connect and OPTIONS are done: STARTUP reaches the shard.
     Arrive(AttemptId),
     /// The CPU stage of a handshake ends.
@@ -344,6 +349,9 @@ struct Attempt {
     /// whether it claimed a ticket there); released when the open ends.
     gated: bool,
     claimed: bool,
+    /// Ours: a first open that counts against its session's others
+    /// (`FirstOpenPass`); released when it ends or stalls.
+    first_pass: bool,
     /// Over TLS: the ticket the client offered.
     ticket: Option<Ticket>,
     /// The CPU stage of its handshake (full or resumed).
@@ -528,6 +536,10 @@ struct Sim {
     phase_start: u64,
     samples: Vec<Sample>,
     events: u64,
+    /// Ours, per session (`pool::first_opens`): its first opens let
+    /// through and still counted, and the pools waiting to open theirs.
+    first_in_flight: Vec<usize>,
+    first_waiting: Vec<VecDeque<PoolId>>,
 }
 
 const NS: u64 = 1;
@@ -637,6 +649,8 @@ impl Sim {
             phase_start: 0,
             samples: Vec::new(),
             events: 0,
+            first_in_flight: vec![0; p.sessions],
+            first_waiting: vec![VecDeque::new(); p.sessions],
             p,
         }
     }
@@ -735,6 +749,7 @@ impl Sim {
             judged: wanted.is_some(),
             gated: false,
             claimed: false,
+            first_pass: false,
             ticket: None,
             cost: self.p.cost,
         });
@@ -994,10 +1009,15 @@ impl Sim {
         if total == 0 {
             o.first = true;
             o.pending = 1;
-            // `new_ticket_epoch`; the first connection is not paced.
+            // `new_ticket_epoch`; the first connection is not paced by the
+            // ticket gate, but by the session's other first opens.
             self.gate_new_epoch(pool);
-            let a = self.start_attempt(pool, None, true);
-            self.dial(a);
+            let s = self.session_of(pool);
+            if self.first_admits(s) {
+                self.first_open(pool);
+            } else {
+                self.first_waiting[s].push_back(pool);
+            }
             return;
         }
         o.first = false;
@@ -1250,7 +1270,11 @@ impl Sim {
             Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took),
         }
         if first {
-            // `open_first`.
+            // `open_first`: its pass is dropped.
+            let s = self.session_of(pool);
+            if std::mem::take(&mut self.attempts[a as usize].first_pass) {
+                self.first_in_flight[s] -= 1;
+            }
             let was_full = self.pools[pool as usize].full();
             let mut tally = RoundTally::default();
             let complete = match r {
@@ -1273,6 +1297,7 @@ impl Sim {
             self.coverage_change(pool, was_full);
             self.ours(pool).pending = 0;
             self.ours_after_round(pool, round, true);
+            self.first_wake(s);
             return;
         }
         match r {
@@ -1325,6 +1350,49 @@ impl Sim {
         }
         if self.ours(pool).pending == 0 {
             self.ours_round_end(pool);
+        }
+    }
+
+    /// `FirstOpens::enter`'s look: whether the session's rule admits one
+    /// more first open.
+    fn first_admits(&self, s: usize) -> bool {
+        let nodes = self.p.nodes;
+        let connected = self.pools[s * nodes..(s + 1) * nodes]
+            .iter()
+            .filter(|p| p.total() > 0)
+            .count();
+        FirstOpenFacts {
+            in_flight: self.first_in_flight[s],
+            connected,
+        }
+        .admits()
+    }
+
+    /// A pool's first open let through: it counts until it ends or stalls.
+    fn first_open(&mut self, pool: PoolId) {
+        let s = self.session_of(pool);
+        self.first_in_flight[s] += 1;
+        let a = self.start_attempt(pool, None, true);
+        self.attempts[a as usize].first_pass = true;
+        self.after(FIRST_OPEN_STALL, Ev::FirstStall(a));
+        self.dial(a);
+    }
+
+    /// The session's counts changed: its waiting first opens look again.
+    fn first_wake(&mut self, s: usize) {
+        while !self.first_waiting[s].is_empty() && self.first_admits(s) {
+            if let Some(pool) = self.first_waiting[s].pop_front() {
+                self.first_open(pool);
+            }
+        }
+    }
+
+    /// A first open still in flight stops counting.
+    fn first_stall(&mut self, a: AttemptId) {
+        if std::mem::take(&mut self.attempts[a as usize].first_pass) {
+            let s = self.session_of(self.attempts[a as usize].pool);
+            self.first_in_flight[s] -= 1;
+            self.first_wake(s);
         }
     }
 
@@ -1681,6 +1749,7 @@ impl Sim {
             Ev::Arrive(a) => self.arrive(a),
             Ev::CpuDone(a) => self.cpu_done(a),
             Ev::GateWake(pool) => self.gate_wake(pool),
+            Ev::FirstStall(a) => self.first_stall(a),
             Ev::ShedCheck(a) => self.shed_check(a),
             Ev::ClientTimeout(a) => self.client_timeout(a),
             Ev::NodeStop => self.node_stop(0),

@@ -34,12 +34,15 @@
 //!   counts (what `slots` applies, and the `storm_sim` tool too).
 //! - [`coverage`]: the background attempts that cover the remaining shards
 //!   when the shard-aware port is not usable.
+//! - `first_opens`: a session's first connections to its nodes, started a
+//!   few at a time (one, then one more per node that answered).
 //! - `tickets` (feature `tls`): a node's TLS opens paced by the session
 //!   tickets held for it, so that they resume.
 
 pub mod backoff;
 pub mod coverage;
 pub mod fill;
+mod first_opens;
 pub mod nat;
 mod open;
 pub mod pacing;
@@ -163,6 +166,9 @@ pub struct PoolConfig {
     /// Told whenever a pool gains its first connection or loses its last:
     /// the cluster layer then tells the application (node events).
     pub(crate) connectivity_changed: Option<Arc<Notify>>,
+    /// The session's first opens to its nodes, shared by its pools (set by
+    /// the cluster layer; a pool on its own has none to share).
+    pub(crate) first_opens: Option<Arc<first_opens::FirstOpens>>,
     /// Where the refill task appends each of its decisions, if anywhere
     /// (see [`plan::DecisionLog`]): for comparing it with a simulation.
     pub decision_log: Option<plan::DecisionLog>,
@@ -186,6 +192,7 @@ impl Default for PoolConfig {
             tls_ticket_pacing: true,
             sharding_changed: None,
             connectivity_changed: None,
+            first_opens: None,
             decision_log: None,
         }
     }

@@ -74,6 +74,43 @@ pub const TARGET_QUEUEING: Duration = Duration::from_millis(250);
 /// quickest handshakes (at most the pool's `reconnect_spread`).
 pub const SPREAD_HANDSHAKES: u32 = 4;
 
+/// How long a session's first open to a node counts against its other
+/// nodes' first opens ([`FirstOpenFacts`]): one still in flight after this
+/// (a silent node, a slow network) lets the next one start. ScyllaDB sheds
+/// a handshake that waited for admission about this long, so in a storm an
+/// open counts until it ends.
+pub const FIRST_OPEN_STALL: Duration = Duration::from_secs(1);
+
+/// What a session knows when one of its pools, holding no connection and
+/// never having opened one, asks to open its first (`pool::first_opens`).
+///
+/// Every client of a cluster that starts at once opens a first connection to
+/// every node at once: with 6,000 sessions, 6,000 handshakes queue at each
+/// node in the same instant, and those beyond what it completes within its
+/// admission wait are shed before any pacing has seen a queue. The session
+/// starts its nodes as TCP's slow start sends (RFC 5681, section 3.1): one
+/// first open in flight, one more for each node that answered, so that its
+/// opens in flight double with each round of handshakes. A session's first
+/// opens then reach its nodes spread over the time the nodes take to
+/// answer, by the rate at which they answer, without knowing how many other
+/// sessions start with it; at low load it costs a few handshake times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstOpenFacts {
+    /// The session's first opens in flight, started less than
+    /// [`FIRST_OPEN_STALL`] ago.
+    pub in_flight: usize,
+    /// The session's pools that hold a connection.
+    pub connected: usize,
+}
+
+impl FirstOpenFacts {
+    /// Whether one more first open may start now: fewer are in flight than
+    /// one plus the nodes that answered.
+    pub fn admits(&self) -> bool {
+        self.in_flight <= self.connected
+    }
+}
+
 /// Longest an open waits at the TLS ticket gate ([`TicketGateFacts`]).
 #[cfg(any(test, feature = "tls", feature = "unstable-internals"))]
 pub const TICKET_WAIT: Duration = Duration::from_secs(1);
@@ -346,6 +383,27 @@ mod tests {
             .admits(),
             "nothing ended yet: tickets may still come"
         );
+    }
+
+    #[test]
+    fn first_opens_grow_with_the_nodes_that_answered() {
+        let f = |in_flight, connected| {
+            FirstOpenFacts {
+                in_flight,
+                connected,
+            }
+            .admits()
+        };
+        // One at a time until a node answers.
+        assert!(f(0, 0));
+        assert!(!f(1, 0));
+        // Then one more per node that answered: 2, 4, 8... per round.
+        assert!(f(1, 1));
+        assert!(!f(2, 1));
+        assert!(f(3, 4));
+        assert!(!f(5, 4));
+        // A restart of one node among connected ones goes at once.
+        assert!(f(0, 8));
     }
 
     #[test]

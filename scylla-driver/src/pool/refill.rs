@@ -61,6 +61,7 @@ use super::coverage::Coverage;
 use super::fill::{Fill, Placement};
 use super::nat::{FallbackReason, PortChoice};
 use super::open::{lock_health, open_for_shard, open_regular, quickest_setup, PortJudgement};
+use super::pacing::FIRST_OPEN_STALL;
 use super::plan::{Next, OpenOrder, RefillPlan, Round, RoundTally};
 use super::shard_port::PortLease;
 use super::shed::OpenFailure;
@@ -248,6 +249,9 @@ fn publish(inner: &PoolInner, slots: &Slots) {
     }
     let was_connected = inner.connected.swap(connected, Ordering::Relaxed);
     if was_connected != connected {
+        if let Some(gate) = &inner.config.first_opens {
+            gate.connected_changed(connected);
+        }
         inner.flips.fetch_add(1, Ordering::Release);
         if let Some(listener) = &inner.config.connectivity_changed {
             listener.notify_one();
@@ -437,8 +441,29 @@ fn adopt_late(inner: &Arc<PoolInner>, slots: &mut Slots) -> bool {
 }
 
 async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut RefillPlan) -> Round {
+    // The session's other pools may be opening their first connections:
+    // wait for its rule (`super::first_opens`).
+    let mut pass = match &inner.config.first_opens {
+        Some(gate) => Some(gate.enter().await),
+        None => None,
+    };
     let started = Instant::now();
-    match race_first(inner, slots).await {
+    let opened = {
+        let open = race_first(inner, slots);
+        tokio::pin!(open);
+        tokio::select! {
+            r = &mut open => r,
+            _ = tokio::time::sleep(FIRST_OPEN_STALL), if pass.is_some() => {
+                // Stalled: the session's next first open may start.
+                if let Some(p) = pass.as_mut() {
+                    p.release();
+                }
+                open.await
+            }
+        }
+    };
+    drop(pass);
+    match opened {
         Ok(conn) => {
             let times = conn.info().server.setup_times;
             plan.pacer().on_opened(started.elapsed(), times);
