@@ -521,7 +521,7 @@ struct Sim {
     attempts: Vec<Attempt>,
     base: Instant,
     rng: fastrand::Rng,
-    /// Per session: its quickest handshake to any node (ours).
+    /// Per session: its quickest first connection to any node (ours).
     quickest: Vec<Option<Duration>>,
     /// Nodes the current phase watches.
     watched: Vec<bool>,
@@ -1256,8 +1256,6 @@ impl Sim {
         let r = r.map_err(|e| OpenFailure::of(&e));
         match r {
             Ok(_) => {
-                let s = pool as usize / self.p.nodes;
-                self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
                 // The model's STARTUP has no network time (the connect and
                 // OPTIONS take `rtt`): all of it is the node's (queue and CPU
                 // stage).
@@ -1265,7 +1263,15 @@ impl Sim {
                     options: Duration::ZERO,
                     startup: took.saturating_sub(self.p.rtt),
                 };
-                self.ours(pool).plan.pacer().on_opened(took, times)
+                if first {
+                    // `note_first_setup`: the session's quickest first
+                    // connection.
+                    let s = self.session_of(pool);
+                    self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
+                    self.ours(pool).plan.pacer().on_first_opened(took, times)
+                } else {
+                    self.ours(pool).plan.pacer().on_opened(took, times)
+                }
             }
             Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took),
         }

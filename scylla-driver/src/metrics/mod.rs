@@ -121,9 +121,10 @@ pub struct Metrics {
     pub slowest_recent_setup_micros: AtomicU64,
     /// Connection setups of the session's pools in flight now.
     pub setups_in_flight: AtomicU64,
-    /// The quickest connection setup of the session's pools to any node, in
-    /// microseconds (0: none yet): after an outage, a pool spreads its first
-    /// open over a window in proportion to it (see `pool::pacing`).
+    /// The quickest first connection of the session's pools to any node
+    /// (opened while the pool held none), in microseconds (0: none yet):
+    /// after an outage, a pool spreads its first open over a window in
+    /// proportion to it (see `pool::pacing`).
     pub quickest_setup_micros: AtomicU64,
     /// Surplus connections closed because a new one covered a missing shard.
     pub surplus_connections_retired: AtomicU64,

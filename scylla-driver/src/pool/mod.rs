@@ -137,7 +137,7 @@ pub struct PoolConfig {
     pub max_concurrent_opens: usize,
     /// After the node is reported up, the pool's first open waits a random
     /// moment within this window, or within [`pacing::SPREAD_HANDSHAKES`]
-    /// of the session's quickest handshakes if shorter.
+    /// times the session's quickest first connection to a node if shorter.
     pub reconnect_spread: Duration,
     /// Without a usable shard-aware port: the mean interval between the
     /// background attempts to cover a shard that has no connection (at most

@@ -43,7 +43,13 @@ fn note_setup(inner: &PoolInner, took: Duration) {
         Ordering::Relaxed,
         |old| Some(us.max(old - old / 8)),
     );
-    let us = us.max(1);
+}
+
+/// Records how long a pool's first connection (it held none) took: the
+/// session's quickest bounds the spread after an outage.
+pub(super) fn note_first_setup(inner: &PoolInner, took: Duration) {
+    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+    // `fetch_update` with a closure that always returns `Some` cannot fail.
     let _ = inner.metrics.quickest_setup_micros.fetch_update(
         Ordering::Relaxed,
         Ordering::Relaxed,
@@ -51,7 +57,7 @@ fn note_setup(inner: &PoolInner, took: Duration) {
     );
 }
 
-/// The session's quickest connection setup so far, if any.
+/// The session's quickest first connection of a pool so far, if any.
 pub(super) fn quickest_setup(inner: &PoolInner) -> Option<Duration> {
     match inner.metrics.quickest_setup_micros.load(Ordering::Relaxed) {
         0 => None,

@@ -60,7 +60,9 @@ use tokio::task::JoinSet;
 use super::coverage::Coverage;
 use super::fill::{Fill, Placement};
 use super::nat::{FallbackReason, PortChoice};
-use super::open::{lock_health, open_for_shard, open_regular, quickest_setup, PortJudgement};
+use super::open::{
+    lock_health, note_first_setup, open_for_shard, open_regular, quickest_setup, PortJudgement,
+};
 use super::pacing::FIRST_OPEN_STALL;
 use super::plan::{Next, OpenOrder, RefillPlan, Round, RoundTally};
 use super::shard_port::PortLease;
@@ -466,7 +468,8 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut Refill
     match opened {
         Ok(conn) => {
             let times = conn.info().server.setup_times;
-            plan.pacer().on_opened(started.elapsed(), times);
+            note_first_setup(inner, started.elapsed());
+            plan.pacer().on_first_opened(started.elapsed(), times);
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
             // steer it: the node is pooled as unsharded (one slot of
