@@ -139,6 +139,13 @@ pub async fn drop_keyspace(session: &Session, ks: &str) {
 /// on failure.
 pub async fn ddl(session: &Session, cql: &str) {
     if let Err(e) = session.query_unpaged(cql, ()).await {
-        panic!("{cql}: {e}");
+        // The whole chain: a schema agreement error's cause is its source.
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            message.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        panic!("{cql}: {message}");
     }
 }

@@ -330,6 +330,60 @@ async fn local_version(session: &Session) -> Uuid {
     v
 }
 
+/// Another client's DDL applied between this session's DDL and its first
+/// look at the nodes' versions: every node is then on that later version,
+/// which includes this change, and the wait ends on it (it used to wait for
+/// the version read from the coordinator right after the change until the
+/// agreement timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_change_by_another_client_ends_the_agreement_wait() {
+    let timeout = Duration::from_secs(5);
+    let (cluster, session) = cluster_and_session(1, 1, |b| {
+        b.schema_agreement_timeout(timeout)
+            .schema_agreement_interval(Duration::from_millis(20))
+    })
+    .await;
+    let other = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .auto_await_schema_agreement(false)
+        .build()
+        .await
+        .unwrap();
+    create_keyspace(&session, "later", 1).await;
+    // Every answer of the node now leaves 400 ms after its request arrived
+    // (and was executed): this session's DDL is answered at about +400 ms,
+    // its read of the coordinator's version runs then, before the other
+    // client's DDL (+600 ms), and its first look at the versions at about
+    // +800 ms, after it. A machine slow enough to shift these by 200 ms
+    // makes the test pass without the race, never fail.
+    cluster
+        .set_faults(
+            0,
+            Faults {
+                latency: Duration::from_millis(400),
+                ..Faults::none()
+            },
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let ddl = tokio::spawn(async move {
+        session
+            .query_unpaged("CREATE TABLE later.a (k int PRIMARY KEY)", ())
+            .await
+            .map(|_| ())
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    other
+        .query_unpaged("CREATE TABLE later.b (k int PRIMARY KEY)", ())
+        .await
+        .unwrap();
+    let outcome = tokio::time::timeout(NO_HANG, ddl).await.unwrap().unwrap();
+    if let Err(e) = outcome {
+        panic!("after {:?}: {e}", started.elapsed());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_agreement_returns_the_version_the_nodes_report() {
     let (_cluster, session) = cluster_and_session(3, 1, |b| {

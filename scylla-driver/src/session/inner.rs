@@ -26,6 +26,7 @@ use super::request::{Answer, RunOptions};
 use super::{limiter, prepared_cache};
 use crate::cluster::runtime::Cluster;
 use crate::cluster::state::Snapshot;
+use crate::cluster::system_tables::Agreement;
 use crate::connection::{Connection, ConnectionRequestError, RequestOptions};
 use crate::error::{
     ExecutionError, RequestAttemptError, SchemaAgreementError, UnexpectedResponse, UseKeyspaceError,
@@ -503,12 +504,35 @@ impl SessionInner {
         keyspace: Option<&str>,
     ) -> Result<Uuid, SchemaAgreementError> {
         let timeout = self.config.schema_agreement_timeout;
-        let wait = async {
-            let expected = match coordinator {
+        let interval = self.config.control.agreement.interval;
+        let coordinator_version = || async move {
+            match coordinator {
                 Some(addr) => self.schema_version_of(addr).await,
                 None => None,
-            };
-            self.cluster.control.agreed_schema_version(expected).await
+            }
+        };
+        let wait = async {
+            let mut expected = coordinator_version().await;
+            loop {
+                match self.cluster.control.agreed_schema_version(expected).await? {
+                    Agreement::Agreed(version) => return Ok(Some(version)),
+                    Agreement::Disagree => return Ok(None),
+                    Agreement::Other(version) => {
+                        // Every node is on another version than the one read
+                        // from the coordinator after the change. If the
+                        // coordinator is on it too, it moved on to a later
+                        // change (another client's DDL, say), which includes
+                        // this one; if not, the control node has not heard
+                        // of the change yet: look again.
+                        let now = coordinator_version().await;
+                        if now == Some(version) {
+                            return Ok(Some(version));
+                        }
+                        expected = now.or(expected);
+                        tokio::time::sleep(interval).await;
+                    }
+                }
+            }
         };
         let outcome = tokio::time::timeout(timeout, wait).await;
         // Routing needs the new keyspaces and tables now, not at the next

@@ -46,7 +46,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
 use super::system_tables::{
-    check_schema_agreement, read_schema, read_topology, wait_for_schema_agreement,
+    check_schema_agreement, read_schema, read_topology, wait_for_schema_agreement, Agreement,
     AgreementOptions, Metadata, MetadataError, NodeOptions, QueryOptions, SchemaFetch,
 };
 use crate::connection::{open, Connection, ConnectionConfig, ConnectionError};
@@ -464,14 +464,14 @@ impl ControlHandle {
     }
 
     /// Waits until every node not reported down has the same schema version
-    /// (see [`wait_for_schema_agreement`]), and returns it; `None`: the
-    /// agreement timeout passed first. With `expected`, only agreement on
-    /// that version counts (pass the version of the node that ran a DDL
-    /// statement).
+    /// (see [`wait_for_schema_agreement`]), or the agreement timeout passes
+    /// ([`Agreement::Disagree`]). With `expected` (pass the version of the
+    /// node that ran a DDL statement), agreement on another version is
+    /// [`Agreement::Other`], returned at once.
     pub async fn agreed_schema_version(
         &self,
         expected: Option<Uuid>,
-    ) -> Result<Option<Uuid>, ControlError> {
+    ) -> Result<Agreement, ControlError> {
         let conn = self.usable_connection()?;
         let metadata = self.metadata();
         let is_reachable = |host: &Uuid| self.counts_for_agreement(&metadata, host);

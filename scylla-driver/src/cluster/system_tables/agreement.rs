@@ -103,16 +103,29 @@ pub async fn local_schema_version(
     Ok(version)
 }
 
-/// The version `versions` (as seen from the control node) agree on, if they
-/// do, and on `expected` when one is given. No version at all is no
-/// agreement: there is nothing to report as the agreed version (every node
-/// has one in `system.local`, so this only happens while a node is still
-/// joining or its tables are unreadable).
-fn agreed(versions: &HashSet<Uuid>, expected: Option<Uuid>) -> Option<Uuid> {
+/// What the reachable nodes' schema versions (as the control node sees
+/// them) say, against the version expected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agreement {
+    /// They all report this version (the expected one, if one was given).
+    Agreed(Uuid),
+    /// They all report this version, and it is not the expected one: the
+    /// node the expected version was read from has moved on since (a later
+    /// schema change, by this client or another), or the control node has
+    /// not heard of the change yet. Whoever expected it tells which.
+    Other(Uuid),
+    /// They report different versions, or none (every node has one in
+    /// `system.local`, so none only happens while a node is still joining or
+    /// its tables are unreadable).
+    Disagree,
+}
+
+fn agreement(versions: &HashSet<Uuid>, expected: Option<Uuid>) -> Agreement {
     let mut iter = versions.iter();
     match (iter.next(), iter.next()) {
-        (Some(&only), None) if expected.is_none_or(|e| e == only) => Some(only),
-        _ => None,
+        (Some(&only), None) if expected.is_none_or(|e| e == only) => Agreement::Agreed(only),
+        (Some(&only), None) => Agreement::Other(only),
+        _ => Agreement::Disagree,
     }
 }
 
@@ -124,37 +137,52 @@ pub async fn check_schema_agreement(
     is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
     expected: Option<Uuid>,
 ) -> Result<Option<Uuid>, MetadataError> {
+    match look(conn, query, is_reachable, expected).await? {
+        Agreement::Agreed(version) => Ok(Some(version)),
+        Agreement::Other(_) | Agreement::Disagree => Ok(None),
+    }
+}
+
+async fn look(
+    conn: &Connection,
+    query: &QueryOptions,
+    is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
+    expected: Option<Uuid>,
+) -> Result<Agreement, MetadataError> {
     let versions = schema_versions(conn, query, is_reachable).await?;
-    let version = agreed(&versions, expected);
-    if version.is_none() {
+    let found = agreement(&versions, expected);
+    if !matches!(found, Agreement::Agreed(_)) {
         tracing::debug!(?versions, ?expected, "schema versions disagree");
     }
-    Ok(version)
+    Ok(found)
 }
 
 /// Checks for schema agreement every `opts.interval` until every reachable
-/// node reports the same version (`Ok(Some(version))`) or `opts.timeout`
-/// passes (`Ok(None)`). A failed query ends the wait with its error.
+/// node reports the same version ([`Agreement::Agreed`], or
+/// [`Agreement::Other`] when `expected` is given and they agree on another
+/// one) or `opts.timeout` passes ([`Agreement::Disagree`]). A failed query
+/// ends the wait with its error.
 ///
 /// With `expected` (the version of the node that ran a DDL statement), only
-/// agreement on that version counts. Without it, a control node that has not
-/// yet heard of a change made elsewhere would see every node on the *old*
-/// version and report agreement at once (seen on a 3-node Cassandra 5.0: a
-/// PREPARE right after CREATE TABLE failed with "table does not exist").
+/// agreement on that version is [`Agreement::Agreed`]. Without it, a control
+/// node that has not yet heard of a change made elsewhere would see every
+/// node on the *old* version and report agreement at once (seen on a 3-node
+/// Cassandra 5.0: a PREPARE right after CREATE TABLE failed with "table does
+/// not exist"). Agreement on another version is returned at once: the node
+/// the version was read from may have moved on to a later change (another
+/// client's DDL), which only that node can tell.
 pub async fn wait_for_schema_agreement(
     conn: &Connection,
     opts: &AgreementOptions,
     query: &QueryOptions,
     is_reachable: &(dyn Fn(&Uuid) -> bool + Sync),
     expected: Option<Uuid>,
-) -> Result<Option<Uuid>, MetadataError> {
+) -> Result<Agreement, MetadataError> {
     let deadline = Instant::now() + opts.timeout;
     loop {
-        if let Some(version) = check_schema_agreement(conn, query, is_reachable, expected).await? {
-            return Ok(Some(version));
-        }
-        if Instant::now() + opts.interval > deadline {
-            return Ok(None);
+        let found = look(conn, query, is_reachable, expected).await?;
+        if found != Agreement::Disagree || Instant::now() + opts.interval > deadline {
+            return Ok(found);
         }
         tokio::time::sleep(opts.interval).await;
     }
@@ -168,15 +196,18 @@ mod tests {
 
     #[test]
     fn agreement_on_the_expected_version() {
+        use Agreement::{Agreed, Disagree, Other};
         let v = |n: u128| Uuid::from_u128(n);
         let set = |xs: &[u128]| xs.iter().map(|&x| v(x)).collect::<HashSet<_>>();
-        assert_eq!(agreed(&set(&[1]), None), Some(v(1)));
-        assert_eq!(agreed(&set(&[]), None), None);
-        assert_eq!(agreed(&set(&[1, 2]), None), None);
-        assert_eq!(agreed(&set(&[2]), Some(v(2))), Some(v(2)));
-        // Everyone still on the old version is no agreement on the new one.
-        assert_eq!(agreed(&set(&[1]), Some(v(2))), None);
-        assert_eq!(agreed(&set(&[1, 2]), Some(v(2))), None);
+        assert_eq!(agreement(&set(&[1]), None), Agreed(v(1)));
+        assert_eq!(agreement(&set(&[]), None), Disagree);
+        assert_eq!(agreement(&set(&[1, 2]), None), Disagree);
+        assert_eq!(agreement(&set(&[2]), Some(v(2))), Agreed(v(2)));
+        // Everyone on another version (still the old one, or already a
+        // later one) is not agreement on the expected one: the caller asks
+        // the node it read the expected version from.
+        assert_eq!(agreement(&set(&[1]), Some(v(2))), Other(v(1)));
+        assert_eq!(agreement(&set(&[1, 2]), Some(v(2))), Disagree);
     }
 
     #[test]

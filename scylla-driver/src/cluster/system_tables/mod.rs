@@ -40,7 +40,8 @@ use scylla_cql::types::{ColumnType, TypeCheckError};
 use uuid::Uuid;
 
 pub use self::agreement::{
-    check_schema_agreement, local_schema_version, wait_for_schema_agreement, AgreementOptions,
+    check_schema_agreement, local_schema_version, wait_for_schema_agreement, Agreement,
+    AgreementOptions,
 };
 pub(crate) use self::query::for_each_page;
 pub use self::query::QueryOptions;
