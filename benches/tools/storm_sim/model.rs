@@ -1037,7 +1037,7 @@ impl Sim {
         let fill = Fill::choose(strict, total as usize, shards);
         o.fill = fill;
         let wanted = match fill {
-            Fill::Strict | Fill::Total => fill.wanted(missing.clone(), total as usize, shards),
+            Fill::Strict | Fill::Total => fill.wanted(missing, total as usize, shards),
             Fill::Background => match o.coverage.attempt_due(now, &mut o.plan, shards) {
                 Some(shard) => vec![shard],
                 None => {

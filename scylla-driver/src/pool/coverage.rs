@@ -63,6 +63,12 @@ impl Coverage {
         Some(plan.rng().u16(..shards as u16))
     }
 
+    /// Whether the next attempt follows at once: behind a NAT, until
+    /// [`eager_attempts`] missed in a row.
+    fn eager(&self, nat_via_shard_aware: bool, shards: usize) -> bool {
+        nat_via_shard_aware && self.misses < eager_attempts(shards)
+    }
+
     /// After a round that filled the pool as `fill` says: `covered`,
     /// whether it covered a shard; `nat_via_shard_aware`, whether the node's
     /// shard-aware port is usable behind a NAT; `shards`, the node's.
@@ -88,7 +94,7 @@ impl Coverage {
         plan: &mut RefillPlan,
         shards: usize,
     ) {
-        let eager = nat_via_shard_aware && self.misses < eager_attempts(shards);
+        let eager = self.eager(nat_via_shard_aware, shards);
         if fill == Fill::Total {
             // Filled: the first background attempt waits one interval (other
             // clients' connections settle the node's least loaded shard),
@@ -117,7 +123,7 @@ impl Coverage {
         self.via_regular = !self.via_regular;
         self.misses = self.misses.saturating_add(1);
         if nat_via_shard_aware {
-            if self.misses < eager_attempts(shards) {
+            if self.eager(nat_via_shard_aware, shards) {
                 self.next = now;
             }
         } else {
