@@ -23,6 +23,8 @@
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
 mod auth;
+#[path = "../common/mod.rs"]
+mod common;
 mod paging;
 mod protocol;
 mod schema;
@@ -140,12 +142,6 @@ pub async fn drop_keyspace(session: &Session, ks: &str) {
 pub async fn ddl(session: &Session, cql: &str) {
     if let Err(e) = session.query_unpaged(cql, ()).await {
         // The whole chain: a schema agreement error's cause is its source.
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            message.push_str(&format!(": {cause}"));
-            source = cause.source();
-        }
-        panic!("{cql}: {message}");
+        panic!("{cql}: {}", common::error_chain(&e));
     }
 }

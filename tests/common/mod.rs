@@ -95,3 +95,15 @@ pub async fn tls_cluster(nodes: usize, shards: u16, require_client_cert: bool) -
         .await
         .unwrap()
 }
+
+/// `e` and its sources, joined as anyhow's `{:#}` joins them.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        next = s.source();
+    }
+    text
+}

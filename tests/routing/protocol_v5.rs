@@ -230,7 +230,7 @@ async fn a_damaged_segment_is_a_checksum_error_never_a_wrong_value() {
             ),
             other => panic!("{compression:?}: expected a broken connection, got {other}"),
         }
-        let chain = error_chain(&err);
+        let chain = common::error_chain(&err);
         assert!(chain.contains("checksum"), "{chain}");
         conn.closed().await;
         let again = connection::open(addr, None, &config).await.unwrap();
@@ -350,16 +350,4 @@ async fn a_damaged_v4_length_is_recycled_within_the_bound() {
         .request(&query, &RequestOptions::default())
         .await
         .unwrap();
-}
-
-/// `e` and its sources, joined as anyhow's `{:#}` joins them.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        next = s.source();
-    }
-    text
 }

@@ -152,12 +152,7 @@ async fn a_missing_socket_fails_with_an_error_naming_it() {
         panic!("nothing listens at {}", path.display());
     };
     // The message and its sources, as an application would log them.
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
+    let text = common::error_chain(&err);
     assert!(text.contains(&*path.to_string_lossy()), "{text}");
     assert!(text.contains("maintenance_socket"), "{text}");
     let NewSessionError::Control(ControlError::Unreachable(failures)) = &err else {
