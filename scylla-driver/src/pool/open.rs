@@ -36,7 +36,7 @@ impl Drop for InFlight<'_> {
 
 /// Records how long a successful setup took (see `refill::race_due`).
 fn note_setup(inner: &PoolInner, took: Duration) {
-    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    let us = micros(took);
     // `fetch_update` with a closure that always returns `Some` cannot fail.
     let _ = inner.metrics.slowest_recent_setup_micros.fetch_update(
         Ordering::Relaxed,
@@ -48,13 +48,17 @@ fn note_setup(inner: &PoolInner, took: Duration) {
 /// Records how long a pool's first connection (it held none) took: the
 /// session's quickest bounds the spread after an outage.
 pub(super) fn note_first_setup(inner: &PoolInner, took: Duration) {
-    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+    let us = micros(took).max(1);
     // `fetch_update` with a closure that always returns `Some` cannot fail.
     let _ = inner.metrics.quickest_setup_micros.fetch_update(
         Ordering::Relaxed,
         Ordering::Relaxed,
         |old| Some(if old == 0 { us } else { old.min(us) }),
     );
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// The session's quickest first connection of a pool so far, if any.

@@ -468,8 +468,9 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut Refill
     match opened {
         Ok(conn) => {
             let times = conn.info().server.setup_times;
-            note_first_setup(inner, started.elapsed());
-            plan.pacer().on_first_opened(started.elapsed(), times);
+            let took = started.elapsed();
+            note_first_setup(inner, took);
+            plan.pacer().on_first_opened(took, times);
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
             // steer it: the node is pooled as unsharded (one slot of
