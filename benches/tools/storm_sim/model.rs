@@ -14,8 +14,10 @@
 //! `PhaseResult::shed_seen`), `pool::nat::ShardAwareHealth` (which port the
 //! next open uses, what a landing or a refusal says) and
 //! `pool::pacing::OpenPacer` (how many opens in flight, the pause after
-//! each), `pool::pacing::FirstOpenFacts` (which of a session's pools may
-//! open its first connection now, `pool::first_opens`) and, over TLS,
+//! each), `pool::pacing::FirstOpenFacts` and `pool::pacing::SessionWindow`
+//! (which of a session's opens may start now, `pool::session_opens`; a
+//! session starts its pools in a random order, as `cluster::state` spawns
+//! them) and, over TLS,
 //! `pool::pacing::TicketGateFacts` (the ticket gate's rule,
 //! `pool::tickets`). What the refill task does between those calls (start
 //! the opens the pacer allows, fed each open's time from dialling to its
@@ -53,7 +55,9 @@ use scylla_driver::pool::backoff::{spread, Backoff, ExponentialBackoff};
 use scylla_driver::pool::coverage::Coverage;
 use scylla_driver::pool::fill::{placement, surplus_shard, Fill, Placement};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
-use scylla_driver::pool::pacing::{FirstOpenFacts, TicketGateFacts, FIRST_OPEN_STALL, TICKET_WAIT};
+use scylla_driver::pool::pacing::{
+    FirstOpenFacts, SessionWindow, TicketGateFacts, OPEN_STALL, TICKET_WAIT,
+};
 use scylla_driver::pool::plan::{DecisionLog, Next, RefillPlan, Round, RoundTally};
 use scylla_driver::pool::shed::OpenFailure;
 use scylla_driver::pool::PoolConfig;
@@ -295,8 +299,8 @@ enum Ev {
     /// Ours, over TLS: an open waiting at the ticket gate reached its
     /// deadline.
     GateWake(PoolId),
-    /// Ours: a first open was in flight for `FIRST_OPEN_STALL`.
-    FirstStall(AttemptId),
+    /// Ours: an open was in flight for `OPEN_STALL`.
+    Stall(AttemptId),
     /// The TCP connect and OPTIONS are done: STARTUP reaches the shard.
     Arrive(AttemptId),
     /// The CPU stage of a handshake ends.
@@ -349,9 +353,11 @@ struct Attempt {
     /// whether it claimed a ticket there); released when the open ends.
     gated: bool,
     claimed: bool,
-    /// Ours: a first open that counts against its session's others
-    /// (`FirstOpenPass`); released when it ends or stalls.
-    first_pass: bool,
+    /// Ours: an open that counts against its session's others
+    /// (`OpenPass`); released when it ends or stalls.
+    pass: bool,
+    /// Ours: when its pass stops counting if the open has not ended.
+    stall_at: u64,
     /// Over TLS: the ticket the client offered.
     ticket: Option<Ticket>,
     /// The CPU stage of its handshake (full or resumed).
@@ -536,10 +542,15 @@ struct Sim {
     phase_start: u64,
     samples: Vec<Sample>,
     events: u64,
-    /// Ours, per session (`pool::first_opens`): its first opens let
-    /// through and still counted, and the pools waiting to open theirs.
+    /// Ours, per session (`pool::session_opens`): its first opens let
+    /// through and still counted, and the pools waiting to open theirs;
+    /// all its opens still counted, its window, and the pools waiting for
+    /// room in it.
     first_in_flight: Vec<usize>,
     first_waiting: Vec<VecDeque<PoolId>>,
+    in_flight: Vec<usize>,
+    window: Vec<SessionWindow>,
+    window_waiting: Vec<VecDeque<PoolId>>,
 }
 
 const NS: u64 = 1;
@@ -651,6 +662,9 @@ impl Sim {
             events: 0,
             first_in_flight: vec![0; p.sessions],
             first_waiting: vec![VecDeque::new(); p.sessions],
+            in_flight: vec![0; p.sessions],
+            window: vec![SessionWindow::default(); p.sessions],
+            window_waiting: vec![VecDeque::new(); p.sessions],
             p,
         }
     }
@@ -749,7 +763,8 @@ impl Sim {
             judged: wanted.is_some(),
             gated: false,
             claimed: false,
-            first_pass: false,
+            pass: false,
+            stall_at: 0,
             ticket: None,
             cost: self.p.cost,
         });
@@ -759,6 +774,13 @@ impl Sim {
     /// The client dials now.
     fn dial(&mut self, a: AttemptId) {
         self.attempts[a as usize].dialled = self.now;
+        let at = &mut self.attempts[a as usize];
+        if at.pass && at.stall_at == 0 {
+            // `until_stalled`: from the moment the open starts.
+            at.stall_at = self.now + ns(OPEN_STALL);
+            let stall_at = at.stall_at;
+            self.at(stall_at, Ev::Stall(a));
+        }
         if self.p.tls.is_some() {
             // rustls offers the newest ticket held for the node, once.
             let pool = self.attempts[a as usize].pool as usize;
@@ -1120,10 +1142,21 @@ impl Sim {
                 self.at(at, Ev::Pump(pool));
                 return;
             }
+            // `SessionOpens::enter`: within the session's window.
+            let s = self.session_of(pool);
+            if !self.window[s].admits(self.in_flight[s]) {
+                if !self.window_waiting[s].contains(&pool) {
+                    self.window_waiting[s].push_back(pool);
+                }
+                return;
+            }
+            let o = self.ours(pool);
             let Some(a) = o.queued.pop_front() else {
                 return;
             };
             o.active += 1;
+            self.in_flight[s] += 1;
+            self.attempts[a as usize].pass = true;
             if self.p.tls.is_some_and(|t| t.ticket_pacing) {
                 self.gate_enter(pool, a);
             } else {
@@ -1241,6 +1274,16 @@ impl Sim {
                 };
                 self.attempts[b as usize].gated = gated;
                 self.attempts[b as usize].claimed = claimed;
+                // The same open, within the same session pass.
+                let (pass, stall_at) = {
+                    let at = &mut self.attempts[a as usize];
+                    (std::mem::take(&mut at.pass), at.stall_at)
+                };
+                if pass {
+                    self.attempts[b as usize].pass = true;
+                    self.attempts[b as usize].stall_at = stall_at;
+                    self.at(stall_at.max(self.now), Ev::Stall(b));
+                }
                 self.dial(b);
                 return;
             }
@@ -1254,33 +1297,38 @@ impl Sim {
         // What a failed open means, as the refill task classifies it: once,
         // for the pacer and for the round.
         let r = r.map_err(|e| OpenFailure::of(&e));
+        // The model's STARTUP has no network time (the connect and OPTIONS
+        // take `rtt`): all of it is the node's (queue and CPU stage).
+        let times = SetupTimes {
+            options: Duration::ZERO,
+            startup: took.saturating_sub(self.p.rtt),
+        };
+        // `OpenPass::opened` / `failed`: the session's window learns of the
+        // open's end; its pass stops counting.
+        let s = self.session_of(pool);
+        match r {
+            Ok(_) => self.window[s].on_opened(times),
+            Err(failure) => self.window[s].on_failed(failure),
+        }
+        self.release_pass(a);
         match r {
             Ok(_) => {
-                // The model's STARTUP has no network time (the connect and
-                // OPTIONS take `rtt`): all of it is the node's (queue and CPU
-                // stage).
-                let times = SetupTimes {
-                    options: Duration::ZERO,
-                    startup: took.saturating_sub(self.p.rtt),
-                };
                 if first {
                     // `note_first_setup`: the session's quickest first
                     // connection.
                     let s = self.session_of(pool);
                     self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
-                    self.ours(pool).plan.pacer().on_first_opened(took, times)
+                    self.ours(pool)
+                        .plan
+                        .pacer()
+                        .on_first_opened(took, times, now)
                 } else {
-                    self.ours(pool).plan.pacer().on_opened(took, times)
+                    self.ours(pool).plan.pacer().on_opened(took, times, now)
                 }
             }
             Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took),
         }
         if first {
-            // `open_first`: its pass is dropped.
-            let s = self.session_of(pool);
-            if std::mem::take(&mut self.attempts[a as usize].first_pass) {
-                self.first_in_flight[s] -= 1;
-            }
             let was_full = self.pools[pool as usize].full();
             let mut tally = RoundTally::default();
             let complete = match r {
@@ -1378,9 +1426,9 @@ impl Sim {
     fn first_open(&mut self, pool: PoolId) {
         let s = self.session_of(pool);
         self.first_in_flight[s] += 1;
+        self.in_flight[s] += 1;
         let a = self.start_attempt(pool, None, true);
-        self.attempts[a as usize].first_pass = true;
-        self.after(FIRST_OPEN_STALL, Ev::FirstStall(a));
+        self.attempts[a as usize].pass = true;
         self.dial(a);
     }
 
@@ -1393,12 +1441,28 @@ impl Sim {
         }
     }
 
-    /// A first open still in flight stops counting.
-    fn first_stall(&mut self, a: AttemptId) {
-        if std::mem::take(&mut self.attempts[a as usize].first_pass) {
+    /// An open's pass stops counting (it stalled or ended): the session's
+    /// waiting opens look again.
+    fn release_pass(&mut self, a: AttemptId) {
+        if std::mem::take(&mut self.attempts[a as usize].pass) {
             let s = self.session_of(self.attempts[a as usize].pool);
-            self.first_in_flight[s] -= 1;
+            self.in_flight[s] -= 1;
+            if self.attempts[a as usize].first {
+                self.first_in_flight[s] -= 1;
+            }
             self.first_wake(s);
+            self.window_wake(s);
+        }
+    }
+
+    /// Pools waiting for room in the session's window start their opens
+    /// while it has some.
+    fn window_wake(&mut self, s: usize) {
+        while self.window[s].admits(self.in_flight[s]) {
+            let Some(pool) = self.window_waiting[s].pop_front() else {
+                return;
+            };
+            self.ours_pump(pool);
         }
     }
 
@@ -1483,6 +1547,7 @@ impl Sim {
                 let quickest = self.quickest[s];
                 let o = self.ours(pool);
                 let pause = o.plan.after_backoff(up, quickest);
+
                 let o = self.ours(pool);
                 if let Some(pause) = pause {
                     o.wait = OursWait::Sleep;
@@ -1755,7 +1820,7 @@ impl Sim {
             Ev::Arrive(a) => self.arrive(a),
             Ev::CpuDone(a) => self.cpu_done(a),
             Ev::GateWake(pool) => self.gate_wake(pool),
-            Ev::FirstStall(a) => self.first_stall(a),
+            Ev::Stall(a) => self.release_pass(a),
             Ev::ShedCheck(a) => self.shed_check(a),
             Ev::ClientTimeout(a) => self.client_timeout(a),
             Ev::NodeStop => self.node_stop(0),
@@ -1887,7 +1952,15 @@ pub(crate) fn run(p: Params) -> SimResult {
 
     // Phase 1: cold start.
     sim.begin_phase(vec![true; p.nodes]);
-    for pool in 0..sim.pools.len() as PoolId {
+    // Each session starts its pools in a random order, as the cluster layer
+    // spawns them (`cluster::state`).
+    let mut order: Vec<PoolId> = (0..sim.pools.len() as PoolId).collect();
+    if p.policy == Policy::Ours {
+        for session in order.chunks_mut(p.nodes) {
+            sim.rng.shuffle(session);
+        }
+    }
+    for pool in order {
         match p.policy {
             Policy::Ours => {
                 sim.ours(pool).wait = OursWait::Sleep;

@@ -59,8 +59,8 @@ impl Cluster {
         let mut pool_config = pool_config;
         pool_config.sharding_changed = Some(sharding_changed.clone());
         pool_config.connectivity_changed = Some(connectivity_changed.clone());
-        // The session's pools start their first connections together.
-        pool_config.first_opens = Some(Default::default());
+        // The session's pools open their connections within one window.
+        pool_config.session_opens = Some(Default::default());
         let first = Snapshot::build(
             control.metadata(),
             None,

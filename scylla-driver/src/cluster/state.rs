@@ -112,10 +112,18 @@ impl Snapshot {
             .iter()
             .map(|m| old_loads.remove(&m.host_id).cloned().unwrap_or_default())
             .collect();
-        let nodes: Vec<Arc<PooledNode>> = metadata
-            .nodes
-            .iter()
-            .map(|m| match old.remove(&m.host_id) {
+        // New pools start (their refill tasks are spawned) in a random
+        // order: a session opens its first connections one at a time
+        // (`pool::session_opens`), and in the metadata's order every session
+        // of a cluster starting at once would send its first to one node.
+        let mut order: Vec<usize> = (0..metadata.nodes.len()).collect();
+        fastrand::shuffle(&mut order);
+        let mut placed: Vec<Option<Arc<PooledNode>>> = vec![None; order.len()];
+        for i in order {
+            let Some(m) = metadata.nodes.get(i) else {
+                continue;
+            };
+            let node = match old.remove(&m.host_id) {
                 Some(n) if n.address == m.address => Arc::new(PooledNode {
                     host_id: m.host_id,
                     address: m.address,
@@ -151,8 +159,12 @@ impl Snapshot {
                         location: Location::of(&m.datacenter, &m.rack),
                     })
                 }
-            })
-            .collect();
+            };
+            if let Some(slot) = placed.get_mut(i) {
+                *slot = Some(node);
+            }
+        }
+        let nodes: Vec<Arc<PooledNode>> = placed.into_iter().flatten().collect();
         for gone in old.values() {
             tracing::info!(node = %gone.address, host_id = %gone.host_id, "node removed");
             gone.pool.shutdown();

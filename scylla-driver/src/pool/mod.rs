@@ -34,20 +34,21 @@
 //!   counts (what `slots` applies, and the `storm_sim` tool too).
 //! - [`coverage`]: the background attempts that cover the remaining shards
 //!   when the shard-aware port is not usable.
-//! - `first_opens`: a session's first connections to its nodes, started a
-//!   few at a time (one, then one more per node that answered).
+//! - `session_opens`: a session's opens to all its nodes, started within one
+//!   window (first connections one, then one more per node that answered;
+//!   the others as many as its nodes answer calmly).
 //! - `tickets` (feature `tls`): a node's TLS opens paced by the session
 //!   tickets held for it, so that they resume.
 
 pub mod backoff;
 pub mod coverage;
 pub mod fill;
-mod first_opens;
 pub mod nat;
 mod open;
 pub mod pacing;
 pub mod plan;
 mod refill;
+mod session_opens;
 pub mod shard_port;
 pub mod shed;
 mod slots;
@@ -137,7 +138,8 @@ pub struct PoolConfig {
     pub max_concurrent_opens: usize,
     /// After the node is reported up, the pool's first open waits a random
     /// moment within this window, or within [`pacing::SPREAD_HANDSHAKES`]
-    /// times the session's quickest first connection to a node if shorter.
+    /// times the session's quickest first connection to a node if shorter;
+    /// longer after a storm ([`pacing::OpenPacer::restart_spread`]).
     pub reconnect_spread: Duration,
     /// Without a usable shard-aware port: the mean interval between the
     /// background attempts to cover a shard that has no connection (at most
@@ -166,9 +168,9 @@ pub struct PoolConfig {
     /// Told whenever a pool gains its first connection or loses its last:
     /// the cluster layer then tells the application (node events).
     pub(crate) connectivity_changed: Option<Arc<Notify>>,
-    /// The session's first opens to its nodes, shared by its pools (set by
-    /// the cluster layer; a pool on its own has none to share).
-    pub(crate) first_opens: Option<Arc<first_opens::FirstOpens>>,
+    /// The session's opens to its nodes, shared by its pools (set by the
+    /// cluster layer; a pool on its own has none to share).
+    pub(crate) session_opens: Option<Arc<session_opens::SessionOpens>>,
     /// Where the refill task appends each of its decisions, if anywhere
     /// (see [`plan::DecisionLog`]): for comparing it with a simulation.
     pub decision_log: Option<plan::DecisionLog>,
@@ -192,7 +194,7 @@ impl Default for PoolConfig {
             tls_ticket_pacing: true,
             sharding_changed: None,
             connectivity_changed: None,
-            first_opens: None,
+            session_opens: None,
             decision_log: None,
         }
     }

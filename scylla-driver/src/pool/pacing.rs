@@ -54,7 +54,7 @@
 //! 13,989 at the restart; growing to 2 after sheds, 9,462; to 4, 7,013 (to
 //! 8, 6,722, covering a second later).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::shed::OpenFailure;
 use crate::connection::SetupTimes;
@@ -77,15 +77,19 @@ pub const TARGET_QUEUEING: Duration = Duration::from_millis(250);
 /// `reconnect_spread`).
 pub const SPREAD_HANDSHAKES: u32 = 4;
 
-/// How long a session's first open to a node counts against its other
-/// nodes' first opens ([`FirstOpenFacts`]): one still in flight after this
+/// How long an open counts against its session's others
+/// ([`FirstOpenFacts`], [`SessionWindow`]): one still in flight after this
 /// (a silent node, a slow network) lets the next one start. ScyllaDB sheds
 /// a handshake that waited for admission about this long, so in a storm an
 /// open counts until it ends.
-pub const FIRST_OPEN_STALL: Duration = Duration::from_secs(1);
+pub const OPEN_STALL: Duration = Duration::from_secs(1);
+
+/// The most opens a session has in flight to all its nodes at once, however
+/// calm the nodes are ([`SessionWindow`]).
+pub const MAX_SESSION_OPENS: usize = 64;
 
 /// What a session knows when one of its pools, holding no connection and
-/// never having opened one, asks to open its first (`pool::first_opens`).
+/// never having opened one, asks to open its first (`pool::session_opens`).
 ///
 /// Every client of a cluster that starts at once opens a first connection to
 /// every node at once: with 6,000 sessions, 6,000 handshakes queue at each
@@ -100,7 +104,7 @@ pub const FIRST_OPEN_STALL: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FirstOpenFacts {
     /// The session's first opens in flight, started less than
-    /// [`FIRST_OPEN_STALL`] ago.
+    /// [`OPEN_STALL`] ago.
     pub in_flight: usize,
     /// The session's pools that hold a connection.
     pub connected: usize,
@@ -111,6 +115,66 @@ impl FirstOpenFacts {
     /// one plus the nodes that answered.
     pub fn admits(&self) -> bool {
         self.in_flight <= self.connected
+    }
+}
+
+/// How many opens a session may have in flight to all its nodes at once
+/// (`pool::session_opens`), adapted as TCP Reno adapts its congestion
+/// window (RFC 5681, section 3.1; Jacobson 1988): one more for each open
+/// that found a node calm (it queued under half of [`TARGET_QUEUEING`]),
+/// half as many (at least one) for each that queued beyond it or was shed.
+///
+/// Each pool paces its own node ([`OpenPacer`]), but a pool learns only
+/// from its own opens, one round of handshakes late: when every client of
+/// a cluster starts at once, each of the 6,000 sessions opening one
+/// connection per node puts 6,000 handshakes in every node's queue before
+/// any pool has seen one complete, and those beyond what the node completes
+/// within its admission wait are shed. With one window over all its nodes,
+/// a session's opens in flight track what its nodes answered: a node that
+/// queues them halves them, for every node. A session's first opens count
+/// here too, and pass by [`FirstOpenFacts`] instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionWindow {
+    window: usize,
+}
+
+impl Default for SessionWindow {
+    fn default() -> Self {
+        SessionWindow { window: 1 }
+    }
+}
+
+impl SessionWindow {
+    /// Opens allowed in flight now.
+    #[cfg(any(test, feature = "unstable-internals"))]
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Whether one more open may start while `in_flight` are (those
+    /// started less than [`OPEN_STALL`] ago).
+    pub fn admits(&self, in_flight: usize) -> bool {
+        in_flight < self.window
+    }
+
+    /// An open of the session completed; `times`: its handshake's
+    /// exchanges, whose STARTUP beyond a round trip bounds the time it
+    /// queued at the node.
+    pub fn on_opened(&mut self, times: SetupTimes) {
+        let queued = times.startup_excess();
+        if queued < TARGET_QUEUEING / 2 {
+            self.window = (self.window + 1).min(MAX_SESSION_OPENS);
+        } else if queued > TARGET_QUEUEING {
+            self.window = (self.window / 2).max(1);
+        }
+    }
+
+    /// An open of the session failed: a shed (or timed-out) handshake
+    /// queued beyond the target; other failures say nothing of a queue.
+    pub fn on_failed(&mut self, failure: OpenFailure) {
+        if failure == OpenFailure::Shed {
+            self.window = (self.window / 2).max(1);
+        }
     }
 }
 
@@ -165,6 +229,10 @@ pub struct OpenPacer {
     least_first: Option<Duration>,
     gap: Duration,
     factor: u32,
+    /// When the last open that queued ended, since the pool last filled.
+    last_queued_end: Option<Instant>,
+    /// The time between the ends of the last two opens that queued.
+    queued_interval: Option<Duration>,
 }
 
 impl OpenPacer {
@@ -178,6 +246,8 @@ impl OpenPacer {
             least_first: None,
             gap: Duration::ZERO,
             factor: GAP_FACTOR,
+            last_queued_end: None,
+            queued_interval: None,
         }
     }
 
@@ -196,11 +266,18 @@ impl OpenPacer {
         self.least
     }
 
-    /// An open completed after `took` (from dialling to the connection's
-    /// readiness); `times`: how long its handshake's exchanges took, whose
-    /// STARTUP beyond a round trip bounds the time it queued at the node.
-    pub fn on_opened(&mut self, took: Duration, times: SetupTimes) {
+    /// An open completed at `at`, after `took` (from dialling to the
+    /// connection's readiness); `times`: how long its handshake's exchanges
+    /// took, whose STARTUP beyond a round trip bounds the time it queued at
+    /// the node.
+    pub fn on_opened(&mut self, took: Duration, times: SetupTimes, at: Instant) {
         let queued = times.startup_excess();
+        if queued >= TARGET_QUEUEING / 2 {
+            if let Some(last) = self.last_queued_end {
+                self.queued_interval = Some(at.saturating_duration_since(last));
+            }
+            self.last_queued_end = Some(at);
+        }
         let least = self.least.map_or(took, |l| l.min(took));
         self.least = Some(least);
         if queued < least && queued < TARGET_QUEUEING / 2 {
@@ -226,9 +303,16 @@ impl OpenPacer {
     /// The pool's first connection (it held none) completed after `took`:
     /// as [`on_opened`](Self::on_opened), and the quickest such open bounds
     /// the spread after an outage ([`restart_spread`](Self::restart_spread)).
-    pub fn on_first_opened(&mut self, took: Duration, times: SetupTimes) {
+    pub fn on_first_opened(&mut self, took: Duration, times: SetupTimes, at: Instant) {
         self.least_first = Some(self.least_first.map_or(took, |l| l.min(took)));
-        self.on_opened(took, times);
+        self.on_opened(took, times, at);
+    }
+
+    /// The pool holds what it wants (or all it can): its next opens belong
+    /// to another storm, whose queue the time since this one's says nothing
+    /// of.
+    pub fn on_filled(&mut self) {
+        self.last_queued_end = None;
     }
 
     /// An open failed after `took`. A shed handshake (or one that timed out)
@@ -258,14 +342,27 @@ impl OpenPacer {
     /// quickest first connection to any node) if quicker. First connections
     /// only: the first after a restart is one (over TLS a full handshake,
     /// where the others may resume and cost a tenth of it).
+    ///
+    /// Longer for a node that queued the pool's last opens (a storm), up to
+    /// [`SPREAD_HANDSHAKES`] times `bound`: the time between the ends of
+    /// the last two. While a node works through a storm, each of its
+    /// clients' opens waits its turn among every other client's, so one
+    /// client's opens end about once per the time the node takes to serve
+    /// one handshake of each client. That is the time over which the
+    /// clients' first opens after its restart keep its queue within what it
+    /// served before, whatever their number, which no client knows.
     pub fn restart_spread(&self, bound: Duration, elsewhere: Option<Duration>) -> Duration {
         let quickest = match (self.least_first, elsewhere) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        match quickest {
+        let by_handshakes = match quickest {
             Some(l) => bound.min(l.saturating_mul(SPREAD_HANDSHAKES)),
             None => bound,
+        };
+        match self.queued_interval {
+            Some(turn) => by_handshakes.max(turn.min(bound.saturating_mul(SPREAD_HANDSHAKES))),
+            None => by_handshakes,
         }
     }
 }
@@ -275,6 +372,10 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    fn t() -> Instant {
+        Instant::now()
+    }
 
     /// Exchanges whose STARTUP took `excess` beyond a 1 ms round trip.
     fn st(excess: Duration) -> SetupTimes {
@@ -288,26 +389,26 @@ mod tests {
     fn headroom_grows_the_window_and_queueing_shrinks_it() {
         let mut p = OpenPacer::new(4);
         assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
-        p.on_opened(10 * MS, st(2 * MS));
+        p.on_opened(10 * MS, st(2 * MS), t());
         assert_eq!(p.window(), 2);
-        p.on_opened(12 * MS, st(3 * MS));
+        p.on_opened(12 * MS, st(3 * MS), t());
         assert_eq!(p.window(), 2, "grows once a whole window completed calmly");
-        p.on_opened(11 * MS, st(2 * MS));
+        p.on_opened(11 * MS, st(2 * MS), t());
         assert_eq!(p.window(), 3);
         for _ in 0..20 {
-            p.on_opened(10 * MS, st(2 * MS));
+            p.on_opened(10 * MS, st(2 * MS), t());
         }
         assert_eq!(p.window(), 4, "never beyond max_concurrent_opens");
         // Queued 40 ms (more than the quickest handshake): one at a time, no
         // pause yet.
-        p.on_opened(50 * MS, st(40 * MS));
+        p.on_opened(50 * MS, st(40 * MS), t());
         assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
         // Queued 450 ms: a pause of the 200 ms beyond the target.
-        p.on_opened(460 * MS, st(450 * MS));
+        p.on_opened(460 * MS, st(450 * MS), t());
         assert_eq!((p.window(), p.gap()), (1, 200 * MS));
         assert_eq!(p.least(), Some(10 * MS));
         // Calm again: no pause.
-        p.on_opened(10 * MS, st(2 * MS));
+        p.on_opened(10 * MS, st(2 * MS), t());
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
     }
 
@@ -316,41 +417,41 @@ mod tests {
     #[test]
     fn a_queue_is_seen_without_a_quick_handshake() {
         let mut p = OpenPacer::new(4);
-        p.on_opened(700 * MS, st(690 * MS));
+        p.on_opened(700 * MS, st(690 * MS), t());
         assert_eq!((p.window(), p.gap()), (1, 440 * MS));
         // Quicker than the quickest whole handshake, but still queued.
-        p.on_opened(600 * MS, st(200 * MS));
+        p.on_opened(600 * MS, st(200 * MS), t());
         assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
         // A long round trip (a distant node) with a quick STARTUP is calm.
         let mut far = OpenPacer::new(4);
-        far.on_opened(400 * MS, st(5 * MS));
+        far.on_opened(400 * MS, st(5 * MS), t());
         assert_eq!((far.window(), far.gap()), (2, Duration::ZERO));
     }
 
     #[test]
     fn sheds_lengthen_the_pauses_and_calm_opens_shorten_them_again() {
         let mut p = OpenPacer::new(4);
-        p.on_opened(500 * MS, st(450 * MS));
+        p.on_opened(500 * MS, st(450 * MS), t());
         assert_eq!(p.gap(), 200 * MS);
         p.on_failed(OpenFailure::Shed, 1000 * MS);
         assert_eq!(p.gap(), 1500 * MS, "factor 2");
         p.on_failed(OpenFailure::Shed, 1000 * MS);
         p.on_failed(OpenFailure::Shed, 1000 * MS);
         assert_eq!(p.gap(), 3000 * MS, "factor 4 at most");
-        p.on_opened(500 * MS, st(450 * MS));
+        p.on_opened(500 * MS, st(450 * MS), t());
         assert_eq!(p.gap(), 800 * MS);
-        p.on_opened(100 * MS, st(90 * MS));
-        p.on_opened(500 * MS, st(450 * MS));
+        p.on_opened(100 * MS, st(90 * MS), t());
+        p.on_opened(500 * MS, st(450 * MS), t());
         assert_eq!(p.gap(), 400 * MS, "halved by a calm open");
-        p.on_opened(10 * MS, st(2 * MS));
-        p.on_opened(500 * MS, st(450 * MS));
+        p.on_opened(10 * MS, st(2 * MS), t());
+        p.on_opened(500 * MS, st(450 * MS), t());
         assert_eq!(p.gap(), 200 * MS, "back to 1");
     }
 
     #[test]
     fn a_shed_pauses_like_a_long_queue_and_other_failures_do_not() {
         let mut p = OpenPacer::new(4);
-        p.on_opened(10 * MS, st(2 * MS));
+        p.on_opened(10 * MS, st(2 * MS), t());
         p.on_failed(OpenFailure::Other, 1000 * MS);
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
         p.on_failed(OpenFailure::Shed, 1000 * MS);
@@ -423,19 +524,72 @@ mod tests {
     }
 
     #[test]
+    fn the_session_window_grows_with_calm_opens_and_halves_on_a_queue() {
+        let mut w = SessionWindow::default();
+        assert_eq!(w.window(), 1);
+        assert!(w.admits(0) && !w.admits(1));
+        w.on_opened(st(2 * MS));
+        w.on_opened(st(2 * MS));
+        assert_eq!(w.window(), 3, "one more per calm open");
+        w.on_opened(st(200 * MS));
+        assert_eq!(w.window(), 3, "queued, within the target: held");
+        w.on_failed(OpenFailure::Other);
+        assert_eq!(w.window(), 3, "a refusal says nothing of a queue");
+        w.on_opened(st(400 * MS));
+        assert_eq!(w.window(), 1, "queued beyond the target: halved");
+        w.on_failed(OpenFailure::Shed);
+        assert_eq!(w.window(), 1, "never under one");
+        for _ in 0..100 {
+            w.on_opened(st(MS));
+        }
+        assert_eq!(w.window(), MAX_SESSION_OPENS);
+        w.on_failed(OpenFailure::Shed);
+        assert_eq!(w.window(), MAX_SESSION_OPENS / 2);
+    }
+
+    #[test]
+    fn a_storm_spreads_the_restart_over_the_pools_turn_at_the_node() {
+        let second = Duration::from_secs(1);
+        let t0 = Instant::now();
+        let mut p = OpenPacer::new(4);
+        p.on_first_opened(20 * MS, st(2 * MS), t0);
+        assert_eq!(p.restart_spread(second, None), 80 * MS);
+        // Two opens that queued, 2.5 s apart: the node served every client
+        // once in about that time.
+        p.on_opened(600 * MS, st(500 * MS), t0 + 1000 * MS);
+        assert_eq!(
+            p.restart_spread(second, None),
+            80 * MS,
+            "one is no interval"
+        );
+        p.on_opened(600 * MS, st(500 * MS), t0 + 3500 * MS);
+        assert_eq!(p.restart_spread(second, None), 2500 * MS);
+        // Bounded by four times the bound.
+        assert_eq!(p.restart_spread(500 * MS, None), 2000 * MS);
+        // A calm open between storms measures nothing; once the pool filled,
+        // the next storm's first queued open is no interval either.
+        p.on_opened(10 * MS, st(2 * MS), t0 + 4000 * MS);
+        p.on_filled();
+        p.on_opened(600 * MS, st(500 * MS), t0 + 60_000 * MS);
+        assert_eq!(p.restart_spread(second * 10, None), 2500 * MS);
+        p.on_opened(600 * MS, st(500 * MS), t0 + 60_300 * MS);
+        assert_eq!(p.restart_spread(second, None), 300 * MS);
+    }
+
+    #[test]
     fn the_restart_spread_follows_the_quickest_handshake() {
         let second = Duration::from_secs(1);
         let mut p = OpenPacer::new(4);
         assert_eq!(p.restart_spread(second, None), second);
         assert_eq!(p.restart_spread(second, Some(2 * MS)), 8 * MS);
-        p.on_first_opened(20 * MS, st(2 * MS));
+        p.on_first_opened(20 * MS, st(2 * MS), t());
         assert_eq!(p.restart_spread(second, None), 80 * MS);
         assert_eq!(p.restart_spread(second, Some(5 * MS)), 20 * MS);
-        p.on_first_opened(400 * MS, st(2 * MS));
+        p.on_first_opened(400 * MS, st(2 * MS), t());
         assert_eq!(p.restart_spread(Duration::from_millis(50), None), 50 * MS);
         // Quicker opens of the other shards (resumed TLS handshakes) do not
         // shorten it.
-        p.on_opened(2 * MS, st(MS));
+        p.on_opened(2 * MS, st(MS), t());
         assert_eq!(p.restart_spread(second, None), 80 * MS);
     }
 }

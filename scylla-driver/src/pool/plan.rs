@@ -330,6 +330,7 @@ impl RefillPlan {
             Round::Unlucky => Next::Pause(spread(UNLUCKY_PAUSE, &mut self.rng)),
             Round::Partial | Round::Complete => {
                 self.schedule.reset();
+                self.pacer.on_filled();
                 self.recovering = false;
                 Next::Idle
             }
@@ -471,7 +472,8 @@ mod tests {
         let mut seen = Vec::new();
         for seed in 0..64 {
             let mut p = plan(seed);
-            p.pacer().on_opened(Duration::from_millis(10), times);
+            p.pacer()
+                .on_opened(Duration::from_millis(10), times, std::time::Instant::now());
             // A pause of 1.5 s (factor 2 after the shed).
             p.pacer()
                 .on_failed(OpenFailure::Shed, Duration::from_millis(1000));

@@ -63,8 +63,9 @@ use super::nat::{FallbackReason, PortChoice};
 use super::open::{
     lock_health, note_first_setup, open_for_shard, open_regular, quickest_setup, PortJudgement,
 };
-use super::pacing::FIRST_OPEN_STALL;
+use super::pacing::OPEN_STALL;
 use super::plan::{Next, OpenOrder, RefillPlan, Round, RoundTally};
+use super::session_opens::OpenPass;
 use super::shard_port::PortLease;
 use super::shed::OpenFailure;
 use super::slots::{
@@ -251,7 +252,7 @@ fn publish(inner: &PoolInner, slots: &Slots) {
     }
     let was_connected = inner.connected.swap(connected, Ordering::Relaxed);
     if was_connected != connected {
-        if let Some(gate) = &inner.config.first_opens {
+        if let Some(gate) = &inner.config.session_opens {
             gate.connected_changed(connected);
         }
         inner.flips.fetch_add(1, Ordering::Release);
@@ -444,33 +445,22 @@ fn adopt_late(inner: &Arc<PoolInner>, slots: &mut Slots) -> bool {
 
 async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut RefillPlan) -> Round {
     // The session's other pools may be opening their first connections:
-    // wait for its rule (`super::first_opens`).
-    let mut pass = match &inner.config.first_opens {
-        Some(gate) => Some(gate.enter().await),
+    // wait for its rule (`super::session_opens`).
+    let mut pass = match &inner.config.session_opens {
+        Some(gate) => Some(gate.enter_first().await),
         None => None,
     };
     let started = Instant::now();
-    let opened = {
-        let open = race_first(inner, slots);
-        tokio::pin!(open);
-        tokio::select! {
-            r = &mut open => r,
-            _ = tokio::time::sleep(FIRST_OPEN_STALL), if pass.is_some() => {
-                // Stalled: the session's next first open may start.
-                if let Some(p) = pass.as_mut() {
-                    p.release();
-                }
-                open.await
-            }
-        }
-    };
-    drop(pass);
+    let opened = until_stalled(race_first(inner, slots), pass.as_mut()).await;
     match opened {
         Ok(conn) => {
             let times = conn.info().server.setup_times;
+            if let Some(p) = pass {
+                p.opened(times);
+            }
             let took = started.elapsed();
             note_first_setup(inner, took);
-            plan.pacer().on_first_opened(took, times);
+            plan.pacer().on_first_opened(took, times, Instant::now());
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
             // steer it: the node is pooled as unsharded (one slot of
@@ -504,6 +494,9 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut Refill
         Err(e) => {
             let mut tally = RoundTally::default();
             let failure = note_shed(inner, &e);
+            if let Some(p) = pass {
+                p.failed(failure);
+            }
             plan.pacer().on_failed(failure, started.elapsed());
             tally.failed(failure);
             tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
@@ -614,7 +607,7 @@ async fn fill_missing(
         match opened.result {
             Ok((conn, lease)) => {
                 let times = conn.info().server.setup_times;
-                plan.pacer().on_opened(opened.took, times);
+                plan.pacer().on_opened(opened.took, times, Instant::now());
                 match place(
                     inner,
                     slots,
@@ -730,26 +723,60 @@ fn spawn_open(inner: &Arc<PoolInner>, set: &mut JoinSet<Opened>, order: OpenOrde
     } = order;
     let shared = inner.clone();
     set.spawn(async move {
+        // Within the session's window (`super::session_opens`): counted
+        // until this open ends or stalls.
+        let mut pass = match &shared.config.session_opens {
+            Some(gate) => Some(gate.enter().await),
+            None => None,
+        };
         // Over TLS: wait (bounded) for a ticket of the node while other
         // opens are about to bring one; held until this open is done.
         #[cfg(feature = "tls")]
-        let _pass = match &shared.tickets {
+        let _ticket = match &shared.tickets {
             Some(g) => Some(g.enter().await),
             None => None,
         };
         let started = Instant::now();
-        let result = match port {
-            Some((sharder, sa_addr, judgement)) => {
-                open_for_shard(&shared, sharder, shard, sa_addr, seed, judgement).await
+        let open = async {
+            match port {
+                Some((sharder, sa_addr, judgement)) => {
+                    open_for_shard(&shared, sharder, shard, sa_addr, seed, judgement).await
+                }
+                None => open_regular(&shared).await.map(|c| (c, None)),
             }
-            None => open_regular(&shared).await.map(|c| (c, None)),
         };
+        let result = until_stalled(open, pass.as_mut()).await;
+        if let Some(p) = pass {
+            match &result {
+                Ok((conn, _)) => p.opened(conn.info().server.setup_times),
+                Err(e) => p.failed(OpenFailure::of(e)),
+            }
+        }
         Opened {
             wanted: shard,
             took: started.elapsed(),
             result,
         }
     });
+}
+
+/// Runs `open`; if it is still in flight after [`OPEN_STALL`], its session
+/// pass stops counting, so that the session's next open may start.
+async fn until_stalled<T>(
+    open: impl std::future::Future<Output = T>,
+    pass: Option<&mut OpenPass>,
+) -> T {
+    tokio::pin!(open);
+    match pass {
+        Some(pass) => tokio::select! {
+            r = &mut open => r,
+            _ = tokio::time::sleep(OPEN_STALL) => {
+                pass.release();
+                open.await
+            }
+        },
+        None => open.await,
+    }
 }
 
 /// Keeps `e` as the pool's latest connection failure (see

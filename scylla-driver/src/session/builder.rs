@@ -577,8 +577,11 @@ impl SessionBuilder {
     /// The bound of the random wait before a returning node's first
     /// connection is reopened (default 1 s), so that thousands of clients do
     /// not reconnect in lockstep. A pool that has seen handshakes waits
-    /// within 4 of the session's quickest instead, if that is shorter; its
-    /// later opens are paced by how long its handshakes queue at the node.
+    /// within 4 of the session's quickest instead, if that is shorter; one
+    /// whose node queued its last opens (a storm) waits within the time
+    /// between the ends of the last two, if longer (at most 4 times this
+    /// bound). Its later opens are paced by how long its handshakes queue at
+    /// the node.
     #[must_use]
     pub fn reconnect_spread(mut self, d: Duration) -> Self {
         self.config.pool.reconnect_spread = d;
