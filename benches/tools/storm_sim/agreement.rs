@@ -106,7 +106,8 @@ async fn on_sockets(p: &Params) -> ([(Vec<Decision>, u64); 2], Option<FallbackRe
         s.accepted_regular + s.accepted_shard_aware
     };
     let log = new_log();
-    let mut config = PoolConfig::default();
+    // Within a session's opens, as the model's pools are.
+    let mut config = PoolConfig::default().with_session_opens();
     config.decision_log = Some(log.clone());
     let pool = NodePool::new(cluster.cql_addrs()[0], config, Arc::new(Metrics::default()));
     assert!(pool.wait_until_full(FULL).await);

@@ -200,6 +200,19 @@ impl Default for PoolConfig {
     }
 }
 
+impl PoolConfig {
+    /// The pools built from this config and its clones share one session's
+    /// opens (`pool::session_opens`), as the pools of a session do: for
+    /// tools that drive pools without a session (`storm_sim`'s agreement
+    /// test).
+    #[cfg(feature = "unstable-internals")]
+    #[must_use]
+    pub fn with_session_opens(mut self) -> Self {
+        self.session_opens = Some(Default::default());
+        self
+    }
+}
+
 /// Where a pool opens the connections it steers to a shard by their source
 /// port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
