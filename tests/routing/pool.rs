@@ -12,7 +12,9 @@ use scylla_driver::pool::backoff::ExponentialBackoff;
 use scylla_driver::pool::nat::FallbackReason;
 use scylla_driver::pool::shard_port::PortRange;
 use scylla_driver::pool::{NodePool, PoolConfig};
-use scylla_testbed::{Faults, NatMode, ShardAwarePortMode, TestCluster};
+use scylla_testbed::{
+    AdmissionConfig, Faults, HandshakeCost, NatMode, ShardAwarePortMode, TestCluster,
+};
 
 const FULL: Duration = Duration::from_secs(20);
 
@@ -30,6 +32,49 @@ fn config() -> PoolConfig {
         ));
         built.reconnect_spread = Duration::from_millis(200);
         built
+    }
+}
+
+/// Two pools of one session (`PoolConfig::with_session_opens`) to two nodes
+/// whose every handshake takes 300 ms at the node (beyond the pacing's 250 ms
+/// target): each open halves the session's window, which stays at one, so
+/// after the first connection the session's eight opens go one at a time
+/// across both nodes (at least 7 x 300 ms), where two pools pacing only
+/// their own node would open side by side (about 4 x 350 ms). A lower bound
+/// on the time: a busy machine only makes it longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_opens_go_one_at_a_time_while_its_nodes_queue_them() {
+    const COST: Duration = Duration::from_millis(300);
+    let cluster = TestCluster::builder()
+        .nodes(2)
+        .shards(4)
+        .admission(AdmissionConfig {
+            cpu_concurrency: 8,
+            cost: HandshakeCost::Sleep(COST),
+            shed_after: Duration::from_secs(10),
+        })
+        .start()
+        .await
+        .unwrap();
+    let mut cfg = config().with_session_opens();
+    cfg.connection.handshake_timeout = ConnectionConfig::default().handshake_timeout;
+    let metrics = Arc::new(Metrics::default());
+    let start = tokio::time::Instant::now();
+    let pools: Vec<NodePool> = cluster
+        .cql_addrs()
+        .into_iter()
+        .map(|addr| NodePool::new(addr, cfg.clone(), metrics.clone()))
+        .collect();
+    for p in &pools {
+        assert!(p.wait_until_full(FULL).await);
+    }
+    let took = start.elapsed();
+    assert!(
+        took >= COST * 7,
+        "both pools full after {took:?}: the session's opens overlapped"
+    );
+    for p in &pools {
+        p.shutdown();
     }
 }
 
