@@ -54,29 +54,37 @@ pub(crate) struct OpenPass {
 }
 
 impl OpenPass {
-    /// The open stops counting (it stalled, or ended).
+    /// The open stops counting (it stalled).
     pub(crate) fn release(&mut self) {
-        if std::mem::take(&mut self.counted) {
-            let first = self.first;
-            self.gate.update(|c| {
-                c.in_flight = c.in_flight.saturating_sub(1);
-                if first {
-                    c.first_in_flight = c.first_in_flight.saturating_sub(1);
-                }
-            });
+        if self.counted {
+            self.end(|_| {});
         }
     }
 
     /// The open completed; `times`: its handshake's exchanges.
     pub(crate) fn opened(mut self, times: SetupTimes) {
-        self.gate.update(|c| c.window.on_opened(times));
-        self.release();
+        self.end(|w| w.on_opened(times));
     }
 
     /// The open failed.
     pub(crate) fn failed(mut self, failure: OpenFailure) {
-        self.gate.update(|c| c.window.on_failed(failure));
-        self.release();
+        self.end(|w| w.on_failed(failure));
+    }
+
+    /// Tells the window what the open's end says (`adapt`) and stops
+    /// counting it, in one change of the session's counts.
+    fn end(&mut self, adapt: impl FnOnce(&mut SessionWindow)) {
+        let counted = std::mem::take(&mut self.counted);
+        let first = self.first;
+        self.gate.update(|c| {
+            adapt(&mut c.window);
+            if counted {
+                c.in_flight = c.in_flight.saturating_sub(1);
+                if first {
+                    c.first_in_flight = c.first_in_flight.saturating_sub(1);
+                }
+            }
+        });
     }
 }
 
