@@ -1316,7 +1316,6 @@ impl Sim {
                 if first {
                     // `note_first_setup`: the session's quickest first
                     // connection.
-                    let s = self.session_of(pool);
                     self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
                     self.ours(pool)
                         .plan
@@ -1547,7 +1546,6 @@ impl Sim {
                 let quickest = self.quickest[s];
                 let o = self.ours(pool);
                 let pause = o.plan.after_backoff(up, quickest);
-
                 let o = self.ours(pool);
                 if let Some(pause) = pause {
                     o.wait = OursWait::Sleep;
