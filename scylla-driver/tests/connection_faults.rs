@@ -7,6 +7,7 @@
 mod fake_server;
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,7 +82,9 @@ async fn handshake_times_out_naming_the_step() {
         "{e:?}"
     );
     assert!(took >= Duration::from_millis(200), "{took:?}");
-    assert!(took < Duration::from_millis(700), "{took:?}");
+    // Well before the server's 3 s close would have ended it (a loaded
+    // machine may run the open's task late; the bound is not its precision).
+    assert!(took < Duration::from_millis(2500), "{took:?}");
     server.abort();
 
     // Answers OPTIONS, then sits on STARTUP.
@@ -305,8 +308,9 @@ async fn unknown_stream_breaks_the_connection() {
 
 // (e) ------------------------------------------------------------------------
 
-/// A server that records every request and answers them all (OPTIONS ->
-/// SUPPORTED) only when `release` is notified.
+/// A server that records every request and holds its answer (OPTIONS ->
+/// SUPPORTED) until `release` is notified; from then on it answers the held
+/// ones and every later request at once.
 fn late_server(
     l: tokio::net::TcpListener,
     release: Arc<Notify>,
@@ -314,18 +318,28 @@ fn late_server(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let (mut rd, wr) = accept_ready(&l, false).await;
-        let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // `None` once released.
+        let held = Arc::new(std::sync::Mutex::new(Some(Vec::new())));
         let (held2, wr2) = (held.clone(), wr.clone());
         tokio::spawn(async move {
             release.notified().await;
-            let ids: Vec<i16> = std::mem::take(&mut *held2.lock().unwrap());
+            let ids: Vec<i16> = held2.lock().unwrap().take().unwrap_or_default();
             for id in ids {
                 wr2.send(id, &supported_response()).await;
             }
         });
         while let Some(inc) = rd.next().await {
-            held.lock().unwrap().push(inc.header.stream);
             received.fetch_add(1, Ordering::SeqCst);
+            let answer_now = match held.lock().unwrap().as_mut() {
+                Some(ids) => {
+                    ids.push(inc.header.stream);
+                    false
+                }
+                None => true,
+            };
+            if answer_now {
+                wr.send(inc.header.stream, &supported_response()).await;
+            }
         }
     })
 }
@@ -361,7 +375,10 @@ async fn timeouts_orphan_ids_until_late_responses_drain_them() {
             "{r:?}"
         );
         assert!(took >= timeout, "{took:?}");
-        assert!(took <= timeout + 2 * tick, "timed out late: {took:?}");
+        // The deadline's precision is the slots' unit tests' (explicit
+        // instants); here, only that the tick ended it, with room for a
+        // loaded machine running this task late.
+        assert!(took <= timeout + 20 * tick, "timed out late: {took:?}");
     }
     assert_eq!(received.load(Ordering::SeqCst), 20);
     assert_eq!(conn.orphans(), 20);
@@ -502,9 +519,10 @@ async fn slow_heartbeat_breaks_the_connection() {
         ),
         "{reason}"
     );
-    // Interval + timeout + a few ticks.
+    // Interval + timeout + a few ticks, and in any case before the server's
+    // answer 2 s after the heartbeat (which would have kept it open).
     assert!(
-        start.elapsed() < Duration::from_millis(600),
+        start.elapsed() < Duration::from_millis(1800),
         "{:?}",
         start.elapsed()
     );
@@ -536,8 +554,9 @@ async fn idle_connection_sends_heartbeats_and_stays_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exhausted_stream_ids_wait_then_proceed() {
     let (l, addr) = listen().await;
+    let release = Arc::new(Notify::new());
     let count = Arc::new(AtomicUsize::new(0));
-    let _server = options_server(l, Duration::from_millis(200), count.clone());
+    let _server = late_server(l, release.clone(), count.clone());
     let cfg = {
         let mut built = config();
         built.max_in_flight = 4;
@@ -545,13 +564,14 @@ async fn exhausted_stream_ids_wait_then_proceed() {
     };
     let conn = open(addr, None, &cfg).await.unwrap();
     let first = spawn_requests(&conn, 4, Duration::from_secs(5));
-    eventually("4 in flight", Duration::from_secs(1), || {
-        conn.in_flight() == 4
+    eventually("4 received", Duration::from_secs(5), || {
+        count.load(Ordering::SeqCst) == 4
     })
     .await;
+    // The server holds its answers: every id stays busy until the release.
+    assert_eq!(conn.in_flight(), 4);
 
-    // All ids busy, short timeout: the wait for an id times out.
-    let start = Instant::now();
+    // All ids busy, short timeout: the wait for an id times out, unsent.
     let r = conn
         .request(&Options, &opts(Duration::from_millis(50)))
         .await;
@@ -559,14 +579,21 @@ async fn exhausted_stream_ids_wait_then_proceed() {
         matches!(r, Err(ConnectionRequestError::Timeout(_))),
         "{r:?}"
     );
-    assert!(start.elapsed() < Duration::from_millis(190));
 
-    // A fifth request with time to spare waits for an id and completes.
-    let start = Instant::now();
-    let r = conn.request(&Options, &opts(Duration::from_secs(5))).await;
-    assert!(matches!(r.unwrap().response, Response::Supported(_)));
-    let took = start.elapsed();
-    assert!(took >= Duration::from_millis(100), "did not wait: {took:?}");
+    // A request with time to spare waits for an id (its first poll finds none
+    // free) and, once the answers free them, is sent and completes.
+    let spare = opts(Duration::from_secs(5));
+    let fifth = conn.request(&Options, &spare);
+    tokio::pin!(fifth);
+    let first_poll =
+        std::future::poll_fn(|cx| std::task::Poll::Ready(fifth.as_mut().poll(cx))).await;
+    assert!(first_poll.is_pending(), "an id was free: {first_poll:?}");
+    assert_eq!(count.load(Ordering::SeqCst), 4);
+    release.notify_one();
+    assert!(matches!(
+        fifth.await.unwrap().response,
+        Response::Supported(_)
+    ));
     for h in first {
         assert!(h.await.unwrap().is_ok());
     }
@@ -712,7 +739,7 @@ async fn damaged_length_field_recycles_the_connection_within_the_probe_bound() {
         other => panic!("{other:?}"),
     }
     // probe_after + probe timeout + ticks; far below the request's 30 s.
-    assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
     assert!(elapsed >= Duration::from_millis(450), "{elapsed:?}");
     assert!(!conn.is_usable());
     // Every request ended: nothing is left in flight once the connection has
@@ -764,7 +791,8 @@ async fn a_length_beyond_the_frame_cap_fails_at_once() {
     let conn = open(addr, None, &config()).await.unwrap();
     let start = Instant::now();
     let r = conn.request(&Options, &opts(Duration::from_secs(10))).await;
-    assert!(start.elapsed() < Duration::from_secs(1));
+    // At once: far below the request's 10 s timeout.
+    assert!(start.elapsed() < Duration::from_secs(5));
     match r {
         Err(ConnectionRequestError::Broken(b)) => {
             assert!(matches!(b.reason(), BrokenReason::Decode(_)), "{b}")

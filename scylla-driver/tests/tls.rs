@@ -384,7 +384,8 @@ async fn stalled_tls_handshake_is_bounded_by_the_connect_timeout() {
         "{e}"
     );
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    // The connect timeout's, far below the 30 s handshake timeout.
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
 }
 
 #[tokio::test]

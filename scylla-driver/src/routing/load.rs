@@ -427,23 +427,26 @@ mod tests {
     fn the_average_follows_samples_and_in_flight_counts_attempts() {
         let load = NodeLoad::new();
         assert_eq!(load.latency(), None);
+        // One instant for every sample: the weight of a sample grows with the
+        // silence before it, which a loaded machine would lengthen.
+        let t0 = Instant::now();
         // Warm-up keeps the minimum.
-        load.record(Duration::from_millis(30));
+        load.record_at(Duration::from_millis(30), t0);
         assert_eq!(load.latency(), Some(Duration::from_millis(30)));
-        load.record(Duration::from_millis(8));
-        load.record(Duration::from_millis(9));
-        load.record(Duration::from_millis(50));
+        load.record_at(Duration::from_millis(8), t0);
+        load.record_at(Duration::from_millis(9), t0);
+        load.record_at(Duration::from_millis(50), t0);
         assert_eq!(load.latency(), Some(Duration::from_millis(8)));
         // Samples in quick succession move it by 1/8 of the difference.
-        load.record(Duration::ZERO);
+        load.record_at(Duration::ZERO, t0);
         let after = load.latency().unwrap();
-        assert!(after <= Duration::from_millis(7) && after >= Duration::from_micros(6900));
+        assert_eq!(after, Duration::from_millis(7));
         // An outlier counts as 3 times the average: +1/4 at most.
         let before = load.latency().unwrap();
-        load.record(Duration::from_secs(1));
+        load.record_at(Duration::from_secs(1), t0);
         assert_eq!(load.latency().unwrap(), before + before / 4);
         for _ in 0..200 {
-            load.record(Duration::from_micros(100));
+            load.record_at(Duration::from_micros(100), t0);
         }
         let settled = load.latency().unwrap();
         assert!(settled < Duration::from_micros(150), "{settled:?}");
