@@ -225,8 +225,6 @@ pub struct OpenPacer {
     /// Calm opens since the window last grew.
     calm: usize,
     least: Option<Duration>,
-    /// The quickest first connection (opened while the pool held none).
-    least_first: Option<Duration>,
     gap: Duration,
     factor: u32,
     /// When the last open that queued ended, since the pool last filled.
@@ -243,7 +241,6 @@ impl OpenPacer {
             window: 1,
             calm: 0,
             least: None,
-            least_first: None,
             gap: Duration::ZERO,
             factor: GAP_FACTOR,
             last_queued_end: None,
@@ -300,14 +297,6 @@ impl OpenPacer {
         }
     }
 
-    /// The pool's first connection (it held none) completed after `took`:
-    /// as [`on_opened`](Self::on_opened), and the quickest such open bounds
-    /// the spread after an outage ([`restart_spread`](Self::restart_spread)).
-    pub fn on_first_opened(&mut self, took: Duration, times: SetupTimes, at: Instant) {
-        self.least_first = Some(self.least_first.map_or(took, |l| l.min(took)));
-        self.on_opened(took, times, at);
-    }
-
     /// The pool holds what it wants (or all it can): its next opens belong
     /// to another storm, whose queue the time since this one's says nothing
     /// of.
@@ -337,11 +326,12 @@ impl OpenPacer {
     }
 
     /// The window over which the first open after an outage is spread: at
-    /// most `bound`, less for a node whose first connections are quick: this
-    /// pool's quickest first connection, or `elsewhere` (the session's
-    /// quickest first connection to any node) if quicker. First connections
-    /// only: the first after a restart is one (over TLS a full handshake,
-    /// where the others may resume and cost a tenth of it).
+    /// most `bound`, less where first connections are quick: `quickest`, the
+    /// session's quickest first connection of a pool (one opened while the
+    /// pool held none) to any node, as the pools record it
+    /// (`pool::open::note_first_setup`). First connections only: the first
+    /// after a restart is one (over TLS a full handshake, where the others
+    /// may resume and cost a tenth of it).
     ///
     /// Longer for a node that queued the pool's last opens (a storm), up to
     /// [`SPREAD_HANDSHAKES`] times `bound`: the time between the ends of
@@ -351,11 +341,7 @@ impl OpenPacer {
     /// one handshake of each client. That is the time over which the
     /// clients' first opens after its restart keep its queue within what it
     /// served before, whatever their number, which no client knows.
-    pub fn restart_spread(&self, bound: Duration, elsewhere: Option<Duration>) -> Duration {
-        let quickest = match (self.least_first, elsewhere) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+    pub fn restart_spread(&self, bound: Duration, quickest: Option<Duration>) -> Duration {
         let by_handshakes = match quickest {
             Some(l) => bound.min(l.saturating_mul(SPREAD_HANDSHAKES)),
             None => bound,
@@ -552,28 +538,29 @@ mod tests {
         let second = Duration::from_secs(1);
         let t0 = Instant::now();
         let mut p = OpenPacer::new(4);
-        p.on_first_opened(20 * MS, st(2 * MS), t0);
-        assert_eq!(p.restart_spread(second, None), 80 * MS);
+        let quickest = Some(20 * MS);
+        p.on_opened(20 * MS, st(2 * MS), t0);
+        assert_eq!(p.restart_spread(second, quickest), 80 * MS);
         // Two opens that queued, 2.5 s apart: the node served every client
         // once in about that time.
         p.on_opened(600 * MS, st(500 * MS), t0 + 1000 * MS);
         assert_eq!(
-            p.restart_spread(second, None),
+            p.restart_spread(second, quickest),
             80 * MS,
             "one is no interval"
         );
         p.on_opened(600 * MS, st(500 * MS), t0 + 3500 * MS);
-        assert_eq!(p.restart_spread(second, None), 2500 * MS);
+        assert_eq!(p.restart_spread(second, quickest), 2500 * MS);
         // Bounded by four times the bound.
-        assert_eq!(p.restart_spread(500 * MS, None), 2000 * MS);
+        assert_eq!(p.restart_spread(500 * MS, quickest), 2000 * MS);
         // A calm open between storms measures nothing; once the pool filled,
         // the next storm's first queued open is no interval either.
         p.on_opened(10 * MS, st(2 * MS), t0 + 4000 * MS);
         p.on_filled();
         p.on_opened(600 * MS, st(500 * MS), t0 + 60_000 * MS);
-        assert_eq!(p.restart_spread(second * 10, None), 2500 * MS);
+        assert_eq!(p.restart_spread(second * 10, quickest), 2500 * MS);
         p.on_opened(600 * MS, st(500 * MS), t0 + 60_300 * MS);
-        assert_eq!(p.restart_spread(second, None), 300 * MS);
+        assert_eq!(p.restart_spread(second, quickest), 300 * MS);
     }
 
     #[test]
@@ -582,14 +569,11 @@ mod tests {
         let mut p = OpenPacer::new(4);
         assert_eq!(p.restart_spread(second, None), second);
         assert_eq!(p.restart_spread(second, Some(2 * MS)), 8 * MS);
-        p.on_first_opened(20 * MS, st(2 * MS), t());
-        assert_eq!(p.restart_spread(second, None), 80 * MS);
-        assert_eq!(p.restart_spread(second, Some(5 * MS)), 20 * MS);
-        p.on_first_opened(400 * MS, st(2 * MS), t());
-        assert_eq!(p.restart_spread(Duration::from_millis(50), None), 50 * MS);
+        assert_eq!(p.restart_spread(second, Some(20 * MS)), 80 * MS);
+        assert_eq!(p.restart_spread(50 * MS, Some(20 * MS)), 50 * MS);
         // Quicker opens of the other shards (resumed TLS handshakes) do not
-        // shorten it.
+        // shorten it: only first connections count.
         p.on_opened(2 * MS, st(MS), t());
-        assert_eq!(p.restart_spread(second, None), 80 * MS);
+        assert_eq!(p.restart_spread(second, Some(20 * MS)), 80 * MS);
     }
 }

@@ -460,7 +460,7 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut Refill
             }
             let took = started.elapsed();
             note_first_setup(inner, took);
-            plan.pacer().on_first_opened(took, times, Instant::now());
+            plan.pacer().on_opened(took, times, Instant::now());
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
             // steer it: the node is pooled as unsharded (one slot of
