@@ -273,6 +273,12 @@ async fn shed_handshakes_back_off_and_are_not_nat_evidence() {
 /// timeout (the client gives up at STARTUP before the node sheds them): the
 /// port answered, so this is load, not a silent port; the pools back off
 /// and keep the shard-aware port.
+///
+/// At a scale where the queue is long and a loaded machine's stall is not:
+/// each shard admits one 300 ms handshake at a time, 8 pools queue theirs,
+/// so a handshake waits seconds for admission against a 1.5 s timeout,
+/// while the connect and OPTIONS (answered at once) would have to stall for
+/// 1.5 s to time out there and look like a silent port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshakes_timing_out_in_admission_are_not_a_silent_port() {
     let cluster = TestCluster::builder()
@@ -280,15 +286,15 @@ async fn handshakes_timing_out_in_admission_are_not_a_silent_port() {
         .shards(2)
         .admission(AdmissionConfig {
             cpu_concurrency: 1,
-            cost: HandshakeCost::Sleep(Duration::from_millis(40)),
-            shed_after: Duration::from_secs(5),
+            cost: HandshakeCost::Sleep(Duration::from_millis(300)),
+            shed_after: Duration::from_secs(10),
         })
         .start()
         .await
         .unwrap();
     let metrics = Arc::new(Metrics::default());
     let mut cfg = config();
-    cfg.connection.handshake_timeout = Duration::from_millis(120);
+    cfg.connection.handshake_timeout = Duration::from_millis(1500);
     let pools: Vec<NodePool> = (0..8)
         .map(|_| NodePool::new(cluster.cql_addrs()[0], cfg.clone(), metrics.clone()))
         .collect();
