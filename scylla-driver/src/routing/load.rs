@@ -95,13 +95,8 @@ pub const PROBE_EVERY: u32 = 128;
 pub const STALE_AFTER: Duration = Duration::from_millis(100);
 const STALE_RATIO: u64 = 4;
 
-/// Milliseconds since the first call in this process, truncated to 32 bits
-/// (only differences are used, with wrapping arithmetic).
-fn clock_ms() -> u32 {
-    ms_at(Instant::now())
-}
-
-/// [`clock_ms`] at a time already read.
+/// Milliseconds from the first call in this process to `now`, truncated to
+/// 32 bits (only differences are used, with wrapping arithmetic).
 fn ms_at(now: Instant) -> u32 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     now.saturating_duration_since(*EPOCH.get_or_init(Instant::now))
@@ -136,7 +131,7 @@ pub struct NodeLoad {
     /// a normal one comes, the node gets no turns for being stale.
     outliers: AtomicU8,
     /// The average in microseconds (high 32 bits, 0: no sample yet) and the
-    /// time of its last update (`clock_ms`, low 32 bits).
+    /// time of its last update (`ms_at`, low 32 bits).
     latency: AtomicU64,
 }
 
@@ -266,6 +261,13 @@ impl NodeLoad {
     /// (it gets its turn, to refresh it), unless its last two answers were
     /// outliers (it waits for its probes).
     pub fn better_than(&self, other: &NodeLoad) -> bool {
+        self.better_than_at(other, Instant::now)
+    }
+
+    /// [`better_than`](Self::better_than) with the clock given: `now` is
+    /// read only when the age of `other`'s average decides (most
+    /// comparisons do not read the clock).
+    fn better_than_at(&self, other: &NodeLoad, now: impl FnOnce() -> Instant) -> bool {
         let (mine, theirs) = (self.in_flight(), other.in_flight());
         let (a, other_word) = (
             self.latency.load(Ordering::Relaxed) >> 32,
@@ -312,7 +314,7 @@ impl NodeLoad {
         {
             return true;
         }
-        let age = u64::from(clock_ms().wrapping_sub(other_word as u32));
+        let age = u64::from(ms_at(now()).wrapping_sub(other_word as u32));
         if age >= RESET_MS {
             return mine < theirs;
         }
@@ -385,18 +387,37 @@ mod tests {
         load
     }
 
+    /// A load past its warm-up, at `d`, every sample taken at `at`.
+    fn warmed_at(d: Duration, at: Instant) -> NodeLoad {
+        let load = NodeLoad::new();
+        for _ in 0..WARM_UP {
+            load.record_at(d, at);
+        }
+        load
+    }
+
+    /// An instant after the process's clock epoch (`ms_at` counts from its
+    /// first call): differences of whole milliseconds from it are exact.
+    /// The tests that compare ages build every instant from one of these,
+    /// so that a test thread run late changes nothing.
+    fn t0() -> Instant {
+        ms_at(Instant::now());
+        Instant::now()
+    }
+
     #[test]
     fn a_node_not_heard_from_for_a_second_starts_over() {
-        let fast = warmed(Duration::from_millis(1));
-        let node = warmed(Duration::from_millis(1));
+        let t0 = t0();
+        let fast = warmed_at(Duration::from_millis(1), t0);
+        let node = warmed_at(Duration::from_millis(1), t0);
         // Its first answer after a long silence (a restarted node's cold
         // start, say) is slow: that becomes its average, uncapped, and it
         // waits for its probes...
-        let later = Instant::now() + Duration::from_millis(1500);
+        let later = t0 + Duration::from_millis(1500);
         node.record_at(Duration::from_millis(50), later);
         assert_eq!(node.latency(), Some(Duration::from_millis(50)));
         assert!(node.warm(), "no second warm-up: it would earn turns");
-        assert!(fast.better_than(&node));
+        assert!(fast.better_than_at(&node, || later));
         // ... whose answer, after another silence, starts it over again.
         let probe = later + Duration::from_millis(1500);
         node.record_at(Duration::from_millis(1), probe);
@@ -405,22 +426,17 @@ mod tests {
 
     #[test]
     fn an_old_average_counts_only_when_it_is_not_far_off() {
-        let fast = warmed(Duration::from_millis(1));
-        let near = warmed(Duration::from_micros(3000));
-        let slow = warmed(Duration::from_millis(40));
-        assert!(fast.better_than(&near) && fast.better_than(&slow));
-        // Pretend both averages were taken 2 s ago.
-        let age = |load: &NodeLoad| {
-            let word = load.latency.load(Ordering::Relaxed);
-            let old = (word >> 32 << 32) | u64::from(clock_ms().wrapping_sub(2000));
-            load.latency.store(old, Ordering::Relaxed);
-        };
-        age(&near);
-        age(&slow);
-        // Within 4x: it no longer counts, and with equal requests in flight
-        // neither is better. 40x slower: it waits for its probes.
-        assert!(!fast.better_than(&near));
-        assert!(fast.better_than(&slow));
+        let t0 = t0();
+        let fast = warmed_at(Duration::from_millis(1), t0);
+        let near = warmed_at(Duration::from_micros(3000), t0);
+        let slow = warmed_at(Duration::from_millis(40), t0);
+        assert!(fast.better_than_at(&near, || t0) && fast.better_than_at(&slow, || t0));
+        // 2 s later, with no sample since: within 4x, the old average no
+        // longer counts, and with equal requests in flight neither is
+        // better. 40x slower: it waits for its probes.
+        let later = t0 + Duration::from_secs(2);
+        assert!(!fast.better_than_at(&near, || later));
+        assert!(fast.better_than_at(&slow, || later));
     }
 
     #[test]
@@ -518,52 +534,45 @@ mod tests {
     /// a stale average gets, until a normal answer (a probe's) comes.
     #[test]
     fn a_node_that_turned_slow_waits_for_its_probes() {
-        let fast = warmed(Duration::from_millis(1));
-        let node = warmed(Duration::from_millis(1));
-        let t0 = Instant::now();
-        let age = |node: &NodeLoad, ms: u32| {
-            let word = (node.latency.load(Ordering::Relaxed) >> 32 << 32)
-                | u64::from(clock_ms().wrapping_sub(ms));
-            node.latency.store(word, Ordering::Relaxed);
-        };
+        let t0 = t0();
+        let fast = warmed_at(Duration::from_millis(1), t0);
+        let node = warmed_at(Duration::from_millis(1), t0);
+        let ms = |ms: u64| t0 + Duration::from_millis(ms);
         // One outlier (a stall): +1/4, within noise; a stale average keeps
         // its turns.
         node.record_at(Duration::from_millis(20), t0);
-        assert!(!fast.better_than(&node));
-        age(&node, 200);
-        assert!(!fast.better_than(&node));
+        assert!(!fast.better_than_at(&node, || t0));
+        assert!(!fast.better_than_at(&node, || ms(200)));
         // Two in a row: it turned slow; a stale average (200 ms old) within
         // 4x of the other's gets no turn...
         node.record_at(Duration::from_millis(20), t0);
         assert_eq!(node.outliers.load(Ordering::Relaxed), OUTLIERS_IN_A_ROW);
-        assert!(fast.better_than(&node));
-        age(&node, 200);
-        assert!(fast.better_than(&node));
+        assert!(fast.better_than_at(&node, || t0));
+        assert!(fast.better_than_at(&node, || ms(200)));
         // ... however old (a turn a second is a slow answer a second for
         // every session)...
-        age(&node, 1200);
-        assert!(fast.better_than(&node));
+        assert!(fast.better_than_at(&node, || ms(1200)));
         // ... until a normal answer (a probe's) clears it.
-        node.record(Duration::from_millis(1));
+        node.record_at(Duration::from_millis(1), ms(1200));
         assert_eq!(node.outliers.load(Ordering::Relaxed), 0);
-        age(&node, 200);
-        assert!(!fast.better_than(&node));
+        assert!(!fast.better_than_at(&node, || ms(1400)));
     }
 
     #[test]
     fn a_stale_average_within_4x_keeps_its_place() {
-        let stale = warmed(Duration::from_micros(2000));
-        let slow = warmed(Duration::from_millis(20));
-        let fresh = warmed(Duration::from_micros(500));
-        assert!(fresh.better_than(&stale) && fresh.better_than(&slow));
-        std::thread::sleep(STALE_AFTER + Duration::from_millis(20));
-        fresh.record(Duration::from_micros(500));
+        let t0 = t0();
+        let stale = warmed_at(Duration::from_micros(2000), t0);
+        let slow = warmed_at(Duration::from_millis(20), t0);
+        let fresh = warmed_at(Duration::from_micros(500), t0);
+        assert!(fresh.better_than_at(&stale, || t0) && fresh.better_than_at(&slow, || t0));
+        let later = t0 + STALE_AFTER + Duration::from_millis(20);
+        fresh.record_at(Duration::from_micros(500), later);
         // 4x slower and stale: its turn; 40x slower: still passed over.
-        assert!(!fresh.better_than(&stale));
-        assert!(fresh.better_than(&slow));
+        assert!(!fresh.better_than_at(&stale, || later));
+        assert!(fresh.better_than_at(&slow, || later));
         // Once tried, the new sample counts again.
-        stale.record(Duration::from_micros(2000));
-        assert!(fresh.better_than(&stale));
+        stale.record_at(Duration::from_micros(2000), later);
+        assert!(fresh.better_than_at(&stale, || later));
     }
 
     #[test]
