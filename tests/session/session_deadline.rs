@@ -15,8 +15,10 @@ use crate::common;
 use common::{cluster_and_session, create_keyspace};
 
 /// EXECUTE, UNPREPARED, PREPARE again, EXECUTE again: with every answer
-/// 250 ms late that is 750 ms of work, and the request's 600 ms deadline
-/// must cut it (each step used to get the whole timeout again).
+/// 1 s late that is 3 s of work, and the request's 1.5 s deadline must cut
+/// it (each step used to get the whole timeout again, and each fits in
+/// it). The deadline passes 1.5 s before the last answer would come: a
+/// loaded machine running the timer late does not let that answer win.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reprepare_and_its_retry_share_the_deadline() {
     let handler = Arc::new(CqlHandler::new());
@@ -27,7 +29,8 @@ async fn a_reprepare_and_its_retry_share_the_deadline() {
         .start()
         .await
         .unwrap();
-    let timeout = Duration::from_millis(600);
+    let timeout = Duration::from_millis(1500);
+    let latency = Duration::from_secs(1);
     let session = SessionBuilder::new()
         .known_node(cluster.cql_addrs()[0].to_string())
         .request_timeout(timeout)
@@ -50,7 +53,7 @@ async fn a_reprepare_and_its_retry_share_the_deadline() {
 
     handler.store().forget_prepared();
     cluster
-        .set_faults(0, Faults::none().with_latency(Duration::from_millis(250)))
+        .set_faults(0, Faults::none().with_latency(latency))
         .await
         .unwrap();
     let started = Instant::now();
@@ -60,9 +63,9 @@ async fn a_reprepare_and_its_retry_share_the_deadline() {
         matches!(outcome, Err(ExecutionError::RequestTimeout(_))),
         "expected the deadline to cut the re-preparation: {outcome:?} after {took:?}"
     );
-    // The deadline plus a tick or two of the connection's timer (10 ms),
-    // generous for a shared machine; the three steps take 750 ms.
-    assert!(took < Duration::from_millis(740), "took {took:?}");
+    // Ended by the deadline, before the third answer (3 s) would have come.
+    assert!(took >= timeout, "took {took:?}");
+    assert!(took < latency * 3, "took {took:?}");
 }
 
 /// A `USE` that fails (the keyspace is gone) fails the request with the
@@ -103,14 +106,17 @@ async fn a_failed_use_is_an_error_not_silence() {
     }
 }
 
-/// Pages of 2 rows, every answer 250 ms late, a 600 ms request timeout:
-/// each page alone fits, but the stream's deadline (its creation plus the
-/// timeout) passes during the third fetch, which fails as a timeout of
-/// page 2. Without a stream deadline the same stream completes.
+/// Pages of 2 rows, a 3 s request timeout: the first two pages come at
+/// once, then every answer is 10 s late, and the third fetch starts 1 s
+/// before the stream's deadline (its creation plus the timeout). The
+/// deadline ends it after 1 s, as a timeout of page 2; a timeout of its
+/// own would after 3 s, its answer after 10 s: a margin of seconds, not of
+/// the few hundred milliseconds a loaded machine may run a task late.
+/// Without a stream deadline, the fetches after the would-be deadline
+/// complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_holds_across_a_paging_fetch() {
-    let timeout = Duration::from_millis(600);
-    let (cluster, session) = cluster_and_session(1, 1, |b| b.request_timeout(timeout)).await;
+    let (cluster, session) = cluster_and_session(1, 1, |b| b).await;
     create_keyspace(&session, "ks", 1).await;
     session
         .query_unpaged("CREATE TABLE ks.t (pk bigint PRIMARY KEY, v bigint)", ())
@@ -124,47 +130,57 @@ async fn the_deadline_holds_across_a_paging_fetch() {
         session.execute_unpaged(&insert, (k, k)).await.unwrap();
     }
     let select = Statement::new("SELECT pk, v FROM ks.t").with_page_size(2);
-    cluster
-        .set_faults(0, Faults::none().with_latency(Duration::from_millis(250)))
-        .await
-        .unwrap();
+    let timeout = Duration::from_secs(3);
 
-    let started = Instant::now();
     let mut rows = session
-        .query_iter(select.clone(), ())
+        .query_iter(select.clone().with_timeout(timeout), ())
         .await
         .unwrap()
         .rows_stream::<(i64, i64)>()
         .unwrap();
-    assert!(rows.deadline().is_some());
-    let mut delivered = 0;
-    let err = loop {
-        match rows.next().await {
-            Some(Ok(_)) => delivered += 1,
-            Some(Err(e)) => break e,
-            None => panic!("the stream outlived its deadline: {delivered} rows"),
-        }
-        assert!(delivered <= 10, "more rows than the table has");
+    let deadline = rows.deadline().unwrap();
+    // Two pages (the stream fetches a page when its rows run out).
+    for _ in 0..4 {
+        rows.next().await.unwrap().unwrap();
+    }
+    assert_eq!(rows.pages_fetched(), 2);
+    cluster
+        .set_faults(0, Faults::none().with_latency(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    tokio::time::sleep_until((deadline - Duration::from_secs(1)).into()).await;
+    let fetch = Instant::now();
+    let err = match rows.next().await {
+        Some(Err(e)) => e,
+        other => panic!("the stream outlived its deadline: {other:?}"),
     };
-    let took = started.elapsed();
-    assert_eq!(delivered, 4, "two pages fit in 600 ms, {err}");
+    let took = fetch.elapsed();
     assert!(
         matches!(&err, ExecutionError::Page(p) if p.page == 2 && matches!(p.source, ExecutionError::RequestTimeout(_))),
         "{err:?}"
     );
     assert!(err.is_timeout());
-    // The deadline plus timer ticks; the third page alone would end at 750 ms.
-    assert!(took < Duration::from_millis(740), "took {took:?}");
+    assert!(Instant::now() >= deadline);
+    // Ended by the stream's deadline (1 s), not by a timeout of its own.
+    assert!(took < Duration::from_secs(2), "the fetch took {took:?}");
+    cluster.set_faults(0, Faults::none()).await.unwrap();
 
-    // Each page with its own timeout: all five pages arrive.
-    let mut rows = session
-        .query_iter(select, ())
+    // Without a stream deadline, each page gets a timeout of its own (here
+    // 1 s, for a shorter wait): the pages fetched after the stream's
+    // would-be deadline arrive.
+    let rows = session
+        .query_iter(select.with_timeout(Duration::from_secs(1)), ())
         .await
         .unwrap()
         .rows_stream::<(i64, i64)>()
-        .unwrap()
-        .with_deadline(None);
-    let mut n = 0;
+        .unwrap();
+    let would_be = rows.deadline().unwrap();
+    let mut rows = rows.with_deadline(None);
+    for _ in 0..4 {
+        rows.next().await.unwrap().unwrap();
+    }
+    tokio::time::sleep_until(would_be.into()).await;
+    let mut n = 4;
     while let Some(row) = rows.next().await {
         row.unwrap();
         n += 1;
