@@ -9,7 +9,7 @@ use common::{cluster_and_session, create_keyspace};
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -52,6 +52,11 @@ async fn all<'a>(futures: Vec<Request<'a>>) -> Vec<Result<QueryResult, Execution
     })
     .await;
     results.into_iter().map(Option::unwrap).collect()
+}
+
+/// Polls `fut` once: its output if it finished on that poll.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
 }
 
 /// `n` executions of `stmt` with keys `0..n`.
@@ -123,7 +128,15 @@ async fn queue_bound_holds_with_ten_times_the_bound_of_callers() {
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample(&session, stop.clone());
     let started = Instant::now();
-    let results = all(executions(&session, &insert, 10 * BOUND as i64)).await;
+    let mut requests = Box::pin(all(executions(&session, &insert, 10 * BOUND as i64)));
+    assert!(poll_once(&mut requests).await.is_pending());
+    // The first poll started every request: BOUND of them in flight, the
+    // others queued.
+    assert_eq!(
+        (session.requests_in_flight(), session.requests_queued()),
+        (BOUND, QUEUE)
+    );
+    let results = requests.await;
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let (max_in_flight, max_queued) = sampler.await.unwrap();
@@ -132,7 +145,6 @@ async fn queue_bound_holds_with_ten_times_the_bound_of_callers() {
     }
     assert!(max_in_flight <= BOUND, "{max_in_flight} in flight");
     assert!(max_queued <= QUEUE, "{max_queued} queued");
-    assert!(max_in_flight > 0 && max_queued > 0);
     // Each request holds its place for at least the server's latency, and at
     // most BOUND hold one at a time: 10 rounds at least.
     assert!(
@@ -169,8 +181,9 @@ async fn queue_bound_holds_with_ten_times_the_bound_of_callers() {
     assert_eq!(session.requests_in_flight(), 0);
     assert_eq!(session.requests_queued(), 0);
 
-    // The same load without the bound runs at once (so the bound above is
-    // what made it take 10 rounds).
+    // The same load without the bound runs at once, every request in flight
+    // from the first poll (so the bound above is what made it take 10
+    // rounds).
     let unbounded = SessionBuilder::new()
         .known_node(cluster.cql_addrs()[0].to_string())
         .build()
@@ -181,26 +194,41 @@ async fn queue_bound_holds_with_ten_times_the_bound_of_callers() {
         .prepare("INSERT INTO p.t (k, v) VALUES (?, ?)")
         .await
         .unwrap();
-    let started = Instant::now();
-    for r in all(executions(&unbounded, &insert, 10 * BOUND as i64)).await {
+    let mut requests = Box::pin(all(executions(&unbounded, &insert, 10 * BOUND as i64)));
+    assert!(poll_once(&mut requests).await.is_pending());
+    assert_eq!(unbounded.requests_in_flight(), 10 * BOUND);
+    assert_eq!(unbounded.requests_queued(), 0);
+    for r in requests.await {
         r.unwrap();
     }
-    assert!(started.elapsed() < latency * 10, "{:?}", started.elapsed());
 }
 
+/// Requests queued behind the bound time out at their deadline while they
+/// wait, with the ordinary timeout error, not once a place comes free: the
+/// two places are held by requests the server answers after 5 s, the queued
+/// ones' timeout is 150 ms, and they all fail while both places are still
+/// held (an ordering, with seconds to spare).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_requests_time_out_at_their_deadline() {
     let timeout = Duration::from_millis(150);
     let (cluster, session) = cluster_and_session(1, 1, |b| {
         b.max_requests_in_flight(2)
             .max_queued_requests(10)
-            .request_timeout(timeout)
+            .request_timeout(Duration::from_secs(30))
     })
     .await;
     let (insert, _) = table(&session, 1).await;
-    set_latency(&cluster, 1, Duration::from_millis(600)).await;
-    let started = Instant::now();
-    let results = all(executions(&session, &insert, 6)).await;
+    let mut queued_insert = insert.clone();
+    queued_insert.set_request_timeout(Some(timeout));
+    set_latency(&cluster, 1, Duration::from_secs(5)).await;
+    // Both places, held until the server answers.
+    let mut held = Box::pin(all(executions(&session, &insert, 2)));
+    assert!(poll_once(&mut held).await.is_pending());
+    assert_eq!(session.requests_in_flight(), 2);
+    let results = tokio::select! {
+        results = all(executions(&session, &queued_insert, 4)) => results,
+        _ = &mut held => panic!("a place came free before the queued requests' deadline"),
+    };
     for r in results {
         // The ordinary timeout, never the queue's error (the queue had room).
         assert!(
@@ -208,8 +236,9 @@ async fn queued_requests_time_out_at_their_deadline() {
             "{r:?}"
         );
     }
-    assert!(started.elapsed() < Duration::from_millis(550));
     assert_eq!(session.requests_queued(), 0);
+    assert_eq!(session.requests_in_flight(), 2);
+    drop(held);
     assert_eq!(session.requests_in_flight(), 0);
 }
 
@@ -224,23 +253,18 @@ async fn dropped_futures_release_their_permits() {
     let (insert, _) = table(&session, 1).await;
     set_latency(&cluster, 1, Duration::from_millis(300)).await;
     for _round in 0..3 {
-        // 4 in flight and 4 queued, all abandoned.
-        let requests = all(executions(&session, &insert, 8));
-        let observed = Arc::new(AtomicUsize::new(0));
-        let seen = observed.clone();
-        let s = session.clone();
-        let watch = async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            seen.store(
-                s.requests_in_flight() * 100 + s.requests_queued(),
-                Ordering::SeqCst,
-            );
-        };
-        tokio::select! {
-            _ = requests => panic!("the requests should still be waiting"),
-            _ = watch => {}
-        }
-        assert_eq!(observed.load(Ordering::SeqCst), 404);
+        // 4 in flight and 4 queued (the first poll starts them all), all
+        // abandoned.
+        let mut requests = Box::pin(all(executions(&session, &insert, 8)));
+        assert!(
+            poll_once(&mut requests).await.is_pending(),
+            "the requests should still be waiting"
+        );
+        assert_eq!(
+            (session.requests_in_flight(), session.requests_queued()),
+            (4, 4)
+        );
+        drop(requests);
         assert_eq!(session.requests_in_flight(), 0, "a permit leaked");
         assert_eq!(session.requests_queued(), 0, "a waiter stayed queued");
     }
@@ -438,23 +462,20 @@ async fn a_backoff_past_the_deadline_is_not_taken() {
     assert_eq!(e.db_error(), Some(&DbError::Overloaded), "{e}");
     assert!(started.elapsed() >= Duration::from_millis(300));
 
-    let slow = session.prepare(
-        Statement::new("INSERT INTO p.t (k, v) VALUES (?, ?)")
-            .with_idempotent(true)
-            .with_timeout(Duration::from_millis(200)),
-    );
-    let slow = slow.await.unwrap();
+    // A backoff (10 s) beyond the statement's timeout (2 s): the error comes
+    // back at once, before the deadline that waiting would have reached.
+    let mut slow = Statement::new("INSERT INTO p.t (k, v) VALUES (?, ?)")
+        .with_idempotent(true)
+        .with_timeout(timeout);
+    slow.set_retry_policy(Some(Arc::new(FixedBackoff(Duration::from_secs(10)))));
+    let slow = session.prepare(slow).await.unwrap();
     let started = Instant::now();
     let e = session
         .execute_unpaged(&slow, (1i64, 1i64))
         .await
         .unwrap_err();
     assert_eq!(e.db_error(), Some(&DbError::Overloaded), "{e}");
-    assert!(
-        started.elapsed() < Duration::from_millis(200),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < timeout, "{:?}", started.elapsed());
 }
 
 /// A paged read holds a place in flight per page fetch, none between pages.
