@@ -242,19 +242,19 @@ async fn a_profile_s_timeout_applies_and_a_statement_timeout_beats_it() {
     })
     .await;
     let impatient = session.execution_profile("impatient").unwrap();
+    // Answers 1.5 s late: the profile's 150 ms end the request long before
+    // (the timeout the error reports says whose it was; a request that
+    // waited for the answer would have succeeded).
     cluster
-        .set_faults(0, Faults::none().with_latency(Duration::from_millis(600)))
+        .set_faults(0, Faults::none().with_latency(Duration::from_millis(1500)))
         .await
         .unwrap();
     let s = Statement::new("SELECT v FROM pt.t").with_execution_profile(impatient);
-    let started = std::time::Instant::now();
     let err = session.query_unpaged(s.clone(), ()).await.unwrap_err();
-    let took = started.elapsed();
     assert!(
         matches!(err, ExecutionError::RequestTimeout(timeout) if timeout == Duration::from_millis(150)),
         "{err:?}"
     );
-    assert!(took < Duration::from_millis(550), "{took:?}");
 
     // Without the profile the session's 10 s apply, and the request waits
     // out the latency.
