@@ -203,25 +203,39 @@ async fn every_column_type_and_index_of_a_table() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_re_reads_only_its_keyspace() {
     let (cluster, recorder) = cluster().await;
+    // The two keyspaces are made by another session, gone (its connections
+    // closed on the node, so every query it sent was recorded) before the
+    // one observed starts: no refresh that their events started, however
+    // late, can fall among the observed session's reads.
+    let admin = SessionBuilder::new()
+        .known_node(cluster.cql_addrs()[0].to_string())
+        .build()
+        .await
+        .unwrap();
+    run(&admin, SCHEMA[0]).await;
+    run(
+        &admin,
+        "CREATE KEYSPACE other WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+    )
+    .await;
+    run(&admin, "CREATE TABLE other.kv (k int PRIMARY KEY, v text)").await;
+    admin.close(Duration::from_secs(5)).await;
+    drop(admin);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cluster.node_stats(0).unwrap().node.connections > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first session's connections outlived it"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let session = SessionBuilder::new()
         .known_node(cluster.cql_addrs()[0].to_string())
         .build()
         .await
         .unwrap();
-    run(&session, SCHEMA[0]).await;
-    run(
-        &session,
-        "CREATE KEYSPACE other WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-    )
-    .await;
-    run(
-        &session,
-        "CREATE TABLE other.kv (k int PRIMARY KEY, v text)",
-    )
-    .await;
+    // Read in full at the start.
     keyspace_when(&session, "other", |ks| ks.tables.contains_key("kv")).await;
-    // Settle: events of the statements above are read by now.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     recorder.take();
 
     run(&session, "CREATE TABLE sm.late (k int PRIMARY KEY, v int)").await;
