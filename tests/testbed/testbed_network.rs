@@ -313,6 +313,8 @@ async fn silent_shard_aware_port_never_answers() {
     let node = c.node(0).unwrap().clone();
     let mut s = connect(node.shard_aware_addr().unwrap()).await.unwrap();
     s.write_all(&frame(1, 0x05, &[])).await.unwrap();
+    // Held by the node (however late its accept runs), and then silent.
+    eventually(|| c.stats().nodes[0].silent_held == 1).await;
     let mut b = [0u8; 16];
     let r = tokio::time::timeout(Duration::from_millis(300), s.read(&mut b)).await;
     assert!(r.is_err(), "the silent port answered: {r:?}");
