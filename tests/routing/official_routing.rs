@@ -436,9 +436,10 @@ async fn percentile_speculation_starts_after_the_sessions_latency() {
     }
     let p50 = session.metrics().latency.quantile_micros(0.5).unwrap();
     assert!(p50 < 50_000, "median {p50} us");
+    let slow = Duration::from_secs(5);
     for i in [1, 2] {
         cluster
-            .set_faults(i, Faults::none().with_latency(Duration::from_secs(2)))
+            .set_faults(i, Faults::none().with_latency(slow))
             .await
             .unwrap();
     }
@@ -452,9 +453,11 @@ async fn percentile_speculation_starts_after_the_sessions_latency() {
     took.sort();
     assert!(session.metrics().snapshot().speculative_attempts > before);
     // Two thirds of first attempts reach a slow node: the speculative one
-    // starts after the median, not after 2 s (nor the 100 ms used before
-    // any latency is known).
-    assert!(took[took.len() - 1] < Duration::from_secs(1), "{took:?}");
+    // starts after the median, not after the slow answer (5 s; bounded at
+    // half of it, room for a loaded machine), nor after the 100 ms used
+    // before any latency is known (the median of the 20, which a few
+    // stalled requests do not move).
+    assert!(took[took.len() - 1] < slow / 2, "{took:?}");
     assert!(
         took[took.len() / 2] < Duration::from_millis(100),
         "{took:?}"
