@@ -192,7 +192,9 @@ async fn schema_changes_reach_other_sessions() {
         .expect("the watcher never saw the second table");
     let total = started.elapsed();
     println!("second table seen {took:?} after CREATE returned ({total:?} after it was sent)");
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // Through the server's event, well before a periodic refresh would
+    // have read it (a real JVM and a loaded machine take their time).
+    assert!(took < Duration::from_secs(5), "took {took:?}");
     let meta = watcher.cluster_state().metadata.clone();
     let t = meta.table(&ks, "second").unwrap();
     let pk: Vec<&str> = t.partition_key.iter().map(|(n, _)| n.as_str()).collect();
