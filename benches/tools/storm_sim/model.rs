@@ -1317,10 +1317,8 @@ impl Sim {
                     // `note_first_setup`: the session's quickest first
                     // connection.
                     self.quickest[s] = Some(self.quickest[s].map_or(took, |q| q.min(took)));
-                    self.ours(pool).plan.pacer().on_opened(took, times, now)
-                } else {
-                    self.ours(pool).plan.pacer().on_opened(took, times, now)
                 }
+                self.ours(pool).plan.pacer().on_opened(took, times, now)
             }
             Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took),
         }

@@ -458,9 +458,10 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut Refill
             if let Some(p) = pass {
                 p.opened(times);
             }
-            let took = started.elapsed();
+            let ended = Instant::now();
+            let took = ended.saturating_duration_since(started);
             note_first_setup(inner, took);
-            plan.pacer().on_opened(took, times, Instant::now());
+            plan.pacer().on_opened(took, times, ended);
             // Over a Unix-domain socket (ScyllaDB's maintenance socket) the
             // node picks each connection's shard and no source port can
             // steer it: the node is pooled as unsharded (one slot of
