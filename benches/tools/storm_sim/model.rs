@@ -1343,7 +1343,12 @@ impl Sim {
             self.shed_seen(pool, tally);
             let round = tally.round(complete, false);
             self.coverage_change(pool, was_full);
-            self.ours(pool).pending = 0;
+            // The refill task's next opens wait the pacer's pause after a
+            // first connection too.
+            let now_ns = self.now;
+            let o = self.ours(pool);
+            o.pending = 0;
+            o.next_start = now_ns + ns(o.plan.pacer().gap());
             self.ours_after_round(pool, round, true);
             self.first_wake(s);
             return;

@@ -17,22 +17,26 @@
 //!   the quickest whole handshake seen), the node has headroom: the opens in
 //!   flight grow by one each time as many opens as are allowed completed so
 //!   (from one, up to the pool's `max_concurrent_opens`), with no pause;
-//! - longer, the node queues them: one open at a time;
-//! - beyond [`TARGET_QUEUEING`], each open is followed by a pause as long as
-//!   the excess ([`GAP_FACTOR`] times it). Every client of the node pauses by the
-//!   same queue, so together they open about as fast as the node completes
-//!   handshakes, and its queue settles short of the wait at which the node
-//!   sheds; the node stays busy meanwhile, so the storm ends about when the
-//!   node's handshake capacity allows;
+//! - longer, the node queues them: one open at a time, each followed by a
+//!   pause that a PI controller sets from the queue: it grows by a quarter
+//!   of the time the open queued beyond [`PAUSE_TARGET`] (shrinks by a
+//!   quarter of the time short of it), and by how much longer it queued than
+//!   the pool's last open (shrinks as much when the queue drains). A pause
+//!   proportional to the excess alone settles the queue where the clients'
+//!   pauses add up to the node's turn (sessions x handshake CPU / CPU
+//!   stage), so its length grows with the number of clients, which no client
+//!   knows: at 6,000 sessions and 20 ms handshakes past the wait at which the
+//!   node sheds. The integral term settles it at the target whatever their
+//!   number (TCP Vegas keeps a few packets queued per flow instead, and its
+//!   queue grows with the flows); the derivative term damps the swing of
+//!   thousands of clients reacting to the same queue one round late;
 //! - a shed handshake (or one that timed out) queued about as long as it
-//!   took: the same pause, and the round fails; the pool's backoff is then at
-//!   least a draw of half to one and a half times that pause
-//!   ([`super::plan::RefillPlan`]: pools shed together measured the same
-//!   queue and would come back together). A shed also doubles the
-//!   pause's factor (up to [`MAX_GAP_FACTOR`]; each open that queued no more
-//!   than the target halves it back): where the node sheds, the queue at
-//!   which the clients' pauses balance it was too long, and longer pauses
-//!   settle it shorter.
+//!   took: a pause of that time beyond [`TARGET_QUEUEING`], times a factor
+//!   that doubles with each shed (up to [`MAX_GAP_FACTOR`]; each open that
+//!   queued no more than [`TARGET_QUEUEING`] halves it back), and the round
+//!   fails; the pool's backoff is then at least a draw of half to one and a
+//!   half times that pause ([`super::plan::RefillPlan`]: pools shed together
+//!   measured the same queue and would come back together).
 //!
 //! Why not the quickest handshake seen as the base, as Vegas takes the least
 //! RTT: a pool whose every handshake so far happened during a storm (all of
@@ -42,25 +46,31 @@
 //! After an outage the pool's first open waits a random moment within
 //! [`SPREAD_HANDSHAKES`] times the session's quickest first connection (a
 //! pool's first, opened while it held none: over TLS a full handshake, as
-//! the first after a node's restart is; [`OpenPacer::restart_spread`]): a
-//! node whose handshakes are cheap is back at once; the pauses above pace
-//! the rest.
+//! the first after a node's restart is; [`OpenPacer::restart_spread`]), or
+//! within the pool's turn at the node in its last storm: a node whose
+//! handshakes are cheap is back at once; the pauses above pace the rest.
+//! The pause starts from [`RESTART_PAUSE_TENTHS`] tenths of that turn rather
+//! than from zero (it applies only once an open queued): every client comes
+//! back within the same seconds, and a pause that has to grow from zero
+//! first lets their second and third opens pile onto the first ones.
 //!
 //! The constants were chosen with the `storm_sim` tool (6,000 and 600
-//! sessions, 1 to 20 ms of handshake CPU; `docs/performance.md`): with 10 ms
-//! handshakes at 6,000 sessions a fixed factor of 2 shed 471 handshakes at
-//! the restart and 4 covered it a third later, where 1 sheds none; a target
-//! of 400 ms shed 44. With 20 ms handshakes a factor that stays 1 shed
-//! 13,989 at the restart; growing to 2 after sheds, 9,462; to 4, 7,013 (to
-//! 8, 6,722, covering a second later).
+//! sessions, 1 to 20 ms of handshake CPU; `docs/performance.md`): at 6,000
+//! sessions with 20 ms handshakes, a restart pause of 5/10 of the turn shed
+//! 125 handshakes (seed 1), 6/10 66 (seed 1), 7/10 none (seeds 1 to 3),
+//! 8/10 none but covered 1.5 s later (seed 1); the derivative term at half
+//! its gain covered the 10 ms restart in 1.21 times the node's limit (seed
+//! 3), an integral gain of a half instead of a quarter shed 30 to 92
+//! handshakes at the 20 ms cold start; a target of 400 ms shed 138 at the 20
+//! ms restart (seed 1).
 
 use std::time::{Duration, Instant};
 
 use super::shed::OpenFailure;
 use crate::connection::SetupTimes;
 
-/// The pause after an open that queued at the node, in multiples of the time
-/// it queued beyond [`TARGET_QUEUEING`], while the node sheds nothing.
+/// The pause after a shed handshake, in multiples of the time it waited
+/// beyond [`TARGET_QUEUEING`], before sheds doubled it.
 pub const GAP_FACTOR: u32 = 1;
 
 /// The most that factor grows to: it doubles with each shed handshake, and
@@ -71,6 +81,18 @@ pub const MAX_GAP_FACTOR: u32 = 4;
 /// The queueing delay the pacer tolerates before it spaces opens out (the
 /// role of LEDBAT's target, RFC 6817 section 2.5, which is 100 ms there).
 pub const TARGET_QUEUEING: Duration = Duration::from_millis(250);
+
+/// The queueing delay at which the pauses hold steady: each open that
+/// queued longer lengthens the pause, each that queued less shortens it
+/// ([`OpenPacer`]). Half of the wait after which ScyllaDB sheds.
+pub const PAUSE_TARGET: Duration = Duration::from_millis(500);
+
+/// The pause after an outage, before any open measured the node's queue, in
+/// tenths of the pool's turn at the node in its last storm.
+pub const RESTART_PAUSE_TENTHS: u32 = 7;
+
+/// The longest pause between two opens.
+pub const MAX_PAUSE: Duration = Duration::from_secs(30);
 
 /// The first open after an outage waits a random moment within this many
 /// times the quickest first connection (at most the pool's
@@ -227,10 +249,16 @@ pub struct OpenPacer {
     least: Option<Duration>,
     gap: Duration,
     factor: u32,
-    /// When the last open that queued ended, since the pool last filled.
-    last_queued_end: Option<Instant>,
-    /// The time between the ends of the last two opens that queued.
-    queued_interval: Option<Duration>,
+    /// The pause the queue's excess over [`PAUSE_TARGET`] integrated to.
+    pause: Duration,
+    /// How long the last open that queued did, since a calm one.
+    last_queued: Option<Duration>,
+    /// When the first and the last open that queued ended, and how many
+    /// queued, since the pool last filled.
+    storm: Option<(Instant, Instant, u32)>,
+    /// The mean time between the ends of the opens that queued in the
+    /// pool's last storm.
+    turn: Option<Duration>,
 }
 
 impl OpenPacer {
@@ -243,8 +271,10 @@ impl OpenPacer {
             least: None,
             gap: Duration::ZERO,
             factor: GAP_FACTOR,
-            last_queued_end: None,
-            queued_interval: None,
+            pause: Duration::ZERO,
+            last_queued: None,
+            storm: None,
+            turn: None,
         }
     }
 
@@ -270,10 +300,10 @@ impl OpenPacer {
     pub fn on_opened(&mut self, took: Duration, times: SetupTimes, at: Instant) {
         let queued = times.startup_excess();
         if queued >= TARGET_QUEUEING / 2 {
-            if let Some(last) = self.last_queued_end {
-                self.queued_interval = Some(at.saturating_duration_since(last));
-            }
-            self.last_queued_end = Some(at);
+            self.storm = Some(match self.storm {
+                Some((first, _, n)) => (first, at, n.saturating_add(1)),
+                None => (at, at, 1),
+            });
         }
         let least = self.least.map_or(took, |l| l.min(took));
         self.least = Some(least);
@@ -285,15 +315,17 @@ impl OpenPacer {
             }
             self.gap = Duration::ZERO;
             self.factor = (self.factor / 2).max(GAP_FACTOR);
-        } else if queued <= TARGET_QUEUEING {
-            self.window = 1;
-            self.calm = 0;
-            self.gap = Duration::ZERO;
-            self.factor = (self.factor / 2).max(GAP_FACTOR);
+            self.pause = Duration::ZERO;
+            self.last_queued = None;
         } else {
             self.window = 1;
             self.calm = 0;
-            self.gap = (queued - TARGET_QUEUEING).saturating_mul(self.factor);
+            if queued <= TARGET_QUEUEING {
+                self.factor = (self.factor / 2).max(GAP_FACTOR);
+            }
+            self.pause = integrate(self.pause, queued, self.last_queued);
+            self.last_queued = Some(queued);
+            self.gap = self.pause;
         }
     }
 
@@ -301,7 +333,11 @@ impl OpenPacer {
     /// to another storm, whose queue the time since this one's says nothing
     /// of.
     pub fn on_filled(&mut self) {
-        self.last_queued_end = None;
+        if let Some((first, last, n)) = self.storm.take() {
+            if n >= 2 {
+                self.turn = Some(last.saturating_duration_since(first) / (n - 1));
+            }
+        }
     }
 
     /// An open failed after `took`. A shed handshake (or one that timed out)
@@ -323,6 +359,11 @@ impl OpenPacer {
     pub fn on_outage(&mut self) {
         self.window = 1;
         self.calm = 0;
+        self.last_queued = None;
+        self.pause = self
+            .turn
+            .map_or(Duration::ZERO, |t| t * RESTART_PAUSE_TENTHS / 10)
+            .min(MAX_PAUSE);
     }
 
     /// The window over which the first open after an outage is spread: at
@@ -346,11 +387,25 @@ impl OpenPacer {
             Some(l) => bound.min(l.saturating_mul(SPREAD_HANDSHAKES)),
             None => bound,
         };
-        match self.queued_interval {
+        match self.turn {
             Some(turn) => by_handshakes.max(turn.min(bound.saturating_mul(SPREAD_HANDSHAKES))),
             None => by_handshakes,
         }
     }
+}
+
+/// The pause after an open that queued `queued` (not calm), from the
+/// pause before it: a quarter of the excess over [`PAUSE_TARGET`] (the
+/// integral term: the pauses of every client together settle the node's
+/// queue at the target whatever their number) plus how much longer it
+/// queued than the pool's last open (the derivative term: a queue that grows
+/// lengthens the pause before it is long, one that drains shortens it).
+fn integrate(pause: Duration, queued: Duration, last: Option<Duration>) -> Duration {
+    let mut next = pause.as_secs_f64() + (queued.as_secs_f64() - PAUSE_TARGET.as_secs_f64()) / 4.0;
+    if let Some(last) = last {
+        next += queued.as_secs_f64() - last.as_secs_f64();
+    }
+    Duration::from_secs_f64(next.clamp(0.0, MAX_PAUSE.as_secs_f64()))
 }
 
 #[cfg(test)]
@@ -371,6 +426,12 @@ mod tests {
         }
     }
 
+    /// A duration in whole milliseconds, rounded (the pauses are computed
+    /// in floating point).
+    fn ms(d: Duration) -> u64 {
+        (d.as_secs_f64() * 1000.0).round() as u64
+    }
+
     #[test]
     fn headroom_grows_the_window_and_queueing_shrinks_it() {
         let mut p = OpenPacer::new(4);
@@ -389,13 +450,49 @@ mod tests {
         // pause yet.
         p.on_opened(50 * MS, st(40 * MS), t());
         assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
-        // Queued 450 ms: a pause of the 200 ms beyond the target.
-        p.on_opened(460 * MS, st(450 * MS), t());
-        assert_eq!((p.window(), p.gap()), (1, 200 * MS));
+        // Queued 900 ms: a quarter of the 400 ms beyond the target, plus the
+        // 860 ms the queue grew since the last open.
+        p.on_opened(910 * MS, st(900 * MS), t());
+        assert_eq!((p.window(), ms(p.gap())), (1, 960));
+        // As long again: the excess adds up.
+        p.on_opened(910 * MS, st(900 * MS), t());
+        assert_eq!(ms(p.gap()), 1060);
+        // Draining: 600 ms shorter, 50 ms under the target.
+        p.on_opened(310 * MS, st(300 * MS), t());
+        assert_eq!(ms(p.gap()), 410);
         assert_eq!(p.least(), Some(10 * MS));
         // Calm again: no pause.
         p.on_opened(10 * MS, st(2 * MS), t());
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
+    }
+
+    /// Every client pausing by the same law settles the node's queue at the
+    /// target: a pause that grows while the queue is longer and shrinks while
+    /// it is shorter, whatever the number of clients.
+    #[test]
+    fn the_pause_grows_until_the_queue_holds_at_the_target() {
+        let mut p = OpenPacer::new(4);
+        p.on_opened(710 * MS, st(700 * MS), t());
+        assert_eq!(ms(p.gap()), 50);
+        for expected in [100, 150, 200] {
+            p.on_opened(710 * MS, st(700 * MS), t());
+            assert_eq!(ms(p.gap()), expected);
+        }
+        p.on_opened(510 * MS, st(500 * MS), t());
+        assert_eq!(
+            ms(p.gap()),
+            0,
+            "the queue shrank by 200 ms: so does the pause"
+        );
+        p.on_opened(510 * MS, st(500 * MS), t());
+        assert_eq!(ms(p.gap()), 0, "at the target: held");
+        let mut q = OpenPacer::new(4);
+        q.on_opened(5 * MS, st(MS), t());
+        for _ in 0..4 {
+            q.on_opened(510 * MS, st(500 * MS), t());
+        }
+        q.on_opened(310 * MS, st(300 * MS), t());
+        assert_eq!(q.gap(), Duration::ZERO, "never below zero");
     }
 
     /// A pool whose handshakes all queued knows no quick one: what STARTUP
@@ -403,9 +500,10 @@ mod tests {
     #[test]
     fn a_queue_is_seen_without_a_quick_handshake() {
         let mut p = OpenPacer::new(4);
-        p.on_opened(700 * MS, st(690 * MS), t());
-        assert_eq!((p.window(), p.gap()), (1, 440 * MS));
-        // Quicker than the quickest whole handshake, but still queued.
+        p.on_opened(910 * MS, st(900 * MS), t());
+        assert_eq!((p.window(), ms(p.gap())), (1, 100));
+        // Quicker than the quickest whole handshake, but still queued (and
+        // much less: the pause goes).
         p.on_opened(600 * MS, st(200 * MS), t());
         assert_eq!((p.window(), p.gap()), (1, Duration::ZERO));
         // A long round trip (a distant node) with a quick STARTUP is calm.
@@ -417,21 +515,22 @@ mod tests {
     #[test]
     fn sheds_lengthen_the_pauses_and_calm_opens_shorten_them_again() {
         let mut p = OpenPacer::new(4);
-        p.on_opened(500 * MS, st(450 * MS), t());
-        assert_eq!(p.gap(), 200 * MS);
+        p.on_opened(20 * MS, st(10 * MS), t());
         p.on_failed(OpenFailure::Shed, 1000 * MS);
         assert_eq!(p.gap(), 1500 * MS, "factor 2");
         p.on_failed(OpenFailure::Shed, 1000 * MS);
         p.on_failed(OpenFailure::Shed, 1000 * MS);
         assert_eq!(p.gap(), 3000 * MS, "factor 4 at most");
-        p.on_opened(500 * MS, st(450 * MS), t());
-        assert_eq!(p.gap(), 800 * MS);
-        p.on_opened(100 * MS, st(90 * MS), t());
-        p.on_opened(500 * MS, st(450 * MS), t());
-        assert_eq!(p.gap(), 400 * MS, "halved by a calm open");
+        p.on_opened(900 * MS, st(800 * MS), t());
+        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        assert_eq!(p.gap(), 3000 * MS, "a long queue keeps it");
+        p.on_opened(210 * MS, st(200 * MS), t());
+        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        assert_eq!(p.gap(), 3000 * MS, "halved by a short queue, doubled again");
+        p.on_opened(210 * MS, st(200 * MS), t());
         p.on_opened(10 * MS, st(2 * MS), t());
-        p.on_opened(500 * MS, st(450 * MS), t());
-        assert_eq!(p.gap(), 200 * MS, "back to 1");
+        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        assert_eq!(p.gap(), 1500 * MS, "halved twice: back to 1, then 2");
     }
 
     #[test]
@@ -541,25 +640,37 @@ mod tests {
         let quickest = Some(20 * MS);
         p.on_opened(20 * MS, st(2 * MS), t0);
         assert_eq!(p.restart_spread(second, quickest), 80 * MS);
-        // Two opens that queued, 2.5 s apart: the node served every client
-        // once in about that time.
-        p.on_opened(600 * MS, st(500 * MS), t0 + 1000 * MS);
+        // Three opens that queued, ending 1 s, 2 s and 4.5 s in: the node
+        // served every client once in 1.75 s on average.
+        for at in [1000, 2000, 4500] {
+            p.on_opened(600 * MS, st(500 * MS), t0 + at * MS);
+        }
         assert_eq!(
             p.restart_spread(second, quickest),
             80 * MS,
-            "one is no interval"
+            "a storm counts once the pool filled"
         );
-        p.on_opened(600 * MS, st(500 * MS), t0 + 3500 * MS);
-        assert_eq!(p.restart_spread(second, quickest), 2500 * MS);
-        // Bounded by four times the bound.
-        assert_eq!(p.restart_spread(500 * MS, quickest), 2000 * MS);
-        // A calm open between storms measures nothing; once the pool filled,
-        // the next storm's first queued open is no interval either.
-        p.on_opened(10 * MS, st(2 * MS), t0 + 4000 * MS);
         p.on_filled();
+        assert_eq!(p.restart_spread(second, quickest), 1750 * MS);
+        // Bounded by four times the bound.
+        assert_eq!(p.restart_spread(400 * MS, quickest), 1600 * MS);
+        // After an outage, the first open that queued pauses 7/10 of the
+        // turn (before any pause grew): the node's last storm needed about
+        // that, at the target queue, for its clients to take turns.
+        p.on_outage();
+        p.on_opened(510 * MS, st(PAUSE_TARGET), t0 + 9000 * MS);
+        assert_eq!(ms(p.gap()), 1225);
+        // A calm open says the node has room: no pause.
+        p.on_opened(10 * MS, st(2 * MS), t0 + 9100 * MS);
+        assert_eq!(p.gap(), Duration::ZERO);
+        p.on_filled();
+        // A storm of one queued open is no turn: the last one stays.
         p.on_opened(600 * MS, st(500 * MS), t0 + 60_000 * MS);
-        assert_eq!(p.restart_spread(second * 10, quickest), 2500 * MS);
-        p.on_opened(600 * MS, st(500 * MS), t0 + 60_300 * MS);
+        p.on_filled();
+        assert_eq!(p.restart_spread(second, quickest), 1750 * MS);
+        p.on_opened(600 * MS, st(500 * MS), t0 + 70_000 * MS);
+        p.on_opened(600 * MS, st(500 * MS), t0 + 70_300 * MS);
+        p.on_filled();
         assert_eq!(p.restart_spread(second, quickest), 300 * MS);
     }
 

@@ -133,6 +133,10 @@ async fn refill_loop(inner: &Arc<PoolInner>, slots: &mut Slots) {
         let round = if first {
             new_ticket_epoch(inner);
             let r = open_first(inner, slots, &mut plan).await;
+            // The next opens wait the pacer's pause after a first
+            // connection as after any other: after a restart, the first
+            // connection queued among every client's.
+            next_start = tokio::time::Instant::now() + plan.pacer().gap();
             if !matches!(r, Round::Failed) {
                 first_opened(inner);
             }
