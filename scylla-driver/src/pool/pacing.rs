@@ -374,9 +374,10 @@ impl OpenPacer {
     /// after a restart is one (over TLS a full handshake, where the others
     /// may resume and cost a tenth of it).
     ///
-    /// Longer for a node that queued the pool's last opens (a storm), up to
-    /// [`SPREAD_HANDSHAKES`] times `bound`: the time between the ends of
-    /// the last two. While a node works through a storm, each of its
+    /// Longer for a node that queued the pool's opens in its last storm, up
+    /// to [`SPREAD_HANDSHAKES`] times `bound`: the mean time between the
+    /// ends of those opens (the pool's turn at the node; one storm ends when
+    /// the pool fills). While a node works through a storm, each of its
     /// clients' opens waits its turn among every other client's, so one
     /// client's opens end about once per the time the node takes to serve
     /// one handshake of each client. That is the time over which the
