@@ -75,6 +75,48 @@ async fn a_sessions_opens_go_one_at_a_time_while_its_nodes_queue_them() {
     }
 }
 
+/// A pool whose first connection queued at its node pauses before its next
+/// open as after any other (`pool::pacing`): the node's handshakes take
+/// 1.5 s there, so the first connection queued 1.5 s, a pause of a quarter
+/// of the 1 s beyond the pacer's 500 ms target follows it (250 ms), then the
+/// other shard's open (1.5 s). Without the pause the pool is full after
+/// 3 s and a few round trips. A lower bound on the time: a busy machine only
+/// makes it longer. (A second setup raced with the first one, 500 ms into
+/// it, can only be kept between rounds; if the machine stalled the first
+/// one long enough for that, the other shard came through the regular port
+/// and there was no second open to pause before.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_first_connection_is_followed_by_the_pacers_pause() {
+    const COST: Duration = Duration::from_millis(1500);
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .shards(2)
+        .admission(AdmissionConfig {
+            cpu_concurrency: 8,
+            cost: HandshakeCost::Sleep(COST),
+            shed_after: Duration::from_secs(10),
+        })
+        .start()
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let pool = NodePool::new(
+        cluster.cql_addrs()[0],
+        config(),
+        Arc::new(Metrics::default()),
+    );
+    assert!(pool.wait_until_full(FULL).await);
+    let took = start.elapsed();
+    let (_, shard_aware) = accepted(&cluster, 0);
+    if shard_aware > 0 {
+        assert!(
+            took >= COST * 2 + Duration::from_millis(250),
+            "full after {took:?}: the second open did not wait the pause"
+        );
+    }
+    pool.shutdown();
+}
+
 fn accepted(cluster: &TestCluster, node: usize) -> (u64, u64) {
     let s = cluster.node_stats(node).unwrap();
     (s.node.accepted_regular, s.node.accepted_shard_aware)
