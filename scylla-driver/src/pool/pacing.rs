@@ -13,7 +13,7 @@
 //! Vegas, Brakmo and Peterson 1995: act on the queueing delay, not on loss;
 //! LEDBAT, RFC 6817: a target queueing delay):
 //!
-//! - while that time is short (under half of [`TARGET_QUEUEING`], and under
+//! - while that time is short (under [`CALM_QUEUEING`], and under
 //!   the quickest whole handshake seen), the node has headroom: the opens in
 //!   flight grow by one each time as many opens as are allowed completed so
 //!   (from one, up to the pool's `max_concurrent_opens`), with no pause;
@@ -82,6 +82,11 @@ pub const MAX_GAP_FACTOR: u32 = 4;
 /// role of LEDBAT's target, RFC 6817 section 2.5, which is 100 ms there).
 pub const TARGET_QUEUEING: Duration = Duration::from_millis(250);
 
+/// An open that queued less than this (half of [`TARGET_QUEUEING`]) found
+/// its node calm: the pacer's and the session's windows may grow, and it is
+/// not part of a storm.
+pub const CALM_QUEUEING: Duration = Duration::from_millis(125);
+
 /// The queueing delay at which the pauses hold steady: each open that
 /// queued longer lengthens the pause, each that queued less shortens it
 /// ([`OpenPacer`]). Half of the wait after which ScyllaDB sheds.
@@ -143,7 +148,7 @@ impl FirstOpenFacts {
 /// How many opens a session may have in flight to all its nodes at once
 /// (`pool::session_opens`), adapted as TCP Reno adapts its congestion
 /// window (RFC 5681, section 3.1; Jacobson 1988): one more for each open
-/// that found a node calm (it queued under half of [`TARGET_QUEUEING`]),
+/// that found a node calm (it queued under [`CALM_QUEUEING`]),
 /// half as many (at least one) for each that queued beyond it or was shed.
 ///
 /// Each pool paces its own node ([`OpenPacer`]), but a pool learns only
@@ -184,7 +189,7 @@ impl SessionWindow {
     /// queued at the node.
     pub fn on_opened(&mut self, times: SetupTimes) {
         let queued = times.startup_excess();
-        if queued < TARGET_QUEUEING / 2 {
+        if queued < CALM_QUEUEING {
             self.window = (self.window + 1).min(MAX_SESSION_OPENS);
         } else if queued > TARGET_QUEUEING {
             self.window = (self.window / 2).max(1);
@@ -299,7 +304,7 @@ impl OpenPacer {
     /// the node.
     pub fn on_opened(&mut self, took: Duration, times: SetupTimes, at: Instant) {
         let queued = times.startup_excess();
-        if queued >= TARGET_QUEUEING / 2 {
+        if queued >= CALM_QUEUEING {
             self.storm = Some(match self.storm {
                 Some((first, _, n)) => (first, at, n.saturating_add(1)),
                 None => (at, at, 1),
@@ -307,7 +312,7 @@ impl OpenPacer {
         }
         let least = self.least.map_or(took, |l| l.min(took));
         self.least = Some(least);
-        if queued < least && queued < TARGET_QUEUEING / 2 {
+        if queued < least && queued < CALM_QUEUEING {
             self.calm += 1;
             if self.calm >= self.window {
                 self.calm = 0;
