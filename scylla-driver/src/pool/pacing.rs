@@ -49,20 +49,26 @@
 //! the first after a node's restart is; [`OpenPacer::restart_spread`]), or
 //! within the pool's turn at the node in its last storm: a node whose
 //! handshakes are cheap is back at once; the pauses above pace the rest.
-//! The pause starts from [`RESTART_PAUSE_TENTHS`] tenths of that turn rather
-//! than from zero (it applies only once an open queued): every client comes
-//! back within the same seconds, and a pause that has to grow from zero
-//! first lets their second and third opens pile onto the first ones.
+//! The pause starts from [`RESTART_PAUSE_TENTHS`] tenths of the pool's
+//! cadence in that storm (the mean time between all its opens' ends from its
+//! first that queued) rather than from zero (it applies only once an open
+//! queued): every client comes back within the same seconds, and a pause
+//! that has to grow from zero first lets their second and third opens pile
+//! onto the first ones. The cadence rather than the turn: over TLS the opens
+//! after a node's first resume, cost a tenth of it and mostly do not queue,
+//! and the pool opened them as often as the node served them.
 //!
 //! The constants were chosen with the `storm_sim` tool (6,000 and 600
 //! sessions, 1 to 20 ms of handshake CPU; `docs/performance.md`): at 6,000
-//! sessions with 20 ms handshakes, a restart pause of 5/10 of the turn shed
-//! 125 handshakes (seed 1), 6/10 66 (seed 1), 7/10 none (seeds 1 to 3),
-//! 8/10 none but covered 1.5 s later (seed 1); the derivative term at half
-//! its gain covered the 10 ms restart in 1.21 times the node's limit (seed
-//! 3), an integral gain of a half instead of a quarter shed 30 to 92
-//! handshakes at the 20 ms cold start; a target of 400 ms shed 138 at the 20
-//! ms restart (seed 1).
+//! sessions with 20 ms handshakes (seeds 1 to 3), a restart pause of 8/10
+//! of the cadence shed 23, 196 and 0 handshakes at the restart, 9/10 none,
+//! 10/10 39, 0, 0 and covered up to 1.1 s later; 7/10 of the turn shed none
+//! but covered the 10 ms restart in up to 1.41 times the node's limit (seeds
+//! 4 to 6) and the TLS restart 0.34 s later; the derivative term at half its
+//! gain covered the 10 ms restart in 1.21 times the node's limit (seed 3),
+//! an integral gain of a half instead of a quarter shed 30 to 92 handshakes
+//! at the 20 ms cold start; a target of 400 ms shed 138 at the 20 ms
+//! restart (seed 1).
 
 use std::time::{Duration, Instant};
 
@@ -83,8 +89,8 @@ pub const MAX_GAP_FACTOR: u32 = 4;
 pub const TARGET_QUEUEING: Duration = Duration::from_millis(250);
 
 /// An open that queued less than this (half of [`TARGET_QUEUEING`]) found
-/// its node calm: the pacer's and the session's windows may grow, and it is
-/// not part of a storm.
+/// its node calm: the pacer's and the session's windows may grow, and it
+/// does not start a storm.
 pub const CALM_QUEUEING: Duration = Duration::from_millis(125);
 
 /// The queueing delay at which the pauses hold steady: each open that
@@ -93,8 +99,9 @@ pub const CALM_QUEUEING: Duration = Duration::from_millis(125);
 pub const PAUSE_TARGET: Duration = Duration::from_millis(500);
 
 /// The pause after an outage, before any open measured the node's queue, in
-/// tenths of the pool's turn at the node in its last storm.
-pub const RESTART_PAUSE_TENTHS: u32 = 7;
+/// tenths of the pool's cadence in its last storm (the mean time between
+/// the ends of its opens, from its first that queued until it filled).
+pub const RESTART_PAUSE_TENTHS: u32 = 9;
 
 /// The longest pause between two opens.
 pub const MAX_PAUSE: Duration = Duration::from_secs(30);
@@ -258,12 +265,44 @@ pub struct OpenPacer {
     pause: Duration,
     /// How long the last open that queued did, since a calm one.
     last_queued: Option<Duration>,
-    /// When the first and the last open that queued ended, and how many
-    /// queued, since the pool last filled.
-    storm: Option<(Instant, Instant, u32)>,
+    /// The storm the pool is in: since its first open that queued, until
+    /// the pool fills.
+    storm: Option<Storm>,
     /// The mean time between the ends of the opens that queued in the
     /// pool's last storm.
     turn: Option<Duration>,
+    /// The mean time between the ends of all the opens of the pool's last
+    /// storm (from its first that queued): how often the pool opened while
+    /// the node worked through the storm.
+    cadence: Option<Duration>,
+}
+
+/// A pool's opens in a storm: when the first that queued ended, and since
+/// then how many queued and how many ended at all, and the last end of each.
+#[derive(Debug, Clone, Copy)]
+struct Storm {
+    first: Instant,
+    queued: u32,
+    last_queued: Instant,
+    opens: u32,
+    last: Instant,
+}
+
+impl Storm {
+    fn new(at: Instant) -> Self {
+        Storm {
+            first: at,
+            queued: 1,
+            last_queued: at,
+            opens: 1,
+            last: at,
+        }
+    }
+
+    /// The mean interval from the first end to `last` over `n` ends.
+    fn mean(first: Instant, last: Instant, n: u32) -> Option<Duration> {
+        (n >= 2).then(|| last.saturating_duration_since(first) / (n - 1))
+    }
 }
 
 impl OpenPacer {
@@ -280,6 +319,7 @@ impl OpenPacer {
             last_queued: None,
             storm: None,
             turn: None,
+            cadence: None,
         }
     }
 
@@ -304,11 +344,18 @@ impl OpenPacer {
     /// the node.
     pub fn on_opened(&mut self, took: Duration, times: SetupTimes, at: Instant) {
         let queued = times.startup_excess();
-        if queued >= CALM_QUEUEING {
-            self.storm = Some(match self.storm {
-                Some((first, _, n)) => (first, at, n.saturating_add(1)),
-                None => (at, at, 1),
-            });
+        let queued_here = queued >= CALM_QUEUEING;
+        match &mut self.storm {
+            Some(storm) => {
+                storm.opens = storm.opens.saturating_add(1);
+                storm.last = at;
+                if queued_here {
+                    storm.queued = storm.queued.saturating_add(1);
+                    storm.last_queued = at;
+                }
+            }
+            None if queued_here => self.storm = Some(Storm::new(at)),
+            None => {}
         }
         let least = self.least.map_or(took, |l| l.min(took));
         self.least = Some(least);
@@ -338,9 +385,10 @@ impl OpenPacer {
     /// to another storm, whose queue the time since this one's says nothing
     /// of.
     pub fn on_filled(&mut self) {
-        if let Some((first, last, n)) = self.storm.take() {
-            if n >= 2 {
-                self.turn = Some(last.saturating_duration_since(first) / (n - 1));
+        if let Some(storm) = self.storm.take() {
+            if let Some(turn) = Storm::mean(storm.first, storm.last_queued, storm.queued) {
+                self.turn = Some(turn);
+                self.cadence = Storm::mean(storm.first, storm.last, storm.opens);
             }
         }
     }
@@ -366,7 +414,7 @@ impl OpenPacer {
         self.calm = 0;
         self.last_queued = None;
         self.pause = self
-            .turn
+            .cadence
             .map_or(Duration::ZERO, |t| t * RESTART_PAUSE_TENTHS / 10)
             .min(MAX_PAUSE);
     }
@@ -647,10 +695,12 @@ mod tests {
         p.on_opened(20 * MS, st(2 * MS), t0);
         assert_eq!(p.restart_spread(second, quickest), 80 * MS);
         // Three opens that queued, ending 1 s, 2 s and 4.5 s in: the node
-        // served every client once in 1.75 s on average.
+        // served every client once in 1.75 s on average. One more, calm,
+        // 5.5 s in: the pool opened every 1.5 s.
         for at in [1000, 2000, 4500] {
             p.on_opened(600 * MS, st(500 * MS), t0 + at * MS);
         }
+        p.on_opened(20 * MS, st(2 * MS), t0 + 5500 * MS);
         assert_eq!(
             p.restart_spread(second, quickest),
             80 * MS,
@@ -660,12 +710,11 @@ mod tests {
         assert_eq!(p.restart_spread(second, quickest), 1750 * MS);
         // Bounded by four times the bound.
         assert_eq!(p.restart_spread(400 * MS, quickest), 1600 * MS);
-        // After an outage, the first open that queued pauses 7/10 of the
-        // turn (before any pause grew): the node's last storm needed about
-        // that, at the target queue, for its clients to take turns.
+        // After an outage, the first open that queued pauses 9/10 of the
+        // pool's cadence in that storm (before any pause grew).
         p.on_outage();
         p.on_opened(510 * MS, st(PAUSE_TARGET), t0 + 9000 * MS);
-        assert_eq!(ms(p.gap()), 1225);
+        assert_eq!(ms(p.gap()), 1350);
         // A calm open says the node has room: no pause.
         p.on_opened(10 * MS, st(2 * MS), t0 + 9100 * MS);
         assert_eq!(p.gap(), Duration::ZERO);
