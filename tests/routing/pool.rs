@@ -33,6 +33,22 @@ fn config() -> PoolConfig {
     }
 }
 
+/// A cluster whose every handshake takes `cost` at the node (8 at a time
+/// per shard, none shed).
+async fn slow_handshakes(nodes: usize, shards: u16, cost: Duration) -> TestCluster {
+    TestCluster::builder()
+        .nodes(nodes)
+        .shards(shards)
+        .admission(AdmissionConfig {
+            cpu_concurrency: 8,
+            cost: HandshakeCost::Sleep(cost),
+            shed_after: Duration::from_secs(10),
+        })
+        .start()
+        .await
+        .unwrap()
+}
+
 /// Two pools of one session (`PoolConfig::with_session_opens`) to two nodes
 /// whose every handshake takes 300 ms at the node (beyond the pacing's 250 ms
 /// target): each open halves the session's window, which stays at one, so
@@ -43,17 +59,7 @@ fn config() -> PoolConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sessions_opens_go_one_at_a_time_while_its_nodes_queue_them() {
     const COST: Duration = Duration::from_millis(300);
-    let cluster = TestCluster::builder()
-        .nodes(2)
-        .shards(4)
-        .admission(AdmissionConfig {
-            cpu_concurrency: 8,
-            cost: HandshakeCost::Sleep(COST),
-            shed_after: Duration::from_secs(10),
-        })
-        .start()
-        .await
-        .unwrap();
+    let cluster = slow_handshakes(2, 4, COST).await;
     let cfg = config().with_session_opens();
     let metrics = Arc::new(Metrics::default());
     let start = tokio::time::Instant::now();
@@ -88,17 +94,7 @@ async fn a_sessions_opens_go_one_at_a_time_while_its_nodes_queue_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_first_connection_is_followed_by_the_pacers_pause() {
     const COST: Duration = Duration::from_millis(1500);
-    let cluster = TestCluster::builder()
-        .nodes(1)
-        .shards(2)
-        .admission(AdmissionConfig {
-            cpu_concurrency: 8,
-            cost: HandshakeCost::Sleep(COST),
-            shed_after: Duration::from_secs(10),
-        })
-        .start()
-        .await
-        .unwrap();
+    let cluster = slow_handshakes(1, 2, COST).await;
     let start = tokio::time::Instant::now();
     let pool = NodePool::new(
         cluster.cql_addrs()[0],
