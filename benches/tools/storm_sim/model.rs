@@ -1322,6 +1322,11 @@ impl Sim {
             }
             Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took),
         }
+        // The refill task's next opens wait the pacer's pause after this
+        // one, a first connection or not.
+        let now_ns = self.now;
+        let o = self.ours(pool);
+        o.next_start = now_ns + ns(o.plan.pacer().gap());
         if first {
             let was_full = self.pools[pool as usize].full();
             let mut tally = RoundTally::default();
@@ -1343,12 +1348,7 @@ impl Sim {
             self.shed_seen(pool, tally);
             let round = tally.round(complete, false);
             self.coverage_change(pool, was_full);
-            // The refill task's next opens wait the pacer's pause after a
-            // first connection too.
-            let now_ns = self.now;
-            let o = self.ours(pool);
-            o.pending = 0;
-            o.next_start = now_ns + ns(o.plan.pacer().gap());
+            self.ours(pool).pending = 0;
             self.ours_after_round(pool, round, true);
             self.first_wake(s);
             return;
@@ -1393,11 +1393,9 @@ impl Sim {
                 self.ours(pool).tally.failed(failure);
             }
         }
-        let now_ns = self.now;
         let o = self.ours(pool);
         o.active -= 1;
         o.pending -= 1;
-        o.next_start = now_ns + ns(o.plan.pacer().gap());
         if o.pending > 0 {
             self.ours_pump(pool);
         }

@@ -359,7 +359,7 @@ impl OpenPacer {
         }
         let least = self.least.map_or(took, |l| l.min(took));
         self.least = Some(least);
-        if queued < least && queued < CALM_QUEUEING {
+        if queued < least && !queued_here {
             self.calm += 1;
             if self.calm >= self.window {
                 self.calm = 0;
