@@ -33,7 +33,7 @@
 //!
 //! The opens of a round start as the pool's pacer allows ([`super::pacing`]):
 //! at most its window in flight (at most `max_concurrent_opens`), each after
-//! its pause, starting at a random one of the missing shards. After the node
+//! its pause, the missing shards in a random order. After the node
 //! was reported up, the first open waits a random moment of the restart
 //! spread, so a restarted node does not get every client's first handshake at
 //! the same instant.
