@@ -468,7 +468,7 @@ mod tests {
         for policy in [Policy::Ours, Policy::Official] {
             let mut p = Params::new(50, 3, 4, policy);
             p.cost = Duration::from_millis(20);
-            p.shed_after = Duration::from_millis(50);
+            p.shed_after = Duration::from_millis(5);
             p.horizon = Duration::from_secs(300);
             let r = model::run(p);
             assert!(r.cold.shed > 0, "{}: nothing shed", policy.name());
