@@ -21,12 +21,12 @@
 //!   pause that a PI controller sets from the queue: it grows by a quarter
 //!   of the time the open queued beyond [`PAUSE_TARGET`] (shrinks by a
 //!   quarter of the time short of it), and by half of how much longer it
-//!   queued than the pool's last open (shrinks so when the queue drains). A pause
-//!   proportional to the excess alone settles the queue where the clients'
-//!   pauses add up to the node's turn (sessions x handshake CPU / CPU
-//!   stage), so its length grows with the number of clients, which no client
-//!   knows: at 6,000 sessions and 20 ms handshakes past the wait at which the
-//!   node sheds. The integral term settles it at the target whatever their
+//!   queued than the pool's last open (by half of how much shorter when the
+//!   queue drains). A pause proportional to the excess alone settles the
+//!   queue where the clients' pauses add up to the node's turn (sessions x
+//!   handshake CPU / CPU stage), so its length grows with the number of
+//!   clients, which no client knows: at 6,000 sessions and 20 ms handshakes
+//!   past the wait at which the node sheds. The integral term settles it at the target whatever their
 //!   number (TCP Vegas keeps a few packets queued per flow instead, and its
 //!   queue grows with the flows); the derivative term damps the swing of
 //!   thousands of clients reacting to the same queue one round late (at
