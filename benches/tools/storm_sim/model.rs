@@ -56,7 +56,7 @@ use scylla_driver::pool::coverage::Coverage;
 use scylla_driver::pool::fill::{placement, surplus_shard, Fill, Placement};
 use scylla_driver::pool::nat::{FallbackConfig, FallbackReason, PortChoice, ShardAwareHealth};
 use scylla_driver::pool::pacing::{
-    FirstOpenFacts, SessionWindow, TicketGateFacts, OPEN_STALL, TICKET_WAIT,
+    pick_waiting, FirstOpenFacts, SessionWindow, TicketGateFacts, OPEN_STALL, TICKET_WAIT,
 };
 use scylla_driver::pool::plan::{DecisionLog, Next, RefillPlan, Round, RoundTally};
 use scylla_driver::pool::shed::OpenFailure;
@@ -551,6 +551,9 @@ struct Sim {
     in_flight: Vec<usize>,
     window: Vec<SessionWindow>,
     window_waiting: Vec<VecDeque<PoolId>>,
+    /// Draws the waiting pools a session's window chooses between (one
+    /// generator for all sessions: `pool::session_opens` has one each).
+    window_rng: fastrand::Rng,
 }
 
 const NS: u64 = 1;
@@ -665,6 +668,7 @@ impl Sim {
             in_flight: vec![0; p.sessions],
             window: vec![SessionWindow::default(); p.sessions],
             window_waiting: vec![VecDeque::new(); p.sessions],
+            window_rng: fastrand::Rng::with_seed(p.seed ^ 0x5e55_1075),
             p,
         }
     }
@@ -1320,7 +1324,7 @@ impl Sim {
                 }
                 self.ours(pool).plan.pacer().on_opened(took, times, now)
             }
-            Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took),
+            Err(failure) => self.ours(pool).plan.pacer().on_failed(failure, took, now),
         }
         // The refill task's next opens wait the pacer's pause after this
         // one, a first connection or not.
@@ -1456,7 +1460,15 @@ impl Sim {
     /// while it has some.
     fn window_wake(&mut self, s: usize) {
         while self.window[s].admits(self.in_flight[s]) {
-            let Some(pool) = self.window_waiting[s].pop_front() else {
+            // `SessionOpens::let_through`: the better of two by how soon
+            // their nodes drain.
+            let waiting: Vec<PoolId> = self.window_waiting[s].iter().copied().collect();
+            let drains_at: Vec<_> = waiting
+                .iter()
+                .map(|&p| self.ours(p).plan.pacer().drains_at())
+                .collect();
+            let pick = pick_waiting(&mut self.window_rng, waiting.len(), |i| drains_at[i]);
+            let Some(pool) = pick.and_then(|i| self.window_waiting[s].remove(i)) else {
                 return;
             };
             self.ours_pump(pool);

@@ -183,7 +183,8 @@ impl FirstOpenFacts {
 /// within its admission wait are shed. With one window over all its nodes,
 /// a session's opens in flight track what its nodes answered: a node that
 /// queues them halves them, for every node. A session's first opens count
-/// here too, and pass by [`FirstOpenFacts`] instead.
+/// here too, and pass by [`FirstOpenFacts`] instead. Which of its waiting
+/// opens the window lets through is [`pick_waiting`]'s choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionWindow {
     window: usize,
@@ -238,6 +239,48 @@ impl SessionWindow {
         if self.hold == 0 {
             self.hold = self.window;
             self.window = (self.window / 2).max(1);
+        }
+    }
+}
+
+/// Which of `n` opens of a session waiting for room in its
+/// [`SessionWindow`] starts next (`pool::session_opens`): of two drawn at
+/// random, the one whose node drains its queue first, by what its pool last
+/// saw ([`OpenPacer::drains_at`]; a pool that saw none first). `drains_at(i)`
+/// is that moment for waiting open `i`; `None` when `n` is 0.
+///
+/// The window is the session's over all its nodes. Taken in turn, every
+/// node gets one of the session's opens per turn of the window whatever
+/// its queue, so a queue that grows by chance at one node is not pulled
+/// back: the window, halved for it, idles the others while it drains, and
+/// the session's opens move on to the next node in a wave (at 6,000
+/// sessions x 9 nodes x 7 shards and 20 ms handshakes, `storm_sim` at a
+/// cold start: one node's queue at 0.03 s while another's reached 1 s, and
+/// handshakes shed in 4 of 30 seeds). Weighed by how soon each node drains,
+/// a session's opens go where they wait least. Not to the node that drains
+/// first of all: what a pool saw is a round of handshakes old, and every
+/// session choosing the same node would flood it (Mitzenmacher, "How Useful
+/// Is Old Information?", IEEE TPDS 2000); the better of two random choices
+/// balances load nearly as well and is robust to stale information
+/// (Mitzenmacher, "The Power of Two Choices in Randomized Load Balancing",
+/// IEEE TPDS 2001). A node not chosen for a while drains by then: the
+/// moment its pool saw passes, and any later sighting of another node's
+/// queue is weighed after it.
+pub fn pick_waiting(
+    rng: &mut fastrand::Rng,
+    n: usize,
+    drains_at: impl Fn(usize) -> Option<Instant>,
+) -> Option<usize> {
+    match n {
+        0 => None,
+        1 => Some(0),
+        _ => {
+            let a = rng.usize(..n);
+            let mut b = rng.usize(..n - 1);
+            if b >= a {
+                b += 1;
+            }
+            Some(if drains_at(b) < drains_at(a) { b } else { a })
         }
     }
 }
@@ -305,6 +348,8 @@ pub struct OpenPacer {
     /// storm (from its first that queued): how often the pool opened while
     /// the node worked through the storm.
     cadence: Option<Duration>,
+    /// When the node's queue, as the pool's last open found it, drained.
+    drains_at: Option<Instant>,
 }
 
 /// A pool's opens in a storm: when the first that queued ended, and since
@@ -350,6 +395,7 @@ impl OpenPacer {
             storm: None,
             turn: None,
             cadence: None,
+            drains_at: None,
         }
     }
 
@@ -368,12 +414,21 @@ impl OpenPacer {
         self.least
     }
 
+    /// When the node's queue drains, as far as the pool knows: the end of
+    /// its last open (that completed or was shed) plus the time that open
+    /// queued; `None` before any. What a session weighs its waiting opens
+    /// by ([`pick_waiting`]).
+    pub fn drains_at(&self) -> Option<Instant> {
+        self.drains_at
+    }
+
     /// An open completed at `at`, after `took` (from dialling to the
     /// connection's readiness); `times`: how long its handshake's exchanges
     /// took, whose STARTUP beyond a round trip bounds the time it queued at
     /// the node.
     pub fn on_opened(&mut self, took: Duration, times: SetupTimes, at: Instant) {
         let queued = times.startup_excess();
+        self.drains_at = Some(at + queued);
         let queued_here = queued >= CALM_QUEUEING;
         match &mut self.storm {
             Some(storm) => {
@@ -423,12 +478,13 @@ impl OpenPacer {
         }
     }
 
-    /// An open failed after `took`. A shed handshake (or one that timed out)
-    /// queued about as long as it took: one open at a time, the pause's factor
-    /// doubled, and a pause as after an open that queued that long. Other
-    /// failures say nothing about the node's queue.
-    pub fn on_failed(&mut self, failure: OpenFailure, took: Duration) {
+    /// An open failed at `at`, after `took`. A shed handshake (or one that
+    /// timed out) queued about as long as it took: one open at a time, the
+    /// pause's factor doubled, and a pause as after an open that queued that
+    /// long. Other failures say nothing about the node's queue.
+    pub fn on_failed(&mut self, failure: OpenFailure, took: Duration, at: Instant) {
         if failure == OpenFailure::Shed {
+            self.drains_at = Some(at + took);
             self.window = 1;
             self.calm = 0;
             self.factor = (self.factor * 2).min(MAX_GAP_FACTOR);
@@ -601,20 +657,20 @@ mod tests {
     fn sheds_lengthen_the_pauses_and_calm_opens_shorten_them_again() {
         let mut p = OpenPacer::new(4);
         p.on_opened(20 * MS, st(10 * MS), t());
-        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t());
         assert_eq!(p.gap(), 1500 * MS, "factor 2");
-        p.on_failed(OpenFailure::Shed, 1000 * MS);
-        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t());
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t());
         assert_eq!(p.gap(), 3000 * MS, "factor 4 at most");
         p.on_opened(900 * MS, st(800 * MS), t());
-        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t());
         assert_eq!(p.gap(), 3000 * MS, "a long queue keeps it");
         p.on_opened(210 * MS, st(200 * MS), t());
-        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t());
         assert_eq!(p.gap(), 3000 * MS, "halved by a short queue, doubled again");
         p.on_opened(210 * MS, st(200 * MS), t());
         p.on_opened(10 * MS, st(2 * MS), t());
-        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t());
         assert_eq!(p.gap(), 1500 * MS, "halved twice: back to 1, then 2");
     }
 
@@ -622,10 +678,57 @@ mod tests {
     fn a_shed_pauses_like_a_long_queue_and_other_failures_do_not() {
         let mut p = OpenPacer::new(4);
         p.on_opened(10 * MS, st(2 * MS), t());
-        p.on_failed(OpenFailure::Other, 1000 * MS);
+        p.on_failed(OpenFailure::Other, 1000 * MS, t());
         assert_eq!((p.window(), p.gap()), (2, Duration::ZERO));
-        p.on_failed(OpenFailure::Shed, 1000 * MS);
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t());
         assert_eq!((p.window(), p.gap()), (1, 1500 * MS));
+    }
+
+    #[test]
+    fn a_pool_knows_when_its_nodes_queue_drains() {
+        let t0 = Instant::now();
+        let mut p = OpenPacer::new(4);
+        assert_eq!(p.drains_at(), None);
+        p.on_opened(310 * MS, st(300 * MS), t0);
+        assert_eq!(p.drains_at(), Some(t0 + 300 * MS));
+        p.on_failed(OpenFailure::Other, 5 * MS, t0 + 1000 * MS);
+        assert_eq!(p.drains_at(), Some(t0 + 300 * MS), "a refusal says nothing");
+        p.on_failed(OpenFailure::Shed, 1000 * MS, t0 + 2000 * MS);
+        assert_eq!(p.drains_at(), Some(t0 + 3000 * MS), "shed: queued as long");
+    }
+
+    /// The better of two random waiting opens: never the one whose node
+    /// drains last, the one that drains first most often, but not always
+    /// (every session sending its opens to the node that looked best a round
+    /// ago would flood it).
+    #[test]
+    fn the_session_lets_through_the_better_of_two_waiting_opens() {
+        let t0 = Instant::now();
+        let mut rng = fastrand::Rng::with_seed(7);
+        assert_eq!(pick_waiting(&mut rng, 0, |_| None), None);
+        assert_eq!(pick_waiting(&mut rng, 1, |_| Some(t0)), Some(0));
+        let two = [Some(t0 + 500 * MS), Some(t0 + 100 * MS)];
+        for _ in 0..20 {
+            assert_eq!(pick_waiting(&mut rng, 2, |i| two[i]), Some(1));
+        }
+        let unseen = [Some(t0), None];
+        assert_eq!(
+            pick_waiting(&mut rng, 2, |i| unseen[i]),
+            Some(1),
+            "a pool that saw no queue first"
+        );
+        // Nine waiting, the first in line draining last.
+        let drains = |i: usize| Some(t0 + (9 - i as u32) * 100 * MS);
+        let mut chosen = [0u32; 9];
+        for _ in 0..9000 {
+            chosen[pick_waiting(&mut rng, 9, drains).expect("nine wait")] += 1;
+        }
+        assert_eq!(chosen[0], 0, "the latest to drain never goes: {chosen:?}");
+        assert!(
+            chosen.windows(2).all(|w| w[0] < w[1]),
+            "the sooner it drains, the more often: {chosen:?}"
+        );
+        assert!(chosen[8] < 3000, "the soonest, not always: {chosen:?}");
     }
 
     #[test]

@@ -486,8 +486,11 @@ mod tests {
             p.pacer()
                 .on_opened(Duration::from_millis(10), times, std::time::Instant::now());
             // A pause of 1.5 s (factor 2 after the shed).
-            p.pacer()
-                .on_failed(OpenFailure::Shed, Duration::from_millis(1000));
+            p.pacer().on_failed(
+                OpenFailure::Shed,
+                Duration::from_millis(1000),
+                std::time::Instant::now(),
+            );
             let Next::Backoff(d) = p.after_round(Round::Failed, false) else {
                 panic!("a failed round backs off");
             };

@@ -502,7 +502,8 @@ async fn open_first(inner: &Arc<PoolInner>, slots: &mut Slots, plan: &mut Refill
             if let Some(p) = pass {
                 p.failed(failure);
             }
-            plan.pacer().on_failed(failure, started.elapsed());
+            plan.pacer()
+                .on_failed(failure, started.elapsed(), Instant::now());
             tally.failed(failure);
             tracing::debug!(node = %inner.addr, error = %e, "cannot connect");
             note_failure(inner, e);
@@ -584,7 +585,7 @@ async fn fill_missing(
             match queue.front() {
                 Some((at, _)) if *at <= now && *next_start <= now => {
                     if let Some((_, order)) = queue.pop_front() {
-                        spawn_open(inner, &mut set, order);
+                        spawn_open(inner, &mut set, order, plan.pacer().drains_at());
                     }
                 }
                 _ => break,
@@ -628,7 +629,7 @@ async fn fill_missing(
             }
             Err(e) => {
                 let failure = note_shed(inner, &e);
-                plan.pacer().on_failed(failure, opened.took);
+                plan.pacer().on_failed(failure, opened.took, Instant::now());
                 tally.failed(failure);
                 tracing::debug!(node = %inner.addr, shard = opened.wanted, error = %e, "opening a shard connection failed");
                 note_failure(inner, e);
@@ -721,8 +722,14 @@ fn order_opens(
     orders.into_iter().map(|o| (now + o.delay, o)).collect()
 }
 
-/// Starts one open in `set`.
-fn spawn_open(inner: &Arc<PoolInner>, set: &mut JoinSet<Opened>, order: OpenOrder<OpenPort>) {
+/// Starts one open in `set`; `drains_at`: when the node's queue drains, as
+/// the pool last saw it (the session weighs its waiting opens by it).
+fn spawn_open(
+    inner: &Arc<PoolInner>,
+    set: &mut JoinSet<Opened>,
+    order: OpenOrder<OpenPort>,
+    drains_at: Option<Instant>,
+) {
     let OpenOrder {
         shard, port, seed, ..
     } = order;
@@ -731,7 +738,7 @@ fn spawn_open(inner: &Arc<PoolInner>, set: &mut JoinSet<Opened>, order: OpenOrde
         // Within the session's window (`super::session_opens`): counted
         // until this open ends or stalls.
         let mut pass = match &shared.config.session_opens {
-            Some(gate) => Some(gate.enter().await),
+            Some(gate) => Some(gate.enter(drains_at).await),
             None => None,
         };
         // Over TLS: wait (bounded) for a ticket of the node while other

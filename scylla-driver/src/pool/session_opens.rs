@@ -10,7 +10,9 @@
 //!   connected cluster restarts, its pool goes at once;
 //! - the others start while the session's opens in flight, first ones
 //!   included, are fewer than its [`SessionWindow`], which each open's end
-//!   adapts (wider while nodes answer calmly, halved when one queues).
+//!   adapts (wider while nodes answer calmly, halved when one queues); when
+//!   several wait, the window lets through the better of two drawn at
+//!   random, by how soon their nodes drain their queues ([`pick_waiting`]).
 //!
 //! Both rules are in `pool::pacing`, which `storm_sim` calls too. An open
 //! still in flight after [`OPEN_STALL`] stops counting, so that a silent
@@ -18,12 +20,13 @@
 //! adapts the window.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
 #[cfg(doc)]
 use super::pacing::OPEN_STALL;
-use super::pacing::{FirstOpenFacts, SessionWindow};
+use super::pacing::{pick_waiting, FirstOpenFacts, SessionWindow};
 use super::shed::OpenFailure;
 use crate::connection::SetupTimes;
 
@@ -34,15 +37,57 @@ pub(crate) struct SessionOpens {
     changed: Notify,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct Counts {
     /// First opens let through and still counted.
     first_in_flight: usize,
-    /// Opens let through and still counted, first ones included.
+    /// Opens let through and still counted, first ones included (and those
+    /// the window let through that have not yet taken their pass).
     in_flight: usize,
     /// Pools of the session holding a connection.
     connected: usize,
     window: SessionWindow,
+    /// Opens waiting for room in the window.
+    waiting: Vec<Waiting>,
+    /// The id of the next open to wait.
+    next_id: u64,
+    /// Draws the waiting opens the window chooses between.
+    rng: fastrand::Rng,
+}
+
+/// An open waiting for room in the session's window.
+#[derive(Debug)]
+struct Waiting {
+    id: u64,
+    /// When its node's queue drains, as its pool last saw it.
+    drains_at: Option<Instant>,
+    /// The window let it through: it counts in `in_flight`.
+    let_through: bool,
+}
+
+impl Counts {
+    /// Lets waiting opens through while the window has room, each the
+    /// better of two by how soon its node drains ([`pick_waiting`]);
+    /// whether it let any through.
+    fn let_through(&mut self) -> bool {
+        let mut any = false;
+        while self.window.admits(self.in_flight) {
+            let candidates = self.waiting.iter().filter(|w| !w.let_through);
+            let n = candidates.clone().count();
+            let Some(pick) = pick_waiting(&mut self.rng, n, |i| {
+                candidates.clone().nth(i).and_then(|w| w.drains_at)
+            }) else {
+                break;
+            };
+            let Some(w) = self.waiting.iter_mut().filter(|w| !w.let_through).nth(pick) else {
+                break;
+            };
+            w.let_through = true;
+            self.in_flight += 1;
+            any = true;
+        }
+        any
+    }
 }
 
 /// An open let through; it counts until released, ended or dropped.
@@ -94,31 +139,30 @@ impl Drop for OpenPass {
     }
 }
 
+/// An open waiting in [`SessionOpens::enter`], until it takes its pass.
+struct WaitingGuard<'a> {
+    gate: &'a SessionOpens,
+    id: Option<u64>,
+}
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.gate.update(|c| {
+                if let Some(at) = c.waiting.iter().position(|w| w.id == id) {
+                    if c.waiting.swap_remove(at).let_through {
+                        c.in_flight = c.in_flight.saturating_sub(1);
+                    }
+                }
+            });
+        }
+    }
+}
+
 impl SessionOpens {
     /// Waits until the session's rule admits one more first open of a pool
     /// that holds no connection.
     pub(crate) async fn enter_first(self: &Arc<Self>) -> OpenPass {
-        self.enter_when(true, |c| {
-            FirstOpenFacts {
-                in_flight: c.first_in_flight,
-                connected: c.connected,
-            }
-            .admits()
-        })
-        .await
-    }
-
-    /// Waits until the session's window admits one more open.
-    pub(crate) async fn enter(self: &Arc<Self>) -> OpenPass {
-        self.enter_when(false, |c| c.window.admits(c.in_flight))
-            .await
-    }
-
-    async fn enter_when(
-        self: &Arc<Self>,
-        first: bool,
-        admits: impl Fn(&Counts) -> bool,
-    ) -> OpenPass {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -126,14 +170,61 @@ impl SessionOpens {
             changed.as_mut().enable();
             {
                 let mut c = self.lock();
-                if admits(&c) {
+                let facts = FirstOpenFacts {
+                    in_flight: c.first_in_flight,
+                    connected: c.connected,
+                };
+                if facts.admits() {
                     c.in_flight += 1;
-                    if first {
-                        c.first_in_flight += 1;
-                    }
+                    c.first_in_flight += 1;
                     return OpenPass {
                         gate: self.clone(),
-                        first,
+                        first: true,
+                        counted: true,
+                    };
+                }
+            }
+            changed.await;
+        }
+    }
+
+    /// Waits until the session's window lets one more open through;
+    /// `drains_at`: when the node's queue drains, as the open's pool last saw
+    /// it ([`super::pacing::OpenPacer::drains_at`]).
+    pub(crate) async fn enter(self: &Arc<Self>, drains_at: Option<Instant>) -> OpenPass {
+        let id = {
+            let mut c = self.lock();
+            let id = c.next_id;
+            c.next_id = c.next_id.wrapping_add(1);
+            c.waiting.push(Waiting {
+                id,
+                drains_at,
+                let_through: false,
+            });
+            id
+        };
+        // Dropped before it takes its pass (the open was cancelled): it no
+        // longer waits, nor counts if it was let through.
+        let mut waiting = WaitingGuard {
+            gate: self,
+            id: Some(id),
+        };
+        if self.lock().let_through() {
+            self.changed.notify_waiters();
+        }
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the look: a change after it wakes this wait.
+            changed.as_mut().enable();
+            {
+                let mut c = self.lock();
+                if let Some(at) = c.waiting.iter().position(|w| w.id == id && w.let_through) {
+                    c.waiting.swap_remove(at);
+                    waiting.id = None;
+                    return OpenPass {
+                        gate: self.clone(),
+                        first: false,
                         counted: true,
                     };
                 }
@@ -155,7 +246,11 @@ impl SessionOpens {
     }
 
     fn update(&self, f: impl FnOnce(&mut Counts)) {
-        f(&mut self.lock());
+        {
+            let mut c = self.lock();
+            f(&mut c);
+            c.let_through();
+        }
         self.changed.notify_waiters();
     }
 
@@ -176,7 +271,7 @@ mod tests {
     }
 
     fn window_admits_now(gate: &Arc<SessionOpens>) -> Option<OpenPass> {
-        now(gate.enter())
+        now(gate.enter(None))
     }
 
     fn now(enter: impl Future<Output = OpenPass>) -> Option<OpenPass> {
@@ -243,6 +338,57 @@ mod tests {
         let f = window_admits_now(&gate).expect("a window of one");
         assert!(window_admits_now(&gate).is_none());
         drop(f);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_window_lets_through_the_open_whose_node_drains_first() {
+        let gate = Arc::new(SessionOpens::default());
+        let held = gate.enter(None).await;
+        let t0 = Instant::now();
+        let wait = |drains_in: u64| {
+            let gate = gate.clone();
+            tokio::spawn(async move {
+                gate.enter(Some(t0 + Duration::from_millis(drains_in)))
+                    .await
+            })
+        };
+        let late = wait(1000);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let soon = wait(100);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            !late.is_finished() && !soon.is_finished(),
+            "the window is full"
+        );
+        drop(held);
+        let pass = tokio::time::timeout(Duration::from_secs(1), soon)
+            .await
+            .expect("the sooner node's open goes, though it came second")
+            .expect("the waiting task");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!late.is_finished(), "one at a time");
+        drop(pass);
+        let pass = tokio::time::timeout(Duration::from_secs(1), late)
+            .await
+            .expect("then the other")
+            .expect("the waiting task");
+        drop(pass);
+    }
+
+    #[test]
+    fn an_open_cancelled_after_the_window_let_it_through_counts_no_more() {
+        let gate = Arc::new(SessionOpens::default());
+        let held = window_admits_now(&gate).expect("one at first");
+        let mut waiting = Box::pin(gate.enter(None));
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        // The window lets it through; it is dropped before it takes its pass.
+        drop(held);
+        drop(waiting);
+        let next = window_admits_now(&gate).expect("its room is free again");
+        assert!(window_admits_now(&gate).is_none());
+        drop(next);
     }
 
     /// A node that accepts connections and never answers; yields the
