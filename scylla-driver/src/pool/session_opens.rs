@@ -340,6 +340,14 @@ mod tests {
         drop(f);
     }
 
+    /// The pass a waiting task takes within a second (`what` it should be).
+    async fn taken(task: tokio::task::JoinHandle<OpenPass>, what: &str) -> OpenPass {
+        tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .unwrap_or_else(|_| panic!("not within a second: {what}"))
+            .expect("the waiting task")
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_window_lets_through_the_open_whose_node_drains_first() {
         let gate = Arc::new(SessionOpens::default());
@@ -361,17 +369,11 @@ mod tests {
             "the window is full"
         );
         drop(held);
-        let pass = tokio::time::timeout(Duration::from_secs(1), soon)
-            .await
-            .expect("the sooner node's open goes, though it came second")
-            .expect("the waiting task");
+        let pass = taken(soon, "the sooner node's open goes, though it came second").await;
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(!late.is_finished(), "one at a time");
         drop(pass);
-        let pass = tokio::time::timeout(Duration::from_secs(1), late)
-            .await
-            .expect("then the other")
-            .expect("the waiting task");
+        let pass = taken(late, "then the other").await;
         drop(pass);
     }
 
@@ -455,10 +457,7 @@ mod tests {
             "held back while the first is in flight"
         );
         drop(first);
-        let second = tokio::time::timeout(Duration::from_secs(1), waiting)
-            .await
-            .expect("let through once the first ended")
-            .expect("the waiting task");
+        let second = taken(waiting, "let through once the first ended").await;
         drop(second);
     }
 }
