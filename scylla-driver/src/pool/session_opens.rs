@@ -49,6 +49,9 @@ struct Counts {
     window: SessionWindow,
     /// Opens waiting for room in the window.
     waiting: Vec<Waiting>,
+    /// Opens the window let through that have not yet taken their pass
+    /// (counted in `in_flight`).
+    let_through: Vec<u64>,
     /// The id of the next open to wait.
     next_id: u64,
     /// Draws the waiting opens the window chooses between.
@@ -61,32 +64,22 @@ struct Waiting {
     id: u64,
     /// When its node's queue drains, as its pool last saw it.
     drains_at: Option<Instant>,
-    /// The window let it through: it counts in `in_flight`.
-    let_through: bool,
 }
 
 impl Counts {
     /// Lets waiting opens through while the window has room, each the
-    /// better of two by how soon its node drains ([`pick_waiting`]);
-    /// whether it let any through.
-    fn let_through(&mut self) -> bool {
-        let mut any = false;
+    /// better of two by how soon its node drains ([`pick_waiting`]).
+    fn let_through(&mut self) {
         while self.window.admits(self.in_flight) {
-            let candidates = self.waiting.iter().filter(|w| !w.let_through);
-            let n = candidates.clone().count();
-            let Some(pick) = pick_waiting(&mut self.rng, n, |i| {
-                candidates.clone().nth(i).and_then(|w| w.drains_at)
-            }) else {
-                break;
+            let waiting = &self.waiting;
+            let Some(pick) = pick_waiting(&mut self.rng, waiting.len(), |i| waiting[i].drains_at)
+            else {
+                return;
             };
-            let Some(w) = self.waiting.iter_mut().filter(|w| !w.let_through).nth(pick) else {
-                break;
-            };
-            w.let_through = true;
+            let id = self.waiting.swap_remove(pick).id;
+            self.let_through.push(id);
             self.in_flight += 1;
-            any = true;
         }
-        any
     }
 }
 
@@ -150,9 +143,10 @@ impl Drop for WaitingGuard<'_> {
         if let Some(id) = self.id {
             self.gate.update(|c| {
                 if let Some(at) = c.waiting.iter().position(|w| w.id == id) {
-                    if c.waiting.swap_remove(at).let_through {
-                        c.in_flight = c.in_flight.saturating_sub(1);
-                    }
+                    c.waiting.swap_remove(at);
+                } else if let Some(at) = c.let_through.iter().position(|&l| l == id) {
+                    c.let_through.swap_remove(at);
+                    c.in_flight = c.in_flight.saturating_sub(1);
                 }
             });
         }
@@ -192,26 +186,18 @@ impl SessionOpens {
     /// `drains_at`: when the node's queue drains, as the open's pool last saw
     /// it ([`super::pacing::OpenPacer::drains_at`]).
     pub(crate) async fn enter(self: &Arc<Self>, drains_at: Option<Instant>) -> OpenPass {
-        let id = {
-            let mut c = self.lock();
-            let id = c.next_id;
+        let mut id = 0;
+        self.update(|c| {
+            id = c.next_id;
             c.next_id = c.next_id.wrapping_add(1);
-            c.waiting.push(Waiting {
-                id,
-                drains_at,
-                let_through: false,
-            });
-            id
-        };
+            c.waiting.push(Waiting { id, drains_at });
+        });
         // Dropped before it takes its pass (the open was cancelled): it no
         // longer waits, nor counts if it was let through.
         let mut waiting = WaitingGuard {
             gate: self,
             id: Some(id),
         };
-        if self.lock().let_through() {
-            self.changed.notify_waiters();
-        }
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -219,8 +205,8 @@ impl SessionOpens {
             changed.as_mut().enable();
             {
                 let mut c = self.lock();
-                if let Some(at) = c.waiting.iter().position(|w| w.id == id && w.let_through) {
-                    c.waiting.swap_remove(at);
+                if let Some(at) = c.let_through.iter().position(|&l| l == id) {
+                    c.let_through.swap_remove(at);
                     waiting.id = None;
                     return OpenPass {
                         gate: self.clone(),
