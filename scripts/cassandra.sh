@@ -299,8 +299,37 @@ start_node() {  # start_node K HEAP
     # setsid + no inherited stdio: the node outlives this script and does not
     # hold a CI job's output pipes open.
     setsid java "${flags[@]}" </dev/null >"$d/logs/stdout.log" 2>&1 &
-    echo $! >"$d/pid"
-    log "node $k ($addr): started, pid $!, heap $heap, JMX $(jmx_port "$k"), logs $d/logs"
+    local pid=$!
+    echo "$pid" >"$d/pid"
+    wait_exec "$pid"
+    log "node $k ($addr): started, pid $pid, heap $heap, JMX $(jmx_port "$k"), logs $d/logs"
+}
+
+# Waits (at most 10 s) until background job PID has become the Cassandra
+# daemon or has ended. Until it execs, the job is a fork of this script whose
+# command line names no CassandraDaemon, so live_pid would call a node that is
+# only being launched dead. Beside three busy loops, 3 launches in 300 were
+# still forks at the first check (2026-11-30); in CI that failed `start-node`
+# on a node that came up a moment later.
+wait_exec() {
+    local pid=$1 i
+    [[ -d /proc/self ]] || return 0
+    for ((i = 0; i < 200; i++)); do
+        [[ -r "/proc/$pid/cmdline" ]] || return 0
+        grep -qa CassandraDaemon "/proc/$pid/cmdline" 2>/dev/null && return 0
+        # A job that ended is a zombie (empty command line) until bash reaps it.
+        [[ "$(proc_state "$pid")" == Z ]] && return 0
+        sleep 0.05
+    done
+}
+
+# The state letter of process PID (R, S, D, Z, ...), or empty if it is gone.
+proc_state() {
+    local stat
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 0
+    # The command name in parentheses may hold spaces: the state follows the last ')'.
+    stat="${stat##*) }"
+    echo "${stat%% *}"
 }
 
 show_logs() {
