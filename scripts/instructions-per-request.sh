@@ -132,6 +132,13 @@ else
     done
 fi
 
+# With --no-build nothing above made these: name the one missing.
+for b in "${bins[@]}" "$main_target/release/testbed"; do
+    if [[ ! -x "$b" ]]; then
+        echo "instructions-per-request: $b is missing; run once without --no-build to build it" >&2
+        exit 1
+    fi
+done
 cp "$main_target/release/testbed" "$work/testbed"
 testbed_start "$work/testbed" "$work/testbed.out" --nodes 1 --shards 2 --duration-secs 3600 || exit 1
 node="$testbed_ip"
@@ -158,7 +165,11 @@ key_base=77000000
 for d in "${drivers[@]}"; do
     "$cmp_target/release/compare-$d" --node "$node" --workload insert \
         --concurrency 64 --requests $((most + 3000)) --warmup 0 --key-base "$key_base" \
-        --json > /dev/null 2>&1
+        --json > /dev/null 2>"$work/populate.err" || {
+        echo "instructions-per-request: populating the select workload with compare-$d failed:" >&2
+        cat "$work/populate.err" >&2
+        exit 1
+    }
 done
 
 count() { # requests binary workload concurrency -> instructions
