@@ -29,11 +29,18 @@ fn three_nodes() -> bool {
 fn script(args: &[&str]) -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cassandra.sh");
     let out = Command::new("bash").arg(path).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The script's own error lines first: the node's log tail it prints
+    // before them is long and may be cut from a CI excerpt.
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cassandra.sh: error"))
+        .collect();
     assert!(
         out.status.success(),
-        "cassandra.sh {args:?} failed: {}\n{}",
+        "cassandra.sh {args:?} failed: {}\n{}\n{stderr}",
+        errors.join("\n"),
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
