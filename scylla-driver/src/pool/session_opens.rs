@@ -157,28 +157,23 @@ impl SessionOpens {
     /// Waits until the session's rule admits one more first open of a pool
     /// that holds no connection.
     pub(crate) async fn enter_first(self: &Arc<Self>) -> OpenPass {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the look: a change after it wakes this wait.
-            changed.as_mut().enable();
-            {
-                let mut c = self.lock();
-                let facts = FirstOpenFacts {
-                    in_flight: c.first_in_flight,
-                    connected: c.connected,
-                };
-                if facts.admits() {
-                    c.in_flight += 1;
-                    c.first_in_flight += 1;
-                    return OpenPass {
-                        gate: self.clone(),
-                        first: true,
-                        counted: true,
-                    };
-                }
+        self.wait_until(|c| {
+            let admits = FirstOpenFacts {
+                in_flight: c.first_in_flight,
+                connected: c.connected,
             }
-            changed.await;
+            .admits();
+            if admits {
+                c.in_flight += 1;
+                c.first_in_flight += 1;
+            }
+            admits
+        })
+        .await;
+        OpenPass {
+            gate: self.clone(),
+            first: true,
+            counted: true,
         }
     }
 
@@ -198,22 +193,33 @@ impl SessionOpens {
             gate: self,
             id: Some(id),
         };
+        self.wait_until(|c| match c.let_through.iter().position(|&l| l == id) {
+            Some(at) => {
+                c.let_through.swap_remove(at);
+                true
+            }
+            None => false,
+        })
+        .await;
+        // No await since it took its pass: from here the pass counts it.
+        waiting.id = None;
+        OpenPass {
+            gate: self.clone(),
+            first: false,
+            counted: true,
+        }
+    }
+
+    /// Waits until `take` finds its pass in the counts and takes it (`true`),
+    /// looking again after every change.
+    async fn wait_until(&self, mut take: impl FnMut(&mut Counts) -> bool) {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             // Registered before the look: a change after it wakes this wait.
             changed.as_mut().enable();
-            {
-                let mut c = self.lock();
-                if let Some(at) = c.let_through.iter().position(|&l| l == id) {
-                    c.let_through.swap_remove(at);
-                    waiting.id = None;
-                    return OpenPass {
-                        gate: self.clone(),
-                        first: false,
-                        counted: true,
-                    };
-                }
+            if take(&mut self.lock()) {
+                return;
             }
             changed.await;
         }
